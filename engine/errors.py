@@ -1,0 +1,39 @@
+"""Errors that reach the user: bad input is reported as ``FILE:LINE:COL: message`` and exits 2."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input file, with where it is (line and column are 1-based)."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        where = [p for p in (self.file, self.line, self.col) if p is not None]
+        prefix = ":".join(str(p) for p in where)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class InputError(Exception):
+    """Bad input (YAML, inventory, CLI arguments): nothing has run. Carries one or more problems."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem] | Problem | str):
+        if isinstance(problems, str):
+            problems = [Problem(problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class HostError(Exception):
+    """A host could not be provisioned or reached; names the host and what to do."""
+
+    exit_code = 2
