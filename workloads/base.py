@@ -1,0 +1,47 @@
+"""What a workload is: a params schema, the Celery tasks it registers, and the driver that runs it."""
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from celery import Celery
+
+    from workloads.driver import DriveContext
+
+
+class WorkloadParams(BaseModel):
+    """Base of every workload's params: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Workload(abc.ABC):
+    """A registered benchmark. Subclasses set ``name`` and ``Params`` and implement both hooks.
+
+    ``register_tasks`` runs in every process that loads the Celery app (workers and driver);
+    ``drive`` runs once per run, in the driver process on the ``drivers`` host.
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type[WorkloadParams]]
+    #: Whether the workload needs a result backend (chords, groups waited on).
+    needs_backend: ClassVar[bool] = False
+    #: A module run as ``python -m MODULE --port PORT`` on the first ``services`` host for each run
+    #: (an HTTP service the tasks call, say); its URL reaches tasks and driver as ``spec.service_url``.
+    service_module: ClassVar[str | None] = None
+    #: Whether tasks and driver need the database of the ``services`` host (``database_url``),
+    #: given to them as the environment variable ``CMX_DATABASE_URL``.
+    needs_database: ClassVar[bool] = False
+    #: The metrics the end-of-sweep summary shows for this workload (median over repeats).
+    headline_metrics: ClassVar[tuple[str, ...]] = ("makespan_s", "consume_rate", "peak_rss_bytes", "peak_pss_bytes")
+
+    @abc.abstractmethod
+    def register_tasks(self, app: "Celery") -> None:
+        """Define the workload's tasks on ``app``."""
+
+    @abc.abstractmethod
+    def drive(self, ctx: "DriveContext", params: WorkloadParams) -> None:
+        """Publish the workload's tasks and wait for them (raising DriveTimeout past the deadline)."""

@@ -1,0 +1,91 @@
+"""Celery signal handlers that stamp every task where it happens, plus the ``cmx_progress`` command.
+
+Stamps are taken on the host that did the work (publisher, consumer, executor) with ``time.time()``
+and buffered by a :class:`~workloads.recorder.Recorder`; the publish time also travels in the
+message header ``cmx_sent_at`` so the executing side knows it without asking anyone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from celery import Celery, signals
+from celery.worker import state as worker_state
+from celery.worker.control import control_command
+
+from workloads.recorder import Recorder
+
+SENT_HEADER = "cmx_sent_at"
+INTENDED_HEADER = "cmx_intended_at"
+
+_recorder: Recorder | None = None
+_started: dict[str, float] = {}
+
+
+def install(app: Celery, recorder: Recorder) -> None:
+    """Connect the handlers (once per process) so every publish and execution is recorded."""
+    global _recorder
+    if _recorder is not None:
+        _recorder = recorder
+        return
+    _recorder = recorder
+    signals.before_task_publish.connect(_on_publish, weak=False)
+    signals.task_received.connect(_on_received, weak=False)
+    signals.task_prerun.connect(_on_prerun, weak=False)
+    signals.task_postrun.connect(_on_postrun, weak=False)
+    signals.worker_process_shutdown.connect(_flush, weak=False)
+    signals.worker_shutdown.connect(_flush, weak=False)
+    signals.worker_ready.connect(_on_ready, weak=False)
+
+
+def recorder() -> Recorder:
+    assert _recorder is not None, "instrument.install() was not called"
+    return _recorder
+
+
+def _on_publish(sender=None, headers=None, **_):
+    now = time.time()
+    headers[SENT_HEADER] = now
+    _recorder.add("pub", (headers["id"], headers.get("task", sender), _recorder.host, os.getpid(),
+                          headers.get(INTENDED_HEADER, ""), now))
+
+
+def _on_received(sender=None, request=None, **_):
+    _recorder.add("recv", (request.id, _recorder.host, os.getpid(), time.time()))
+
+
+def _on_prerun(task_id=None, **_):
+    _started[task_id] = time.time()
+
+
+def _on_postrun(task_id=None, task=None, state=None, **_):
+    finished = time.time()
+    req = task.request
+    delivery = req.delivery_info or {}
+    _recorder.add("exec", (task_id, task.name, _recorder.host, os.getpid(), getattr(req, SENT_HEADER, None) or "",
+                           _started.pop(task_id, finished), finished, state or "",
+                           int(bool(delivery.get("redelivered")))))
+
+
+def _on_ready(sender=None, **_):
+    # The heartbeat the worker's broker connection really negotiated (the server may lower what
+    # was asked; Redis has none): ingest turns it into the metric heartbeat_negotiated_s.
+    heartbeat = getattr(getattr(getattr(sender, "connection", None), "connection", None), "heartbeat", None)
+    info = {"ready_at": time.time(), "heartbeat_negotiated_s": heartbeat}
+    (_recorder.run_dir / "worker.json").write_text(json.dumps(info))
+    # hostctl start-worker waits for this file: a worker that dies on start fails fast, clearly.
+    (_recorder.run_dir / "worker.ready").write_text(str(info["ready_at"]))
+
+
+def _flush(**_):
+    if _recorder is not None:
+        _recorder.flush()
+
+
+@control_command()
+def cmx_progress(state):
+    """How many tasks this worker accepted, has running, and has finished (counted by Celery)."""
+    accepted = sum(worker_state.total_count.values())
+    active = len(worker_state.active_requests)
+    return {"accepted": accepted, "active": active, "completed": accepted - active}
