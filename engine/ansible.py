@@ -1,0 +1,112 @@
+"""Running our playbooks through ansible-runner, with secrets kept off disk and failures named."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ENGINE_DIR = Path(__file__).resolve().parent
+PLAYBOOKS = ENGINE_DIR / "playbooks"
+ROLES = ENGINE_DIR.parent / "roles"
+
+
+@dataclass(frozen=True)
+class Failure:
+    host: str
+    task: str
+    message: str
+    unreachable: bool = False
+
+    def __str__(self) -> str:
+        kind = "unreachable" if self.unreachable else "failed"
+        return f"{self.host}: {kind} at '{self.task}': {self.message}"
+
+
+@dataclass(frozen=True)
+class PlaybookResult:
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    rc: int
+    failures: tuple[Failure, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful"
+
+    def summary(self) -> str:
+        if self.failures:
+            return "; ".join(str(f) for f in self.failures)
+        return f"ansible-playbook {self.status} (rc={self.rc})"
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    # The last lines of stderr say what went wrong; the first of msg usually does.
+    line = lines[-1] if lines else ""
+    return line[:limit]
+
+
+def _failure(event: dict) -> Failure:
+    data = event.get("event_data", {})
+    res = data.get("res", {}) or {}
+    msg = res.get("stderr") or res.get("msg") or res.get("stdout") or "no message"
+    return Failure(host=data.get("host", "?"), task=data.get("task", "?"), message=_one_line(msg),
+                   unreachable=event.get("event") == "runner_on_unreachable")
+
+
+def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[str, Any],
+                 secrets: dict[str, str], timeout: float | None = None,
+                 cancel: Callable[[], bool] | None = None) -> PlaybookResult:
+    """Run ``engine/playbooks/<name>`` against ``inventory``. ``secrets`` reach the playbook as
+    environment variables only; ansible-runner's copy of the environment is removed after."""
+    import time
+
+    import ansible_runner
+
+    private_dir.mkdir(parents=True, exist_ok=True)
+    bin_dir = str(Path(sys.executable).parent)  # ansible-playbook must be the one beside us
+    envvars = {
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "ANSIBLE_ROLES_PATH": str(ROLES),
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_FORKS": "20",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+        "ANSIBLE_NOCOLOR": "1",
+        **secrets,
+    }
+    failures: list[Failure] = []
+
+    def on_event(event: dict) -> bool:
+        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            if not event.get("event_data", {}).get("ignore_errors"):
+                failures.append(_failure(event))
+        return True
+
+    start = time.monotonic()
+    try:
+        r = ansible_runner.run(
+            private_data_dir=str(private_dir), playbook=str(PLAYBOOKS / name), inventory=str(inventory.resolve()),
+            extravars=extravars, envvars=envvars, suppress_env_files=True, quiet=True,
+            timeout=int(timeout) if timeout else None, cancel_callback=cancel or (lambda: False),
+            event_handler=on_event, rotate_artifacts=0, ident=name.removesuffix(".yml"),
+        )
+    finally:
+        _scrub(private_dir)
+    return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
+                          seconds=time.monotonic() - start)
+
+
+def _scrub(private_dir: Path) -> None:
+    """ansible-runner writes the full environment (our secrets too) to artifacts/*/command and
+    job events to disk; keep only stdout, which no_log-free tasks never fill with secrets."""
+    for command in private_dir.glob("artifacts/*/command"):
+        command.unlink(missing_ok=True)
+    for events in private_dir.glob("artifacts/*/job_events"):
+        shutil.rmtree(events, ignore_errors=True)
+    for env in private_dir.glob("env"):
+        shutil.rmtree(env, ignore_errors=True)
