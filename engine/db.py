@@ -1,0 +1,133 @@
+"""The results database (DuckDB): schema, the ``runs`` view, and the records a sweep writes.
+
+Connections are short-lived (open, write, close) so that ``cmx sql`` and ``cmx status`` can read
+between runs of a live sweep; DuckDB allows one writing process at a time.
+"""
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+
+SQL_DIR = Path(__file__).with_name("sql")
+DEFAULT_DB = Path("results/cmx.duckdb")
+
+#: Columns of ``runs`` before the dimension columns.
+RUN_COLUMNS = ("experiment", "run_id", "cell_id", "repeat", "status", "error", "started_at", "finished_at", "workload")
+#: Built-in dimensions come first among the dimension columns, in this order.
+BUILTIN_ORDER = ("broker", "backend", "pool", "concurrency", "prefetch_multiplier", "heartbeat", "machines")
+
+
+def sql(name: str) -> str:
+    return (SQL_DIR / name).read_text()
+
+
+@contextmanager
+def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the database, creating its schema if needed; waits while another process writes."""
+    path = Path(path)
+    if read_only and not path.exists():
+        raise FileNotFoundError(f"{path}: no results database here yet (run a sweep first, or pass --db)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    try:
+        if not read_only:
+            con.execute(sql("schema.sql"))
+            if not _has_view(con, "runs"):
+                refresh_runs_view(con)
+        if _has_view(con, "runs"):
+            # The analysis views (run_summary, cell_summary…); stored when writable, for this
+            # connection only when read-only. A broken .sql raises ViewError naming its file.
+            from analysis.views import install_views
+            install_views(con, temporary=read_only)
+        yield con
+    finally:
+        con.close()
+
+
+def _has_view(con, name: str) -> bool:
+    return bool(con.execute("SELECT 1 FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone())
+
+
+def _column_type(json_types: set[str]) -> str:
+    """The SQL type of a dimension column from the JSON types its values have had."""
+    ints = {"BIGINT", "UBIGINT"}
+    if json_types <= ints:
+        return "BIGINT"
+    if json_types <= ints | {"DOUBLE"}:
+        return "DOUBLE"
+    if json_types == {"BOOLEAN"}:
+        return "BOOLEAN"
+    return "VARCHAR"  # strings, lists, or a mix: JSON text for lists, the string otherwise
+
+
+def _dimension_order(name: str) -> tuple:
+    if name in BUILTIN_ORDER:
+        return (0, BUILTIN_ORDER.index(name), name)
+    return (1 if name.startswith("params.") else 2, 0, name)
+
+
+def refresh_runs_view(con) -> None:
+    """(Re)create ``runs``: one row per run, one column per dimension any experiment has used."""
+    found: dict[str, set[str]] = {}
+    for key, jtype in con.execute(
+        "SELECT DISTINCT k, json_type(dims -> k) FROM run_starts, unnest(json_keys(dims)) AS u(k)"
+    ).fetchall():
+        found.setdefault(key, set()).add(jtype)
+    dims = sorted(found, key=_dimension_order)
+    dim_cols = []
+    for name in dims:
+        ctype, quoted = _column_type(found[name]), name.replace("'", "''")
+        dim_cols.append(f"""TRY_CAST(s.dims ->> '{quoted}' AS {ctype}) AS "{name.replace('"', '""')}\"""")
+    cols = ",\n    ".join(dim_cols)
+    con.execute(f"""
+CREATE OR REPLACE VIEW runs AS
+SELECT s.experiment, s.run_id, s.cell_id, s.repeat,
+    coalesce(e.status, 'failed') AS status,
+    CASE WHEN e.run_id IS NULL THEN 'no end recorded: the sweep was interrupted or is still running'
+         ELSE e.error END AS error,
+    s.started_at, e.finished_at, s.workload{',' if cols else ''}
+    {cols}
+FROM run_starts s LEFT JOIN run_ends e USING (run_id)""")
+
+
+def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
+                 inventory: str, definition: dict[str, Any]) -> None:
+    con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
+                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition)])
+
+
+def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
+                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float) -> None:
+    new_keys = set(dims) - _known_dimensions(con)
+    con.execute("INSERT INTO run_starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s])
+    if new_keys:
+        refresh_runs_view(con)
+
+
+def _known_dimensions(con) -> set[str]:
+    row = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").fetchall()
+    return {r[0] for r in row}
+
+
+def record_run_end(con, run_id: str, status: str, error: str | None, stage_seconds: dict[str, float]) -> None:
+    con.execute("INSERT INTO run_ends VALUES (?, ?, ?, now(), ?)", [run_id, status, error, json.dumps(stage_seconds)])
+
+
+def completed_runs(con, experiment: str) -> set[tuple[str, int]]:
+    """(cell_id, repeat) of the experiment's runs already stored as ok: a resumed sweep skips them."""
+    rows = con.execute("SELECT cell_id, repeat FROM runs WHERE experiment = ? AND status = 'ok'", [experiment]).fetchall()
+    return {(c, r) for c, r in rows}

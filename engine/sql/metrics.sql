@@ -1,0 +1,60 @@
+-- The headline metrics of one run ($run_id), from what was ingested for it.
+-- Tasks sent in the first $warmup_s seconds are left out of rates and latencies (not out of counts).
+WITH t AS (SELECT * FROM tasks WHERE run_id = $run_id),
+first_sent AS (SELECT min(sent_at) AS t0 FROM t),
+steady AS (SELECT t.* FROM t, first_sent WHERE t.sent_at IS NULL OR t.sent_at >= first_sent.t0 + $warmup_s),
+ran AS (SELECT * FROM steady WHERE state <> 'LOST'),
+published AS (SELECT count(DISTINCT task_id) AS n FROM t WHERE sent_at IS NOT NULL),
+done AS (SELECT count(DISTINCT task_id) AS n FROM t WHERE state <> 'LOST'),
+-- Memory: per host and sampler tick, the sum over worker processes; then the peak per host,
+-- added up over hosts (ticks of different hosts are not aligned, so this is an upper bound).
+worker_ticks AS (
+    SELECT host, ts, sum(rss_bytes) AS rss, sum(pss_bytes) AS pss, count(pss_bytes) = count(*) AS pss_complete
+    FROM samples WHERE run_id = $run_id AND role IN ('worker', 'worker-child') GROUP BY host, ts
+),
+worker_peaks AS (
+    SELECT host, max(rss) AS rss, max(pss) FILTER (WHERE pss_complete) AS pss FROM worker_ticks GROUP BY host
+)
+SELECT 'tasks_published', (SELECT n FROM published), 'tasks'
+UNION ALL SELECT 'tasks_completed', (SELECT n FROM done), 'tasks'
+UNION ALL SELECT 'tasks_lost', (SELECT count(*) FROM t WHERE state = 'LOST'), 'tasks'
+UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) FROM t WHERE state <> 'LOST'), 'tasks'
+UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered) FROM t), 'tasks'
+UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM t WHERE state NOT IN ('SUCCESS', 'LOST')), 'tasks'
+UNION ALL SELECT 'publish_rate',
+    (SELECT count(DISTINCT task_id) / nullif(max(sent_at) - min(sent_at), 0) FROM steady WHERE sent_at IS NOT NULL),
+    'tasks/s'
+UNION ALL SELECT 'consume_rate',
+    (SELECT count(*) / nullif(max(finished_at) - min(started_at), 0) FROM ran), 'tasks/s'
+UNION ALL SELECT 'makespan_s', (SELECT max(finished_at) - min(started_at) FROM t WHERE state <> 'LOST'), 's'
+UNION ALL SELECT 'latency_p50_s', (SELECT quantile_cont(finished_at - sent_at, 0.50) FROM ran), 's'
+UNION ALL SELECT 'latency_p95_s', (SELECT quantile_cont(finished_at - sent_at, 0.95) FROM ran), 's'
+UNION ALL SELECT 'latency_p99_s', (SELECT quantile_cont(finished_at - sent_at, 0.99) FROM ran), 's'
+UNION ALL SELECT 'queue_wait_p50_s', (SELECT quantile_cont(started_at - sent_at, 0.50) FROM ran), 's'
+UNION ALL SELECT 'send_lag_p99_s',
+    (SELECT quantile_cont(sent_at - intended_at, 0.99) FROM steady WHERE intended_at IS NOT NULL), 's'
+UNION ALL SELECT 'peak_rss_bytes', (SELECT sum(rss) FROM worker_peaks), 'bytes'
+UNION ALL SELECT 'peak_pss_bytes', (SELECT sum(pss) FROM worker_peaks), 'bytes'
+UNION ALL SELECT 'worker_vmhwm_max_bytes',
+    (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child')), 'bytes'
+UNION ALL SELECT 'broker_connections_max',
+    (SELECT max(count) FROM connections WHERE run_id = $run_id AND role = 'broker'), 'connections'
+UNION ALL SELECT 'backend_connections_max',
+    (SELECT max(count) FROM connections WHERE run_id = $run_id AND role = 'backend'), 'connections'
+UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id), 'messages'
+-- Per role (worker counts its children): peak over ticks of the summed processes, added over hosts.
+UNION ALL
+SELECT 'peak_' || kind || '_bytes_' || role, sum(peak), 'bytes'
+FROM (
+    SELECT role, host, 'rss' AS kind, max(v) AS peak
+    FROM (SELECT CASE WHEN role = 'worker-child' THEN 'worker' ELSE role END AS role, host, ts, sum(rss_bytes) AS v
+          FROM samples WHERE run_id = $run_id AND role <> 'sampler' GROUP BY ALL)
+    GROUP BY role, host
+    UNION ALL
+    SELECT role, host, 'pss', max(v)
+    FROM (SELECT CASE WHEN role = 'worker-child' THEN 'worker' ELSE role END AS role, host, ts, sum(pss_bytes) AS v
+          FROM samples WHERE run_id = $run_id AND role <> 'sampler' GROUP BY ALL
+          HAVING count(pss_bytes) = count(*))
+    GROUP BY role, host
+)
+GROUP BY kind, role;

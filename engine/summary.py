@@ -1,0 +1,82 @@
+"""The end-of-sweep summary: one row per cell, the dimensions that vary, and headline metrics
+(median over the cell's ok runs). Statistics here; drawing in :func:`render`."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from rich.table import Table
+
+from engine.db import sql
+from engine.matrix import Cell
+
+
+@dataclass
+class CellSummary:
+    cell: Cell
+    runs: int = 0
+    ok: int = 0
+    lost: float = 0.0
+    metrics: dict[str, float | None] = field(default_factory=dict)
+
+
+def varying_dimensions(cells: list[Cell]) -> list[str]:
+    """Dimensions whose value differs between cells (the others are the same everywhere)."""
+    keys = sorted({k for c in cells for k in c.values})
+    return [k for k in keys if len({repr(c.values.get(k)) for c in cells}) > 1]
+
+
+def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]) -> list[CellSummary]:
+    by_id = {c.cell_id: CellSummary(c) for c in cells}
+    values: dict[tuple[str, str], list[float]] = {}
+    seen: set[tuple[str, int]] = set()
+    for cell_id, repeat, status, name, value in con.execute(sql("summary.sql"), {"experiment": experiment}).fetchall():
+        s = by_id.get(cell_id)
+        if s is None:
+            continue
+        if (cell_id, repeat) not in seen:
+            seen.add((cell_id, repeat))
+            s.runs += 1
+            s.ok += status == "ok"
+        if name == "tasks_lost" and value:
+            s.lost += value
+        if status == "ok" and name in headline and value is not None:
+            values.setdefault((cell_id, name), []).append(value)
+    for (cell_id, name), vals in values.items():
+        by_id[cell_id].metrics[name] = statistics.median(vals)
+    return list(by_id.values())
+
+
+def fmt(name: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if name.endswith("_bytes"):
+        return f"{value / 1e6:,.1f} MB"
+    if name.endswith(("_rate", "_per_s")):
+        return f"{value:,.0f}/s" if value >= 10 else f"{value:,.2f}/s"
+    if name.endswith("_s"):
+        return f"{value:.3f} s" if value < 100 else f"{value:,.0f} s"
+    return f"{value:,.4g}"
+
+
+TITLES = {"publish_rate": "publish", "consume_rate": "consume", "latency_p50_s": "p50 latency",
+          "latency_p99_s": "p99 latency", "peak_rss_bytes": "peak RSS", "peak_pss_bytes": "peak PSS",
+          "makespan_s": "makespan"}
+
+
+def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
+    cells = [s.cell for s in summaries]
+    dims = varying_dimensions(cells) or ["pool"]
+    table = Table(title=title, title_justify="left")
+    for d in dims:
+        table.add_column(d)
+    table.add_column("runs ok", justify="right")
+    table.add_column("lost", justify="right")
+    for name in headline:
+        table.add_column(TITLES.get(name, name), justify="right")
+    for s in summaries:
+        ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
+        lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
+        table.add_row(*[str(s.cell.values.get(d)) for d in dims], ok, lost,
+                      *[fmt(n, s.metrics.get(n)) for n in headline])
+    return table

@@ -1,0 +1,75 @@
+"""Shared test helpers: run the real `cmx` CLI, write experiments, read the results database."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine import db as results_db
+
+REPO = Path(__file__).resolve().parent.parent
+CMX = [sys.executable, "-m", "engine.cli"]
+
+
+def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run the real CLI as a user would, from the repository (the user's workspace)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([*CMX, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+def write(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(body).lstrip())
+    return path
+
+
+def query(db: Path, sql: str, params=None) -> list[tuple]:
+    """Read the results database as `cmx sql` does (waits while a live sweep holds its brief
+    write lock; the analysis views are there)."""
+    with results_db.connect(db, read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def sweep(tmp: Path, name: str, body: str) -> Path:
+    """Run one experiment (its own results database) and return the database; every run must be ok."""
+    exp = write(tmp / f"{name}.yaml", f"name: {name}\n" + textwrap.dedent(body).lstrip())
+    db = tmp / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return db
+
+
+def metrics_by(db: Path, dims: str) -> dict:
+    """{dimension value (a tuple when several): {metric: value}} over the runs (one run per cell)."""
+    out: dict = {}
+    ndims = len(dims.split(","))
+    for *key, name, value in query(db, f"SELECT {dims}, name, value FROM metrics JOIN runs USING (run_id)"):
+        out.setdefault(tuple(key) if ndims > 1 else key[0], {})[name] = value
+    return out
+
+
+def run_processes(db: Path | None = None) -> list[psutil.Process]:
+    """Processes started for runs (workers and their children, samplers, drivers): those of the
+    runs stored in ``db`` when given (other sweeps may share this machine), else any."""
+    run_ids = [r for (r,) in query(db, "SELECT run_id FROM runs")] if db is not None and db.exists() else None
+    found = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
+        if not any(s in where for s in ("workloads.worker_app", "workloads.sampler", "workloads.driver",
+                                        "multiprocessing", "/runs/")):
+            continue
+        if run_ids is None or any(r in where for r in run_ids):
+            found.append(p)
+    return found
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """A results database path of the test's own (artifacts and wheelhouse land beside it)."""
+    return tmp_path / "results" / "cmx.duckdb"

@@ -1,0 +1,45 @@
+"""Every broker and backend value, on the real services: redis, rabbitmq, rabbitmq-quorum ×
+none, redis, rpc, postgres (results checked where the backend keeps them)."""
+from __future__ import annotations
+
+import psycopg2
+import pytest
+import redis
+
+from tests.conftest import cmx, query, write
+
+pytestmark = pytest.mark.integration
+
+TASKS = 100
+
+
+def test_each_broker_and_backend_carries_a_sweep(tmp_path):
+    exp = write(tmp_path / "bb.yaml", f"""
+        name: brokers-backends
+        workload: {{name: throughput, params: {{tasks: {TASKS}, mode: backlog}}}}
+        fixed: {{pool: threads, concurrency: 2, heartbeat: 30}}
+        zip:
+          - broker: [redis, rabbitmq, rabbitmq-quorum, rabbitmq]
+            backend: [redis, postgres, rpc, none]
+        limits: {{run_timeout: 2m}}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    rows = query(db, """
+        SELECT broker, backend, status,
+               max(value) FILTER (WHERE name = 'tasks_completed'),
+               max(value) FILTER (WHERE name = 'heartbeat_negotiated_s')
+        FROM runs JOIN metrics USING (run_id) GROUP BY ALL ORDER BY ALL""")
+    assert rows == [("rabbitmq", "none", "ok", TASKS, 30.0), ("rabbitmq", "postgres", "ok", TASKS, 30.0),
+                    ("rabbitmq-quorum", "rpc", "ok", TASKS, 30.0), ("redis", "redis", "ok", TASKS, None)]
+    # The backends really hold the results of their run's tasks.
+    pg_ids = [t for (t,) in query(db, """SELECT t.task_id FROM tasks t JOIN runs r USING (run_id)
+                                          WHERE r.backend = 'postgres'""")]
+    with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as con, con.cursor() as cur:
+        cur.execute("SELECT count(*) FROM celery_taskmeta WHERE task_id = ANY(%s) AND status = 'SUCCESS'", [pg_ids])
+        assert cur.fetchone()[0] == TASKS
+    redis_ids = [t for (t,) in query(db, """SELECT t.task_id FROM tasks t JOIN runs r USING (run_id)
+                                             WHERE r.backend = 'redis'""")]
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/1")
+    assert sum(client.exists(f"celery-task-meta-{t}") for t in redis_ids) == TASKS

@@ -1,0 +1,152 @@
+"""Interrupting, resuming, timeouts, on_error and bad input: nothing stored is ever lost."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import CMX, REPO, cmx, query, run_processes, write
+
+pytestmark = pytest.mark.integration
+
+
+def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
+    exp = write(tmp_path / "resume.yaml", """
+        name: resume
+        workload: {name: throughput, params: {tasks: 400, mode: stream, rate: 100}}
+        matrix: {pool: [threads, gevent, solo]}
+        fixed: {broker: redis}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait until the second run is under way (each run takes ~4 s of streaming), then Ctrl-C.
+    artifacts = db.parent / "artifacts"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        runs = [d for d in artifacts.glob("*") if d.is_dir()] if artifacts.exists() else []
+        if len(runs) == 2 and run_processes(db):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the second run never started")
+    time.sleep(1.5)  # inside the drive
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert "interrupted" in stderr
+    assert run_processes(db) == []
+    rows = query(db, "SELECT pool, status, error FROM runs ORDER BY started_at")
+    assert [(p, s) for p, s, _ in rows] == [("threads", "ok"), ("gevent", "failed")]
+    assert "interrupted" in rows[1][2]
+    first_ok = query(db, "SELECT run_id FROM runs WHERE status = 'ok'")
+
+    again = cmx("run", str(exp), "--db", str(db))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 run(s) already stored as ok are skipped" in again.stdout
+    rows = query(db, "SELECT pool, status FROM runs ORDER BY started_at")
+    assert rows == [("threads", "ok"), ("gevent", "failed"), ("gevent", "ok"), ("solo", "ok")]
+    assert query(db, "SELECT run_id FROM runs WHERE pool = 'threads'") == first_ok  # not run twice
+    per_run = query(db, """SELECT r.pool, count(DISTINCT t.task_id) FROM tasks t JOIN runs r USING (run_id)
+                           WHERE r.status = 'ok' AND t.state = 'SUCCESS' GROUP BY r.pool ORDER BY r.pool""")
+    assert per_run == [("gevent", 400), ("solo", 400), ("threads", 400)]
+
+
+def test_timeout_is_stored_and_the_sweep_goes_on(tmp_path):
+    exp = write(tmp_path / "timeout.yaml", """
+        name: timeouts
+        workload: {name: throughput, params: {mode: stream, rate: 50}}
+        matrix: {params.tasks: [2000, 20]}
+        fixed: {pool: threads}
+        limits: {run_timeout: 4s}
+        on_error: continue
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = query(db, 'SELECT "params.tasks", status, error, run_id FROM runs ORDER BY started_at')
+    assert [(t, s) for t, s, _, _ in rows] == [(2000, "timeout"), (20, "ok")]
+    assert "run_timeout" in rows[0][2]
+    art = db.parent / "artifacts" / rows[0][3] / "localhost"
+    assert (art / "driver.json").exists() and (art / "worker.log").exists()  # artifacts kept
+    # what did run before the timeout is stored too, never silently dropped
+    assert query(db, "SELECT count(*) FROM tasks WHERE run_id = ? AND state = 'SUCCESS'", [rows[0][3]])[0][0] > 0
+    assert run_processes(db) == []
+
+
+def test_on_error_abort_stops_the_sweep(tmp_path):
+    exp = write(tmp_path / "abort.yaml", """
+        name: aborts
+        workload: {name: throughput, params: {mode: stream, rate: 50}}
+        matrix: {params.tasks: [2000, 20]}
+        fixed: {pool: threads}
+        limits: {run_timeout: 3s}
+        on_error: abort
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db))
+    assert proc.returncode == 1
+    assert query(db, "SELECT status FROM runs") == [("timeout",)]
+
+
+def test_a_broker_that_is_down_is_one_clear_line_and_nothing_runs(tmp_path):
+    inv = write(tmp_path / "down.yml", """
+        all:
+          vars: {ansible_connection: local, ansible_python_interpreter: "{{ ansible_playbook_python }}",
+                 python_env_interpreter: "{{ ansible_playbook_python }}"}
+          children:
+            brokers: {hosts: {localhost: {broker_url: "redis://127.0.0.1:1/0"}}}
+            workers: {hosts: {localhost: {}}}
+            drivers: {hosts: {localhost: {}}}
+    """)
+    exp = write(tmp_path / "e.yaml", "name: down\nworkload: {name: throughput, params: {tasks: 10}}\n")
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broker redis://127.0.0.1:1/0 does not answer" in lines[0], proc.stderr
+    assert query(db, "SELECT count(*) FROM runs") == [(0,)]
+
+
+def test_bad_input_exits_2_with_file_line_col(tmp_path):
+    exp = write(tmp_path / "bad.yaml", """
+        name: bad
+        workload: {name: throughput}
+        matrix:
+          pool: [prefork, fork]
+          concurrency: []
+    """)
+    for command in ("validate", "plan", "run"):
+        proc = cmx(command, str(exp))
+        assert proc.returncode == 2, command
+        assert "Traceback" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert any(line.startswith(f"{exp}:4:") and "fork" in line for line in lines), proc.stderr
+        assert any(line.startswith(f"{exp}:5:") for line in lines), proc.stderr
+
+
+def test_machines_beyond_the_inventory_is_a_validation_error(tmp_path):
+    exp = write(tmp_path / "m.yaml", """
+        name: machines
+        workload: {name: throughput}
+        matrix:
+          machines: [1, 3]
+    """)
+    proc = cmx("validate", str(exp))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"{exp}:4:") and "group 'workers'" in proc.stderr
+
+
+def test_missing_inventory_and_bad_cli_args(tmp_path):
+    exp = write(tmp_path / "e.yaml", "name: e\nworkload: {name: throughput}\n")
+    proc = cmx("run", str(exp), "--inventory", str(tmp_path / "nope.yml"))
+    assert proc.returncode == 2 and "inventory not found" in proc.stderr
+    proc = cmx("run", str(exp), "--only", "pool=nothing-like-this")
+    assert proc.returncode == 2 and "matches no cell" in proc.stderr
+    assert cmx("run").returncode == 2
+    assert cmx("sql", "SELEC nonsense", "--db", str(tmp_path / "none.duckdb")).returncode == 2

@@ -1,0 +1,143 @@
+"""Test hosts of our own: network namespaces joined by a bridge, each with its own sshd.
+
+Each namespace reaches nothing but the bridge's subnet (no route out), so the hosts really have
+no package index; they share this machine's filesystem, which is why every file a role writes
+lives under a per-host work dir. Traffic goes only to these addresses. Needs root, iproute2 and
+openssh-server (`.ci/run` installs it).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def missing() -> str | None:
+    """Why test hosts cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if not shutil.which("ip"):
+        return "needs iproute2 (ip)"
+    if not Path(SSHD).exists():
+        return "needs openssh-server (sshd); .ci/run installs it"
+    return None
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+@dataclass
+class NetHost:
+    name: str
+    ns: str
+    address: str
+
+
+class NetHosts:
+    """``n`` hosts ``h1..hn`` at 10.213.X.11.. on bridge ``cmxbrX`` (X from the pid: unique per run)."""
+
+    def __init__(self, root: Path, n: int):
+        self.root = root
+        self.tag = os.getpid() % 200 + 20
+        self.subnet = f"10.213.{self.tag}"
+        self.bridge = f"cmxbr{self.tag}"
+        self.hosts = [NetHost(f"h{i}", f"cmx{self.tag}h{i}", f"{self.subnet}.{10 + i}") for i in range(1, n + 1)]
+        self.key = root / "id_ed25519"
+
+    def __enter__(self) -> "NetHosts":
+        try:
+            self._up()
+        except Exception:
+            self.__exit__()
+            raise
+        return self
+
+    def _up(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation dir
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
+        (self.root / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        for i, h in enumerate(self.hosts, 1):
+            outside, inside = f"cmx{self.tag}v{i}", f"cmx{self.tag}p{i}"
+            sh("ip", "netns", "add", h.ns)
+            sh("ip", "link", "add", outside, "type", "veth", "peer", "name", inside)
+            sh("ip", "link", "set", inside, "netns", h.ns)
+            sh("ip", "link", "set", outside, "master", self.bridge, "up")
+            sh("ip", "netns", "exec", h.ns, "ip", "addr", "add", f"{h.address}/24", "dev", inside)
+            sh("ip", "netns", "exec", h.ns, "ip", "link", "set", inside, "up")
+            sh("ip", "netns", "exec", h.ns, "ip", "link", "set", "lo", "up")
+            hostkey = self.root / f"{h.name}_host_key"
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hostkey))
+            conf = self.root / f"{h.name}_sshd_config"
+            conf.write_text("\n".join([
+                f"ListenAddress {h.address}", "Port 22", f"HostKey {hostkey}", f"PidFile {self.root}/{h.name}_sshd.pid",
+                "StrictModes no", "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+                "PermitRootLogin prohibit-password", f"AuthorizedKeysFile {self.root}/authorized_keys",
+                "Subsystem sftp internal-sftp", "LogLevel ERROR", ""]))
+            sh("ip", "netns", "exec", h.ns, SSHD, "-f", str(conf))
+        for h in self.hosts:
+            self._wait_ssh(h)
+
+    def _wait_ssh(self, h: NetHost, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((h.address, 22), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"sshd of {h.name} ({h.address}) did not come up")
+
+    def postgres_dir(self, h: NetHost) -> str:
+        """A cluster dir user postgres can reach (not under root's 0700 temp dirs), unique per run."""
+        return f"/var/lib/cmx-postgres/test{self.tag}-{h.name}"
+
+    def pids(self, h: NetHost) -> list[int]:
+        """Every process running in the host's namespace."""
+        out = subprocess.run(["ip", "netns", "pids", h.ns], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def inventory(self, path: Path, groups: dict[str, list[str]], workdir_root: Path) -> Path:
+        """An Ansible inventory (YAML) for these hosts; ``groups`` maps a group to host names."""
+        by_name = {h.name: h for h in self.hosts}
+        lines = ["all:", "  vars:", "    ansible_user: root",
+                 f"    ansible_ssh_private_key_file: {self.key}",
+                 "    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                 "-o LogLevel=ERROR",
+                 "    ansible_python_interpreter: /usr/bin/python3",
+                 "    python_env_interpreter: /usr/bin/python3",
+                 "  hosts:"]
+        for h in self.hosts:
+            lines += [f"    {h.name}:", f"      ansible_host: {h.address}",
+                      f"      cmx_workdir: {workdir_root}/{h.name}",
+                      f"      postgres_data_dir: {self.postgres_dir(h)}",
+                      f"      rabbitmq_base_dir: /var/lib/cmx-rabbitmq/test{self.tag}-{h.name}",
+                      f"      rabbitmq_nodename: cmx-test{self.tag}-{h.name}@localhost"]
+        lines.append("  children:")
+        for group, names in groups.items():
+            lines += [f"    {group}:", "      hosts:"] + [f"        {n}:" for n in names if n in by_name]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def __exit__(self, *exc) -> None:
+        for h in self.hosts:
+            for pid in self.pids(h) if shutil.which("ip") else []:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            subprocess.run(["ip", "netns", "del", h.ns], capture_output=True)
+            shutil.rmtree(self.postgres_dir(h), ignore_errors=True)
+            shutil.rmtree(f"/var/lib/cmx-rabbitmq/test{self.tag}-{h.name}", ignore_errors=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)

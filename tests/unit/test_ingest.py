@@ -1,0 +1,108 @@
+"""Ingest and metrics SQL over small hand-made artifacts, with exact expected values."""
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from engine import db
+from engine.ingest import HostInfo, ingest_run
+
+
+def csv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([header, *[",".join("" if v is None else str(v) for v in r) for r in rows]]) + "\n")
+
+
+@pytest.fixture
+def artifacts(tmp_path):
+    run = tmp_path / "artifacts" / "r1"
+    h = run / "w1"
+    # 4 tasks published at t=100..103; t1 runs twice (redelivered), t4 never runs.
+    csv(h / "pub-10.csv", "task_id,name,host,pid,intended_at,sent_at",
+        [(f"t{i}", "noop", "w1", 10, None, 99 + i) for i in range(1, 5)])
+    csv(h / "recv-20.csv", "task_id,host,pid,received_at", [("t1", "w1", 20, 104), ("t2", "w1", 20, 104),
+                                                            ("t3", "w1", 20, 104)])
+    csv(h / "exec-21.csv", "task_id,name,host,pid,sent_at,started_at,finished_at,state,redelivered",
+        [("t1", "noop", "w1", 21, 100, 110, 111, "SUCCESS", 0), ("t2", "noop", "w1", 21, 101, 111, 112, "SUCCESS", 0),
+         ("t3", "noop", "w1", 21, 102, 112, 114, "SUCCESS", 0), ("t1", "noop", "w1", 21, 100, 114, 115, "SUCCESS", 1)])
+    csv(h / "samples.csv", "host,pid,role,ts,rss_bytes,pss_bytes,cpu_percent",
+        [("w1", 20, "worker", 1.0, 100, 80, 1), ("w1", 21, "worker-child", 1.0, 50, 20, 1),
+         ("w1", 20, "worker", 2.0, 120, None, 1), ("w1", 21, "worker-child", 2.0, 60, None, 1),
+         ("w1", 30, "broker", 2.0, 999, 999, 1)])
+    csv(h / "peaks.csv", "host,pid,role,name,vmhwm_bytes", [("w1", 20, "worker", "celery", 130),
+                                                            ("w1", 21, "worker-child", "celery", 70)])
+    csv(h / "connections.csv", "host,role,kind,ts,count", [("w1", "broker", "redis", 1.0, 3),
+                                                           ("w1", "broker", "redis", 2.0, 5)])
+    (h / "sampler.json").write_text('{"cpu_seconds": 0.5, "wall_seconds": 50}')
+    csv(h / "queue.csv", "ts,depth", [(105, 3), (106, 7), (107, 0)])
+    (h / "facts.json").write_text('{"cores": 2, "python": "3.11.7", "celery": "5.7.0"}')
+    (h / "driver.json").write_text('{"status": "ok", "broker_version": "redis 7.0", '
+                                   '"metrics": [["publish_behind", 0, "tasks"]]}')
+    return tmp_path, run
+
+
+def test_metrics_have_exact_values(artifacts):
+    tmp, run = artifacts
+    with db.connect(tmp / "r.duckdb") as con:
+        got = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))})
+    m = got.metrics
+    assert (m["tasks_published"], m["tasks_completed"], m["tasks_lost"], m["tasks_duplicated"],
+            m["tasks_redelivered"]) == (4, 3, 1, 1, 1)
+    assert m["publish_rate"] == pytest.approx(4 / 3)      # 4 sent over 100..103
+    assert m["consume_rate"] == pytest.approx(4 / 5)      # 4 executions over 110..115
+    assert m["makespan_s"] == pytest.approx(5)
+    assert m["latency_p50_s"] == pytest.approx(11.5)      # finished - sent: 11, 11, 12, 15
+    assert m["peak_rss_bytes"] == 180                     # worker + child at the tick t=2
+    assert m["peak_pss_bytes"] == 100                     # only ticks where every PSS was read
+    assert m["worker_vmhwm_max_bytes"] == 130
+    assert m["broker_connections_max"] == 5
+    assert m["backend_connections_max"] is None
+    assert m["queue_depth_max"] == 7
+    assert (m["peak_rss_bytes_worker"], m["peak_pss_bytes_worker"]) == (180, 100)  # as peak_*_bytes
+    assert (m["peak_rss_bytes_broker"], m["peak_pss_bytes_broker"]) == (999, 999)
+    assert m["sampler_cpu_percent"] == pytest.approx(1.0)
+    assert m["publish_behind"] == 0
+    assert got.driver["status"] == "ok"
+
+
+def test_tasks_rows_one_per_execution_and_lost_ones_kept(artifacts):
+    tmp, run = artifacts
+    with db.connect(tmp / "r.duckdb") as con:
+        ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))})
+        rows = con.execute("SELECT task_id, state, received_at, redelivered FROM tasks ORDER BY task_id, started_at"
+                           ).fetchall()
+        hosts = con.execute("SELECT host, groups, cores, broker_version FROM hosts").fetchall()
+    assert rows == [("t1", "SUCCESS", 104, False), ("t1", "SUCCESS", 104, True), ("t2", "SUCCESS", 104, False),
+                    ("t3", "SUCCESS", 104, False), ("t4", "LOST", None, False)]
+    assert hosts == [("w1", "workers", 2, "redis 7.0")]
+
+
+def test_warmup_leaves_early_tasks_out_of_rates_not_counts(artifacts):
+    tmp, run = artifacts
+    with db.connect(tmp / "r.duckdb") as con:
+        m = ingest_run(con, "r1", run, 1.5, {"w1": HostInfo(groups=())}).metrics   # drops t1 (sent 100) and t2 (sent 101)
+    assert m["tasks_published"] == 4
+    assert m["latency_p50_s"] == pytest.approx(12)        # only t3: 114 - 102
+    assert m["publish_rate"] == pytest.approx(2 / 1)      # t3, t4 sent at 102, 103
+
+
+def test_runs_view_has_a_typed_column_per_dimension(tmp_path):
+    path = tmp_path / "r.duckdb"
+    with db.connect(path) as con:
+        for i, dims in enumerate([{"pool": "threads", "concurrency": 4, "params.size_mb": 1.5},
+                                  {"pool": "gevent", "concurrency": 8, "params.size_mb": 3,
+                                   "celery.task_acks_late": True}]):
+            db.record_run_start(con, experiment="e", sweep_id="s", run_id=f"r{i}", cell_id=f"c{i}", repeat=1,
+                                workload="w", dims=dims, params={}, warmup_s=0)
+        db.record_run_end(con, "r0", "ok", None, {})
+        rows = con.execute('SELECT run_id, status, error IS NULL, pool, concurrency + 1, "params.size_mb", '
+                           '"celery.task_acks_late" FROM runs ORDER BY run_id').fetchall()
+        types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'"
+                                 ).fetchall())
+    assert rows == [("r0", "ok", True, "threads", 5, 1.5, None),
+                    ("r1", "failed", False, "gevent", 9, 3.0, True)]  # no end recorded: failed, with a reason
+    assert types["concurrency"] == "BIGINT" and types["params.size_mb"] == "DOUBLE"
+    assert types["celery.task_acks_late"] == "BOOLEAN"
+    ro = duckdb.connect(str(path), read_only=True)
+    assert ro.execute("SELECT count(*) FROM cmx_schema").fetchone()[0] >= 9
+    ro.close()
