@@ -1,0 +1,76 @@
+"""The report's HTML page: summary table and chart slots, Vega libraries inlined (no network)."""
+from __future__ import annotations
+
+import html
+import json
+
+from engine.summary import TITLES, fmt
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { padding: 3px 8px; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child, td.dim, th.dim { text-align: left; }
+tr.bad td { background: #fde8e8; }
+.flag { color: #b00; font-weight: 600; }
+.caption { color: #555; max-width: 70em; }
+section { margin: 2em 0; }
+"""
+
+
+def _cell_flags(cell: dict) -> str:
+    flags = []
+    if cell["failed_runs"]:
+        flags.append(f"{cell['failed_runs']} failed")
+    if cell["timeout_runs"]:
+        flags.append(f"{cell['timeout_runs']} timeout")
+    if cell["lost_tasks"]:
+        flags.append(f"{cell['lost_tasks']:,.0f} tasks lost")
+    return ", ".join(flags)
+
+
+def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...]) -> str:
+    """Cells × headline metrics (medians over ok runs); failed, timed-out and lossy cells marked."""
+    shown = [m for m in metrics if any(c["medians"].get(m, (None,))[0] is not None for c in cells)]
+    dims = varying or ["cell_id"]
+    head = "".join(f'<th class="dim">{html.escape(d)}</th>' for d in dims)
+    head += "<th>ok runs</th>" + "".join(f"<th>{html.escape(TITLES.get(m, m))}</th>" for m in shown) + "<th>problems</th>"
+    body = []
+    for c in cells:
+        flags = _cell_flags(c)
+        tds = "".join(f'<td class="dim">{html.escape(str(c[d]))}</td>' for d in dims)
+        tds += f"<td>{c['ok_runs']}/{c['runs']}</td>"
+        tds += "".join(f"<td>{html.escape(fmt(m, c['medians'].get(m, (None,))[0]))}</td>" for m in shown)
+        tds += f'<td class="flag">{"⚠ " + html.escape(flags) if flags else ""}</td>'
+        body.append(f'<tr class="{"bad" if flags else "ok"}">{tds}</tr>')
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,
+                metrics: tuple[str, ...], javascript: str) -> str:
+    """The whole page; ``charts`` are :class:`analysis.report.Chart` values."""
+    same = ", ".join(f"{html.escape(k)}={html.escape(str(v))}" for k, v in fixed.items())
+    sections = "".join(
+        f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
+        f'<div class="chart" id="chart-{i}"></div></section>' for i, c in enumerate(charts))
+    specs = json.dumps([c.spec for c in charts]).replace("</", "<\\/")
+    runs = sum(c["runs"] for c in cells)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="cmx-charts" content="{len(charts)}">
+<title>cmx report: {html.escape(experiment)}</title>
+<style>{STYLE}</style>
+<script>{javascript}</script>
+</head><body>
+<h1>{html.escape(experiment)}</h1>
+<p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs; failed and timed-out runs
+are counted, never averaged in. {f"Same in every run: {same}." if same else ""}</p>
+{summary_table(cells, varying, metrics)}
+{sections}
+<script>
+const specs = {specs};
+specs.forEach((spec, i) => vegaEmbed("#chart-" + i, spec, {{renderer: "svg", actions: false}})
+  .catch(err => {{ document.getElementById("chart-" + i).textContent = "chart failed: " + err; }}));
+</script>
+</body></html>
+"""
