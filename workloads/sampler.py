@@ -12,8 +12,10 @@ Files in the run dir (fixed names):
 - ``samples.csv``      host,pid,role,ts,rss_bytes,pss_bytes,cpu_percent   one row per process
   per tick; ``ts`` is the tick's wall clock; ``pss_bytes`` is empty except on PSS ticks
   (every ``--pss-every``-th tick, spaced further apart when PSS reads would cost more than
-  ``--pss-budget`` % of a core); ``cpu_percent`` is % of one core since the previous tick
-  (empty on a process's first tick).
+  ``--pss-budget`` % of a core, and also on any tick whose summed RSS is a new high more than
+  ``PSS_NEW_HIGH`` above every earlier PSS tick's, so a short-lived memory peak gets its PSS
+  whatever the spacing: at most log(peak/start)/log(1 + PSS_NEW_HIGH) extra rounds per run);
+  ``cpu_percent`` is % of one core since the previous tick (empty on a process's first tick).
 - ``peaks.csv``        host,pid,role,name,vmhwm_bytes   one row per pid ever seen, its last
   VmHWM (the kernel's exact peak RSS).
 - ``connections.csv``  host,role,kind,ts,count   clients of the broker/backend other than
@@ -59,6 +61,8 @@ SAMPLER_ROLE = "sampler"
 CHILD_ROLE = {"worker": "worker-child"}
 
 FLUSH_EVERY_S = 10.0
+#: A tick whose summed RSS exceeds every earlier PSS tick's by this fraction reads PSS too.
+PSS_NEW_HIGH = 0.10
 #: How often an unresolved --watch-port retries: psutil.net_connections walks every fd on the host.
 PORT_RETRY_S = 1.0
 #: The parent map is re-read whole this often, to bound the effect of pid reuse.
@@ -623,6 +627,7 @@ class Sampler:
         self.pss_cpu_seconds = 0.0
         self._last_pss_tick = -config.pss_every
         self._pss_not_before = -math.inf
+        self._pss_seen_rss = 0  # highest summed RSS of any tick that read PSS
         self._own_pid = os.getpid()
         self._tree = ProcessTree()
         self._ports = [PortWatch(role, port) for role, port in config.ports]
@@ -679,7 +684,11 @@ class Sampler:
             sampled.append((pid, role, stat.rss_bytes, cpu))
             if hwm is not None:
                 self._peaks[pid] = (role, stat.name, hwm)
+        rss_sum = sum(rss for _, _, rss, _ in sampled)
+        if not with_pss and rss_sum > self._pss_seen_rss * (1 + PSS_NEW_HIGH):
+            with_pss = True  # a memory high no PSS round has seen yet: read it now, budget or not
         if with_pss:
+            self._pss_seen_rss = max(self._pss_seen_rss, rss_sum)
             # All PSS reads of a round share the tick's ts, so per-tick sums stay meaningful.
             cpu_before = time.thread_time()
             pss = {pid: read_pss(pid) for pid, _, _, _ in sampled}

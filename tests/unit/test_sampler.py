@@ -211,6 +211,43 @@ def test_worker_and_child_memory_cpu_and_peaks(tmp_path, spawn, sampler):
     assert not [name for name in out.raw if name.endswith(".tmp")]
 
 
+# Writes its pidfile, waits for the go file, then holds 120 MB for a moment and frees it.
+SPIKE = textwrap.dedent("""
+    import os, sys, time
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()}\\n")
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.02)
+    block = bytearray(b"\\x01") * (120 << 20)
+    time.sleep(0.6)
+    del block
+    time.sleep(120)
+""")
+
+
+def test_a_new_memory_high_reads_pss_whatever_the_spacing(tmp_path, spawn, sampler):
+    # Regular PSS rounds only on the first tick (every 10,000th tick after that), and a budget so
+    # small that a round would push the next one minutes away: the spike must still get its PSS.
+    pidfile, go = tmp_path / "worker.pid", tmp_path / "go"
+    spawn(SPIKE, str(pidfile), str(go))
+    wait_for(pidfile.exists, what="worker.pid")
+    s = sampler("--interval", "0.1", "--pss-every", "10000", "--pss-budget", "0.0001",
+                "--watch", f"worker={pidfile}")
+    time.sleep(0.5)  # the regular first-tick round is behind us
+    go.touch()
+    time.sleep(2.0)
+    out = s.stop()
+
+    rows = out.rows("worker")
+    peak_rss = max(int(r["rss_bytes"]) for r in rows)
+    pss = [int(r["pss_bytes"]) for r in rows if r["pss_bytes"]]
+    assert peak_rss > 120 * MB
+    assert max(pss) > 110 * MB  # the spike's PSS was read while it lasted
+    # ... by a handful of forced rounds, not by reading PSS on every tick
+    assert 2 <= out.summary["pss_rounds"] < len(rows) / 2
+
+
 def test_pidfile_is_read_again_every_tick(tmp_path, spawn, sampler):
     pidfile = tmp_path / "worker.pid"
     s = sampler("--interval", "0.1", "--watch", f"worker={pidfile}")
