@@ -307,6 +307,11 @@ class _Checker:
 
     # -- helpers
 
+    def workload_params(self) -> dict:
+        spec = self.data.get("workload")
+        params = spec.get("params") if isinstance(spec, dict) else None
+        return params if isinstance(params, dict) else {}
+
     def check_value(self, path: tuple, name: str, value: Any) -> Any:
         """Validate one value of dimension ``name``; returns its canonical JSON, or None if invalid."""
         try:
@@ -432,6 +437,23 @@ class _Checker:
             if len(set(lengths.values())) > 1:
                 listed = ", ".join(f"{name} has {n}" for name, n in lengths.items())
                 self.add(path, f"zip #{number} lists must have the same length: {listed}")
+            elif lengths and len(lengths) == len(group):
+                self.check_zip_tuples(path, number, group)
+
+    def check_zip_tuples(self, path: tuple, number: int, group: dict) -> None:
+        """A zip item that repeats an earlier one would run the same cells twice."""
+        seen: dict[tuple, int] = {}
+        for index in range(len(next(iter(group.values())))):
+            try:
+                item = tuple(json.dumps(normalise_value(name, values[index], self.params), sort_keys=True,
+                                        default=str) for name, values in group.items())
+            except ValueError:
+                return  # reported by check_values_list
+            if item in seen:
+                self.add(path, f"zip #{number} repeats item {seen[item] + 1} at item {index + 1} "
+                               f"(same value for every dimension): it would run the same cells twice")
+            else:
+                seen[item] = index
 
     def check_rules(self, section: str) -> None:
         rules = self.data.get(section, [])
@@ -449,7 +471,8 @@ class _Checker:
                 if not self.check_name(path + (name,), name):
                     continue
                 if section == "exclude":
-                    if name not in BUILTIN_DIMENSIONS and name not in self.set_in:
+                    if name not in BUILTIN_DIMENSIONS and name not in self.set_in \
+                            and name.removeprefix("params.") not in self.workload_params():
                         self.add(path + (name,), f"exclude #{number} names '{name}', which no cell "
                                  f"sets, so it can never match: set it in fixed/matrix/zip or drop it",
                                  at_key=True)
@@ -496,6 +519,55 @@ def _include_issues(data: dict) -> list[Issue]:
     return issues
 
 
+def _param_path(data: dict, field: str) -> tuple:
+    """Where the file sets workload param ``field`` (the first place found)."""
+    name = f"params.{field}"
+    spec = data.get("workload") or {}
+    if isinstance(spec.get("params"), dict) and field in spec["params"]:
+        return ("workload", "params", field)
+    for section in ("fixed", "matrix"):
+        if isinstance(data.get(section), dict) and name in data[section]:
+            return (section, name)
+    for index, group in enumerate(data.get("zip") or []):
+        if isinstance(group, dict) and name in group:
+            return ("zip", index, name)
+    for section in ("include", "exclude"):
+        for index, rule in enumerate(data.get(section) or []):
+            if isinstance(rule, dict) and name in rule:
+                return (section, index, name)
+    return ("workload",)
+
+
+def _cell_issues(exp: Experiment, data: dict) -> list[Issue]:
+    """Checks of the expanded cells of an otherwise valid file: something runs, and every cell's
+    params pass the workload's own rules (its validators see all params together, so a single
+    value can be fine and a combination not: sleep_max_s below sleep_min_s)."""
+    from engine.matrix import expand  # matrix imports this module
+
+    cells = expand(exp)
+    if not cells:
+        return [Issue(("exclude",) if exp.exclude else (), "the exclude rules drop every cell: nothing "
+                      "would run; narrow a rule or remove it")]
+    params = registry.get(exp.workload.name).Params
+    issues, seen = [], set()
+    for cell in cells:
+        given = {k[len("params."):]: v for k, v in cell.values.items() if k.startswith("params.")}
+        try:
+            params.model_validate(given)
+        except ValidationError as exc:
+            for error in exc.errors():
+                field = str(error["loc"][0]) if error["loc"] else ""
+                key = (field, _pydantic_message(error))
+                if key in seen:  # one line per rule broken, not one per cell breaking it
+                    continue
+                seen.add(key)
+                message = f"workload '{exp.workload.name}': {key[1]}"
+                if field in given:
+                    message += f" (params.{field}={json.dumps(given[field], default=str)} in cell {cell.cell_id})"
+                issues.append(Issue(_param_path(data, field), message))
+    return issues
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -536,6 +608,8 @@ def load_experiment(path: str | Path) -> Experiment:
         issues.extend(kept if (kept or checker_issues) else structural)
 
     issues.extend(_include_issues(data))
+    if experiment is not None and not issues:
+        issues.extend(_cell_issues(experiment, data))
 
     if issues:
         problems = [_to_problem(file, positions, i) for i in issues]

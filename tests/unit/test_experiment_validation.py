@@ -378,3 +378,50 @@ def test_worker_flags_are_booleans_with_known_names(tmp_path):
     assert any("unknown worker flag 'worker.mingel'" in p and "did you mean 'worker.mingle'" in p for p in got), got
     assert any("worker.events must be true or false" in p for p in got), got
     assert len(got) == 2
+
+
+# ---------------------------------------------------------------- checks of the expanded cells
+
+
+def test_an_exclude_that_drops_every_cell_is_an_error(tmp_path):
+    path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\nexclude:\n  - {pool: [solo, threads]}\n")
+    assert problems(path) == [f"{path}:5:3: the exclude rules drop every cell: nothing would run; "
+                              "narrow a rule or remove it"]
+
+
+def test_a_zip_item_repeated_whole_is_an_error_but_a_repeated_value_is_not(tmp_path):
+    path = write(tmp_path, HEAD + "zip:\n  - {pool: [solo, threads, solo], concurrency: [1, 1, 1]}\n")
+    assert problems(path) == [f"{path}:4:5: zip #1 repeats item 1 at item 3 (same value for every "
+                              "dimension): it would run the same cells twice"]
+    ok = write(tmp_path, HEAD + "zip:\n  - {pool: [solo, threads, solo], concurrency: [1, 1, 2]}\n",
+               name="ok.yaml")
+    assert load_experiment(ok).zip[0]["pool"] == ["solo", "threads", "solo"]
+
+
+def test_workload_rules_across_params_are_checked_per_cell_before_anything_runs(tmp_path):
+    # Each value alone has the right type; the workload's own validators reject the combination.
+    path = write(tmp_path, """
+        name: t
+        workload:
+          name: io_chord
+          params: {chords: [0, -3], sleep_min_s: 5}
+        matrix:
+          params.sleep_max_s: [6, 1, 2]
+    """)
+    found = problems(path)
+    assert len(found) == 2, found  # one line per broken rule, not one per cell
+    assert found[0].startswith(f"{path}:4:20: workload 'io_chord': chords must be a non-empty list")
+    assert "params.chords=[0, -3] in cell" in found[0]
+    assert found[1].startswith(f"{path}:6:23: workload 'io_chord': sleep_max_s must be >= sleep_min_s "
+                               "(params.sleep_max_s=1.0 in cell ")
+
+
+def test_an_exclude_may_name_a_param_set_in_workload_params(tmp_path):
+    path = write(tmp_path, """
+        name: t
+        workload: {name: throughput, params: {tasks: 10}}
+        matrix: {pool: [solo, threads]}
+        exclude:
+          - {params.tasks: 10, pool: solo}
+    """)
+    assert load_experiment(path).exclude == [{"params.tasks": 10, "pool": "solo"}]
