@@ -5,6 +5,7 @@ import csv
 import io
 
 from rich.table import Table
+from rich.text import Text
 
 from analysis.compare import MetricDiff, Selection
 from engine.summary import fmt
@@ -22,12 +23,13 @@ def _row(d: MetricDiff) -> list[str]:
 
 def as_table(baseline: Selection, contender: Selection, diffs: list[MetricDiff]) -> Table:
     """A rich table; worse rows in red, better in green."""
-    table = Table(title=f"baseline {baseline}  vs  contender {contender} (medians over ok runs)", title_justify="left")
+    table = Table(title=Text(f"baseline {baseline}  vs  contender {contender} (medians over ok runs)"),
+                  title_justify="left")
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("metric", "better if", "contender is") else "right")
     for d in diffs:
         style = {"better": "green", "worse": "red"}.get(d.verdict)
-        table.add_row(*_row(d), style=style)
+        table.add_row(*map(Text, _row(d)), style=style)
     return table
 
 

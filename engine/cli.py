@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from engine import db
 from engine.errors import HostError, InputError, Problem
@@ -99,11 +100,12 @@ def plan(
     for d in dims:
         table.add_column(d)
     for c in cells:
-        table.add_row(c.cell_id, *[str(c.values.get(d)) for d in dims])
+        table.add_row(c.cell_id, *[Text(str(c.values.get(d))) for d in dims])  # data, never markup
     out.print(table)
     same = {k: v for k, v in cells[0].values.items() if k not in dims}
     if same:
-        out.print("same in every cell: " + ", ".join(f"{k}={v}" for k, v in same.items()), highlight=False)
+        out.print("same in every cell: " + ", ".join(f"{k}={v}" for k, v in same.items()), highlight=False,
+                  markup=False)
 
 
 @app.command()
@@ -138,11 +140,13 @@ def run(
         _fail(exc)
     runs = plan_runs(exp, cells)
     skipped = 0
-    if not no_resume and Path(db_path).exists():
-        with db.connect(db_path) as con:
-            done = db.completed_runs(con, exp.name)
-        kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
-        skipped, runs = len(runs) - len(kept), kept
+    try:
+        with db.connect(db_path) as con:  # before any host is touched: a bad --db fails here
+            done = set() if no_resume else db.completed_runs(con, exp.name)
+    except InputError as exc:
+        _fail(exc)
+    kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
+    skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
     interrupted = False
@@ -182,13 +186,13 @@ def status(db_path: Path = DB_OPTION):
                        count(*) FILTER (WHERE status = 'timeout') AS timeout,
                        max(started_at) AS last_run
                 FROM runs GROUP BY experiment ORDER BY last_run DESC""").fetchall()
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, InputError) as exc:
         _fail(exc)
-    table = Table(title=f"{db_path}", title_justify="left")
+    table = Table(title=Text(f"{db_path}"), title_justify="left")
     for col in ("experiment", "runs", "ok", "failed", "timeout", "last run"):
         table.add_column(col, justify="right" if col in ("runs", "ok", "failed", "timeout") else "left")
     for exp, runs, ok, failed, timeout, last in rows:
-        table.add_row(exp, str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
+        table.add_row(Text(exp), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
                       f"[red]{timeout}[/red]" if timeout else "0", str(last)[:19])
     out.print(table if rows else "no runs yet")
 
@@ -218,7 +222,7 @@ def sql_command(
             cur = con.execute(query)
             cols = [d[0] for d in cur.description] if cur.description else []
             rows = cur.fetchall() if cols else []
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     except duckdb.Error as exc:
         _fail(InputError(Problem(str(exc).splitlines()[0], "query")))
@@ -231,9 +235,11 @@ def sql_command(
         w.writerows(rows)
         sys.stdout.write(buf.getvalue())
     else:
-        table = Table(*cols)
+        table = Table()
+        for c in cols:
+            table.add_column(Text(c))
         for r in rows:
-            table.add_row(*["NULL" if v is None else str(v) for v in r])
+            table.add_row(*[Text("NULL" if v is None else str(v)) for v in r])  # data, never markup
         out.print(table)
 
 
@@ -253,7 +259,7 @@ def report(
     try:
         with db.connect(db_path, read_only=True) as con:
             rep = write_report(con, experiment, target)
-    except (FileNotFoundError, LookupError) as exc:
+    except (FileNotFoundError, LookupError, InputError) as exc:
         _fail(exc)
     out.print(f"{rep.html}: {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
               f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False)
@@ -280,7 +286,7 @@ def compare(
         base, cont = parse_selection(baseline), parse_selection(contender)
         with db.connect(db_path, read_only=True) as con:
             diffs = compare_runs(con, base, cont)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, InputError) as exc:
         _fail(exc)
     if fmt is CompareFormat.csv:
         sys.stdout.write(as_csv(diffs))

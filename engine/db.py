@@ -13,6 +13,8 @@ from typing import Any, Iterator
 
 import duckdb
 
+from engine.errors import InputError, Problem
+
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
 
@@ -38,15 +40,28 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> 
         try:
             con = duckdb.connect(str(path), read_only=read_only)
             break
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+        except duckdb.Error as exc:
+            locked = "lock" in str(exc).lower()
+            if locked and time.monotonic() <= deadline:
+                time.sleep(0.2)
+                continue
+            if locked:
+                raise InputError(Problem(f"another process has held it for over {wait_s:.0f} s (a sweep "
+                                         "writing to it?): wait for it, or pass another --db", str(path)))
+            raise InputError(Problem(f"cannot open it as a results database ({_first_line(exc)}): "
+                                     "pass --db with a DuckDB file that cmx wrote", str(path))) from None
     try:
         if not read_only:
-            con.execute(sql("schema.sql"))
+            try:
+                con.execute(sql("schema.sql"))
+            except duckdb.Error as exc:
+                raise InputError(Problem(f"not a cmx results database, or a newer one ({_first_line(exc)}): "
+                                         "pass --db with a file that cmx wrote", str(path))) from None
             if not _has_view(con, "runs"):
                 refresh_runs_view(con)
+        elif not _has_view(con, "runs"):
+            raise InputError(Problem("not a cmx results database (it has no runs view): run a sweep into "
+                                     "it, or pass --db with a file that cmx wrote", str(path)))
         if _has_view(con, "runs"):
             # The analysis views (run_summary, cell_summary…); stored when writable, for this
             # connection only when read-only. A broken .sql raises ViewError naming its file.
@@ -55,6 +70,10 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> 
         yield con
     finally:
         con.close()
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _has_view(con, name: str) -> bool:

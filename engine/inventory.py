@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputError, Problem
+from engine.yamlpos import check_yaml_syntax
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
@@ -174,6 +175,9 @@ def _password(service: str, hostvars: dict[str, dict[str, Any]], groups: dict, s
     return data[key]
 
 
+PORT_VARS = ("redis_port", "postgres_port", "rabbitmq_port", "rabbitmq_management_port", "cmx_service_port")
+
+
 def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:
     """Parse an inventory with Ansible; bad or incomplete inventories raise InputError naming the file."""
     from ansible.inventory.manager import InventoryManager
@@ -184,6 +188,8 @@ def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inv
     if not path.is_file():
         raise InputError(Problem("inventory not found (copy inventory/lab.example.yml, or pass --inventory)",
                                  str(path)))
+    if path.suffix in (".yml", ".yaml"):
+        check_yaml_syntax(path)  # Ansible would only warn, at length, and then see no hosts
     loader = DataLoader()
     try:
         manager = InventoryManager(loader=loader, sources=[str(path)], parse=True)
@@ -204,4 +210,9 @@ def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inv
     for host in manager.list_hosts("all"):
         hv = variables.get_vars(host=host)
         hostvars[host.name] = {k: hv[k] for k in keep if k in hv}
+        for var in PORT_VARS:
+            value = hostvars[host.name].get(var)
+            if value is not None and not (str(value).isdigit() and 0 < int(value) < 65536):
+                raise InputError(Problem(f"host '{host.name}': {var} must be a port number (1-65535), "
+                                         f"got {value!r}", str(path)))
     return Inventory(path=path, groups=groups, hostvars=hostvars, secrets_dir=secrets_dir)

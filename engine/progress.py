@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.planner import Run
@@ -13,7 +14,7 @@ class ProgressBar:
         self.console = console
         self.varying = varying
         self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.description}"), console=console, transient=False)
+                                 TextColumn("{task.description}", markup=False), console=console, transient=False)
         self.task = None
 
     def __enter__(self):
@@ -34,6 +35,6 @@ class ProgressBar:
 
     def run_finished(self, outcome: RunOutcome) -> None:
         if outcome.status is not RunStatus.OK:
-            self.console.print(f"[red]{outcome.status.value}[/red] {run_label(outcome.run, self.varying)} "
-                               f"({outcome.run.run_id}): {outcome.error}")
+            label = escape(f"{run_label(outcome.run, self.varying)} ({outcome.run.run_id}): {outcome.error}")
+            self.console.print(f"[red]{outcome.status.value}[/red] {label}", highlight=False)
         self.progress.advance(self.task)

@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from rich.table import Table
+from rich.text import Text
 
 from engine.db import sql
 from engine.matrix import Cell
@@ -67,7 +68,7 @@ TITLES = {"publish_rate": "publish", "consume_rate": "consume", "latency_p50_s":
 def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     for d in dims:
         table.add_column(d)
     table.add_column("runs ok", justify="right")
@@ -77,6 +78,6 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
     for s in summaries:
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
-        table.add_row(*[str(s.cell.values.get(d)) for d in dims], ok, lost,
+        table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
                       *[fmt(n, s.metrics.get(n)) for n in headline])
     return table

@@ -160,3 +160,25 @@ def load_yaml(path: str | Path) -> tuple[dict, Positions]:
     finally:
         loader.dispose()
     return data, positions
+
+
+def check_yaml_syntax(path: str | Path) -> None:
+    """Raise InputError at ``FILE:LINE:COL`` if the file is not well-formed YAML (or has a
+    duplicate key). Tags are not resolved, so Ansible's ``!vault`` and friends pass."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(Problem(f"cannot read the file: {exc}", file)) from exc
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if isinstance(root, MappingNode):
+            duplicates = _duplicate_keys(loader, root, file)
+            if duplicates:
+                raise InputError(duplicates)
+    except MarkedYAMLError as exc:
+        message = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise InputError(_problem(file, f"invalid YAML: {message}", exc.problem_mark or exc.context_mark)) from exc
+    finally:
+        loader.dispose()

@@ -150,3 +150,63 @@ def test_missing_inventory_and_bad_cli_args(tmp_path):
     assert proc.returncode == 2 and "matches no cell" in proc.stderr
     assert cmx("run").returncode == 2
     assert cmx("sql", "SELEC nonsense", "--db", str(tmp_path / "none.duckdb")).returncode == 2
+
+
+def test_a_broken_inventory_is_one_line_naming_file_and_place(tmp_path):
+    exp = write(tmp_path / "e.yaml", "name: e\nworkload: {name: throughput}\n")
+    syntax = write(tmp_path / "syntax.yml", """
+        all:
+          children:
+            brokers:
+              hosts:
+                localhost: {ansible_connection: local
+    """)
+    port = write(tmp_path / "port.yml", """
+        all:
+          vars: {ansible_connection: local}
+          children:
+            brokers: {hosts: {localhost: {redis_port: six}}}
+            workers: {hosts: {localhost: {}}}
+            drivers: {hosts: {localhost: {}}}
+    """)
+    for command in ("validate", "run"):
+        proc = cmx(command, str(exp), "--inventory", str(syntax))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
+        assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr  # one line, no Ansible warnings
+        assert proc.stderr.startswith(f"{syntax}:6:1: invalid YAML") and "flow mapping" in proc.stderr, proc.stderr
+        proc = cmx(command, str(exp), "--inventory", str(port))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
+        assert proc.stderr.strip() == (f"{port}: host 'localhost': redis_port must be a port number "
+                                       "(1-65535), got 'six'"), proc.stderr
+
+
+def test_a_results_file_that_is_not_ours_is_one_line_and_left_alone(tmp_path):
+    foreign = tmp_path / "foreign.duckdb"
+    foreign.write_bytes(b"not a database\n" * 10)
+    exp = REPO / "experiments" / "quickstart.yaml"
+    for args in (("status",), ("report", "quickstart"), ("compare", "a", "b"), ("sql", "SELECT 1"),
+                 ("run", str(exp))):
+        proc = cmx(*args, "--db", str(foreign))
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr + proc.stdout, args
+        assert proc.stderr.strip().startswith(f"{foreign}: cannot open it as a results database"), proc.stderr
+    assert foreign.read_bytes() == b"not a database\n" * 10  # nothing written over it
+
+
+def test_data_that_looks_like_markup_is_printed_as_it_is(tmp_path):
+    db = tmp_path / "r.duckdb"
+    from engine import db as results_db
+
+    with results_db.connect(db):
+        pass
+    proc = cmx("sql", "SELECT '[/red]' AS \"[b]\", '[bold]x' AS v", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert "[/red]" in proc.stdout and "[bold]x" in proc.stdout and "[b]" in proc.stdout
+    exp = write(tmp_path / "q.yaml", """
+        name: q
+        workload: {name: throughput}
+        matrix: {celery.task_default_queue: ["[/q]", "[bold]x"]}
+    """)
+    proc = cmx("plan", str(exp))
+    assert proc.returncode == 0, proc.stderr
+    assert "[/q]" in proc.stdout and "[bold]x" in proc.stdout
