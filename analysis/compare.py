@@ -77,14 +77,26 @@ class MetricDiff:
 
 
 def _medians(con, sel: Selection) -> tuple[dict[str, tuple[float, int]], int]:
-    cols = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").fetchall()}
+    cols = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'").fetchall())
     where, params = ["r.experiment = ?", "r.status = 'ok'"], [sel.experiment]
     for dim, value in sel.filters:
         if dim not in cols or dim in RUN_COLUMNS:
             raise ValueError(f"{sel}: {dim!r} is not a dimension of any run")
-        # Compare as text so that concurrency=4 and broker=redis are written alike.
-        where.append(f'CAST(r."{dim.replace(chr(34), chr(34) * 2)}" AS VARCHAR) = ?')
-        params.append(value)
+        column = f'r."{dim.replace(chr(34), chr(34) * 2)}"'
+        if cols[dim] in ("DOUBLE", "BIGINT"):
+            # Numbers compare as numbers: heartbeat=0 matches the stored 0.0, size_mb=2 matches 2.0.
+            try:
+                number = float(value)
+            except ValueError:
+                raise ValueError(f"{sel}: {dim} is a number, got {value!r}") from None
+            where.append(f"{column} = ?")
+            params.append(number)
+        elif cols[dim] == "BOOLEAN":
+            where.append(f"CAST({column} AS VARCHAR) = lower(?)")  # true, True, TRUE
+            params.append(value)
+        else:
+            where.append(f"CAST({column} AS VARCHAR) = ?")
+            params.append(value)
     cond = " AND ".join(where)
     runs = con.execute(f"SELECT count(*) FROM runs r WHERE {cond}", params).fetchone()[0]
     rows = con.execute(f"""

@@ -72,6 +72,22 @@ def test_errors(matrix_db):
             compare(con, parse_selection("exp:broker=kafka"), parse_selection("exp"))
 
 
+def test_filters_match_numbers_as_numbers_and_booleans_in_any_case(tmp_path):
+    from tests.results_fixture import add_run
+
+    path = tmp_path / "h.duckdb"
+    with db.connect(path) as con:
+        for i, (heartbeat, gossip) in enumerate(((0.0, True), (10.0, False))):
+            add_run(con, "h", f"r{i}", {"broker": "rabbitmq", "heartbeat": heartbeat, "worker.gossip": gossip},
+                    metrics={"consume_rate": 100.0 * (i + 1)})
+    # heartbeat is stored as DOUBLE (0.0): the 0 a user types must still match it
+    assert by_metric(path, "h:heartbeat=0", "h:heartbeat=10")["consume_rate"].diff == 100
+    assert by_metric(path, "h:worker.gossip=True", "h:worker.gossip=false")["consume_rate"].diff == 100
+    with db.connect(path, read_only=True) as con:
+        with pytest.raises(ValueError, match="heartbeat is a number, got 'off'"):
+            compare(con, parse_selection("h:heartbeat=off"), parse_selection("h"))
+
+
 def test_cli_csv_and_markdown(matrix_db):
     p = cmx("compare", "exp:broker=redis", "exp:broker=rabbitmq", "--db", str(matrix_db), "--format", "csv")
     assert p.returncode == 0, p.stderr
