@@ -142,6 +142,7 @@ def run(
     skipped = 0
     try:
         with db.connect(db_path) as con:  # before any host is touched: a bad --db fails here
+            db.check_name_is_ours(con, exp, db_path)
             done = set() if no_resume else db.completed_runs(con, exp.name)
     except InputError as exc:
         _fail(exc)

@@ -146,6 +146,17 @@ def record_run_end(con, run_id: str, status: str, error: str | None, stage_secon
     con.execute("INSERT INTO run_ends VALUES (?, ?, ?, now(), ?)", [run_id, status, error, json.dumps(stage_seconds)])
 
 
+def check_name_is_ours(con, exp, path: Path | str) -> None:
+    """An experiment name is unique in a results database: a file that reuses the name of one
+    with another workload would mix two kinds of runs (and resume would skip the wrong cells)."""
+    row = con.execute("SELECT workload, source FROM sweeps WHERE experiment = ? AND workload <> ? "
+                      "ORDER BY started_at DESC LIMIT 1", [exp.name, exp.workload.name]).fetchone()
+    if row:
+        raise InputError(Problem(f"experiment name '{exp.name}' is taken in {path} by a sweep of workload "
+                                 f"'{row[0]}' (from {row[1]}): give this experiment its own name, or pass "
+                                 "another --db", exp.source))
+
+
 def completed_runs(con, experiment: str) -> set[tuple[str, int]]:
     """(cell_id, repeat) of the experiment's runs already stored as ok: a resumed sweep skips them."""
     rows = con.execute("SELECT cell_id, repeat FROM runs WHERE experiment = ? AND status = 'ok'", [experiment]).fetchall()

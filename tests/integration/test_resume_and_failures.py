@@ -210,3 +210,18 @@ def test_data_that_looks_like_markup_is_printed_as_it_is(tmp_path):
     proc = cmx("plan", str(exp))
     assert proc.returncode == 0, proc.stderr
     assert "[/q]" in proc.stdout and "[bold]x" in proc.stdout
+
+
+def test_an_experiment_name_taken_by_another_workload_is_refused(tmp_path):
+    from engine import db as results_db
+
+    db = tmp_path / "r.duckdb"
+    with results_db.connect(db) as con:
+        results_db.record_sweep(con, "s0", "shared-name", "elsewhere/fanout.yaml", "memory_fanout", "", "inv", {})
+    exp = write(tmp_path / "e.yaml", "name: shared-name\nworkload: {name: throughput}\n")
+    proc = cmx("run", str(exp), "--db", str(db))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (f"{exp}: experiment name 'shared-name' is taken in {db} by a sweep of workload "
+                                   "'memory_fanout' (from elsewhere/fanout.yaml): give this experiment its own "
+                                   "name, or pass another --db"), proc.stderr
+    assert query(db, "SELECT count(*) FROM run_starts") == [(0,)]
