@@ -31,6 +31,7 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
+RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
 
 
 def _fail(exc: Exception) -> None:
@@ -113,7 +114,7 @@ def run(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Ansible inventory (default: the "
                                              "experiment's `inventory`, else inventory/local.yml)."),
-    db_path: Path = DB_OPTION,
+    db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
     no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
