@@ -31,7 +31,8 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
-RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
+RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "
+                             "holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
 
 
 def _fail(exc: Exception) -> None:
