@@ -43,7 +43,7 @@ def as_markdown(baseline: Selection, contender: Selection, diffs: list[MetricDif
 def as_csv(diffs: list[MetricDiff]) -> str:
     """Raw numbers (no units) for other tools."""
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv.writer(buf, lineterminator="\n")
     w.writerow(["metric", "baseline", "contender", "diff", "diff_pct", "better", "verdict", "baseline_runs",
                 "contender_runs"])
     for d in diffs:

@@ -233,7 +233,7 @@ def sql_command(
         print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=2))
     elif fmt is Format.csv:
         buf = io.StringIO()
-        w = csv.writer(buf)
+        w = csv.writer(buf, lineterminator="\n")
         w.writerow(cols)
         w.writerows(rows)
         sys.stdout.write(buf.getvalue())
