@@ -122,8 +122,9 @@ def run(
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
-    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it
-    stopped. Ctrl-C stops the current run's processes, stores it as failed, and keeps the rest.
+    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C stops the current run's processes, stores it as failed, and keeps the rest (exit 130).
+
+    Exit codes: 0 every run ok, 1 some runs failed or timed out, 2 bad input (nothing ran).
     """
     from engine.matrix import cells_for_only
     from engine.planner import plan as plan_runs
