@@ -5,8 +5,9 @@ A *path* is a tuple of mapping keys and list indexes from the document root, e.g
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 from yaml.error import Mark, MarkedYAMLError
@@ -124,47 +125,10 @@ def _walk(loader: yaml.SafeLoader, root: Node) -> Positions:
     return Positions(values, keys)
 
 
-def load_yaml(path: str | Path) -> tuple[dict, Positions]:
-    """Load a YAML file whose top level is a mapping, with the position of every node.
-
-    Raises InputError (``FILE:LINE:COL: message``) for unreadable files, syntax errors,
-    duplicate keys, and a document that is empty or not a mapping.
-    """
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(f"cannot read the file: {exc}", file)) from exc
-
-    loader = yaml.SafeLoader(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            raise InputError(Problem("the file is empty: expected a mapping (name: ..., workload: ...)",
-                                     file, 1, 1))
-        if not isinstance(root, MappingNode):
-            raise InputError(Problem("the top level must be a mapping (name: ..., workload: ...)",
-                                     file, 1, 1))
-        duplicates = _duplicate_keys(loader, root, file)
-        if duplicates:
-            raise InputError(duplicates)
-        # Constructing flattens << merges in place, so positions are walked afterwards.
-        data = loader.construct_document(root)
-        positions = _walk(loader, root)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = " ".join(p for p in (exc.context, exc.problem) if p)
-        raise InputError(_problem(file, f"invalid YAML: {message}", mark)) from exc
-    except yaml.YAMLError as exc:
-        raise InputError(Problem(f"invalid YAML: {exc}", file, 1, 1)) from exc
-    finally:
-        loader.dispose()
-    return data, positions
-
-
-def check_yaml_syntax(path: str | Path) -> None:
-    """Raise InputError at ``FILE:LINE:COL`` if the file is not well-formed YAML (or has a
-    duplicate key). Tags are not resolved, so Ansible's ``!vault`` and friends pass."""
+@contextmanager
+def _composed(path: str | Path) -> Iterator[tuple[yaml.SafeLoader, Node | None, str]]:
+    """Read and compose the file (no tags resolved yet), refuse duplicate keys, and turn every
+    YAML error raised inside the block into ``FILE:LINE:COL: invalid YAML: ...``."""
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -177,8 +141,38 @@ def check_yaml_syntax(path: str | Path) -> None:
             duplicates = _duplicate_keys(loader, root, file)
             if duplicates:
                 raise InputError(duplicates)
+        yield loader, root, file
     except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
         message = " ".join(p for p in (exc.context, exc.problem) if p)
-        raise InputError(_problem(file, f"invalid YAML: {message}", exc.problem_mark or exc.context_mark)) from exc
+        raise InputError(_problem(file, f"invalid YAML: {message}", mark)) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(Problem(f"invalid YAML: {exc}", file, 1, 1)) from exc
     finally:
         loader.dispose()
+
+
+def load_yaml(path: str | Path) -> tuple[dict, Positions]:
+    """Load a YAML file whose top level is a mapping, with the position of every node.
+
+    Raises InputError (``FILE:LINE:COL: message``) for unreadable files, syntax errors,
+    duplicate keys, and a document that is empty or not a mapping.
+    """
+    with _composed(path) as (loader, root, file):
+        if root is None:
+            raise InputError(Problem("the file is empty: expected a mapping (name: ..., workload: ...)",
+                                     file, 1, 1))
+        if not isinstance(root, MappingNode):
+            raise InputError(Problem("the top level must be a mapping (name: ..., workload: ...)",
+                                     file, 1, 1))
+        # Constructing flattens << merges in place, so positions are walked afterwards.
+        data = loader.construct_document(root)
+        positions = _walk(loader, root)
+    return data, positions
+
+
+def check_yaml_syntax(path: str | Path) -> None:
+    """Raise InputError at ``FILE:LINE:COL`` if the file is not well-formed YAML (or has a
+    duplicate key). Tags are not resolved, so Ansible's ``!vault`` and friends pass."""
+    with _composed(path):
+        pass
