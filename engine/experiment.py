@@ -15,6 +15,7 @@ from typing import Annotated, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from engine import celery_settings
 from engine.errors import InputError, Problem
 from engine.yamlpos import Positions, load_yaml
 from workloads import registry
@@ -125,6 +126,7 @@ def _seconds(dimension: str) -> Callable[[Any], float]:
 
 
 #: Built-in dimensions: name -> (validator returning the normalised value, default).
+#: The Celery settings they own (and the harness's) are in workloads.spec.OWNED_SETTINGS.
 BUILTIN_DIMENSIONS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "broker": (_choice("broker", "redis", "rabbitmq", "rabbitmq-quorum"), "redis"),
     "backend": (_choice("backend", "none", "redis", "rpc", "postgres"), "none"),
@@ -134,13 +136,6 @@ BUILTIN_DIMENSIONS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "heartbeat": (_seconds("heartbeat"), 120.0),
     "machines": (_int_at_least("machines", 1), 1),
 }
-
-
-@lru_cache(maxsize=1)
-def celery_settings() -> frozenset[str]:
-    """Celery's setting names (lowercase, new style), e.g. ``task_acks_late``."""
-    from celery.app.defaults import NAMESPACES, flatten
-    return frozenset(name for name, _ in flatten(NAMESPACES))
 
 
 def _suggest(word: str, options: list[str] | frozenset[str], prefix: str = "") -> str:
@@ -173,19 +168,9 @@ def dimension_name_problem(name: Any, params: type[WorkloadParams] | None) -> st
         return (f"unknown worker flag '{name}' (known: {', '.join('worker.' + f for f in WORKER_FLAGS)})"
                 + _suggest(flag, list(WORKER_FLAGS), "worker."))
     if name.startswith("celery."):
-        setting = name[len("celery."):]
-        if setting in celery_settings():
-            return None
-        return (f"unknown Celery setting '{name}' (use a lowercase setting name such as "
-                f"celery.task_acks_late)" + _suggest(setting, celery_settings(), "celery."))
+        return celery_settings.name_problem(name)  # typed from Celery's table; owned ones refused
     return (f"unknown dimension '{name}' (built-ins: {', '.join(BUILTIN_DIMENSIONS)}; "
             f"or params.NAME / celery.SETTING / worker.FLAG)" + _suggest(name, list(BUILTIN_DIMENSIONS)))
-
-
-def _is_json_value(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return True
-    return isinstance(value, list) and all(_is_json_value(v) for v in value)
 
 
 @lru_cache(maxsize=None)
@@ -209,9 +194,8 @@ def normalise_value(name: str, value: Any, params: type[WorkloadParams] | None) 
             raise ValueError(f"{name}: {_pydantic_message(exc.errors()[0])}") from None
     if name.startswith("worker.") and not isinstance(value, bool):
         raise ValueError(f"{name} must be true or false, got {value!r}")
-    if name.startswith("celery.") and not _is_json_value(value):
-        raise ValueError(f"{name} must be a string, number, boolean, null or a list of those, "
-                         f"got {value!r}")
+    if name.startswith("celery."):
+        return celery_settings.check_value(name, value)
     return value
 
 

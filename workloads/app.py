@@ -38,6 +38,9 @@ def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
     workload's tasks, and the instrumentation that stamps every task."""
     app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
     qargs = queue_arguments(spec)
+    # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names
+    # a setting of OWNED_SETTINGS, and should one ever slip through, the dimension still wins.
+    app.conf.update(spec.celery)
     app.conf.update(
         task_default_queue=spec.queue,
         task_queues=(Queue(spec.queue, queue_arguments=qargs), Queue(spec.hold_queue, queue_arguments=qargs)),
@@ -48,7 +51,6 @@ def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
     )
-    app.conf.update(spec.celery)  # celery.* dimensions win over our defaults
     registry.get(spec.workload).register_tasks(app)
     instrument.install(app, Recorder(run_dir, host))
     return app

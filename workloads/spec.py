@@ -11,8 +11,44 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# Celery settings that a dimension or the harness owns, with what to use instead. One table for
+# both sides: the engine refuses them as ``celery.*`` dimensions (engine/celery_settings.py) and
+# the app factory (workloads/app.py) refuses a spec that carries one, so a ``celery.*`` value can
+# never overwrite a dimension (the worker would run one value while ``runs`` records another).
+# It lives here, not in the engine, because it ships to the hosts with the app factory.
+_FROM_INVENTORY = "set by the harness from the {} dimension and the inventory"
+OWNED_SETTINGS: dict[str, str] = {
+    "worker_prefetch_multiplier": "use the prefetch_multiplier dimension",
+    "worker_concurrency": "use the concurrency dimension",
+    "worker_pool": "use the pool dimension",
+    "broker_heartbeat": "use the heartbeat dimension (seconds, 0 = off)",
+    "worker_send_task_events": "use the worker.events dimension",
+    # Where the broker and backend are, and their credentials: never in an experiment file.
+    **{name: _FROM_INVENTORY.format("broker") for name in (
+        "broker_url", "broker_read_url", "broker_write_url", "broker_transport", "broker_host", "broker_port",
+        "broker_user", "broker_password", "broker_vhost")},
+    **{name: _FROM_INVENTORY.format("backend") for name in (
+        "result_backend", "database_url", "redis_host", "redis_port", "redis_db", "redis_username",
+        "redis_password")},
+    "task_ignore_result": "set by the harness from the backend dimension (backend none ignores results)",
+    # Every run has its own queues, so runs and sweeps sharing a broker never see each other's tasks.
+    "task_default_queue": "the harness gives every run its own queue",
+    "task_queues": "the harness gives every run its own queues",
+    "task_routes": "the harness routes every task of a run to the run's own queue",
+    # The driver starts and watches the workers by remote control; the harness captures the logs.
+    "worker_enable_remote_control": "the harness controls the workers by remote control",
+    "broker_connection_retry_on_startup": "set by the harness",
+    "worker_hijack_root_logger": "set by the harness (it captures the worker's log)",
+    "worker_redirect_stdouts": "set by the harness (it captures the worker's log)",
+}
+
+
+def owned_setting_problem(setting: str) -> str | None:
+    """Why ``celery.<setting>`` may not be given (None when it may)."""
+    reason = OWNED_SETTINGS.get(setting)
+    return f"celery.{setting}: {reason}" if reason else None
 
 
 class RunSpec(BaseModel):
@@ -31,6 +67,7 @@ class RunSpec(BaseModel):
     prefetch_multiplier: int = 4
     heartbeat: float = 120.0
     celery: dict[str, Any] = Field(default_factory=dict)
+
     #: Worker switches turned on (``worker.gossip``, ``worker.mingle``, ``worker.heartbeat``,
     #: ``worker.events``); all are off unless a cell says otherwise.
     worker_flags: dict[str, bool] = Field(default_factory=dict)
@@ -42,6 +79,14 @@ class RunSpec(BaseModel):
     worker_start_timeout_s: float = 60.0
     #: URL of the workload's service for this run (``Workload.service_module``), if it has one.
     service_url: str | None = None
+
+    @field_validator("celery")
+    @classmethod
+    def _no_owned_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problems = [p for p in map(owned_setting_problem, sorted(value)) if p]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     # Queues and node names are per run: two sweeps sharing a broker (or a test beside a user's
     # sweep) never consume, purge or ping each other's.

@@ -205,7 +205,7 @@ def test_data_that_looks_like_markup_is_printed_as_it_is(tmp_path):
     exp = write(tmp_path / "q.yaml", """
         name: q
         workload: {name: throughput}
-        matrix: {celery.task_default_queue: ["[/q]", "[bold]x"]}
+        matrix: {celery.worker_log_format: ["[/q]", "[bold]x"]}
     """)
     proc = cmx("plan", str(exp))
     assert proc.returncode == 0, proc.stderr
