@@ -41,13 +41,20 @@ class Report:
     charts: tuple[str, ...]
     cells: int
     runs: int
+    revision: int = 1
 
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def dimensions(con, experiment: str) -> tuple[list[str], dict[str, str]]:
+def revisions(con, experiment: str) -> list[int]:
+    """The experiment's revisions (definitions) in the database, oldest first."""
+    return [r[0] for r in con.execute("SELECT DISTINCT revision FROM runs WHERE experiment = ? ORDER BY 1",
+                                      [experiment]).fetchall()]
+
+
+def dimensions(con, experiment: str, revision: int) -> tuple[list[str], dict[str, str]]:
     """(dimensions that vary between the experiment's runs, {dimension: value} of those that do not).
 
     ``runs`` has a column for every dimension of every experiment; the ones this experiment never
@@ -58,7 +65,7 @@ def dimensions(con, experiment: str) -> tuple[list[str], dict[str, str]]:
     if not dims:
         return [], {}
     exprs = ", ".join(f"count(DISTINCT {_q(d)}), count({_q(d)}), min({_q(d)})::VARCHAR" for d in dims)
-    row = con.execute(f"SELECT {exprs} FROM runs WHERE experiment = ?", [experiment]).fetchone()
+    row = con.execute(f"SELECT {exprs} FROM runs WHERE experiment = ? AND revision = ?", [experiment, revision]).fetchone()
     varying, fixed = [], {}
     for i, d in enumerate(dims):
         distinct, present, value = row[3 * i: 3 * i + 3]
@@ -69,7 +76,7 @@ def dimensions(con, experiment: str) -> tuple[list[str], dict[str, str]]:
     return varying, fixed
 
 
-def _cells(con, experiment: str, varying: list[str]) -> list[dict]:
+def _cells(con, experiment: str, revision: int, varying: list[str]) -> list[dict]:
     """One dict per cell: cell_id, label (its varying values), dimension values, run counts, medians."""
     dim_sel = "".join(f", any_value({_q(d)}) AS {_q(d)}" for d in varying)
     order = ", ".join(_q(d) for d in varying) or "cell_id"
@@ -78,14 +85,15 @@ def _cells(con, experiment: str, varying: list[str]) -> list[dict]:
             SELECT cell_id, any_value(runs) AS runs, any_value(ok_runs) AS ok_runs,
                    any_value(failed_runs) AS failed_runs, any_value(timeout_runs) AS timeout_runs,
                    any_value(lost_tasks) AS lost_tasks {dim_sel}
-            FROM cell_summary WHERE experiment = ? GROUP BY cell_id ORDER BY {order}""", [experiment]).fetchall():
+            FROM cell_summary WHERE experiment = ? AND revision = ? GROUP BY cell_id ORDER BY {order}""",
+            [experiment, revision]).fetchall():
         cell = dict(zip(["cell_id", "runs", "ok_runs", "failed_runs", "timeout_runs", "lost_tasks", *varying], row))
         cell["label"] = " / ".join(str(cell[d]) for d in varying) or cell["cell_id"]
         cell["medians"] = {}
         cells[cell["cell_id"]] = cell
     for cell_id, metric, median, n, lo, hi in con.execute(
-            "SELECT cell_id, metric, median, n, min, max FROM cell_summary WHERE experiment = ? AND metric IS NOT NULL",
-            [experiment]).fetchall():
+            "SELECT cell_id, metric, median, n, min, max FROM cell_summary WHERE experiment = ? AND revision = ? "
+            "AND metric IS NOT NULL", [experiment, revision]).fetchall():
         cells[cell_id]["medians"][metric] = (median, n, lo, hi)
     return list(cells.values())
 
@@ -126,13 +134,14 @@ def _rate_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | 
     return Chart("throughput", f"{TITLES.get(metric, metric)} vs {x}", f"{note} {caption}".strip(), spec)
 
 
-def _latency_chart(con, experiment: str, cells: list[dict], caption: str) -> Chart | None:
+def _latency_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
     labels = {c["cell_id"]: c["label"] for c in cells}
     cols = ("min_s", "p25_s", "p50_s", "p75_s", "p90_s", "p95_s", "p99_s", "max_s")
     rows = con.execute(f"""
         SELECT r.cell_id, {', '.join(f'median(l.{c}) AS {c}' for c in cols)}
         FROM latency_percentiles l JOIN runs r USING (run_id)
-        WHERE r.experiment = ? AND r.status = 'ok' GROUP BY r.cell_id""", [experiment]).fetchall()
+        WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY r.cell_id""",
+                       [experiment, revision]).fetchall()
     data = [{"cell": labels.get(r[0], r[0]), **dict(zip(cols, r[1:]))} for r in rows]
     if not data:
         return None
@@ -144,12 +153,13 @@ def _latency_chart(con, experiment: str, cells: list[dict], caption: str) -> Cha
                  "runs, warm-up left out. " + caption, spec)
 
 
-def _memory_chart(con, experiment: str, cells: list[dict], caption: str) -> Chart | None:
+def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
     labels = {c["cell_id"]: c["label"] for c in cells}
     runs = con.execute("""
-        SELECT run_id, cell_id FROM runs WHERE experiment = ? AND status = 'ok'
+        SELECT run_id, cell_id FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
           AND run_id IN (SELECT run_id FROM samples)
-        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""", [experiment]).fetchall()
+        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
+                         [experiment, revision]).fetchall()
     order = {c["cell_id"]: i for i, c in enumerate(cells)}
     runs = sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
     if not runs:
@@ -183,7 +193,7 @@ def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
                  "process, PSS splits them. " + caption, charts.peak_memory(data, "peak memory").to_dict())
 
 
-def _connections_chart(con, experiment: str, varying: list[str], caption: str) -> Chart | None:
+def _connections_chart(con, experiment: str, revision: int, varying: list[str], caption: str) -> Chart | None:
     x = "pool" if "pool" in varying else None
     facet = "broker" if "broker" in varying else None
     group = [d for d in (x, facet) if d]
@@ -191,7 +201,8 @@ def _connections_chart(con, experiment: str, varying: list[str], caption: str) -
     rows = con.execute(f"""
         SELECT {sel} c.role, median(c.max_connections) AS max_connections
         FROM connection_maxima c JOIN runs r USING (run_id)
-        WHERE r.experiment = ? AND r.status = 'ok' GROUP BY ALL ORDER BY ALL""", [experiment]).fetchall()
+        WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY ALL ORDER BY ALL""",
+                       [experiment, revision]).fetchall()
     if not rows:
         return None
     keys = [*group, "role", "max_connections"]
@@ -205,14 +216,15 @@ def _connections_chart(con, experiment: str, varying: list[str], caption: str) -
                  + (", pooled over other dimensions" if len(varying) > len(group) else "") + "). " + caption, spec)
 
 
-def build_charts(con, experiment: str) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:
-    """(cells, varying dimensions, fixed dimensions, charts that fit the data) of one experiment."""
-    varying, fixed = dimensions(con, experiment)
-    cells = _cells(con, experiment, varying)
+def build_charts(con, experiment: str, revision: int = 1) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:
+    """(cells, varying dimensions, fixed dimensions, charts that fit the data) of one revision of
+    one experiment (revisions are different definitions: never pooled)."""
+    varying, fixed = dimensions(con, experiment, revision)
+    cells = _cells(con, experiment, revision, varying)
     caption = _fixed_caption(fixed)
-    found = [_rate_chart(cells, varying, caption), _latency_chart(con, experiment, cells, caption),
-             _memory_chart(con, experiment, cells, caption), _peak_chart(cells, caption),
-             _connections_chart(con, experiment, varying, caption)]
+    found = [_rate_chart(cells, varying, caption), _latency_chart(con, experiment, revision, cells, caption),
+             _memory_chart(con, experiment, revision, cells, caption), _peak_chart(cells, caption),
+             _connections_chart(con, experiment, revision, varying, caption)]
     return cells, varying, fixed, [c for c in found if c is not None]
 
 
@@ -223,11 +235,17 @@ def _javascript() -> str:
     return re.sub(r"</(script)", r"<\\/\1", vl_convert.javascript_bundle(), flags=re.IGNORECASE)
 
 
-def write_report(con, experiment: str, out_dir: Path) -> Report:
-    """Write ``index.html`` (self-contained) and ``<chart>.png`` / ``<chart>.vl.json`` into ``out_dir``."""
-    cells, varying, fixed, found = build_charts(con, experiment)
-    if not cells:
+def write_report(con, experiment: str, out_dir: Path, revision: int | None = None) -> Report:
+    """Write ``index.html`` (self-contained) and ``<chart>.png`` / ``<chart>.vl.json`` into ``out_dir``,
+    for one revision of the experiment (default its latest)."""
+    known = revisions(con, experiment)
+    if not known:
         raise LookupError(f"experiment {experiment!r} has no runs in this database")
+    if revision is not None and revision not in known:
+        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
+                          f"(it has {', '.join(map(str, known))})")
+    chosen = known[-1] if revision is None else revision
+    cells, varying, fixed, found = build_charts(con, experiment, chosen)
     out_dir.mkdir(parents=True, exist_ok=True)
     for chart in found:
         (out_dir / f"{chart.name}.vl.json").write_text(json.dumps(chart.spec, indent=1))
@@ -235,6 +253,16 @@ def write_report(con, experiment: str, out_dir: Path) -> Report:
     from analysis.page import render_html  # the page template, kept apart from the data work
 
     page = out_dir / "index.html"
-    page.write_text(render_html(experiment, cells, varying, fixed, found, TABLE_METRICS, _javascript()))
+    page.write_text(render_html(experiment, cells, varying, fixed, found, TABLE_METRICS, _javascript(),
+                                revision_note(chosen, known)))
     return Report(experiment, out_dir, page, tuple(c.name for c in found), len(cells),
-                  sum(c["runs"] for c in cells))
+                  sum(c["runs"] for c in cells), chosen)
+
+
+def revision_note(chosen: int, known: list[int]) -> str:
+    """What the page says about revisions: only when there is more than one."""
+    if len(known) < 2:
+        return ""
+    which = "the latest" if chosen == known[-1] else f"not the latest ({known[-1]})"
+    return (f"Revision {chosen} of {len(known)}, {which}: the experiment's definition changed between revisions, "
+            "so their runs are reported apart (cmx report --revision N for another).")

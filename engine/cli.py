@@ -35,6 +35,25 @@ RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (
                              "holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
 
 
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from engine.provenance import cmx_version, git_state
+
+    commit, dirty = git_state()
+    where = f" (git {commit[:12]}{', with uncommitted changes' if dirty else ''})" if commit else ""
+    print(f"cmx {cmx_version()}{where}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version (and the git commit when run from a checkout) and exit."),
+) -> None:
+    pass
+
+
 def _fail(exc: Exception) -> None:
     if isinstance(exc, InputError):
         for p in exc.problems:
@@ -119,6 +138,9 @@ def run(
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
     no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
+                                      "its runs in --db: store this sweep's runs as its next revision, apart from "
+                                      "the earlier ones (cmx run refuses a changed definition without it)."),
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -129,12 +151,14 @@ def run(
     from engine.matrix import cells_for_only
     from engine.planner import plan as plan_runs
     from engine.progress import ProgressBar
+    from engine.provenance import definition_hash, revision_for
     from engine.runner import Interrupted, RunStatus, Sweep
     from engine.summary import render, summarize, varying_dimensions
     from workloads import registry
 
     try:
         exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent)
+        digest = definition_hash(exp, cells)  # of every cell, whatever --only selects
         if only:
             cells = cells_for_only(cells, only)
             if not cells:
@@ -146,13 +170,15 @@ def run(
     try:
         with db.connect(db_path) as con:  # before any host is touched: a bad --db fails here
             db.check_name_is_ours(con, exp, db_path)
-            done = set() if no_resume else db.completed_runs(con, exp.name)
+            revision = revision_for(con, exp, digest, db_path, new_revision)
+            done = set() if no_resume else db.completed_runs(con, exp.name, revision)
     except InputError as exc:
         _fail(exc)
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
+    sweep.provenance = _provenance(exp, inv, digest, revision)
     interrupted = False
     outcomes = []
     try:
@@ -165,7 +191,7 @@ def run(
         _fail(exc)
     headline = registry.get(exp.workload.name).headline_metrics
     with db.connect(db_path) as con:
-        summaries = summarize(con, exp.name, cells, headline)
+        summaries = summarize(con, exp.name, cells, headline, revision)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
@@ -178,25 +204,33 @@ def run(
         raise typer.Exit(1)
 
 
+def _provenance(exp, inv, digest: str, revision: int) -> dict:
+    from engine.provenance import Provenance, cmx_version, git_state, inventory_hash
+
+    commit, dirty = git_state()
+    return Provenance(cmx_version(), commit, dirty, digest, inventory_hash(inv), revision).columns()
+
+
 @app.command()
 def status(db_path: Path = DB_OPTION):
     """Experiments in the results database and their runs by status."""
     try:
         with db.connect(db_path, read_only=True) as con:
             rows = con.execute("""
-                SELECT experiment, count(*) AS runs,
+                SELECT experiment, revision, count(*) AS runs,
                        count(*) FILTER (WHERE status = 'ok') AS ok,
                        count(*) FILTER (WHERE status = 'failed') AS failed,
                        count(*) FILTER (WHERE status = 'timeout') AS timeout,
                        max(started_at) AS last_run
-                FROM runs GROUP BY experiment ORDER BY last_run DESC""").fetchall()
+                FROM runs GROUP BY experiment, revision ORDER BY max(last_run) OVER (PARTITION BY experiment) DESC,
+                         experiment, revision DESC""").fetchall()
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     table = Table(title=Text(f"{db_path}"), title_justify="left")
-    for col in ("experiment", "runs", "ok", "failed", "timeout", "last run"):
-        table.add_column(col, justify="right" if col in ("runs", "ok", "failed", "timeout") else "left")
-    for exp, runs, ok, failed, timeout, last in rows:
-        table.add_row(Text(exp), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
+    for col in ("experiment", "revision", "runs", "ok", "failed", "timeout", "last run"):
+        table.add_column(col, justify="right" if col in ("revision", "runs", "ok", "failed", "timeout") else "left")
+    for exp, revision, runs, ok, failed, timeout, last in rows:
+        table.add_row(Text(exp), str(revision), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
                       f"[red]{timeout}[/red]" if timeout else "0", str(last)[:19])
     out.print(table if rows else "no runs yet")
 
@@ -252,6 +286,8 @@ def report(
     experiment: str = typer.Argument(..., help="An experiment name in the results database."),
     db_path: Path = DB_OPTION,
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Output directory (default reports/EXPERIMENT/)."),
+    revision: Optional[int] = typer.Option(None, "--revision", min=1, help="Which revision (definition) of the "
+                                           "experiment to report; default the latest. Revisions are never pooled."),
 ):
     """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart."""
     import time
@@ -262,10 +298,10 @@ def report(
     target = out_dir or Path("reports") / experiment
     try:
         with db.connect(db_path, read_only=True) as con:
-            rep = write_report(con, experiment, target)
+            rep = write_report(con, experiment, target, revision)
     except (FileNotFoundError, LookupError, InputError) as exc:
         _fail(exc)
-    out.print(f"{rep.html}: {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
+    out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
               f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False)
 
 

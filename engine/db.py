@@ -18,8 +18,10 @@ from engine.errors import InputError, Problem
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
 
-#: Columns of ``runs`` before the dimension columns.
-RUN_COLUMNS = ("experiment", "run_id", "cell_id", "repeat", "status", "error", "started_at", "finished_at", "workload")
+#: Columns of ``runs`` before the dimension columns. ``revision`` (from the run's sweep) tells
+#: runs of one experiment under different definitions apart.
+RUN_COLUMNS = ("experiment", "run_id", "cell_id", "repeat", "status", "error", "started_at", "finished_at", "workload",
+               "revision")
 #: Built-in dimensions come first among the dimension columns, in this order.
 BUILTIN_ORDER = ("broker", "backend", "pool", "concurrency", "prefetch_multiplier", "heartbeat", "machines")
 
@@ -57,11 +59,17 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> 
             except duckdb.Error as exc:
                 raise InputError(Problem(f"not a cmx results database, or a newer one ({_first_line(exc)}): "
                                          "pass --db with a file that cmx wrote", str(path))) from None
-            if not _has_view(con, "runs"):
+            if not _has_view(con, "runs") or not _has_column(con, "runs", "revision"):
                 refresh_runs_view(con)
         elif not _has_view(con, "runs"):
             raise InputError(Problem("not a cmx results database (it has no runs view): run a sweep into "
                                      "it, or pass --db with a file that cmx wrote", str(path)))
+        elif not _has_column(con, "runs", "revision"):
+            # Written by an older cmx: add the new columns once (additions only), then read.
+            con.close()
+            with connect(path, wait_s=wait_s):
+                pass
+            con = duckdb.connect(str(path), read_only=True)
         if _has_view(con, "runs"):
             # The analysis views (run_summary, cell_summary…); stored when writable, for this
             # connection only when read-only. A broken .sql raises ViewError naming its file.
@@ -78,6 +86,11 @@ def _first_line(exc: Exception) -> str:
 
 def _has_view(con, name: str) -> bool:
     return bool(con.execute("SELECT 1 FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone())
+
+
+def _has_column(con, table: str, column: str) -> bool:
+    return bool(con.execute("SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                            [table, column]).fetchone())
 
 
 def _column_type(json_types: set[str]) -> str:
@@ -117,15 +130,20 @@ SELECT s.experiment, s.run_id, s.cell_id, s.repeat,
     coalesce(e.status, 'failed') AS status,
     CASE WHEN e.run_id IS NULL THEN 'no end recorded: the sweep was interrupted or is still running'
          ELSE e.error END AS error,
-    s.started_at, e.finished_at, s.workload{',' if cols else ''}
+    s.started_at, e.finished_at, s.workload, coalesce(w.revision, 1) AS revision{',' if cols else ''}
     {cols}
-FROM run_starts s LEFT JOIN run_ends e USING (run_id)""")
+FROM run_starts s LEFT JOIN run_ends e USING (run_id)
+LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w USING (sweep_id)""")
 
 
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
-                 inventory: str, definition: dict[str, Any]) -> None:
-    con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
-                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition)])
+                 inventory: str, definition: dict[str, Any], provenance: dict[str, Any] | None = None) -> None:
+    """``provenance``: more columns of ``sweeps`` (engine.provenance.Provenance.columns())."""
+    extra = provenance or {}
+    names = ["sweep_id", "experiment", "source", "workload", "description", "inventory", "definition", *extra]
+    con.execute(f"INSERT INTO sweeps ({', '.join(names)}, started_at) VALUES ({', '.join('?' * len(names))}, now())",
+                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition),
+                 *extra.values()])
 
 
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
@@ -157,7 +175,9 @@ def check_name_is_ours(con, exp, path: Path | str) -> None:
                                  "another --db", exp.source))
 
 
-def completed_runs(con, experiment: str) -> set[tuple[str, int]]:
-    """(cell_id, repeat) of the experiment's runs already stored as ok: a resumed sweep skips them."""
-    rows = con.execute("SELECT cell_id, repeat FROM runs WHERE experiment = ? AND status = 'ok'", [experiment]).fetchall()
+def completed_runs(con, experiment: str, revision: int | None = None) -> set[tuple[str, int]]:
+    """(cell_id, repeat) of the experiment's runs already stored as ok (of ``revision`` when given):
+    a resumed sweep skips them."""
+    rows = con.execute("SELECT cell_id, repeat FROM runs WHERE experiment = ? AND status = 'ok' "
+                       "AND revision = coalesce(?, revision)", [experiment, revision]).fetchall()
     return {(c, r) for c, r in rows}

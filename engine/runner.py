@@ -91,6 +91,8 @@ class Sweep:
         self._interrupted = False
         self.lib_key = ""  # set by provisioning: which shipped version of workloads/ runs
         self.warnings: list[str] = []  # said to the user after the summary
+        #: More columns of the sweep's row: version, commit, hashes, revision (engine.provenance).
+        self.provenance: dict = {}
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
@@ -166,7 +168,7 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
-                            self.exp.model_dump(mode="json", by_alias=True))
+                            self.exp.model_dump(mode="json", by_alias=True), self.provenance)
         if not runs:
             return []
         for run in runs:  # every URL must resolve before any host is touched

@@ -27,11 +27,14 @@ def varying_dimensions(cells: list[Cell]) -> list[str]:
     return [k for k in keys if len({repr(c.values.get(k)) for c in cells}) > 1]
 
 
-def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]) -> list[CellSummary]:
+def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...],
+              revision: int | None = None) -> list[CellSummary]:
+    """Per cell, over the runs of ``revision`` (every revision when None)."""
     by_id = {c.cell_id: CellSummary(c) for c in cells}
     values: dict[tuple[str, str], list[float]] = {}
     seen: set[tuple[str, int]] = set()
-    for cell_id, repeat, status, name, value in con.execute(sql("summary.sql"), {"experiment": experiment}).fetchall():
+    rows = con.execute(sql("summary.sql"), {"experiment": experiment, "revision": revision}).fetchall()
+    for cell_id, repeat, status, name, value in rows:
         s = by_id.get(cell_id)
         if s is None:
             continue

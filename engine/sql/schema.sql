@@ -62,3 +62,16 @@ CREATE TABLE IF NOT EXISTS hosts (
 INSERT OR IGNORE INTO cmx_schema VALUES
     ('sweeps', 1), ('run_starts', 1), ('run_ends', 1), ('tasks', 1), ('samples', 1), ('peaks', 1),
     ('connections', 1), ('metrics', 1), ('hosts', 1), ('runs', 1), ('queue_depth', 1);
+
+-- Provenance (schema version 2 of sweeps): which cmx produced a sweep, from which definition and
+-- inventory. git_commit/git_dirty are NULL when cmx does not run from a git checkout. The hashes
+-- are sha256 hex; the inventory's is taken with its secrets left out, and no secret is stored.
+-- revision: runs of one experiment under a changed definition (another definition_hash) are a new
+-- revision (`cmx run --new-revision`); NULL in sweeps stored before, read as revision 1.
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS cmx_version VARCHAR;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS git_commit VARCHAR;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS git_dirty BOOLEAN;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS definition_hash VARCHAR;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS inventory_hash VARCHAR;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS revision INTEGER;
+INSERT OR REPLACE INTO cmx_schema VALUES ('sweeps', 2), ('runs', 2);
