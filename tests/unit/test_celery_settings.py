@@ -135,3 +135,20 @@ def test_every_owned_setting_is_a_real_celery_setting():
     from engine.celery_settings import known_settings
 
     assert set(OWNED_SETTINGS) <= known_settings()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("celery.broker_connection_timeout", "fast", "Celery takes a number, got \"fast\""),
+    ("celery.broker_connection_timeout", True, "Celery takes a number, got true"),
+    ("celery.task_serializer", 5, "Celery takes a string, got 5"),
+    ("celery.accept_content", "json", "Celery takes a list, got \"json\""),
+    ("celery.broker_transport_options", [1], "Celery takes a mapping, got [1]"),
+    ("celery.broker_transport_options", {1: "a"}, "Celery takes a mapping, got {1: 'a'}"),
+])
+def test_each_type_refuses_what_is_not_of_it(name, value, message):
+    from engine.celery_settings import check_value
+
+    with pytest.raises(ValueError) as info:
+        check_value(name, value)
+    assert str(info.value) == f"{name}: {message}"
+    assert check_value("celery.broker_connection_timeout", 3) == 3  # an integer is a number
