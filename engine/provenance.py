@@ -126,7 +126,8 @@ class Provenance:
 def revision_for(con, exp: Experiment, digest: str, db_path: Path | str, new_revision: bool) -> int:
     """The revision the sweep's runs belong to: the experiment's latest one when its definition is
     unchanged, the next one with ``new_revision``. A changed definition without ``new_revision``
-    raises InputError: its runs would be pooled with runs of another definition."""
+    raises InputError: its runs would be pooled with runs of another definition. A revision none
+    of whose sweeps stored a run (provisioning failed, say) takes the changed definition as it is."""
     rows = con.execute("""
         SELECT coalesce(revision, 1), definition_hash, definition FROM sweeps WHERE experiment = ?
         ORDER BY coalesce(revision, 1) DESC, started_at DESC LIMIT 1""", [exp.name]).fetchall()
@@ -135,6 +136,11 @@ def revision_for(con, exp: Experiment, digest: str, db_path: Path | str, new_rev
     latest, stored, definition = rows[0]
     if new_revision:
         return latest + 1
+    has_runs = con.execute("""
+        SELECT count(*) FROM run_starts s JOIN sweeps w USING (sweep_id)
+        WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?""", [exp.name, latest]).fetchone()[0]
+    if not has_runs:
+        return latest
     if stored is None:  # a sweep stored before definition hashes
         stored = stored_definition_hash(json.loads(definition) if isinstance(definition, str) else definition)
     if stored == digest:

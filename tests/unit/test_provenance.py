@@ -103,7 +103,13 @@ def test_revisions_keep_changed_definitions_apart(tmp_path):
     exp = load_experiment(path)
     with db.connect(tmp_path / "r.duckdb") as con:
         assert revision_for(con, exp, "h1", "r.duckdb", new_revision=False) == 1  # nothing stored yet
+        record(con, "s0", "e", "h0", 1)
+        # A sweep that stored no run (provisioning failed, say) holds nothing to keep apart.
+        assert revision_for(con, exp, "h1", "r.duckdb", new_revision=False) == 1
         record(con, "s1", "e", "h1", 1)
+        db.record_run_start(con, experiment="e", sweep_id="s1", run_id="r1", cell_id="cr1", repeat=1,
+                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+        db.record_run_end(con, "r1", "ok", None, {})
         assert revision_for(con, exp, "h1", "r.duckdb", new_revision=False) == 1
         with pytest.raises(InputError) as info:
             revision_for(con, exp, "h2", "r.duckdb", new_revision=False)
@@ -112,15 +118,14 @@ def test_revisions_keep_changed_definitions_apart(tmp_path):
                                    "experiment another name, or pass another --db")
         assert revision_for(con, exp, "h2", "r.duckdb", new_revision=True) == 2
         record(con, "s2", "e", "h2", 2)
+        db.record_run_start(con, experiment="e", sweep_id="s2", run_id="r2", cell_id="cr2", repeat=1,
+                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+        db.record_run_end(con, "r2", "ok", None, {})
         assert revision_for(con, exp, "h2", "r.duckdb", new_revision=False) == 2
         # Going back to revision 1's definition is a change from the latest revision too.
         with pytest.raises(InputError):
             revision_for(con, exp, "h1", "r.duckdb", new_revision=False)
         # Resume skips only runs of the same revision.
-        for sweep, run_id in (("s1", "r1"), ("s2", "r2")):
-            db.record_run_start(con, experiment="e", sweep_id=sweep, run_id=run_id, cell_id="c" + run_id, repeat=1,
-                                workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
-            db.record_run_end(con, run_id, "ok", None, {})
         assert db.completed_runs(con, "e", 1) == {("cr1", 1)}
         assert db.completed_runs(con, "e", 2) == {("cr2", 1)}
         cols = [r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' "
@@ -135,6 +140,8 @@ def test_a_sweep_stored_before_hashes_is_compared_through_its_definition(tmp_pat
     here = definition_hash(exp, expand(exp))
     with db.connect(tmp_path / "r.duckdb") as con:
         record(con, "s0", "e", None, None, exp.model_dump(mode="json", by_alias=True))
+        db.record_run_start(con, experiment="e", sweep_id="s0", run_id="r0", cell_id="c", repeat=1,
+                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
         assert revision_for(con, exp, here, "r.duckdb", new_revision=False) == 1
         with pytest.raises(InputError):
             revision_for(con, exp, "another", "r.duckdb", new_revision=False)
