@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 import sys
 from enum import Enum
 from pathlib import Path
@@ -122,7 +123,7 @@ def run(
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
-    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C stops the current run's processes, stores it as failed, and keeps the rest (exit 130).
+    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130).
 
     Exit codes: 0 every run ok, 1 some runs failed or timed out, 2 bad input (nothing ran).
     """
@@ -155,12 +156,17 @@ def run(
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
     interrupted = False
     outcomes = []
+    # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
+    # sweep takes both signals over to stop the current run cleanly.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with ProgressBar(out, varying) as bar:
             sweep.handler = bar
             outcomes = sweep.execute(runs, skipped)
     except Interrupted as exc:
         interrupted, outcomes = True, exc.args[0]
+    except KeyboardInterrupt:  # before any run started (provisioning): nothing of a run to store
+        interrupted = True
     except (InputError, HostError) as exc:
         _fail(exc)
     headline = registry.get(exp.workload.name).headline_metrics
@@ -170,7 +176,7 @@ def run(
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if interrupted:
-        err.print("interrupted: the current run was stopped and stored as failed; `cmx run` again resumes.")
+        err.print("interrupted: the current run was stopped and stored as interrupted; `cmx run` again resumes.")
         raise typer.Exit(130)
     failed = [o for o in outcomes if o.status is not RunStatus.OK]
     if failed:
@@ -178,27 +184,67 @@ def run(
         raise typer.Exit(1)
 
 
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 @app.command()
 def status(db_path: Path = DB_OPTION):
-    """Experiments in the results database and their runs by status."""
+    """Experiments in the results database and their runs by status.
+
+    A run without an end is [bold]running[/bold] while the sweep that started it is alive, else
+    [bold]abandoned[/bold] (its sweep was killed; `cmx run` again resumes it).
+    """
+    from engine.runstatus import ABANDONED, RUNNING, RunStatus, controller_alive, open_status
+
     try:
         with db.connect(db_path, read_only=True) as con:
-            rows = con.execute("""
-                SELECT experiment, count(*) AS runs,
-                       count(*) FILTER (WHERE status = 'ok') AS ok,
-                       count(*) FILTER (WHERE status = 'failed') AS failed,
-                       count(*) FILTER (WHERE status = 'timeout') AS timeout,
-                       max(started_at) AS last_run
-                FROM runs GROUP BY experiment ORDER BY last_run DESC""").fetchall()
+            rows = con.execute(sql_status(con)).fetchall()
+            shares = _host_shares(con)
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
+    columns = [s.value for s in RunStatus] + [RUNNING, ABANDONED]
+    per_exp: dict[str, dict] = {}
+    alive: dict[tuple, bool] = {}
+    for exp, status, hostname, pid, pid_started, started in rows:
+        if not status:
+            key = (hostname, pid, pid_started)
+            if key not in alive:
+                alive[key] = controller_alive(hostname, pid, pid_started)
+            status = open_status(alive[key])
+        e = per_exp.setdefault(exp, {"runs": 0, "last": started, **{c: 0 for c in columns}})
+        e["runs"] += 1
+        e[status] = e.get(status, 0) + 1
+        e["last"] = max(e["last"], started)
     table = Table(title=Text(f"{db_path}"), title_justify="left")
-    for col in ("experiment", "runs", "ok", "failed", "timeout", "last run"):
-        table.add_column(col, justify="right" if col in ("runs", "ok", "failed", "timeout") else "left")
-    for exp, runs, ok, failed, timeout, last in rows:
-        table.add_row(Text(exp), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
-                      f"[red]{timeout}[/red]" if timeout else "0", str(last)[:19])
-    out.print(table if rows else "no runs yet")
+    table.add_column("experiment")
+    for col in ["runs", *columns]:
+        table.add_column(col, justify="right")
+    table.add_column("last run")
+    bad = {RunStatus.FAILED.value, RunStatus.TIMEOUT.value, RunStatus.INTERRUPTED.value, ABANDONED}
+    for exp, e in sorted(per_exp.items(), key=lambda kv: str(kv[1]["last"]), reverse=True):
+        cells = [f"[red]{e[c]}[/red]" if e[c] and c in bad else str(e[c]) for c in columns]
+        table.add_row(Text(exp), str(e["runs"]), *cells, str(e["last"])[:19])
+    out.print(table if per_exp else "no runs yet")
+    if shares:
+        out.print(_shares_table(shares))
+
+
+def sql_status(con) -> str:
+    """Per run: experiment, stored status ('' without an end), its sweep's controller, start."""
+    has_controllers = con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'sweep_controllers'").fetchone()
+    controller = ("c.hostname, c.pid, c.pid_started, s.started_at FROM run_starts s "
+                  "LEFT JOIN sweep_controllers c USING (sweep_id)" if has_controllers
+                  else "NULL, NULL, NULL, s.started_at FROM run_starts s")
+    return f"SELECT s.experiment, coalesce(e.status, '') AS status, {controller} LEFT JOIN run_ends e USING (run_id)"
+
+
+def _host_shares(con) -> list:
+    return []
+
+
+def _shares_table(rows) -> Table:
+    return Table()
 
 
 class Format(str, Enum):

@@ -5,7 +5,6 @@ Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never 
 """
 from __future__ import annotations
 
-import enum
 import json
 import signal
 import tarfile
@@ -24,18 +23,13 @@ from engine.inventory import Inventory
 from engine.planner import Run
 from engine.preflight import check_backend, check_broker
 from engine.provision import provision, stop_services
+from engine.runstatus import RunStatus, controller_identity, decide as decide_status
 from workloads import registry
 from workloads.clock import ClockServer
 from workloads.files import write_atomic
 from workloads.spec import RunSpec, node_name
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
-
-
-class RunStatus(str, enum.Enum):
-    OK = "ok"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)
@@ -54,7 +48,7 @@ class SweepHandler(Protocol):
 
 
 class Interrupted(Exception):
-    """The user pressed Ctrl-C; the current run was stopped and stored."""
+    """Ctrl-C or SIGTERM: the current run was stopped and stored as interrupted."""
 
 
 def _dims(run: Run) -> dict:
@@ -167,6 +161,7 @@ class Sweep:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
                             self.exp.model_dump(mode="json", by_alias=True))
+            db.record_controller(con, self.sweep_id, *controller_identity())
         if not runs:
             return []
         for run in runs:  # every URL must resolve before any host is touched
@@ -193,7 +188,8 @@ class Sweep:
         for kind in sorted({r.cell.values["backend"] for r in runs} - {"none", "rpc"}):
             check_backend(kind, self.inventory.backend_url(kind))
         outcomes: list[RunOutcome] = []
-        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
+        previous = {sig: signal.signal(sig, self._on_sigint) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             for run in runs:
                 if self._interrupted:
@@ -204,7 +200,8 @@ class Sweep:
                 if outcome.status is not RunStatus.OK and self.exp.on_error == "abort":
                     break
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         if self._interrupted:
             raise Interrupted(outcomes)
         return outcomes
@@ -277,18 +274,5 @@ class Sweep:
 
     def _status(self, started: PlaybookResult, stopped: PlaybookResult, driver: dict,
                 ingest_error: str | None) -> tuple[RunStatus, str | None]:
-        if self._interrupted:
-            return RunStatus.FAILED, "interrupted by the user (Ctrl-C); its workers were stopped"
-        if driver.get("status") == "timeout" or started.status == "timeout" or any(
-                "timed out" in f.message.lower() or "timeout" in f.message.lower() for f in started.failures
-                if f.task.startswith("Run the driver")):
-            return RunStatus.TIMEOUT, driver.get("error") or f"run_timeout of {self.exp.limits.run_timeout:g}s passed"
-        if not started.ok:
-            return RunStatus.FAILED, started.summary()
-        if driver.get("status") != "ok":
-            return RunStatus.FAILED, driver.get("error") or "the driver wrote no result (see driver.log)"
-        if ingest_error:
-            return RunStatus.FAILED, ingest_error
-        if not stopped.ok:
-            return RunStatus.FAILED, "stopping or collecting failed: " + stopped.summary()
-        return RunStatus.OK, None
+        return decide_status(interrupted=self._interrupted, started=started, stopped=stopped, driver=driver,
+                             ingest_error=ingest_error, run_timeout_s=self.exp.limits.run_timeout)

@@ -62,3 +62,8 @@ CREATE TABLE IF NOT EXISTS hosts (
 INSERT OR IGNORE INTO cmx_schema VALUES
     ('sweeps', 1), ('run_starts', 1), ('run_ends', 1), ('tasks', 1), ('samples', 1), ('peaks', 1),
     ('connections', 1), ('metrics', 1), ('hosts', 1), ('runs', 1), ('queue_depth', 1);
+
+-- Who runs each sweep (host name, pid and the pid's start time), so that `cmx status` tells a
+-- run still under way (its controller alive) from an abandoned one (no end, controller gone).
+CREATE TABLE IF NOT EXISTS sweep_controllers (sweep_id VARCHAR, hostname VARCHAR, pid INTEGER, pid_started DOUBLE);
+INSERT OR IGNORE INTO cmx_schema VALUES ('sweep_controllers', 1);
