@@ -19,6 +19,7 @@ from engine import db
 from engine.ansible import PlaybookResult, run_playbook
 from engine.experiment import Experiment
 from engine.ingest import HostInfo, ingest_run
+from engine.ingest_workers import ingest_workers, worker_causes
 from engine.inventory import Inventory
 from engine.planner import Run
 from engine.preflight import check_backend, check_broker
@@ -260,8 +261,13 @@ class Sweep:
             with db.connect(self.db_path) as con:
                 got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
             metrics, driver = got.metrics, got.driver
+            with db.connect(self.db_path) as con:
+                metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
         except Exception as exc:
             ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
+            driver["error"] = (f"{driver.get('error')}: "
+                               + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
         stages["ingest"] = time.monotonic() - t0
 
         status, error = self._status(started, stopped, driver, ingest_error)
