@@ -240,11 +240,33 @@ def sql_status(con) -> str:
 
 
 def _host_shares(con) -> list:
-    return []
+    from analysis.hostshare import host_shares
+
+    return host_shares(con)
 
 
 def _shares_table(rows) -> Table:
-    return Table()
+    """Work per worker host, per experiment, over its runs with machines > 1."""
+    import statistics
+
+    from analysis.hostshare import pct
+
+    per: dict[tuple[str, str], list] = {}
+    for exp, _cell, host, runs, tasks, share, low in rows:
+        agg = per.setdefault((exp, host), [0, 0, [], None])
+        agg[0] += runs
+        agg[1] += tasks
+        agg[2].append(share)
+        agg[3] = low if agg[3] is None else min(agg[3], low)
+    table = Table(title="work per worker host (runs with machines > 1; an even split is 1/machines)",
+                  title_justify="left")
+    for col in ("experiment", "host", "runs", "tasks", "share", "smallest share"):
+        table.add_column(col, justify="left" if col in ("experiment", "host") else "right")
+    for (exp, host), (runs, tasks, shares, low) in per.items():
+        known = [s for s in shares if s is not None]
+        table.add_row(Text(exp), Text(host), str(runs), f"{tasks:,}",
+                      pct(statistics.median(known) if known else None), pct(low))
+    return table
 
 
 class Format(str, Enum):
