@@ -58,7 +58,8 @@ def _dims(run: Run) -> dict:
 
 def run_label(run: Run, varying: list[str]) -> str:
     vals = run.cell.values
-    return " ".join(f"{k}={vals[k]}" for k in varying) + f" #{run.repeat}"
+    # an include may add a dimension the other cells lack
+    return " ".join(f"{k}={vals[k]}" for k in varying if k in vals) + f" #{run.repeat}"
 
 
 @dataclass
