@@ -47,8 +47,9 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
 
 
 def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,
-                metrics: tuple[str, ...], javascript: str, revision_note: str = "") -> str:
-    """The whole page; ``charts`` are :class:`analysis.report.Chart` values."""
+                metrics: tuple[str, ...], javascript: str, revision_note: str = "", extra_html: str = "") -> str:
+    """The whole page; ``charts`` are :class:`analysis.report.Chart` values; ``extra_html`` (sections
+    already escaped) follows the summary table."""
     same = ", ".join(f"{html.escape(k)}={html.escape(str(v))}" for k, v in fixed.items())
     sections = "".join(
         f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
@@ -67,6 +68,7 @@ def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: d
 <p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs; failed and timed-out runs
 are counted, never averaged in. {f"Same in every run: {same}." if same else ""}</p>
 {summary_table(cells, varying, metrics)}
+{extra_html}
 {sections}
 <script>
 const specs = {specs};

@@ -20,7 +20,7 @@ from engine.summary import TITLES
 
 #: Columns of the summary table, in order (medians over each cell's ok runs).
 TABLE_METRICS = ("publish_rate", "consume_rate", "makespan_s", "latency_p50_s", "latency_p99_s",
-                 "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max")
+                 "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max", "host_share_min")
 MEMORY_RUNS = 6          # memory-over-time panels: the first ok run of at most this many cells
 MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
 
@@ -253,8 +253,11 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     from analysis.page import render_html  # the page template, kept apart from the data work
 
     page = out_dir / "index.html"
+    from analysis.hostshare import host_shares, shares_html
+
+    shares = shares_html(host_shares(con, experiment), {c["cell_id"]: c["label"] for c in cells})
     page.write_text(render_html(experiment, cells, varying, fixed, found, TABLE_METRICS, _javascript(),
-                                revision_note(chosen, known)))
+                                revision_note(chosen, known), shares))
     return Report(experiment, out_dir, page, tuple(c.name for c in found), len(cells),
                   sum(c["runs"] for c in cells), chosen)
 

@@ -19,6 +19,7 @@ class Failure:
     task: str
     message: str
     unreachable: bool = False
+    timed_out: bool = False  # the task hit its own Ansible `timeout:` (the result's `timedout` key)
 
     def __str__(self) -> str:
         kind = "unreachable" if self.unreachable else "failed"
@@ -54,7 +55,7 @@ def _failure(event: dict) -> Failure:
     res = data.get("res", {}) or {}
     msg = res.get("stderr") or res.get("msg") or res.get("stdout") or "no message"
     return Failure(host=data.get("host", "?"), task=data.get("task", "?"), message=_one_line(msg),
-                   unreachable=event.get("event") == "runner_on_unreachable")
+                   unreachable=event.get("event") == "runner_on_unreachable", timed_out=bool(res.get("timedout")))
 
 
 def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[str, Any],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 import sys
 from enum import Enum
 from pathlib import Path
@@ -144,7 +145,7 @@ def run(
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
-    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C stops the current run's processes, stores it as failed, and keeps the rest (exit 130).
+    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130).
 
     Exit codes: 0 every run ok, 1 some runs failed or timed out, 2 bad input (nothing ran).
     """
@@ -181,12 +182,17 @@ def run(
     sweep.provenance = _provenance(exp, inv, digest, revision)
     interrupted = False
     outcomes = []
+    # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
+    # sweep takes both signals over to stop the current run cleanly.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with ProgressBar(out, varying) as bar:
             sweep.handler = bar
             outcomes = sweep.execute(runs, skipped)
     except Interrupted as exc:
         interrupted, outcomes = True, exc.args[0]
+    except KeyboardInterrupt:  # before any run started (provisioning): nothing of a run to store
+        interrupted = True
     except (InputError, HostError) as exc:
         _fail(exc)
     headline = registry.get(exp.workload.name).headline_metrics
@@ -196,7 +202,7 @@ def run(
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if interrupted:
-        err.print("interrupted: the current run was stopped and stored as failed; `cmx run` again resumes.")
+        err.print("interrupted: the current run was stopped and stored as interrupted; `cmx run` again resumes.")
         raise typer.Exit(130)
     failed = [o for o in outcomes if o.status is not RunStatus.OK]
     if failed:
@@ -211,28 +217,95 @@ def _provenance(exp, inv, digest: str, revision: int) -> dict:
     return Provenance(cmx_version(), commit, dirty, digest, inventory_hash(inv), revision).columns()
 
 
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 @app.command()
 def status(db_path: Path = DB_OPTION):
-    """Experiments in the results database and their runs by status."""
+    """Experiments in the results database and their runs by status.
+
+    A run without an end is [bold]running[/bold] while the sweep that started it is alive, else
+    [bold]abandoned[/bold] (its sweep was killed; `cmx run` again resumes it).
+    """
+    from engine.runstatus import ABANDONED, RUNNING, RunStatus, controller_alive, open_status
+
     try:
         with db.connect(db_path, read_only=True) as con:
-            rows = con.execute("""
-                SELECT experiment, revision, count(*) AS runs,
-                       count(*) FILTER (WHERE status = 'ok') AS ok,
-                       count(*) FILTER (WHERE status = 'failed') AS failed,
-                       count(*) FILTER (WHERE status = 'timeout') AS timeout,
-                       max(started_at) AS last_run
-                FROM runs GROUP BY experiment, revision ORDER BY max(last_run) OVER (PARTITION BY experiment) DESC,
-                         experiment, revision DESC""").fetchall()
+            rows = con.execute(sql_status(con)).fetchall()
+            shares = _host_shares(con)
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
+    columns = [s.value for s in RunStatus] + [RUNNING, ABANDONED]
+    per_exp: dict[tuple[str, int], dict] = {}
+    alive: dict[tuple, bool] = {}
+    for exp, revision, status, hostname, pid, pid_started, started in rows:
+        if not status:
+            key = (hostname, pid, pid_started)
+            if key not in alive:
+                alive[key] = controller_alive(hostname, pid, pid_started)
+            status = open_status(alive[key])
+        e = per_exp.setdefault((exp, revision), {"runs": 0, "last": started, **{c: 0 for c in columns}})
+        e["runs"] += 1
+        e[status] = e.get(status, 0) + 1
+        e["last"] = max(e["last"], started)
     table = Table(title=Text(f"{db_path}"), title_justify="left")
-    for col in ("experiment", "revision", "runs", "ok", "failed", "timeout", "last run"):
-        table.add_column(col, justify="right" if col in ("revision", "runs", "ok", "failed", "timeout") else "left")
-    for exp, revision, runs, ok, failed, timeout, last in rows:
-        table.add_row(Text(exp), str(revision), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
-                      f"[red]{timeout}[/red]" if timeout else "0", str(last)[:19])
-    out.print(table if rows else "no runs yet")
+    table.add_column("experiment")
+    for col in ["revision", "runs", *columns]:
+        table.add_column(col, justify="right")
+    table.add_column("last run")
+    bad = {RunStatus.FAILED.value, RunStatus.TIMEOUT.value, RunStatus.INTERRUPTED.value, ABANDONED}
+    last_of = {}
+    for (exp, _), e in per_exp.items():
+        last_of[exp] = max(str(e["last"]), last_of.get(exp, ""))
+    for (exp, revision), e in sorted(per_exp.items(), key=lambda kv: (last_of[kv[0][0]], kv[0][0], kv[0][1]),
+                                     reverse=True):
+        cells = [f"[red]{e[c]}[/red]" if e[c] and c in bad else str(e[c]) for c in columns]
+        table.add_row(Text(exp), str(revision), str(e["runs"]), *cells, str(e["last"])[:19])
+    out.print(table if per_exp else "no runs yet")
+    if shares:
+        out.print(_shares_table(shares))
+
+
+def sql_status(con) -> str:
+    """Per run: experiment, stored status ('' without an end), its sweep's controller, start."""
+    has_controllers = con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'sweep_controllers'").fetchone()
+    controller = ("c.hostname, c.pid, c.pid_started, s.started_at FROM run_starts s "
+                  "LEFT JOIN sweep_controllers c USING (sweep_id)" if has_controllers
+                  else "NULL, NULL, NULL, s.started_at FROM run_starts s")
+    revisions = "LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w USING (sweep_id)"
+    return (f"SELECT s.experiment, coalesce(w.revision, 1) AS revision, coalesce(e.status, '') AS status, "
+            f"{controller} {revisions} LEFT JOIN run_ends e USING (run_id)")
+
+
+def _host_shares(con) -> list:
+    from analysis.hostshare import host_shares
+
+    return host_shares(con)
+
+
+def _shares_table(rows) -> Table:
+    """Work per worker host, per experiment, over its runs with machines > 1."""
+    import statistics
+
+    from analysis.hostshare import pct
+
+    per: dict[tuple[str, str], list] = {}
+    for exp, _cell, host, runs, tasks, share, low in rows:
+        agg = per.setdefault((exp, host), [0, 0, [], None])
+        agg[0] += runs
+        agg[1] += tasks
+        agg[2].append(share)
+        agg[3] = low if agg[3] is None else min(agg[3], low)
+    table = Table(title="work per worker host (runs with machines > 1; an even split is 1/machines)",
+                  title_justify="left")
+    for col in ("experiment", "host", "runs", "tasks", "share", "smallest share"):
+        table.add_column(col, justify="left" if col in ("experiment", "host") else "right")
+    for (exp, host), (runs, tasks, shares, low) in per.items():
+        known = [s for s in shares if s is not None]
+        table.add_row(Text(exp), Text(host), str(runs), f"{tasks:,}",
+                      pct(statistics.median(known) if known else None), pct(low))
+    return table
 
 
 class Format(str, Enum):

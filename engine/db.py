@@ -146,6 +146,10 @@ def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str
                  *extra.values()])
 
 
+def record_controller(con, sweep_id: str, hostname: str, pid: int, pid_started: float) -> None:
+    con.execute("INSERT INTO sweep_controllers VALUES (?, ?, ?, ?)", [sweep_id, hostname, pid, pid_started])
+
+
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
                      dims: dict[str, Any], params: dict[str, Any], warmup_s: float) -> None:
     new_keys = set(dims) - _known_dimensions(con)

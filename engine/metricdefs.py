@@ -48,6 +48,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("broker_connections_max", "connections", _L, "broker conns"),
     MetricDef("backend_connections_max", "connections", _L, "backend conns"),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
+    MetricDef("host_share_min", "share", _H, "min host share",
+              "the smallest worker host's share of completed tasks (machines > 1; 1/machines is even)"),
 )}
 
 

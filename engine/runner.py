@@ -5,7 +5,6 @@ Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never 
 """
 from __future__ import annotations
 
-import enum
 import json
 import signal
 import tarfile
@@ -20,22 +19,18 @@ from engine import db
 from engine.ansible import PlaybookResult, run_playbook
 from engine.experiment import Experiment
 from engine.ingest import HostInfo, ingest_run
+from engine.ingest_workers import ingest_workers, worker_causes
 from engine.inventory import Inventory
 from engine.planner import Run
 from engine.preflight import check_backend, check_broker
 from engine.provision import provision, stop_services
+from engine.runstatus import RunStatus, controller_identity, decide as decide_status
 from workloads import registry
 from workloads.clock import ClockServer
 from workloads.files import write_atomic
 from workloads.spec import RunSpec, node_name
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
-
-
-class RunStatus(str, enum.Enum):
-    OK = "ok"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)
@@ -54,7 +49,7 @@ class SweepHandler(Protocol):
 
 
 class Interrupted(Exception):
-    """The user pressed Ctrl-C; the current run was stopped and stored."""
+    """Ctrl-C or SIGTERM: the current run was stopped and stored as interrupted."""
 
 
 def _dims(run: Run) -> dict:
@@ -63,7 +58,8 @@ def _dims(run: Run) -> dict:
 
 def run_label(run: Run, varying: list[str]) -> str:
     vals = run.cell.values
-    return " ".join(f"{k}={vals[k]}" for k in varying) + f" #{run.repeat}"
+    # an include may add a dimension the other cells lack
+    return " ".join(f"{k}={vals[k]}" for k in varying if k in vals) + f" #{run.repeat}"
 
 
 @dataclass
@@ -169,6 +165,7 @@ class Sweep:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
                             self.exp.model_dump(mode="json", by_alias=True), self.provenance)
+            db.record_controller(con, self.sweep_id, *controller_identity())
         if not runs:
             return []
         for run in runs:  # every URL must resolve before any host is touched
@@ -195,7 +192,8 @@ class Sweep:
         for kind in sorted({r.cell.values["backend"] for r in runs} - {"none", "rpc"}):
             check_backend(kind, self.inventory.backend_url(kind))
         outcomes: list[RunOutcome] = []
-        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
+        previous = {sig: signal.signal(sig, self._on_sigint) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             for run in runs:
                 if self._interrupted:
@@ -206,7 +204,8 @@ class Sweep:
                 if outcome.status is not RunStatus.OK and self.exp.on_error == "abort":
                     break
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         if self._interrupted:
             raise Interrupted(outcomes)
         return outcomes
@@ -265,8 +264,13 @@ class Sweep:
             with db.connect(self.db_path) as con:
                 got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
             metrics, driver = got.metrics, got.driver
+            with db.connect(self.db_path) as con:
+                metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
         except Exception as exc:
             ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
+            driver["error"] = (f"{driver.get('error')}: "
+                               + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
         stages["ingest"] = time.monotonic() - t0
 
         status, error = self._status(started, stopped, driver, ingest_error)
@@ -279,18 +283,5 @@ class Sweep:
 
     def _status(self, started: PlaybookResult, stopped: PlaybookResult, driver: dict,
                 ingest_error: str | None) -> tuple[RunStatus, str | None]:
-        if self._interrupted:
-            return RunStatus.FAILED, "interrupted by the user (Ctrl-C); its workers were stopped"
-        if driver.get("status") == "timeout" or started.status == "timeout" or any(
-                "timed out" in f.message.lower() or "timeout" in f.message.lower() for f in started.failures
-                if f.task.startswith("Run the driver")):
-            return RunStatus.TIMEOUT, driver.get("error") or f"run_timeout of {self.exp.limits.run_timeout:g}s passed"
-        if not started.ok:
-            return RunStatus.FAILED, started.summary()
-        if driver.get("status") != "ok":
-            return RunStatus.FAILED, driver.get("error") or "the driver wrote no result (see driver.log)"
-        if ingest_error:
-            return RunStatus.FAILED, ingest_error
-        if not stopped.ok:
-            return RunStatus.FAILED, "stopping or collecting failed: " + stopped.summary()
-        return RunStatus.OK, None
+        return decide_status(interrupted=self._interrupted, started=started, stopped=stopped, driver=driver,
+                             ingest_error=ingest_error, run_timeout_s=self.exp.limits.run_timeout)

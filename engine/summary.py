@@ -65,7 +65,7 @@ def fmt(name: str, value: float | None) -> str:
 
 TITLES = {"publish_rate": "publish", "consume_rate": "consume", "latency_p50_s": "p50 latency",
           "latency_p99_s": "p99 latency", "peak_rss_bytes": "peak RSS", "peak_pss_bytes": "peak PSS",
-          "makespan_s": "makespan"}
+          "makespan_s": "makespan", "host_share_min": "min host share"}
 
 
 def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:

@@ -7,7 +7,7 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from workloads import instrument, registry
+from workloads import effective, instrument, registry  # noqa: F401 (effective: the cmx_config command)
 from workloads.recorder import Recorder
 from workloads.spec import RunSpec
 

@@ -23,6 +23,7 @@ from workloads.app import create_app, queue_arguments
 from workloads.files import write_atomic
 from workloads.instrument import recorder
 from workloads.spec import RunSpec, host_from_env, run_dir_from_env
+from workloads.workerwatch import Watchdog, WorkerProblem, check_configs, start_consuming, worker_configs
 
 
 class DriveTimeout(Exception):
@@ -42,11 +43,16 @@ class DriveContext:
     notes: list[str] = field(default_factory=list)
     #: (ts, messages waiting in the run queue), taken while waiting for tasks to finish.
     queue_samples: list[tuple[float, int]] = field(default_factory=list)
+    #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
+    consuming_at: float | None = None
+    watchdog: Watchdog | None = None
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
     def check_deadline(self, what: str) -> None:
+        if self.watchdog is not None and self.watchdog.problem is not None:
+            raise self.watchdog.problem
         if self.remaining() <= 0:
             raise DriveTimeout(f"run_timeout of {self.spec.run_timeout_s:g}s passed while {what}")
 
@@ -62,7 +68,8 @@ class DriveContext:
                 Queue(name, queue_arguments=qargs).bind(conn.default_channel).declare()
 
     def wait_for_workers(self) -> None:
-        """Block until every worker node of the run answers a ping."""
+        """Block until every worker node of the run answers a ping, then check that each runs
+        what the cell asks (its own report, stored as worker_config.json)."""
         want = set(self.spec.worker_nodes)
         limit = min(self.deadline, time.monotonic() + self.spec.worker_start_timeout_s)
         seen: set[str] = set()
@@ -70,15 +77,22 @@ class DriveContext:
             for reply in self.app.control.ping(destination=sorted(want), timeout=0.5) or []:
                 seen.update(reply)
             if want <= seen:
-                return
+                break
             if time.monotonic() > limit:
                 missing = ", ".join(sorted(want - seen))
                 raise RuntimeError(f"workers did not answer within {self.spec.worker_start_timeout_s:g}s: {missing} "
                                    "(see worker.log in the run's artifacts)")
+        configs = worker_configs(self.app, self.spec, timeout_s=max(5.0, min(30.0, self.remaining())))
+        write_atomic(self.run_dir / "worker_config.json", json.dumps(configs, indent=2, sort_keys=True))
+        check_configs(self.spec, configs)
 
     def start_consuming(self) -> None:
-        """Tell every worker to consume the run's queue (they start on an empty hold queue)."""
-        self.app.control.add_consumer(self.spec.queue, destination=self.spec.worker_nodes, reply=True, timeout=5.0)
+        """Tell every worker to consume the run's queue (they start on an empty hold queue) and
+        return once each has confirmed it does; from then on a dead worker fails the run."""
+        limit = max(1.0, min(self.spec.worker_start_timeout_s, self.remaining()))
+        self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit)
+        if self.watchdog is None:
+            self.watchdog = Watchdog(self.app, self.spec).__enter__()
 
     def completed(self) -> int:
         """Tasks finished so far over all workers of the run, as counted by Celery itself."""
@@ -146,16 +160,21 @@ def main(argv: list[str] | None = None) -> int:
         result["status"] = "ok"
     except DriveTimeout as exc:
         result.update(status="timeout", error=str(exc))
+    except WorkerProblem as exc:
+        result.update(error=str(exc), silent_worker_hosts=exc.hosts if exc.silent else [])
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         traceback.print_exc(file=sys.stderr)
     finally:
+        if ctx is not None and ctx.watchdog is not None:
+            ctx.watchdog.__exit__()
         try:
             recorder().flush()
         except AssertionError:
             pass  # failed before the app existed: nothing was recorded
         result["finished_at"] = time.time()
         if ctx is not None:
+            result["consuming_at"] = ctx.consuming_at
             result["metrics"] = ctx.metrics
             result["notes"] = ctx.notes
             write_atomic(run_dir / "queue.csv", "ts,depth\n" + "".join(f"{t},{d}\n" for t, d in ctx.queue_samples))

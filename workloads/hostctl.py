@@ -56,12 +56,17 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float) -> int:
     cmd += [f"--without-{f}" for f in ("gossip", "mingle", "heartbeat") if not flags.get(f)]
     cmd += ["-E"] if flags.get("events") else []
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
-    proc = _spawn(cmd, run_dir, "worker.log", "worker.pid")
+    (run_dir / "worker.exit").unlink(missing_ok=True)
+    # The supervisor is the worker's parent: it writes worker.pid, and worker.exit when it ends.
+    proc = _spawn([sys.executable, "-m", "workloads.supervisor", str(run_dir), "--", *cmd], run_dir, "worker.log",
+                  "supervisor.pid")
     deadline = time.monotonic() + ready_timeout
     while not (run_dir / "worker.ready").exists():
         if proc.poll() is not None:
-            print(f"worker on {host} exited with {proc.returncode} before it was ready: {_tail(run_dir / 'worker.log')}",
-                  file=sys.stderr)
+            from workloads.supervisor import exit_text
+
+            how = exit_text(run_dir) or f"exited ({proc.returncode})"
+            print(f"worker on {host} {how} before it was ready: {_tail(run_dir / 'worker.log')}", file=sys.stderr)
             return 1
         if time.monotonic() > deadline:
             print(f"worker on {host} not ready after {ready_timeout:g}s: {_tail(run_dir / 'worker.log')}",

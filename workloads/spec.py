@@ -117,6 +117,11 @@ def node_name(run_id: str, host: str) -> str:
     return f"cmx-{run_id}@{host}"
 
 
+def worker_client_name(run_id: str) -> str:
+    """The Redis client name of the run's workers' broker connections."""
+    return f"cmx-{run_id}-worker"
+
+
 def run_dir_from_env() -> Path:
     return Path(os.environ["CMX_RUN_DIR"])
 

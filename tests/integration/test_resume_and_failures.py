@@ -42,7 +42,7 @@ def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
     assert "interrupted" in stderr
     assert run_processes(db) == []
     rows = query(db, "SELECT pool, status, error FROM runs ORDER BY started_at")
-    assert [(p, s) for p, s, _ in rows] == [("threads", "ok"), ("gevent", "failed")]
+    assert [(p, s) for p, s, _ in rows] == [("threads", "ok"), ("gevent", "interrupted")]
     assert "interrupted" in rows[1][2]
     first_ok = query(db, "SELECT run_id FROM runs WHERE status = 'ok'")
 
@@ -50,11 +50,48 @@ def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 run(s) already stored as ok are skipped" in again.stdout
     rows = query(db, "SELECT pool, status FROM runs ORDER BY started_at")
-    assert rows == [("threads", "ok"), ("gevent", "failed"), ("gevent", "ok"), ("solo", "ok")]
+    assert rows == [("threads", "ok"), ("gevent", "interrupted"), ("gevent", "ok"), ("solo", "ok")]
     assert query(db, "SELECT run_id FROM runs WHERE pool = 'threads'") == first_ok  # not run twice
     per_run = query(db, """SELECT r.pool, count(DISTINCT t.task_id) FROM tasks t JOIN runs r USING (run_id)
                            WHERE r.status = 'ok' AND t.state = 'SUCCESS' GROUP BY r.pool ORDER BY r.pool""")
     assert per_run == [("gevent", 400), ("solo", 400), ("threads", 400)]
+
+
+def test_sigterm_is_ctrl_c(tmp_path):
+    """timeout(1), CI runners and systemd stop a sweep with SIGTERM: the run is stopped and
+    stored as interrupted, nothing is left running, exit 130, as with Ctrl-C."""
+    exp = write(tmp_path / "term.yaml", """
+        name: term
+        workload: {name: throughput, params: {tasks: 3000, mode: stream, rate: 100}}
+        fixed: {broker: redis, pool: threads}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:  # the driver runs once the workers consume
+        if db.exists() and any("workloads.driver" in " ".join(p.info["cmdline"] or []) for p in run_processes(db)):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the run never started driving")
+    time.sleep(2)
+    running = cmx("status", "--db", str(db))
+    assert "running" in running.stdout and running.returncode == 0, running.stdout + running.stderr
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    assert query(db, "SELECT status FROM runs") == [("interrupted",)]
+    assert run_processes(db) == []
+    lines = cmx("status", "--db", str(db)).stdout.splitlines()
+    header = next(ln for ln in lines if "interrupted" in ln)
+    row = next(ln for ln in lines if ln.strip("│ ").startswith("term"))
+    cols = [c.strip() for c in header.strip("┃").split("┃")]
+    vals = [c.strip() for c in row.strip("│").split("│")]
+    assert dict(zip(cols, vals))["interrupted"] == "1" and dict(zip(cols, vals))["running"] == "0", lines
 
 
 def test_timeout_is_stored_and_the_sweep_goes_on(tmp_path):

@@ -1,0 +1,65 @@
+"""Run statuses come from typed outcomes, never from the words of an error message."""
+from __future__ import annotations
+
+import os
+
+from engine.ansible import Failure, PlaybookResult
+from engine.runstatus import RunStatus, controller_alive, controller_identity, decide
+
+OK = PlaybookResult("successful", 0, (), 1.0)
+
+
+def _decide(started=OK, stopped=OK, driver=None, ingest_error=None, interrupted=False):
+    return decide(interrupted=interrupted, started=started, stopped=stopped,
+                  driver={"status": "ok"} if driver is None else driver, ingest_error=ingest_error, run_timeout_s=60)
+
+
+def test_ok():
+    assert _decide() == (RunStatus.OK, None)
+
+
+def test_a_failure_that_mentions_a_timeout_is_still_failed():
+    worker = Failure("h2", "Start the Celery worker of the run and wait until it is ready.",
+                     "worker on h2 not ready after 60s: socket timeout; connection timed out")
+    assert _decide(PlaybookResult("failed", 2, (worker,), 1.0), driver={})[0] is RunStatus.FAILED
+    drive = Failure("h1", "Run the driver until the workload is done or the run times out.",
+                    "OperationalError: timeout expired", timed_out=False)
+    assert _decide(PlaybookResult("failed", 2, (drive,), 1.0), driver={})[0] is RunStatus.FAILED
+    status, error = _decide(driver={"status": "failed", "error": "TimeoutError: broker timeout"})
+    assert status is RunStatus.FAILED and "TimeoutError" in error
+
+
+def test_the_drivers_deadline_is_a_timeout():
+    status, error = _decide(driver={"status": "timeout", "error": "run_timeout of 60s passed while waiting"})
+    assert status is RunStatus.TIMEOUT and error.startswith("run_timeout")
+
+
+def test_the_drive_steps_ansible_timeout_is_a_timeout():
+    drive = Failure("h1", "Run the driver until the workload is done or the run times out.",
+                    "The command action failed to execute in the expected time frame", timed_out=True)
+    status, error = _decide(PlaybookResult("failed", 2, (drive,), 1.0), driver={})
+    assert status is RunStatus.TIMEOUT and error == "run_timeout of 60s passed"
+    assert _decide(PlaybookResult("timeout", 254, (), 1.0), driver={})[0] is RunStatus.TIMEOUT
+
+
+def test_a_timed_out_task_other_than_the_drive_is_a_failure():
+    other = Failure("h2", "Start the Celery worker of the run and wait until it is ready.", "x", timed_out=True)
+    assert _decide(PlaybookResult("failed", 2, (other,), 1.0), driver={})[0] is RunStatus.FAILED
+
+
+def test_interrupted_wins_over_everything():
+    assert _decide(driver={"status": "timeout"}, interrupted=True)[0] is RunStatus.INTERRUPTED
+
+
+def test_later_failures_in_order():
+    assert _decide(ingest_error="ingest failed: x") == (RunStatus.FAILED, "ingest failed: x")
+    bad_stop = PlaybookResult("failed", 2, (Failure("h1", "Fetch", "no space"),), 1.0)
+    assert _decide(stopped=bad_stop)[0] is RunStatus.FAILED
+
+
+def test_controller_liveness():
+    host, pid, started = controller_identity()
+    assert pid == os.getpid() and controller_alive(host, pid, started)
+    assert not controller_alive(host, pid, started - 100)  # a reused pid is not our controller
+    assert not controller_alive("another-machine", pid, started)
+    assert not controller_alive(host, 2 ** 22 + 7, started)

@@ -1,0 +1,62 @@
+"""Pure parts of the driver's checks on workers: what the cell asks vs what the worker reports,
+and how a worker's end is told (exit code or signal)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from engine.ingest_workers import worker_causes
+from workloads.spec import RunSpec
+from workloads.supervisor import describe, exit_text
+from workloads.workerwatch import mismatches, wanted_config
+
+
+def _spec(**kw) -> RunSpec:
+    return RunSpec(run_id="r1", experiment="e", cell_id="c", repeat=1, workload="throughput", **kw)
+
+
+def test_the_cells_intent_in_the_workers_terms():
+    spec = _spec(pool="threads", concurrency=4, prefetch_multiplier=2, heartbeat=0,
+                 celery={"task_acks_late": True, "worker_max_tasks_per_child": 10})
+    assert wanted_config(spec) == {"pool": "threads", "concurrency": 4, "prefetch_multiplier": 2, "heartbeat": 0,
+                                   "celery.task_acks_late": True, "celery.worker_max_tasks_per_child": 10}
+
+
+def test_a_mismatch_names_both_values():
+    want = {"prefetch_multiplier": 4, "heartbeat": 0, "celery.worker_max_tasks_per_child": 10, "pool": "threads"}
+    runs = {"prefetch_multiplier": 1, "heartbeat": 0.0, "celery.worker_max_tasks_per_child": None, "pool": "threads"}
+    assert mismatches(want, runs) == ["cell asks prefetch_multiplier 4; worker runs 1",
+                                      "cell asks celery.worker_max_tasks_per_child 10; worker runs None"]
+
+
+def test_numbers_compare_by_value_and_booleans_by_identity():
+    assert mismatches({"heartbeat": 10, "x": [1, 2]}, {"heartbeat": 10.0, "x": [1, 2]}) == []
+    assert mismatches({"celery.task_acks_late": True}, {"celery.task_acks_late": 1}) != []
+    assert mismatches({"celery.task_acks_late": False}, {}) == ["cell asks celery.task_acks_late False; "
+                                                               "worker runs None"]
+
+
+def test_a_childs_end_is_described_by_code_or_signal(tmp_path):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)
+    assert describe(os.waitpid(pid, 0)[1]) == {"exit_code": 3}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child.kill()
+    _, status = os.waitpid(child.pid, 0)
+    child.returncode = -9
+    assert describe(status) == {"signal": "SIGKILL", "signal_number": signal.SIGKILL}
+
+
+def test_the_cause_of_a_silent_worker(tmp_path):
+    (tmp_path / "h3").mkdir()
+    (tmp_path / "h3" / "worker.exit").write_text(json.dumps({"at": 100.0, "signal": "SIGKILL", "signal_number": 9}))
+    (tmp_path / "h2").mkdir()
+    (tmp_path / "h2" / "worker.exit").write_text(json.dumps({"at": 200.0, "exit_code": 0}))
+    assert exit_text(tmp_path / "h3") == "exited, signal 9 (SIGKILL)"
+    assert worker_causes(tmp_path, ["h3"], noticed_at=110.0) == "worker on host h3 exited, signal 9 (SIGKILL)"
+    assert "hung" in worker_causes(tmp_path, ["h2"], noticed_at=110.0)  # ended by the run's stop, later
+    assert "no exit record" in worker_causes(tmp_path, ["h4"], noticed_at=110.0)
