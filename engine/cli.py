@@ -273,31 +273,48 @@ class CompareFormat(str, Enum):
     table = "table"
     markdown = "markdown"
     csv = "csv"
+    json = "json"
 
 
 @app.command()
 def compare(
-    baseline: str = typer.Argument(..., help="EXPERIMENT or EXPERIMENT:DIM=VALUE,DIM=VALUE (e.g. quickstart:broker=redis)."),
-    contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq)."),
+    baseline: str = typer.Argument(..., help="EXPERIMENT or EXPERIMENT:DIM=VALUE,DIM=VALUE selecting one cell "
+                                   "(e.g. quickstart:broker=redis,pool=threads)."),
+    contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq,pool=threads)."),
     db_path: Path = DB_OPTION,
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
+    pool_cells: bool = typer.Option(False, "--pool-cells", help="Allow a side to select several cells (or "
+                                    "revisions) and pool their runs; the output says what was pooled."),
 ):
-    """Headline metrics of two selections of runs: medians over ok runs, diff, diff % and which is better."""
+    """Compare two cells like for like: per metric n, median with its 95 % interval, change %, p-value, verdict.
+
+    Each side must select exactly one cell (exit 2 names the dimensions that still vary). The verdict is
+    better/worse only when the change's bootstrap interval excludes 0 and the Mann-Whitney p ≤ 0.05;
+    with fewer than 3 ok runs on a side it says "n too small". Differing host facts (CPU, kernel,
+    Celery/kombu versions) are warned about on stderr.
+    """
     from analysis.compare import compare as compare_runs, parse_selection
-    from analysis.compare_format import as_csv, as_markdown, as_table
+    from analysis.compare_format import as_csv, as_json, as_markdown, as_table
 
     try:
         base, cont = parse_selection(baseline), parse_selection(contender)
         with db.connect(db_path, read_only=True) as con:
-            diffs = compare_runs(con, base, cont)
+            res = compare_runs(con, base, cont, pool_cells=pool_cells)
     except (FileNotFoundError, ValueError, InputError) as exc:
         _fail(exc)
+    for warning in res.warnings:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if fmt in (CompareFormat.csv, CompareFormat.json):
+        for note in res.notes:  # the table and markdown carry these themselves
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     if fmt is CompareFormat.csv:
-        sys.stdout.write(as_csv(diffs))
+        sys.stdout.write(as_csv(res))
+    elif fmt is CompareFormat.json:
+        print(as_json(res))
     elif fmt is CompareFormat.markdown:
-        sys.stdout.write(as_markdown(base, cont, diffs))
+        sys.stdout.write(as_markdown(res))
     else:
-        out.print(as_table(base, cont, diffs))
+        out.print(as_table(res))
 
 
 def main() -> None:
