@@ -119,6 +119,9 @@ def run(
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
     no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
+                                          "cells within each round of repeats (same SEED, same order); each run's "
+                                          "position is stored as run_starts.seq."),
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -141,7 +144,7 @@ def run(
                 raise InputError(Problem(f"--only {only!r} matches no cell (see `cmx plan {file}`)"))
     except (InputError, HostError) as exc:
         _fail(exc)
-    runs = plan_runs(exp, cells)
+    runs = plan_runs(exp, cells, shuffle=shuffle)
     skipped = 0
     try:
         with db.connect(db_path) as con:  # before any host is touched: a bad --db fails here
@@ -153,6 +156,7 @@ def run(
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
+    sweep.shuffle_seed = shuffle
     interrupted = False
     outcomes = []
     try:

@@ -123,16 +123,19 @@ FROM run_starts s LEFT JOIN run_ends e USING (run_id)""")
 
 
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
-                 inventory: str, definition: dict[str, Any]) -> None:
-    con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
-                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition)])
+                 inventory: str, definition: dict[str, Any], shuffle_seed: int | None = None) -> None:
+    con.execute("INSERT INTO sweeps (sweep_id, experiment, source, workload, description, inventory, started_at, "
+                "definition, shuffle_seed) VALUES (?, ?, ?, ?, ?, ?, now(), ?, ?)",
+                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition), shuffle_seed])
 
 
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
-                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float) -> None:
+                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float, seq: int | None = None) -> None:
     new_keys = set(dims) - _known_dimensions(con)
-    con.execute("INSERT INTO run_starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
-                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s])
+    con.execute("INSERT INTO run_starts (experiment, sweep_id, run_id, cell_id, repeat, workload, dims, params, "
+                "warmup_s, started_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)",
+                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s,
+                 seq])
     if new_keys:
         refresh_runs_view(con)
 

@@ -91,6 +91,7 @@ class Sweep:
         self._interrupted = False
         self.lib_key = ""  # set by provisioning: which shipped version of workloads/ runs
         self.warnings: list[str] = []  # said to the user after the summary
+        self.shuffle_seed: int | None = None  # cmx run --shuffle: stored with the sweep
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
@@ -166,7 +167,7 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
-                            self.exp.model_dump(mode="json", by_alias=True))
+                            self.exp.model_dump(mode="json", by_alias=True), shuffle_seed=self.shuffle_seed)
         if not runs:
             return []
         for run in runs:  # every URL must resolve before any host is touched
@@ -223,7 +224,7 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
                                 cell_id=run.cell.cell_id, repeat=run.repeat, workload=spec.workload,
-                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s)
+                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None)
         common = {"cmx_run_id": run.run_id, "cmx_run_hosts": ",".join(targets.hosts), "cmx_lib_key": self.lib_key}
         service = registry.get(self.exp.workload.name).service_module
         if service:

@@ -62,3 +62,8 @@ CREATE TABLE IF NOT EXISTS hosts (
 INSERT OR IGNORE INTO cmx_schema VALUES
     ('sweeps', 1), ('run_starts', 1), ('run_ends', 1), ('tasks', 1), ('samples', 1), ('peaks', 1),
     ('connections', 1), ('metrics', 1), ('hosts', 1), ('runs', 1), ('queue_depth', 1);
+
+-- Run order (#13): each run's position in its sweep's planned order, and the --shuffle seed.
+ALTER TABLE run_starts ADD COLUMN IF NOT EXISTS seq INTEGER;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS shuffle_seed BIGINT;
+INSERT OR REPLACE INTO cmx_schema VALUES ('run_starts', 2), ('sweeps', 2);
