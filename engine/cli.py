@@ -131,7 +131,7 @@ def run(
     """
     from engine.matrix import cells_for_only
     from engine.planner import plan as plan_runs
-    from engine.progress import ProgressBar
+    from engine.progress import handler_for
     from engine.runner import Interrupted, RunStatus, Sweep
     from engine.summary import render, summarize, varying_dimensions
     from workloads import registry
@@ -160,7 +160,7 @@ def run(
     interrupted = False
     outcomes = []
     try:
-        with ProgressBar(out, varying) as bar:
+        with handler_for(out, varying) as bar:
             sweep.handler = bar
             outcomes = sweep.execute(runs, skipped)
     except Interrupted as exc:

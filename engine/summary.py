@@ -1,13 +1,15 @@
 """The end-of-sweep summary: one row per cell, the dimensions that vary, and headline metrics
-(median over the cell's ok runs). Statistics here; drawing in :func:`render`."""
+(median over the cell's ok runs, with n and its 95 % bootstrap interval). Statistics here and in
+:mod:`analysis.stats`; drawing in :func:`render`."""
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from rich.table import Table
 from rich.text import Text
 
+from analysis import stats
+from engine import metricdefs
 from engine.db import sql
 from engine.matrix import Cell
 
@@ -18,7 +20,7 @@ class CellSummary:
     runs: int = 0
     ok: int = 0
     lost: float = 0.0
-    metrics: dict[str, float | None] = field(default_factory=dict)
+    metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
 
 
 def varying_dimensions(cells: list[Cell]) -> list[str]:
@@ -44,7 +46,7 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)
     for (cell_id, name), vals in values.items():
-        by_id[cell_id].metrics[name] = statistics.median(vals)
+        by_id[cell_id].metrics[name] = stats.summarize(vals)
     return list(by_id.values())
 
 
@@ -60,24 +62,32 @@ def fmt(name: str, value: float | None) -> str:
     return f"{value:,.4g}"
 
 
-TITLES = {"publish_rate": "publish", "consume_rate": "consume", "latency_p50_s": "p50 latency",
-          "latency_p99_s": "p99 latency", "peak_rss_bytes": "peak RSS", "peak_pss_bytes": "peak PSS",
-          "makespan_s": "makespan"}
+def with_interval(name: str, s: stats.Summary | None) -> Text:
+    """The median, and under it the 95 % interval and n (dimmed)."""
+    if s is None or s.median is None:
+        return Text("–")
+    text = Text(fmt(name, s.median))
+    if s.n > 1:
+        text.append(f"\n[{fmt(name, s.low)} – {fmt(name, s.high)}] n={s.n}", style="dim")
+    else:
+        text.append("\nn=1", style="dim")
+    return text
 
 
 def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=Text(title), title_justify="left", caption=Text(
+        "median over ok runs; under it the 95 % bootstrap interval of the median and n"), caption_justify="left")
     for d in dims:
         table.add_column(d)
     table.add_column("runs ok", justify="right")
     table.add_column("lost", justify="right")
     for name in headline:
-        table.add_column(TITLES.get(name, name), justify="right")
+        table.add_column(metricdefs.get(name).label, justify="right")
     for s in summaries:
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
         table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
-                      *[fmt(n, s.metrics.get(n)) for n in headline])
+                      *[with_interval(n, s.metrics.get(n)) for n in headline])
     return table
