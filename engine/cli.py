@@ -270,7 +270,8 @@ def report(
     except (FileNotFoundError, LookupError, InputError) as exc:
         _fail(exc)
     out.print(f"{rep.html}: {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
-              f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False)
+              f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False,
+              soft_wrap=True)
 
 
 class CompareFormat(str, Enum):
