@@ -20,7 +20,9 @@ from engine.db import RUN_COLUMNS
 
 #: Summary-table columns when the experiment's workload is not registered here: every declared
 #: metric with a better direction that the runs have (the workload's headline metrics otherwise).
-CHARTED = ("consume_rate", "makespan_s", "peak_rss_bytes", "peak_pss_bytes")  # medians the charts draw
+CHARTED = ("consume_rate", "makespan_s", "peak_rss_bytes", "peak_pss_bytes", "latency_p50_s",  # medians the
+           "latency_p99_s", "max_sustainable_rate")                                          # charts draw
+FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/ratesearch.py)
 MEMORY_RUNS = 6          # memory- and rate-over-time panels: the first ok run of at most this many cells
 MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
 
@@ -298,12 +300,43 @@ def _connections_chart(con, experiment: str, varying: list[str], caption: str) -
                  + ", with its 95 % interval. " + caption, spec)
 
 
+def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | None:
+    """Latency against achieved rate, one line per cell group (the cell without its rate_fraction)."""
+    if FRACTION not in varying:
+        return None
+    group_dims = [d for d in varying if d not in (FRACTION, "params.mode")]
+    data, found = [], []
+    for c in cells:
+        group = " / ".join(str(c[d]) for d in group_dims) or "all"
+        best = c["medians"].get("max_sustainable_rate", (None,))[0]
+        if best is not None:
+            found.append(f"{group}: {best:,.0f}/s")
+        rate = c["medians"].get("consume_rate", (None,))[0]
+        if c.get(FRACTION) is None or rate is None:
+            continue
+        for metric, name in (("latency_p50_s", "p50"), ("latency_p99_s", "p99")):
+            median, n, low, high = c["medians"].get(metric, (None, 0, None, None))
+            if median is not None:
+                data.append({"series": f"{group} {name}", "fraction": c[FRACTION], "rate": rate, "latency_s": median,
+                             "low": low, "high": high, "n": n, "n_label": _n_label(n)})
+    if not data:
+        return None
+    note = ("Each point is one cell run at a fraction of its maximum sustainable rate (found first by one ramp "
+            "search run per cell"
+            + (": " + "; ".join(found) if found else "") + "). x: median achieved consume rate; y: median p50 and "
+            "p99 latency over n ok runs with the 95 % interval.")
+    return Chart("rate_latency", "Latency against achieved rate", f"{note} {caption}".strip(),
+                 charts.rate_latency(sorted(data, key=lambda d: (d["series"], d["fraction"])),
+                                     "latency vs rate").to_dict())
+
+
 def build_charts(con, experiment: str) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:
     """(cells, varying dimensions, fixed dimensions, charts that fit the data) of one experiment."""
     varying, fixed = dimensions(con, experiment)
     cells = _cells(con, experiment, varying, tuple(dict.fromkeys([*table_metrics(con, experiment), *CHARTED])))
     caption = _fixed_caption(fixed)
-    found = [_rate_chart(cells, varying, caption), _latency_chart(con, experiment, cells, caption),
+    found = [_rate_chart(cells, varying, caption), _rate_latency_chart(cells, varying, caption),
+             _latency_chart(con, experiment, cells, caption),
              _spectrum_chart(con, experiment, cells, caption), _rate_over_time_chart(con, experiment, cells, caption),
              _memory_chart(con, experiment, cells, caption), _peak_chart(cells, caption),
              _connections_chart(con, experiment, varying, caption)]

@@ -48,6 +48,9 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("broker_connections_max", "connections", _L, "broker conns"),
     MetricDef("backend_connections_max", "connections", _L, "backend conns"),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
+    MetricDef("max_sustainable_rate", "tasks/s", _H, "max sustainable",
+              "a search run's highest ramp step that kept up (engine/ratesearch.py)"),
+    MetricDef("target_rate", "tasks/s", _N, "target rate", "a rate_fraction run's rate: fraction × max sustainable"),
 )}
 
 

@@ -155,3 +155,36 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert shot.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_rate_latency_chart_from_a_rate_fraction_sweep(tmp_path):
+    """Fixture runs shaped like a rate-vs-latency sweep: per pool a search cell (max 1,000/s) and
+    cells at 0.5 and 0.9 of it; the chart draws p50 and p99 against the achieved rate."""
+    from engine import db as results_db
+    from tests.results_fixture import add_run
+
+    path = tmp_path / "rl.duckdb"
+    with results_db.connect(path) as con:
+        for pool in ("solo", "threads"):
+            add_run(con, "rl", f"{pool}-search", {"pool": pool, "params.mode": "ramp"},
+                    metrics={"max_sustainable_rate": 1000.0})
+            for fraction in (0.5, 0.9):
+                for repeat in (1, 2, 3):
+                    add_run(con, "rl", f"{pool}-{fraction}-{repeat}",
+                            {"pool": pool, "params.mode": "stream", "params.rate_fraction": fraction},
+                            repeat=repeat, metrics={"consume_rate": 1000 * fraction + repeat,
+                                                    "latency_p50_s": 0.01 / (1 - fraction) + repeat / 1000,
+                                                    "latency_p99_s": 0.05 / (1 - fraction) + repeat / 1000,
+                                                    "target_rate": 1000 * fraction})
+    out = tmp_path / "out"
+    p = cmx("report", "rl", "--db", str(path), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "rate_latency" in p.stdout
+    spec = json.loads((out / "rate_latency.vl.json").read_text())
+    rows = _values(spec)
+    assert sorted({r["series"] for r in rows}) == ["solo p50", "solo p99", "threads p50", "threads p99"]
+    solo = sorted((r["fraction"], r["rate"], round(r["latency_s"], 4), r["n"]) for r in rows if r["series"] == "solo p99")
+    assert solo == [(0.5, 502, 0.102, 3), (0.9, 902, 0.502, 3)]
+    assert all(r["low"] <= r["latency_s"] <= r["high"] for r in rows)
+    page = (out / "index.html").read_text()
+    assert "solo: 1,000/s" in page and "threads: 1,000/s" in page
