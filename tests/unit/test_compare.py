@@ -211,3 +211,24 @@ def test_cli_exit_2_on_a_mixture(known_db, matrix_db):
     p = cmx("compare", "exp:broker=redis", "exp:broker=rabbitmq", "--db", str(matrix_db), "--pool-cells",
             "--format", "json")
     assert p.returncode == 0 and "note: exp:broker=redis pools 4 cells" in p.stderr
+
+
+def test_a_selection_spanning_revisions_is_refused_when_runs_have_a_revision(tmp_path):
+    """Where `runs` carries a revision column (the experiment's definition changed between sweeps),
+    one cell of two revisions is no like-for-like side either; revision=N picks one."""
+    path = tmp_path / "rev.duckdb"
+    with db.connect(path) as con:
+        for i in range(6):
+            add_run(con, "v", f"a{i}", {"pool": "threads"}, repeat=i + 1, metrics={"consume_rate": 100.0 + i})
+            add_run(con, "v", f"b{i}", {"pool": "solo"}, repeat=i + 1, metrics={"consume_rate": 200.0 + i})
+        view = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'runs'").fetchone()[0]
+        con.execute(view.replace("CREATE VIEW runs AS SELECT", "CREATE OR REPLACE VIEW runs AS SELECT "
+                                 "CASE WHEN s.repeat > 3 THEN 2 ELSE 1 END AS revision,", 1))
+    with db.connect(path, read_only=True) as con:
+        assert "revision" in [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
+        with pytest.raises(SelectionError, match=r"baseline selects runs of more than one revision: "
+                                                 r"revision in \{1, 2\}; add revision=\.\.\. or pass --pool-cells"):
+            compare(con, parse_selection("v:pool=threads"), parse_selection("v:pool=solo,revision=2"))
+        res = compare(con, parse_selection("v:pool=threads,revision=2"), parse_selection("v:pool=solo,revision=2"))
+        rate = next(m for m in res.metrics if m.metric == "consume_rate").result
+        assert (rate.baseline.n, rate.baseline.median, rate.contender.median) == (3, 104, 204)
