@@ -58,8 +58,10 @@ class Side:
     differing: dict[str, list[str]] = field(default_factory=dict)  # dimension → its distinct values
 
     def pooled_note(self) -> str:
-        return f"{self.selection} pools {self.cells} cells: {describe(self.differing)}" if self.cells > 1 or \
-            self.differing else ""
+        """What --pool-cells pooled on this side ('' when it is one cell of one revision)."""
+        if self.cells <= 1 and not self.differing:
+            return ""
+        return f"{self.selection} pools {self.cells} cells: {describe(self.differing)}"
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,8 @@ def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
     if (cells > 1 or differing) and not pool_cells:
         what = f"{cells} cells" if cells > 1 else "runs of more than one revision"
         first = next(iter(differing), "DIM")
-        hint = f"add {first}=... " if first != REVISION else f"add {REVISION}=... "
         raise SelectionError(f"{role} selects {what}: {describe(differing) or 'cells whose dimensions differ'}; "
-                             f"{hint}or pass --pool-cells")
+                             f"add {first}=... or pass --pool-cells")
     return Side(sel, tuple(r for r, _ in rows), cells, differing)
 
 
