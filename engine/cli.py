@@ -293,10 +293,11 @@ def compare(
 ):
     """Compare two cells like for like: per metric n, median with its 95 % interval, change %, p-value, verdict.
 
-    Each side must select exactly one cell (exit 2 names the dimensions that still vary). The verdict is
-    better/worse only when the change's bootstrap interval excludes 0 and the Mann-Whitney p ≤ 0.05;
-    with fewer than 3 ok runs on a side it says "n too small". Differing host facts (CPU, kernel,
-    Celery/kombu versions) are warned about on stderr.
+    Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells pools them, and says so).
+
+    The verdict is better/worse only when the change's bootstrap interval excludes 0 and the Mann-Whitney p ≤ 0.05, else same; with fewer than 3 ok runs on a side it says "n too small".
+
+    Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
     """
     from analysis.compare import compare as compare_runs, parse_selection
     from analysis.compare_format import as_csv, as_json, as_markdown, as_table
