@@ -3,6 +3,7 @@
 :mod:`analysis.stats`; drawing in :func:`render`."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from rich.table import Table
@@ -50,6 +51,9 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
     return list(by_id.values())
 
 
+_NUMBER = re.compile(r"^([-+]?[\d,.]+)(\D*)$")
+
+
 def fmt(name: str, value: float | None) -> str:
     if value is None:
         return "–"
@@ -62,15 +66,25 @@ def fmt(name: str, value: float | None) -> str:
     return f"{value:,.4g}"
 
 
-def with_interval(name: str, s: stats.Summary | None) -> Text:
-    """The median, and under it the 95 % interval and n (dimmed)."""
+def span(name: str, low: float, high: float) -> str:
+    """``0.006–0.007 s``: an interval with its unit written once (it keeps the table narrow)."""
+    lo, hi = fmt(name, low), fmt(name, high)
+    a, b = _NUMBER.match(lo), _NUMBER.match(hi)
+    if a and b and a.group(2) == b.group(2):
+        return f"{a.group(1)}–{hi}"
+    return f"{lo} – {hi}"
+
+
+def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:
+    """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs."""
     if s is None or s.median is None:
         return Text("–")
     text = Text(fmt(name, s.median))
-    if s.n > 1:
-        text.append(f"\n[{fmt(name, s.low)} – {fmt(name, s.high)}] n={s.n}", style="dim")
-    else:
-        text.append("\nn=1", style="dim")
+    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 else ""
+    if s.n != ok:
+        extra += f" n={s.n}"
+    if extra:
+        text.append("\n" + extra.strip(), style="dim")
     return text
 
 
@@ -78,7 +92,8 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
     table = Table(title=Text(title), title_justify="left", caption=Text(
-        "median over ok runs; under it the 95 % bootstrap interval of the median and n"), caption_justify="left")
+        "median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of the median"),
+        caption_justify="left")
     for d in dims:
         table.add_column(d)
     table.add_column("runs ok", justify="right")
@@ -89,5 +104,5 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
         table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
-                      *[with_interval(n, s.metrics.get(n)) for n in headline])
+                      *[with_interval(n, s.metrics.get(n), s.ok) for n in headline])
     return table

@@ -53,7 +53,9 @@ def test_order_is_shuffled_within_rounds_and_stored(sweep):
 def test_summary_shows_intervals_and_n(sweep):
     _, proc = sweep
     table = proc.stdout.split("prog (results in", 1)[1]
-    assert table.count("n=3") >= 4 and "95 % bootstrap interval" in table
+    assert table.count("3/3") == 2 and "95 % bootstrap interval" in table and "(n = runs ok)" in table
+    # under each median of both cells, its interval
+    assert len(re.findall(r"\[[\d.,]+(–| – )[\d.,]+ ?\D*\]", table)) >= 8, table
 
 
 def test_compare_on_the_sweep(sweep):
