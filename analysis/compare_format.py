@@ -10,7 +10,7 @@ from rich.text import Text
 
 from analysis import stats
 from analysis.compare import CompareResult, MetricComparison
-from engine.summary import fmt
+from engine.summary import fmt, span
 
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "same": "= same", "differs": "≠ differs",
            stats.N_TOO_SMALL: "n too small"}
@@ -22,7 +22,7 @@ INTERVAL_NOTE = ("median [95 % bootstrap interval of the median] (n ok runs); ch
 def _side(metric: str, s: stats.Summary) -> str:
     if not s.n:
         return "–"
-    return f"{fmt(metric, s.median)} [{fmt(metric, s.low)} – {fmt(metric, s.high)}] (n={s.n})"
+    return f"{fmt(metric, s.median)} [{span(metric, s.low, s.high)}] (n={s.n})"
 
 
 def _row(m: MetricComparison) -> list[str]:
