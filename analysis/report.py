@@ -84,7 +84,7 @@ def _cells(con, experiment: str, varying: list[str], shown: tuple[str, ...] = ()
                    any_value(lost_tasks) AS lost_tasks {dim_sel}
             FROM cell_summary WHERE experiment = ? GROUP BY cell_id ORDER BY {order}""", [experiment]).fetchall():
         cell = dict(zip(["cell_id", "runs", "ok_runs", "failed_runs", "timeout_runs", "lost_tasks", *varying], row))
-        cell["label"] = " / ".join(str(cell[d]) for d in varying) or cell["cell_id"]
+        cell["label"] = " / ".join("–" if cell[d] is None else str(cell[d]) for d in varying) or cell["cell_id"]
         cell["medians"] = {}
         cells[cell["cell_id"]] = cell
     for cell_id, metric, median, n in con.execute(
