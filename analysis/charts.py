@@ -26,7 +26,8 @@ def _field(name: str) -> str:
 
 def rate_vs_concurrency(rows: list[dict], metric: str, x: str, color: str | None, facet: str | None,
                         title: str, color_title: str | None = None) -> alt.TopLevelMixin:
-    """Median ``metric`` (field ``median``) against ``x``, min–max as an error bar; one line per ``color``."""
+    """Median ``metric`` (field ``median``) against ``x``, its 95 % interval (``low``..``high``) as an
+    error bar and ``n`` written beside each point; one line per ``color``."""
     base = alt.Chart(_data(rows)).encode(
         x=alt.X(f"{_field(x)}:Q" if x == "concurrency" else f"{_field(x)}:O", title=x,
                 scale=alt.Scale(type="log", base=2) if x == "concurrency" else alt.Undefined,
@@ -35,15 +36,18 @@ def rate_vs_concurrency(rows: list[dict], metric: str, x: str, color: str | None
     )
     line = base.mark_line(point=True).encode(
         y=alt.Y("median:Q", title=metric),
-        tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("median:Q", format=",.4g"), alt.Tooltip("n:Q", title="ok runs")],
+        tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("median:Q", format=",.4g"), alt.Tooltip("low:Q", format=",.4g"),
+                 alt.Tooltip("high:Q", format=",.4g"), alt.Tooltip("n:Q", title="ok runs")],
     )
-    spread = base.mark_errorbar().encode(y=alt.Y("min:Q", title=metric), y2="max:Q")
-    return _facet(alt.layer(line, spread).properties(width=WIDTH, height=200), facet).properties(title=title)
+    spread = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title=metric), y2="high:Q")
+    n = base.mark_text(align="left", dx=5, dy=-7, fontSize=9).encode(y="median:Q", text="n_label:N")
+    return _facet(alt.layer(line, spread, n).properties(width=WIDTH, height=200), facet).properties(title=title)
 
 
 def latency_boxes(rows: list[dict], title: str) -> alt.TopLevelMixin:
     """A box per cell from percentiles computed in SQL (min_s, p25_s, p50_s, p75_s, p99_s, max_s):
-    whisker min..p99, box p25..p75, tick at p50, diamond at max."""
+    whisker min..p99, box p25..p75, tick at p50, diamond at max; the 95 % intervals of p50 and p99
+    over the cell's runs (p50_low..p50_high, p99_low..p99_high) as short black / red bars."""
     base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None))
     whisker = base.mark_rule().encode(x=alt.X("min_s:Q", title="latency (s), finished − sent"), x2="p99_s:Q")
     box = base.mark_bar(size=12, opacity=0.7).encode(x="p25_s:Q", x2="p75_s:Q", color=alt.value("#4c78a8"))
@@ -51,7 +55,58 @@ def latency_boxes(rows: list[dict], title: str) -> alt.TopLevelMixin:
         x="p50_s:Q", tooltip=[alt.Tooltip(f"{c}:Q", format=".3f") for c in ("p50_s", "p90_s", "p95_s", "p99_s", "max_s")]
         + [alt.Tooltip("cell:N")])
     tail = base.mark_point(shape="diamond", color="firebrick").encode(x="max_s:Q")
-    return alt.layer(whisker, box, median, tail).properties(width=560, title=title)
+    p50_ci = base.mark_rule(color="black", strokeWidth=3, yOffset=9).encode(x="p50_low:Q", x2="p50_high:Q")
+    p99_ci = base.mark_rule(color="firebrick", strokeWidth=3, yOffset=9).encode(x="p99_low:Q", x2="p99_high:Q")
+    return alt.layer(whisker, box, median, tail, p50_ci, p99_ci).properties(width=560, title=title)
+
+
+#: HdrHistogram's x axis: a percentile q sits at 1 / (1 - q), on a log scale.
+SPECTRUM_TICKS = {2: "50%", 10: "90%", 100: "99%", 1000: "99.9%", 10000: "99.99%", 100000: "max"}
+
+
+def latency_spectrum(rows: list[dict], title: str) -> alt.TopLevelMixin:
+    """Latency against percentile, HdrHistogram style: x is 1/(1−q) on a log scale (50 %, 90 %,
+    99 %, 99.9 %, 99.99 %, max), y the latency on a log scale; one line per cell."""
+    label = " : ".join(f"datum.value == {v} ? '{t}'" for v, t in SPECTRUM_TICKS.items()) + " : ''"
+    return alt.Chart(_data(rows)).mark_line(point=True).encode(
+        x=alt.X("x:Q", title="percentile", scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=list(SPECTRUM_TICKS), labelExpr=label, grid=True)),
+        y=alt.Y("latency_s:Q", title="latency (s), finished − sent", scale=alt.Scale(type="log")),
+        color=alt.Color("cell:N", title=None, sort=None),
+        tooltip=["cell:N", "percentile:N", alt.Tooltip("latency_s:Q", format=".4f"), "tasks:Q", "runs:Q"],
+    ).properties(width=560, height=280, title=title)
+
+
+def rate_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
+    """Per run panel: tasks finished per second (line) and queue depth (area, its own axis).
+    Panels are concatenated, not facetted: Vega-Lite cannot facet a layer with independent axes."""
+    panels = []
+    for run in dict.fromkeys(r["run"] for r in rows):
+        base = alt.Chart(_data([r for r in rows if r["run"] == run])).encode(
+            x=alt.X("second:Q", title="seconds since the first task was sent"))
+        rate = base.mark_line(color="#4c78a8").encode(
+            y=alt.Y("completed:Q", title="finished per second", axis=alt.Axis(titleColor="#4c78a8")),
+            tooltip=["second:Q", "completed:Q", "queue_depth:Q"])
+        depth = base.mark_area(color="#f58518", opacity=0.3).encode(
+            y=alt.Y("queue_depth:Q", title="queue depth", axis=alt.Axis(titleColor="#f58518")))
+        panels.append(alt.layer(depth, rate).resolve_scale(y="independent")
+                      .properties(width=WIDTH, height=160, title=run))
+    return alt.concat(*panels, columns=3).properties(title=title)
+
+
+def rate_latency(rows: list[dict], title: str) -> alt.TopLevelMixin:
+    """Latency (median over runs, 95 % interval as an error bar) against achieved rate, one line per
+    cell and latency percentile, as rabbitmq-perf-test's rate-vs-latency scenarios draw it."""
+    base = alt.Chart(_data(rows)).encode(
+        x=alt.X("rate:Q", title="achieved consume rate (tasks/s), median over runs"),
+        color=alt.Color("series:N", title=None, sort=None))
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("latency_s:Q", title="latency (s)", scale=alt.Scale(type="log")),
+        tooltip=["series:N", "fraction:Q", alt.Tooltip("rate:Q", format=",.0f"),
+                 alt.Tooltip("latency_s:Q", format=".4f"), "n:Q"])
+    spread = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title="latency (s)"), y2="high:Q")
+    n = base.mark_text(align="left", dx=5, dy=-7, fontSize=9).encode(y="latency_s:Q", text="n_label:N")
+    return alt.layer(line, spread, n).properties(width=560, height=280, title=title)
 
 
 def memory_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
@@ -66,23 +121,28 @@ def memory_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
 
 
 def peak_memory(rows: list[dict], title: str) -> alt.TopLevelMixin:
-    """Median peak RSS and PSS (MB) per cell, side by side (RSS over-counts shared pages; PSS does not)."""
-    return alt.Chart(_data(rows)).mark_bar().encode(
-        y=alt.Y("cell:N", title=None, sort=None),
-        yOffset=alt.YOffset("measure:N"),
+    """Median peak RSS and PSS (MB) per cell, side by side (RSS over-counts shared pages; PSS does
+    not), with the 95 % interval of each median as an error bar."""
+    base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None), yOffset=alt.YOffset("measure:N"))
+    bars = base.mark_bar().encode(
         x=alt.X("mb:Q", title="peak worker memory (MB), median over ok runs"),
         color=alt.Color("measure:N", title=None),
-        tooltip=["cell:N", "measure:N", alt.Tooltip("mb:Q", format=".1f")],
-    ).properties(width=520, title=title)
+        tooltip=["cell:N", "measure:N", alt.Tooltip("mb:Q", format=".1f"), alt.Tooltip("low_mb:Q", format=".1f"),
+                 alt.Tooltip("high_mb:Q", format=".1f"), "n:Q"],
+    )
+    spread = base.mark_rule(color="black").encode(x="low_mb:Q", x2="high_mb:Q")
+    return alt.layer(bars, spread).properties(width=520, title=title)
 
 
 def connections(rows: list[dict], x: str, facet: str | None, title: str) -> alt.TopLevelMixin:
-    """Median of the per-run maximum connection count per ``x`` value, one bar colour per role."""
-    chart = alt.Chart(_data(rows)).mark_bar().encode(
-        x=alt.X(f"{_field(x)}:N", title=x),
-        xOffset=alt.XOffset("role:N"),
+    """Median of the per-run maximum connection count per ``x`` value, one bar colour per role, the
+    95 % interval as an error bar and n on top."""
+    base = alt.Chart(_data(rows)).encode(x=alt.X(f"{_field(x)}:N", title=x), xOffset=alt.XOffset("role:N"))
+    bars = base.mark_bar().encode(
         y=alt.Y("max_connections:Q", title="max connections (median over runs)"),
         color=alt.Color("role:N"),
-        tooltip=[f"{_field(x)}:N", "role:N", "max_connections:Q"],
-    ).properties(width=WIDTH, height=200)
-    return _facet(chart, facet).properties(title=title)
+        tooltip=[f"{_field(x)}:N", "role:N", "max_connections:Q", "low:Q", "high:Q", "n:Q"],
+    )
+    spread = base.mark_rule(color="black").encode(y="low:Q", y2="high:Q")
+    n = base.mark_text(dy=-6, fontSize=9).encode(y="high:Q", text="n_label:N")
+    return _facet(alt.layer(bars, spread, n).properties(width=WIDTH, height=200), facet).properties(title=title)

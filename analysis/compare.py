@@ -1,27 +1,28 @@
-"""``cmx compare``: headline metrics of two selections of runs side by side (statistics only;
-formatting is in :mod:`analysis.compare_format`), as Rally's ``esrally compare`` does.
+"""``cmx compare``: two selections of runs, like for like (data access; the statistics are in
+:mod:`analysis.stats`, the formatting in :mod:`analysis.compare_format`).
 
 A selection is an experiment name, optionally filtered by dimension values:
-``quickstart:broker=redis,pool=gevent``. Each figure is the median over the selection's ok runs.
+``quickstart:broker=redis,pool=gevent``. Each side must resolve to exactly one cell (and one
+experiment revision, where the database records revisions): a median over a mixture of
+configurations is not a figure of any of them. ``pool_cells=True`` is the explicit opt-in to
+pool a multi-cell selection; the result then says what was pooled.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from analysis import stats
+from engine import metricdefs
 from engine.db import RUN_COLUMNS
 
-HEADLINE = ("tasks_published", "tasks_completed", "tasks_lost", "tasks_duplicated", "publish_rate", "consume_rate",
-            "makespan_s", "latency_p50_s", "latency_p95_s", "latency_p99_s", "peak_rss_bytes", "peak_pss_bytes",
-            "broker_connections_max", "backend_connections_max")
+#: Host facts that should match between two sides (pyperf warns on the same kind of difference).
+HOST_FACTS = ("cpu_model", "cores", "kernel", "python", "celery", "kombu")
+#: A column of ``runs`` that is no dimension but separates definitions of one experiment (i9a adds it).
+REVISION = "revision"
 
 
-def better_direction(metric: str) -> str | None:
-    """'higher', 'lower', or None when neither is better (counts of published tasks, connections)."""
-    if metric.endswith("_rate"):
-        return "higher"
-    if metric.startswith(("latency_", "peak_")) or metric in ("makespan_s", "tasks_lost", "tasks_duplicated"):
-        return "lower"
-    return None
+class SelectionError(ValueError):
+    """A selection that matches nothing, or a mixture of cells (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -48,47 +49,60 @@ def parse_selection(text: str) -> Selection:
 
 
 @dataclass(frozen=True)
-class MetricDiff:
+class Side:
+    """What one selection resolved to: its ok runs and, when pooled, the dimensions that vary."""
+
+    selection: Selection
+    run_ids: tuple[str, ...]
+    cells: int
+    differing: dict[str, list[str]] = field(default_factory=dict)  # dimension → its distinct values
+
+    def pooled_note(self) -> str:
+        """What --pool-cells pooled on this side ('' when it is one cell of one revision)."""
+        if self.cells <= 1 and not self.differing:
+            return ""
+        return f"{self.selection} pools {self.cells} cells: {describe(self.differing)}"
+
+
+@dataclass(frozen=True)
+class MetricComparison:
     metric: str
-    baseline: float | None
-    contender: float | None
-    baseline_runs: int
-    contender_runs: int
-    better: str | None          # 'higher' | 'lower' | None
+    better: str            # higher | lower | neither
+    result: stats.Comparison
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    baseline: Side
+    contender: Side
+    metrics: list[MetricComparison]
+    warnings: list[str]   # host facts that differ (said on stderr); pooling is said by each Side
 
     @property
-    def diff(self) -> float | None:
-        return None if self.baseline is None or self.contender is None else self.contender - self.baseline
-
-    @property
-    def diff_pct(self) -> float | None:
-        if self.diff is None or not self.baseline:
-            return None
-        return 100.0 * self.diff / abs(self.baseline)
-
-    @property
-    def verdict(self) -> str | None:
-        """'better' or 'worse' for the contender, 'same' when equal, None when there is no direction."""
-        if self.better is None or self.diff is None:
-            return None
-        if self.diff == 0:
-            return "same"
-        return "better" if (self.diff > 0) == (self.better == "higher") else "worse"
+    def notes(self) -> list[str]:
+        return [n for n in (self.baseline.pooled_note(), self.contender.pooled_note()) if n]
 
 
-def _medians(con, sel: Selection) -> tuple[dict[str, tuple[float, int]], int]:
-    cols = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'").fetchall())
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _columns(con) -> dict[str, str]:
+    return dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'").fetchall())
+
+
+def _where(cols: dict[str, str], sel: Selection) -> tuple[str, list]:
     where, params = ["r.experiment = ?", "r.status = 'ok'"], [sel.experiment]
     for dim, value in sel.filters:
-        if dim not in cols or dim in RUN_COLUMNS:
-            raise ValueError(f"{sel}: {dim!r} is not a dimension of any run")
-        column = f'r."{dim.replace(chr(34), chr(34) * 2)}"'
-        if cols[dim] in ("DOUBLE", "BIGINT"):
+        if dim not in cols or (dim in RUN_COLUMNS and dim != REVISION):
+            raise SelectionError(f"{sel}: {dim!r} is not a dimension of any run")
+        column = f"r.{_q(dim)}"
+        if cols[dim] in ("DOUBLE", "BIGINT", "INTEGER"):
             # Numbers compare as numbers: heartbeat=0 matches the stored 0.0, size_mb=2 matches 2.0.
             try:
                 number = float(value)
             except ValueError:
-                raise ValueError(f"{sel}: {dim} is a number, got {value!r}") from None
+                raise SelectionError(f"{sel}: {dim} is a number, got {value!r}") from None
             where.append(f"{column} = ?")
             params.append(number)
         elif cols[dim] == "BOOLEAN":
@@ -97,22 +111,97 @@ def _medians(con, sel: Selection) -> tuple[dict[str, tuple[float, int]], int]:
         else:
             where.append(f"CAST({column} AS VARCHAR) = ?")
             params.append(value)
-    cond = " AND ".join(where)
-    runs = con.execute(f"SELECT count(*) FROM runs r WHERE {cond}", params).fetchone()[0]
-    rows = con.execute(f"""
-        SELECT m.name, median(m.value), count(m.value) FROM runs r JOIN metrics m USING (run_id)
-        WHERE {cond} AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY m.name""",
-                       [*params, list(HEADLINE)]).fetchall()
-    return {name: (median, n) for name, median, n in rows}, runs
+    return " AND ".join(where), params
 
 
-def compare(con, baseline: Selection, contender: Selection) -> list[MetricDiff]:
-    """One :class:`MetricDiff` per headline metric either side has; ValueError when a side has no ok run."""
-    base, base_runs = _medians(con, baseline)
-    cont, cont_runs = _medians(con, contender)
-    for sel, n in ((baseline, base_runs), (contender, cont_runs)):
-        if not n:
-            raise ValueError(f"{sel}: no ok runs match")
-    return [MetricDiff(m, base.get(m, (None, 0))[0], cont.get(m, (None, 0))[0], base.get(m, (None, 0))[1],
-                       cont.get(m, (None, 0))[1], better_direction(m))
-            for m in HEADLINE if m in base or m in cont]
+def describe(differing: dict[str, list[str]]) -> str:
+    """``pool in {prefork, threads}, concurrency in {1, 4}``"""
+    return ", ".join(f"{d} in {{{', '.join(v)}}}" for d, v in differing.items())
+
+
+def _show(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "(unset)" if value is None else str(value)
+
+
+def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
+    """The selection's ok runs; SelectionError unless they form one cell and one revision (or ``pool_cells``)."""
+    cols = _columns(con)
+    cond, params = _where(cols, sel)
+    rows = con.execute(f"SELECT run_id, cell_id FROM runs r WHERE {cond}", params).fetchall()
+    if not rows:
+        raise SelectionError(f"{role} {sel}: no ok runs match")
+    cells = len({c for _, c in rows})
+    # Dimension columns in the view's order (built-ins first), then the revision.
+    candidates = [c for c in cols if c not in RUN_COLUMNS and c != REVISION] + ([REVISION] if REVISION in cols else [])
+    differing: dict[str, list[str]] = {}
+    if candidates:
+        exprs = ", ".join(f"list(DISTINCT r.{_q(c)})" for c in candidates)
+        nulls = ", ".join(f"bool_or(r.{_q(c)} IS NULL)" for c in candidates)
+        row = con.execute(f"SELECT {exprs}, {nulls} FROM runs r WHERE {cond}", params).fetchone()
+        for i, c in enumerate(candidates):
+            values = sorted(row[i], key=lambda v: (isinstance(v, str), v))
+            shown = [_show(v) for v in values] + (["(unset)"] if row[len(candidates) + i] else [])
+            if len(shown) > 1:
+                differing[c] = shown
+    if (cells > 1 or differing) and not pool_cells:
+        what = f"{cells} cells" if cells > 1 else "runs of more than one revision"
+        first = next(iter(differing), "DIM")
+        raise SelectionError(f"{role} selects {what}: {describe(differing) or 'cells whose dimensions differ'}; "
+                             f"add {first}=... or pass --pool-cells")
+    return Side(sel, tuple(r for r, _ in rows), cells, differing)
+
+
+def _values(con, run_ids: tuple[str, ...]) -> dict[str, list[float]]:
+    got: dict[str, list[float]] = {}
+    for name, value in con.execute(
+            "SELECT name, value FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND value IS NOT NULL "
+            "ORDER BY run_id", [list(run_ids)]).fetchall():
+        got.setdefault(name, []).append(value)
+    return got
+
+
+def _metric_names(con, sides: list[Side], present: set[str]) -> list[str]:
+    """Every declared metric either side has (in the registry's order), then the workload's own headline ones."""
+    names = [m for m in metricdefs.METRICS if m in present]
+    workloads = {w for s in sides for (w,) in con.execute(
+        "SELECT DISTINCT workload FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(s.run_ids)]).fetchall()}
+    from workloads import registry
+    for w in sorted(workloads):
+        try:
+            own = registry.get(w).headline_metrics
+        except KeyError:
+            continue
+        names += [m for m in own if m in present and m not in names]
+    return names
+
+
+def host_warnings(con, base: Side, cont: Side) -> list[str]:
+    """One line per host fact whose values differ between the two sides' runs."""
+    cols = {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'hosts'").fetchall()}
+    facts = [f for f in HOST_FACTS if f in cols]
+    if not facts:
+        return []
+
+    def values(side: Side) -> list[set]:
+        rows = con.execute(f"SELECT {', '.join(facts)} FROM hosts WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                           [list(side.run_ids)]).fetchall()
+        return [{r[i] for r in rows if r[i] is not None} for i in range(len(facts))]
+
+    a, b = values(base), values(cont)
+    return [f"hosts differ: {fact} is {', '.join(map(str, sorted(a[i], key=str)))} in the baseline but "
+            f"{', '.join(map(str, sorted(b[i], key=str)))} in the contender"
+            for i, fact in enumerate(facts) if a[i] and b[i] and a[i] != b[i]]
+
+
+def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = False) -> CompareResult:
+    """Per metric either side has: n, median and interval per side, change %, p-value, verdict."""
+    base = resolve(con, baseline, "baseline", pool_cells)
+    cont = resolve(con, contender, "contender", pool_cells)
+    a, b = _values(con, base.run_ids), _values(con, cont.run_ids)
+    rows = []
+    for name in _metric_names(con, [base, cont], set(a) | set(b)):
+        better = metricdefs.get(name).better.value
+        rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better)))
+    return CompareResult(base, cont, rows, host_warnings(con, base, cont))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 
-def host_shares(con, experiment: str | None = None) -> list[tuple]:
+def host_shares(con, experiment: str | None = None, revision: int | None = None) -> list[tuple]:
     """(experiment, cell_id, host, runs, tasks completed, median share, smallest share) over the
     stored runs that had more than one worker host; empty for a database from before host_tasks."""
     if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'host_tasks'").fetchone():
@@ -16,7 +16,8 @@ def host_shares(con, experiment: str | None = None) -> list[tuple]:
         FROM host_tasks h JOIN runs r USING (run_id)
         WHERE h.run_id IN (SELECT run_id FROM host_tasks GROUP BY run_id HAVING count(*) > 1)
           AND (r.experiment = $experiment OR $experiment IS NULL)
-        GROUP BY ALL ORDER BY ALL""", {"experiment": experiment}).fetchall()
+          AND (r.revision = $revision OR $revision IS NULL)
+        GROUP BY ALL ORDER BY ALL""", {"experiment": experiment, "revision": revision}).fetchall()
 
 
 def pct(share: float | None) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import html
 import json
 
-from engine.summary import TITLES, fmt
+from engine import metricdefs
+from engine.summary import fmt
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -14,6 +15,7 @@ th:first-child, td:first-child, td.dim, th.dim { text-align: left; }
 tr.bad td { background: #fde8e8; }
 .flag { color: #b00; font-weight: 600; }
 .caption { color: #555; max-width: 70em; }
+.ci { display: block; color: #777; font-size: 11px; }
 section { margin: 2em 0; }
 """
 
@@ -29,18 +31,27 @@ def _cell_flags(cell: dict) -> str:
     return ", ".join(flags)
 
 
+def _metric_cell(metric: str, figure: tuple) -> str:
+    median, n, low, high = figure
+    if median is None:
+        return "<td>–</td>"
+    ci = f"{fmt(metric, low)} – {fmt(metric, high)}, n={n}" if low is not None and n > 1 else f"n={n}"
+    return f'<td>{html.escape(fmt(metric, median))}<span class="ci">{html.escape(ci)}</span></td>'
+
+
 def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...]) -> str:
-    """Cells × headline metrics (medians over ok runs); failed, timed-out and lossy cells marked."""
+    """Cells × headline metrics (median over ok runs, under it the 95 % interval and n); failed,
+    timed-out and lossy cells marked."""
     shown = [m for m in metrics if any(c["medians"].get(m, (None,))[0] is not None for c in cells)]
     dims = varying or ["cell_id"]
     head = "".join(f'<th class="dim">{html.escape(d)}</th>' for d in dims)
-    head += "<th>ok runs</th>" + "".join(f"<th>{html.escape(TITLES.get(m, m))}</th>" for m in shown) + "<th>problems</th>"
+    head += "<th>ok runs</th>" + "".join(f"<th>{html.escape(metricdefs.get(m).label)}</th>" for m in shown) + "<th>problems</th>"
     body = []
     for c in cells:
         flags = _cell_flags(c)
         tds = "".join(f'<td class="dim">{html.escape(str(c[d]))}</td>' for d in dims)
         tds += f"<td>{c['ok_runs']}/{c['runs']}</td>"
-        tds += "".join(f"<td>{html.escape(fmt(m, c['medians'].get(m, (None,))[0]))}</td>" for m in shown)
+        tds += "".join(_metric_cell(m, c["medians"].get(m, (None, 0, None, None))) for m in shown)
         tds += f'<td class="flag">{"⚠ " + html.escape(flags) if flags else ""}</td>'
         body.append(f'<tr class="{"bad" if flags else "ok"}">{tds}</tr>')
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -65,8 +76,8 @@ def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: d
 </head><body>
 <h1>{html.escape(experiment)}</h1>
 {f'<p class="caption revision">{html.escape(revision_note)}</p>' if revision_note else ""}
-<p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs; failed and timed-out runs
-are counted, never averaged in. {f"Same in every run: {same}." if same else ""}</p>
+<p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs, under each its 95 %
+bootstrap interval and n; failed and timed-out runs are counted, never averaged in. {f"Same in every run: {same}." if same else ""}</p>
 {summary_table(cells, varying, metrics)}
 {extra_html}
 {sections}

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import vl_convert
 
-from analysis import charts
+from analysis import charts, stats
+from engine import metricdefs
 from engine.db import RUN_COLUMNS
-from engine.summary import TITLES
 
-#: Columns of the summary table, in order (medians over each cell's ok runs).
-TABLE_METRICS = ("publish_rate", "consume_rate", "makespan_s", "latency_p50_s", "latency_p99_s",
-                 "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max", "host_share_min")
-MEMORY_RUNS = 6          # memory-over-time panels: the first ok run of at most this many cells
+#: Summary-table columns when the experiment's workload is not registered here: every declared
+#: metric with a better direction that the runs have (the workload's headline metrics otherwise).
+CHARTED = ("consume_rate", "makespan_s", "peak_rss_bytes", "peak_pss_bytes", "latency_p50_s",  # medians the
+           "latency_p99_s", "max_sustainable_rate")                                          # charts draw
+FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/ratesearch.py)
+MEMORY_RUNS = 6          # memory- and rate-over-time panels: the first ok run of at most this many cells
 MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
 
 
@@ -65,7 +67,8 @@ def dimensions(con, experiment: str, revision: int) -> tuple[list[str], dict[str
     if not dims:
         return [], {}
     exprs = ", ".join(f"count(DISTINCT {_q(d)}), count({_q(d)}), min({_q(d)})::VARCHAR" for d in dims)
-    row = con.execute(f"SELECT {exprs} FROM runs WHERE experiment = ? AND revision = ?", [experiment, revision]).fetchone()
+    row = con.execute(f"SELECT {exprs} FROM runs WHERE experiment = ? AND revision = ?",
+                      [experiment, revision]).fetchone()
     varying, fixed = [], {}
     for i, d in enumerate(dims):
         distinct, present, value = row[3 * i: 3 * i + 3]
@@ -76,8 +79,10 @@ def dimensions(con, experiment: str, revision: int) -> tuple[list[str], dict[str
     return varying, fixed
 
 
-def _cells(con, experiment: str, revision: int, varying: list[str]) -> list[dict]:
-    """One dict per cell: cell_id, label (its varying values), dimension values, run counts, medians."""
+def _cells(con, experiment: str, revision: int, varying: list[str], shown: tuple[str, ...] = ()) -> list[dict]:
+    """One dict per cell: cell_id, label (its varying values), dimension values, run counts, and
+    ``medians``: {metric: (median, n, low, high)}, low..high the 95 % interval of the median for
+    the metrics in ``shown`` (None for the others)."""
     dim_sel = "".join(f", any_value({_q(d)}) AS {_q(d)}" for d in varying)
     order = ", ".join(_q(d) for d in varying) or "cell_id"
     cells = {}
@@ -88,14 +93,48 @@ def _cells(con, experiment: str, revision: int, varying: list[str]) -> list[dict
             FROM cell_summary WHERE experiment = ? AND revision = ? GROUP BY cell_id ORDER BY {order}""",
             [experiment, revision]).fetchall():
         cell = dict(zip(["cell_id", "runs", "ok_runs", "failed_runs", "timeout_runs", "lost_tasks", *varying], row))
-        cell["label"] = " / ".join(str(cell[d]) for d in varying) or cell["cell_id"]
+        cell["label"] = " / ".join("–" if cell[d] is None else str(cell[d]) for d in varying) or cell["cell_id"]
         cell["medians"] = {}
         cells[cell["cell_id"]] = cell
-    for cell_id, metric, median, n, lo, hi in con.execute(
-            "SELECT cell_id, metric, median, n, min, max FROM cell_summary WHERE experiment = ? AND revision = ? "
+    for cell_id, metric, median, n in con.execute(
+            "SELECT cell_id, metric, median, n FROM cell_summary WHERE experiment = ? AND revision = ? "
             "AND metric IS NOT NULL", [experiment, revision]).fetchall():
-        cells[cell_id]["medians"][metric] = (median, n, lo, hi)
+        cells[cell_id]["medians"][metric] = (median, n, None, None)
+    # The 95 % interval of the median (seeded bootstrap) for the metrics shown; the run values
+    # are a few per cell, so this stays cheap however many tasks there were.
+    for cell_id, metric, values in con.execute("""
+            SELECT r.cell_id, m.name, list(m.value ORDER BY r.run_id) FROM runs r JOIN metrics m USING (run_id)
+            WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' AND m.value IS NOT NULL
+              AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""",
+            [experiment, revision, list(shown)]).fetchall():
+        s = stats.summarize(values)
+        cells[cell_id]["medians"][metric] = (s.median, s.n, s.low, s.high)
     return list(cells.values())
+
+
+def table_metrics(con, experiment: str) -> tuple[str, ...]:
+    """The summary table's columns: the workload's headline metrics, else every judged metric present."""
+    from workloads import registry
+
+    workloads = [w for (w,) in con.execute("SELECT DISTINCT workload FROM runs WHERE experiment = ?",
+                                           [experiment]).fetchall()]
+    names: list[str] = []
+    for w in workloads:
+        try:
+            names += [m for m in registry.get(w).headline_metrics if m not in names]
+        except KeyError:
+            pass
+    if names:
+        shared = con.execute("SELECT 1 FROM metrics JOIN runs USING (run_id) WHERE experiment = ? "
+                             "AND name = 'host_share_min' AND value IS NOT NULL LIMIT 1", [experiment]).fetchone()
+        return tuple(names) + (("host_share_min",) if shared and "host_share_min" not in names else ())
+    present = {n for (n,) in con.execute("SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) "
+                                         "WHERE experiment = ?", [experiment]).fetchall()}
+    return tuple(m for m, d in metricdefs.METRICS.items() if m in present and d.better is not metricdefs.Better.NEITHER)
+
+
+def _n_label(n: int | None) -> str:
+    return f"n={n}" if n else ""
 
 
 def _fixed_caption(fixed: dict[str, str], extra: str = "") -> str:
@@ -116,7 +155,7 @@ def _rate_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | 
         median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
         if median is None:
             continue
-        row = {"cell": c["label"], "median": median, "n": n, "min": lo, "max": hi,
+        row = {"cell": c["label"], "median": median, "n": n, "low": lo, "high": hi, "n_label": _n_label(n),
                x: c["label"] if x == "cell" else c[x]}
         if facet:
             row[facet] = c[facet]
@@ -128,29 +167,90 @@ def _rate_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | 
     color_title = " / ".join(series_dims)
     spec = charts.rate_vs_concurrency(rows, metric, x, "series" if series_dims else None, facet,
                                       f"{metric} vs {x}", color_title or None).to_dict()
-    note = "Median over ok runs; bars span min–max."
+    note = "Median over ok runs; bars span its 95 % bootstrap interval; n = ok runs."
     if color_title:
         note += f" Colour: {color_title}."
-    return Chart("throughput", f"{TITLES.get(metric, metric)} vs {x}", f"{note} {caption}".strip(), spec)
+    return Chart("throughput", f"{metricdefs.get(metric).label} vs {x}", f"{note} {caption}".strip(), spec)
 
 
 def _latency_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
     labels = {c["cell_id"]: c["label"] for c in cells}
     cols = ("min_s", "p25_s", "p50_s", "p75_s", "p90_s", "p95_s", "p99_s", "max_s")
     rows = con.execute(f"""
-        SELECT r.cell_id, {', '.join(f'median(l.{c}) AS {c}' for c in cols)}
+        SELECT r.cell_id, {', '.join(f'median(l.{c}) AS {c}' for c in cols)}, list(l.p50_s), list(l.p99_s)
         FROM latency_percentiles l JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY r.cell_id""",
                        [experiment, revision]).fetchall()
-    data = [{"cell": labels.get(r[0], r[0]), **dict(zip(cols, r[1:]))} for r in rows]
+    data = []
+    for r in rows:
+        p50, p99 = stats.summarize(r[-2]), stats.summarize(r[-1])
+        data.append({"cell": f"{labels.get(r[0], r[0])} (n={p50.n})", "order": labels.get(r[0], r[0]),
+                     **dict(zip(cols, r[1:-2])), "p50_low": p50.low, "p50_high": p50.high, "p99_low": p99.low,
+                     "p99_high": p99.high})
     if not data:
         return None
     order = {c["label"]: i for i, c in enumerate(cells)}
-    data.sort(key=lambda d: order.get(d["cell"], 0))
+    data.sort(key=lambda d: order.get(d.pop("order"), 0))
     spec = charts.latency_boxes(data, "latency per cell").to_dict()
     return Chart("latency", "Task latency per cell",
-                 "Box p25–p75, tick at p50, whisker min–p99, diamond at max; each the median over the cell's ok "
-                 "runs, warm-up left out. " + caption, spec)
+                 "Box p25–p75, tick at p50, whisker min–p99, diamond at max; each the median over the cell's n ok "
+                 "runs, warm-up left out. Thick bars under the box: the 95 % interval of p50 (black) and p99 "
+                 "(red) over those runs. " + caption, spec)
+
+
+def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    points = (("p50_s", 0.5, "50%"), ("p90_s", 0.9, "90%"), ("p99_s", 0.99, "99%"), ("p999_s", 0.999, "99.9%"),
+              ("p9999_s", 0.9999, "99.99%"))
+    rows = con.execute(f"""SELECT cell_id, runs, tasks, {', '.join(c for c, _, _ in points)}, max_s
+                           FROM latency_spectrum WHERE experiment = ? AND revision = ?""",
+                       [experiment, revision]).fetchall()
+    order = {c["cell_id"]: i for i, c in enumerate(cells)}
+    data = []
+    for cell_id, runs, tasks, *values in sorted(rows, key=lambda r: order.get(r[0], 0)):
+        name = f"{labels.get(cell_id, cell_id)} (n={runs}, {tasks:,} tasks)"
+        for (_, q, label), v in zip(points, values):
+            if 1 / (1 - q) <= tasks:  # a percentile finer than 1 in `tasks` is just the maximum again
+                data.append({"cell": name, "percentile": label, "x": round(1 / (1 - q)), "latency_s": v,
+                             "tasks": tasks, "runs": runs})
+        data.append({"cell": name, "percentile": "max", "x": 100000, "latency_s": values[-1], "tasks": tasks,
+                     "runs": runs})
+    if not data:
+        return None
+    return Chart("latency_spectrum", "Latency by percentile per cell",
+                 "HdrHistogram style: every task of the cell's n ok runs pooled (warm-up left out), latency at "
+                 "p50 … p99.99 and max, both axes logarithmic; a percentile the task count cannot resolve is "
+                 "left out. " + caption, charts.latency_spectrum(data, "latency by percentile").to_dict())
+
+
+def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    runs = con.execute("""
+        SELECT run_id, cell_id, repeat FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
+          AND run_id IN (SELECT run_id FROM tasks)
+        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
+                       [experiment, revision]).fetchall()
+    order = {c["cell_id"]: i for i, c in enumerate(cells)}
+    runs = sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
+    if not runs:
+        return None
+    name = {r: f"{labels.get(c, c)} #{k}" for r, c, k in runs}
+    # Long runs are bucketed to about MEMORY_POINTS points a panel (mean rate, deepest queue per
+    # bucket): inline chart data stays small, and a stall of one bucket still shows.
+    rows = con.execute(f"""
+        WITH r AS (SELECT * FROM rate_timeseries WHERE run_id IN (SELECT unnest(?::VARCHAR[]))),
+        w AS (SELECT run_id, greatest(ceil((max(second) - min(second) + 1) / {MEMORY_POINTS}), 1) AS step
+              FROM r GROUP BY run_id)
+        SELECT run_id, floor(second / step) * step AS second, avg(completed) AS completed, max(queue_depth)
+        FROM r JOIN w USING (run_id) GROUP BY ALL ORDER BY run_id, second""", [list(name)]).fetchall()
+    data = [{"run": name[r], "second": s, "completed": c, "queue_depth": q} for r, s, c, q in rows]
+    if not data:
+        return None
+    return Chart("rate_over_time", "Rate over time per run",
+                 f"Tasks finished per second (line; averaged over buckets of seconds in long runs) and queue "
+                 f"depth (shaded, its own axis) over one run of "
+                 f"{len(runs)} cell(s), seconds from the first task sent: warm-up and stalls show here, "
+                 "medians hide them. " + caption, charts.rate_over_time(data, "rate over time").to_dict())
 
 
 def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
@@ -159,7 +259,7 @@ def _memory_chart(con, experiment: str, revision: int, cells: list[dict], captio
         SELECT run_id, cell_id FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
           AND run_id IN (SELECT run_id FROM samples)
         QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
-                         [experiment, revision]).fetchall()
+                       [experiment, revision]).fetchall()
     order = {c["cell_id"]: i for i, c in enumerate(cells)}
     runs = sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
     if not runs:
@@ -182,15 +282,18 @@ def _memory_chart(con, experiment: str, revision: int, cells: list[dict], captio
 def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
     data = []
     for c in cells:
-        for metric, measure in (("peak_rss_bytes", "peak RSS"), ("peak_pss_bytes", "peak PSS")):
-            median = c["medians"].get(metric, (None,))[0]
+        for metric in ("peak_rss_bytes", "peak_pss_bytes"):
+            median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
             if median is not None:
-                data.append({"cell": c["label"], "measure": measure, "mb": median / 1e6})
+                data.append({"cell": f"{c['label']} (n={n})", "measure": metricdefs.get(metric).label,
+                             "mb": median / 1e6, "low_mb": None if lo is None else lo / 1e6,
+                             "high_mb": None if hi is None else hi / 1e6, "n": n})
     if not data:
         return None
     return Chart("peak_memory", "Peak worker memory per cell",
-                 "Peak of the summed worker processes; RSS counts pages prefork children share once per "
-                 "process, PSS splits them. " + caption, charts.peak_memory(data, "peak memory").to_dict())
+                 "Peak of the summed worker processes, median over n ok runs with its 95 % interval; RSS counts "
+                 "pages prefork children share once per process, PSS splits them. " + caption,
+                 charts.peak_memory(data, "peak memory").to_dict())
 
 
 def _connections_chart(con, experiment: str, revision: int, varying: list[str], caption: str) -> Chart | None:
@@ -199,30 +302,68 @@ def _connections_chart(con, experiment: str, revision: int, varying: list[str], 
     group = [d for d in (x, facet) if d]
     sel = "".join(f"r.{_q(d)}, " for d in group)
     rows = con.execute(f"""
-        SELECT {sel} c.role, median(c.max_connections) AS max_connections
+        SELECT {sel} c.role, list(c.max_connections ORDER BY r.run_id)
         FROM connection_maxima c JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY ALL ORDER BY ALL""",
                        [experiment, revision]).fetchall()
     if not rows:
         return None
-    keys = [*group, "role", "max_connections"]
-    data = [dict(zip(keys, r)) for r in rows]
+    data = []
+    for *keys, role, values in rows:
+        s = stats.summarize(values)
+        data.append({**dict(zip(group, keys)), "role": role, "max_connections": s.median, "low": s.low,
+                     "high": s.high, "n": s.n, "n_label": _n_label(s.n)})
     if not x:
         for d in data:
             d["all runs"] = "all runs"
     spec = charts.connections(data, x or "all runs", facet, "connections").to_dict()
     return Chart("connections", "Connections by pool" if x else "Connections",
-                 "Most connections seen at once during a run (median over ok runs"
-                 + (", pooled over other dimensions" if len(varying) > len(group) else "") + "). " + caption, spec)
+                 "Most connections seen at once during a run: median over n ok runs"
+                 + (", pooled over other dimensions" if len(varying) > len(group) else "")
+                 + ", with its 95 % interval. " + caption, spec)
+
+
+def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | None:
+    """Latency against achieved rate, one line per cell group (the cell without its rate_fraction)."""
+    if FRACTION not in varying:
+        return None
+    group_dims = [d for d in varying if d not in (FRACTION, "params.mode")]
+    data, found = [], []
+    for c in cells:
+        group = " / ".join(str(c[d]) for d in group_dims) or "all"
+        best = c["medians"].get("max_sustainable_rate", (None,))[0]
+        if best is not None:
+            found.append(f"{group}: {best:,.0f}/s")
+        rate = c["medians"].get("consume_rate", (None,))[0]
+        if c.get(FRACTION) is None or rate is None:
+            continue
+        for metric, name in (("latency_p50_s", "p50"), ("latency_p99_s", "p99")):
+            median, n, low, high = c["medians"].get(metric, (None, 0, None, None))
+            if median is not None:
+                data.append({"series": f"{group} {name}", "fraction": c[FRACTION], "rate": rate, "latency_s": median,
+                             "low": low, "high": high, "n": n, "n_label": _n_label(n)})
+    if not data:
+        return None
+    note = ("Each point is one cell run at a fraction of its maximum sustainable rate (found first by one ramp "
+            "search run per cell"
+            + (": " + "; ".join(found) if found else "") + "). x: median achieved consume rate; y: median p50 and "
+            "p99 latency over n ok runs with the 95 % interval.")
+    return Chart("rate_latency", "Latency against achieved rate", f"{note} {caption}".strip(),
+                 charts.rate_latency(sorted(data, key=lambda d: (d["series"], d["fraction"])),
+                                     "latency vs rate").to_dict())
 
 
 def build_charts(con, experiment: str, revision: int = 1) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:
     """(cells, varying dimensions, fixed dimensions, charts that fit the data) of one revision of
     one experiment (revisions are different definitions: never pooled)."""
     varying, fixed = dimensions(con, experiment, revision)
-    cells = _cells(con, experiment, revision, varying)
+    shown = tuple(dict.fromkeys([*table_metrics(con, experiment), *CHARTED]))
+    cells = _cells(con, experiment, revision, varying, shown)
     caption = _fixed_caption(fixed)
-    found = [_rate_chart(cells, varying, caption), _latency_chart(con, experiment, revision, cells, caption),
+    found = [_rate_chart(cells, varying, caption), _rate_latency_chart(cells, varying, caption),
+             _latency_chart(con, experiment, revision, cells, caption),
+             _spectrum_chart(con, experiment, revision, cells, caption),
+             _rate_over_time_chart(con, experiment, revision, cells, caption),
              _memory_chart(con, experiment, revision, cells, caption), _peak_chart(cells, caption),
              _connections_chart(con, experiment, revision, varying, caption)]
     return cells, varying, fixed, [c for c in found if c is not None]
@@ -252,12 +393,12 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
         (out_dir / f"{chart.name}.png").write_bytes(vl_convert.vegalite_to_png(chart.spec, scale=1.5))
     from analysis.page import render_html  # the page template, kept apart from the data work
 
-    page = out_dir / "index.html"
     from analysis.hostshare import host_shares, shares_html
 
-    shares = shares_html(host_shares(con, experiment), {c["cell_id"]: c["label"] for c in cells})
-    page.write_text(render_html(experiment, cells, varying, fixed, found, TABLE_METRICS, _javascript(),
-                                revision_note(chosen, known), shares))
+    page = out_dir / "index.html"
+    shares = shares_html(host_shares(con, experiment, chosen), {c["cell_id"]: c["label"] for c in cells})
+    page.write_text(render_html(experiment, cells, varying, fixed, found, table_metrics(con, experiment),
+                                _javascript(), revision_note(chosen, known), shares))
     return Report(experiment, out_dir, page, tuple(c.name for c in found), len(cells),
                   sum(c["runs"] for c in cells), chosen)
 

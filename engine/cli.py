@@ -142,6 +142,9 @@ def run(
     new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
                                       "its runs in --db: store this sweep's runs as its next revision, apart from "
                                       "the earlier ones (cmx run refuses a changed definition without it)."),
+    shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
+                                          "cells within each round of repeats (same SEED, same order); each run's "
+                                          "position is stored as run_starts.seq."),
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -151,7 +154,7 @@ def run(
     """
     from engine.matrix import cells_for_only
     from engine.planner import plan as plan_runs
-    from engine.progress import ProgressBar
+    from engine.progress import handler_for
     from engine.provenance import definition_hash, revision_for
     from engine.runner import Interrupted, RunStatus, Sweep
     from engine.summary import render, summarize, varying_dimensions
@@ -166,7 +169,7 @@ def run(
                 raise InputError(Problem(f"--only {only!r} matches no cell (see `cmx plan {file}`)"))
     except (InputError, HostError) as exc:
         _fail(exc)
-    runs = plan_runs(exp, cells)
+    runs = plan_runs(exp, cells, shuffle=shuffle)
     skipped = 0
     try:
         with db.connect(db_path) as con:  # before any host is touched: a bad --db fails here
@@ -180,13 +183,14 @@ def run(
     varying = varying_dimensions(cells)
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
     sweep.provenance = _provenance(exp, inv, digest, revision)
+    sweep.shuffle_seed = shuffle
     interrupted = False
     outcomes = []
     # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
     # sweep takes both signals over to stop the current run cleanly.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        with ProgressBar(out, varying) as bar:
+        with handler_for(out, varying) as bar:
             sweep.handler = bar
             outcomes = sweep.execute(runs, skipped)
     except Interrupted as exc:
@@ -375,38 +379,57 @@ def report(
     except (FileNotFoundError, LookupError, InputError) as exc:
         _fail(exc)
     out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
-              f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False)
+              f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False,
+              soft_wrap=True)
 
 
 class CompareFormat(str, Enum):
     table = "table"
     markdown = "markdown"
     csv = "csv"
+    json = "json"
 
 
 @app.command()
 def compare(
-    baseline: str = typer.Argument(..., help="EXPERIMENT or EXPERIMENT:DIM=VALUE,DIM=VALUE (e.g. quickstart:broker=redis)."),
-    contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq)."),
+    baseline: str = typer.Argument(..., help="EXPERIMENT or EXPERIMENT:DIM=VALUE,DIM=VALUE selecting one cell "
+                                   "(e.g. quickstart:broker=redis,pool=threads)."),
+    contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq,pool=threads)."),
     db_path: Path = DB_OPTION,
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
+    pool_cells: bool = typer.Option(False, "--pool-cells", help="Allow a side to select several cells (or "
+                                    "revisions) and pool their runs; the output says what was pooled."),
 ):
-    """Headline metrics of two selections of runs: medians over ok runs, diff, diff % and which is better."""
+    """Compare two cells like for like: per metric n, median with its 95 % interval, change %, p-value, verdict.
+
+    Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells pools them, and says so).
+
+    The verdict is better/worse only when the change's bootstrap interval excludes 0 and the Mann-Whitney p ≤ 0.05, else same; with fewer than 3 ok runs on a side it says "n too small".
+
+    Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
+    """
     from analysis.compare import compare as compare_runs, parse_selection
-    from analysis.compare_format import as_csv, as_markdown, as_table
+    from analysis.compare_format import as_csv, as_json, as_markdown, as_table
 
     try:
         base, cont = parse_selection(baseline), parse_selection(contender)
         with db.connect(db_path, read_only=True) as con:
-            diffs = compare_runs(con, base, cont)
+            res = compare_runs(con, base, cont, pool_cells=pool_cells)
     except (FileNotFoundError, ValueError, InputError) as exc:
         _fail(exc)
+    for warning in res.warnings:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if fmt in (CompareFormat.csv, CompareFormat.json):
+        for note in res.notes:  # the table and markdown carry these themselves
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     if fmt is CompareFormat.csv:
-        sys.stdout.write(as_csv(diffs))
+        sys.stdout.write(as_csv(res))
+    elif fmt is CompareFormat.json:
+        print(as_json(res))
     elif fmt is CompareFormat.markdown:
-        sys.stdout.write(as_markdown(base, cont, diffs))
+        sys.stdout.write(as_markdown(res))
     else:
-        out.print(as_table(base, cont, diffs))
+        out.print(as_table(res))
 
 
 def main() -> None:

@@ -137,9 +137,10 @@ LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep
 
 
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
-                 inventory: str, definition: dict[str, Any], provenance: dict[str, Any] | None = None) -> None:
+                 inventory: str, definition: dict[str, Any], provenance: dict[str, Any] | None = None,
+                 shuffle_seed: int | None = None) -> None:
     """``provenance``: more columns of ``sweeps`` (engine.provenance.Provenance.columns())."""
-    extra = provenance or {}
+    extra = {**(provenance or {}), "shuffle_seed": shuffle_seed}
     names = ["sweep_id", "experiment", "source", "workload", "description", "inventory", "definition", *extra]
     con.execute(f"INSERT INTO sweeps ({', '.join(names)}, started_at) VALUES ({', '.join('?' * len(names))}, now())",
                 [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition),
@@ -151,10 +152,12 @@ def record_controller(con, sweep_id: str, hostname: str, pid: int, pid_started: 
 
 
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
-                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float) -> None:
+                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float, seq: int | None = None) -> None:
     new_keys = set(dims) - _known_dimensions(con)
-    con.execute("INSERT INTO run_starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
-                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s])
+    con.execute("INSERT INTO run_starts (experiment, sweep_id, run_id, cell_id, repeat, workload, dims, params, "
+                "warmup_s, started_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)",
+                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s,
+                 seq])
     if new_keys:
         refresh_runs_view(con)
 

@@ -50,6 +50,9 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
     MetricDef("host_share_min", "share", _H, "min host share",
               "the smallest worker host's share of completed tasks (machines > 1; 1/machines is even)"),
+    MetricDef("max_sustainable_rate", "tasks/s", _H, "max sustainable",
+              "a search run's highest ramp step that kept up (engine/ratesearch.py)"),
+    MetricDef("target_rate", "tasks/s", _N, "target rate", "a rate_fraction run's rate: fraction × max sustainable"),
 )}
 
 

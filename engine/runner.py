@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from engine import db
+from engine import db, ratesearch
 from engine.ansible import PlaybookResult, run_playbook
 from engine.experiment import Experiment
 from engine.ingest import HostInfo, ingest_run
@@ -89,6 +89,9 @@ class Sweep:
         self.warnings: list[str] = []  # said to the user after the summary
         #: More columns of the sweep's row: version, commit, hashes, revision (engine.provenance).
         self.provenance: dict = {}
+        self.shuffle_seed: int | None = None  # cmx run --shuffle: stored with the sweep
+        self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
+        self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
@@ -129,10 +132,13 @@ class Sweep:
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
         vals = run.cell.values
+        params = {k.removeprefix("params."): v for k, v in vals.items() if k.startswith("params.")}
+        if run.run_id in self.target_rates:  # a fraction of the cell's maximum sustainable rate
+            params["rate"] = self.target_rates[run.run_id]
         return RunSpec(
             run_id=run.run_id, experiment=run.experiment, cell_id=run.cell.cell_id, repeat=run.repeat,
             workload=self.exp.workload.name,
-            params={k.removeprefix("params."): v for k, v in vals.items() if k.startswith("params.")},
+            params=params,
             broker=vals["broker"], backend=vals["backend"], pool=vals["pool"], concurrency=vals["concurrency"],
             prefetch_multiplier=vals["prefetch_multiplier"], heartbeat=vals["heartbeat"],
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
@@ -164,7 +170,8 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
-                            self.exp.model_dump(mode="json", by_alias=True), self.provenance)
+                            self.exp.model_dump(mode="json", by_alias=True), self.provenance,
+                            shuffle_seed=self.shuffle_seed)
             db.record_controller(con, self.sweep_id, *controller_identity())
         if not runs:
             return []
@@ -198,7 +205,8 @@ class Sweep:
             for run in runs:
                 if self._interrupted:
                     break
-                outcome = self.execute_run(run)
+                error = self._rate_for(run) if ratesearch.FRACTION in run.cell.values else None
+                outcome = self.execute_run(run) if error is None else self._refuse(run, error)
                 outcomes.append(outcome)
                 self.handler.run_finished(outcome)
                 if outcome.status is not RunStatus.OK and self.exp.on_error == "abort":
@@ -209,6 +217,37 @@ class Sweep:
         if self._interrupted:
             raise Interrupted(outcomes)
         return outcomes
+
+    def _rate_for(self, run: Run) -> str | None:
+        """Set the run's target rate from its cell's maximum sustainable rate, running the cell's
+        search run first when none is stored (engine/ratesearch.py); an error sentence if there is none."""
+        search = ratesearch.search_cell(self.exp.workload.name, run.cell)
+        with db.connect(self.db_path) as con:
+            best = ratesearch.stored_max(con, run.experiment, search.cell_id)
+        if best is None and search.cell_id not in self._searched:
+            self._searched.add(search.cell_id)
+            search_run = Run(f"{search.cell_id}-1-{uuid.uuid4().hex[:8]}", run.experiment, search, 1)
+            self.handler.stage(None, f"finding the maximum sustainable rate of {run.cell.cell_id} (search run "
+                                     f"{search_run.run_id})")
+            outcome = self.execute_run(search_run)
+            with db.connect(self.db_path) as con:
+                best = ratesearch.stored_max(con, run.experiment, search.cell_id)
+                how = ratesearch.judge(con, search_run.run_id)[1] if best else f"{outcome.status.value}: {outcome.error}"
+            self.handler.stage(None, f"search run {search_run.run_id}: {how}")
+        if best is None:
+            return (f"no maximum sustainable rate for this cell: its search run (cell {search.cell_id}) failed "
+                    "(see `cmx status`)")
+        self.target_rates[run.run_id] = best * float(run.cell.values[ratesearch.FRACTION])
+        return None
+
+    def _refuse(self, run: Run, error: str) -> RunOutcome:
+        """Store a run that could not start as failed, with why."""
+        with db.connect(self.db_path) as con:
+            db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
+                                cell_id=run.cell.cell_id, repeat=run.repeat, workload=self.exp.workload.name,
+                                dims=_dims(run), params={}, warmup_s=self.exp.limits.warmup, seq=run.seq or None)
+            db.record_run_end(con, run.run_id, RunStatus.FAILED.value, error, {})
+        return RunOutcome(run, RunStatus.FAILED, error)
 
     def _on_sigint(self, signum, frame) -> None:
         if self._interrupted:
@@ -224,7 +263,7 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
                                 cell_id=run.cell.cell_id, repeat=run.repeat, workload=spec.workload,
-                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s)
+                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None)
         common = {"cmx_run_id": run.run_id, "cmx_run_hosts": ",".join(targets.hosts), "cmx_lib_key": self.lib_key}
         service = registry.get(self.exp.workload.name).service_module
         if service:
@@ -263,7 +302,9 @@ class Sweep:
         try:
             with db.connect(self.db_path) as con:
                 got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
-            metrics, driver = got.metrics, got.driver
+                metrics, driver = got.metrics, got.driver
+                if driver.get("status") == "ok":
+                    ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
             with db.connect(self.db_path) as con:
                 metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
         except Exception as exc:

@@ -1,13 +1,16 @@
 """The end-of-sweep summary: one row per cell, the dimensions that vary, and headline metrics
-(median over the cell's ok runs). Statistics here; drawing in :func:`render`."""
+(median over the cell's ok runs, with n and its 95 % bootstrap interval). Statistics here and in
+:mod:`analysis.stats`; drawing in :func:`render`."""
 from __future__ import annotations
 
-import statistics
+import re
 from dataclasses import dataclass, field
 
 from rich.table import Table
 from rich.text import Text
 
+from analysis import stats
+from engine import metricdefs
 from engine.db import sql
 from engine.matrix import Cell
 
@@ -18,7 +21,7 @@ class CellSummary:
     runs: int = 0
     ok: int = 0
     lost: float = 0.0
-    metrics: dict[str, float | None] = field(default_factory=dict)
+    metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
 
 
 def varying_dimensions(cells: list[Cell]) -> list[str]:
@@ -47,8 +50,11 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)
     for (cell_id, name), vals in values.items():
-        by_id[cell_id].metrics[name] = statistics.median(vals)
+        by_id[cell_id].metrics[name] = stats.summarize(vals)
     return list(by_id.values())
+
+
+_NUMBER = re.compile(r"^([-+]?[\d,.]+)(\D*)$")
 
 
 def fmt(name: str, value: float | None) -> str:
@@ -63,24 +69,43 @@ def fmt(name: str, value: float | None) -> str:
     return f"{value:,.4g}"
 
 
-TITLES = {"publish_rate": "publish", "consume_rate": "consume", "latency_p50_s": "p50 latency",
-          "latency_p99_s": "p99 latency", "peak_rss_bytes": "peak RSS", "peak_pss_bytes": "peak PSS",
-          "makespan_s": "makespan", "host_share_min": "min host share"}
+def span(name: str, low: float, high: float) -> str:
+    """``0.006–0.007 s``: an interval with its unit written once (it keeps the table narrow)."""
+    lo, hi = fmt(name, low), fmt(name, high)
+    a, b = _NUMBER.match(lo), _NUMBER.match(hi)
+    if a and b and a.group(2) == b.group(2):
+        return f"{a.group(1)}–{hi}"
+    return f"{lo} – {hi}"
+
+
+def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:
+    """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs."""
+    if s is None or s.median is None:
+        return Text("–")
+    text = Text(fmt(name, s.median))
+    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 else ""
+    if s.n != ok:
+        extra += f" n={s.n}"
+    if extra:
+        text.append("\n" + extra.strip(), style="dim")
+    return text
 
 
 def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=Text(title), title_justify="left", caption=Text(
+        "median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of the median"),
+        caption_justify="left")
     for d in dims:
         table.add_column(d)
     table.add_column("runs ok", justify="right")
     table.add_column("lost", justify="right")
     for name in headline:
-        table.add_column(TITLES.get(name, name), justify="right")
+        table.add_column(metricdefs.get(name).label, justify="right")
     for s in summaries:
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
         table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
-                      *[fmt(n, s.metrics.get(n)) for n in headline])
+                      *[with_interval(n, s.metrics.get(n), s.ok) for n in headline])
     return table

@@ -18,9 +18,9 @@ def cell_id(dims: dict) -> str:
 
 def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, status: str = "ok",
             metrics: dict | None = None, tasks=(), samples=(), connections=(), warmup_s: float = 0.0,
-            started_at: float = T0) -> None:
+            started_at: float = T0, queue_depth=()) -> None:
     """One run: tasks are (task_id, sent_at, started_at, finished_at, state); samples are
-    (host, pid, role, ts, rss, pss); connections are (role, kind, ts, count)."""
+    (host, pid, role, ts, rss, pss); connections are (role, kind, ts, count); queue_depth (ts, depth)."""
     db.record_run_start(con, experiment=experiment, sweep_id="s1", run_id=run_id, cell_id=cell_id(dims),
                         repeat=repeat, workload="throughput", dims=dims, params={}, warmup_s=warmup_s)
     # record_run_start stamps now(); tests need a known start for seconds-since-start.
@@ -35,6 +35,8 @@ def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, s
         con.execute("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, 1.0)", [run_id, host, pid, role, ts, rss, pss])
     for role, kind, ts, count in connections:
         con.execute("INSERT INTO connections VALUES (?, 'b1', ?, ?, ?, ?)", [run_id, role, kind, ts, count])
+    for ts, depth in queue_depth:
+        con.execute("INSERT INTO queue_depth VALUES (?, ?, ?)", [run_id, ts, depth])
     for name, value in (metrics or {}).items():
         con.execute("INSERT INTO metrics VALUES (?, ?, ?, '')", [run_id, name, value])
 
@@ -52,7 +54,7 @@ def build_matrix(path: Path, experiment: str = "exp") -> Path:
 
     Per ok run: consume_rate from :func:`consume_rate`; 10 tasks sent at T0+1+i, finished at
     T0+1+i + (i+1)/10 (latencies 0.1..1.0 s); worker + child sampled at 3 ticks; broker
-    connections 2 then 2+concurrency.
+    connections 2 then 2+concurrency; queue depth 10 - k at T0+1+k.
     """
     with db.connect(path) as con:
         for broker in BROKERS:
@@ -68,6 +70,7 @@ def build_matrix(path: Path, experiment: str = "exp") -> Path:
                         samples += [("w1", 11, "worker-child", T0 + k, 10, 5) for k in (2, 3, 4)]
                         add_run(con, experiment, run_id, dims, repeat=repeat, tasks=tasks, samples=samples,
                                 connections=[("broker", broker, T0 + 2, 2), ("broker", broker, T0 + 3, 2 + conc)],
+                                queue_depth=[(T0 + 1 + k, 10 - k) for k in range(11)],
                                 metrics={"tasks_published": 10, "tasks_completed": 10, "tasks_lost": 0,
                                          "tasks_duplicated": 0, "consume_rate": rate, "publish_rate": 2 * rate,
                                          "makespan_s": 10_000 / rate, "latency_p50_s": 0.55,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from workloads.base import Workload, WorkloadParams
 
@@ -19,10 +19,24 @@ from workloads.base import Workload, WorkloadParams
 class ThroughputParams(WorkloadParams):
     tasks: int = Field(1000, ge=1, description="tasks to publish")
     payload_bytes: int = Field(64, ge=0, description="size of each task's payload")
-    mode: Literal["backlog", "stream"] = "backlog"
-    rate: float = Field(200.0, gt=0, description="stream mode: tasks published per second")
+    mode: Literal["backlog", "stream", "ramp"] = "backlog"
+    rate: float = Field(200.0, gt=0, description="stream mode: tasks published per second; ramp: the first step's")
     via: Literal["celery", "raw"] = Field(
         "celery", description="celery, or raw: the broker's own client (redis-py, pika), consumers in the driver")
+    rate_fraction: float | None = Field(
+        None, gt=0, le=1.5, description="stream mode: publish at this fraction of the cell's maximum sustainable "
+        "rate, which cmx finds first with one ramp run of the cell (overrides rate)")
+    ramp_steps: int = Field(10, ge=2, le=30, description="ramp mode: at most this many steps")
+    ramp_step_s: float = Field(2.0, ge=0.5, le=60, description="ramp mode: seconds per step")
+    ramp_factor: float = Field(1.5, gt=1, le=4, description="ramp mode: each step's rate is the previous one's × this")
+
+    @model_validator(mode="after")
+    def _fraction_needs_stream(self):
+        if self.rate_fraction is not None and (self.mode != "stream" or self.via != "celery"):
+            raise ValueError("rate_fraction needs mode: stream (and via: celery)")
+        if self.mode == "ramp" and self.via != "celery":
+            raise ValueError("mode: ramp needs via: celery")
+        return self
 
 
 class Throughput(Workload):
@@ -47,6 +61,10 @@ class Throughput(Workload):
             return drive_raw(ctx, params)
         noop = ctx.app.tasks["cmx.throughput.noop"]
         payload = "x" * params.payload_bytes
+        if params.mode == "ramp":
+            from workloads.ramp import drive_ramp
+
+            return drive_ramp(ctx, params, noop, payload)
         ctx.wait_for_workers()
         if params.mode == "stream":
             ctx.start_consuming()

@@ -88,3 +88,8 @@ CREATE TABLE IF NOT EXISTS host_tasks (run_id VARCHAR, host VARCHAR, tasks_compl
 -- prefetch_multiplier, prefetch_count, acks_late, heartbeat, and every celery.* setting of the cell.
 CREATE TABLE IF NOT EXISTS worker_config (run_id VARCHAR, host VARCHAR, node VARCHAR, key VARCHAR, value JSON);
 INSERT OR IGNORE INTO cmx_schema VALUES ('host_tasks', 1), ('worker_config', 1);
+
+-- Run order (#13): each run's position in its sweep's planned order, and the --shuffle seed.
+ALTER TABLE run_starts ADD COLUMN IF NOT EXISTS seq INTEGER;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS shuffle_seed BIGINT;
+INSERT OR REPLACE INTO cmx_schema VALUES ('run_starts', 2);

@@ -78,3 +78,38 @@ def test_plan_json_shape(tmp_path):
         ],
     }
     assert json.loads(json.dumps(doc)) == doc
+
+
+def test_shuffle_randomises_within_each_round_and_keeps_rounds(tmp_path):
+    exp = load(tmp_path, """
+        name: t
+        repeats: 3
+        workload: {name: throughput}
+        matrix: {pool: [threads, gevent, solo, prefork], concurrency: [1, 2]}
+    """)
+    cells = expand(exp)
+    plain = plan(exp, cells)
+    assert [r.seq for r in plain] == list(range(1, 25))
+    a, b = plan(exp, cells, shuffle=7), plan(exp, cells, shuffle=7)
+    assert [(r.cell, r.repeat, r.seq) for r in a] == [(r.cell, r.repeat, r.seq) for r in b]  # same seed, same order
+    assert [r.seq for r in a] == list(range(1, 25))
+    for repeat in (1, 2, 3):
+        round_ = [r.cell for r in a if r.repeat == repeat]
+        assert a[(repeat - 1) * 8].repeat == repeat and sorted(c.cell_id for c in round_) == \
+            sorted(c.cell_id for c in cells)  # rounds stay whole: every cell once per round
+    orders = [[r.cell.cell_id for r in a if r.repeat == k] for k in (1, 2, 3)]
+    assert orders[0] != [c.cell_id for c in cells] or orders[1] != orders[0]  # actually shuffled
+    assert [r.cell for r in plan(exp, cells, shuffle=8)] != [r.cell for r in a]
+
+
+def test_seq_and_shuffle_seed_are_stored(tmp_path):
+    from engine import db
+
+    path = tmp_path / "r.duckdb"
+    with db.connect(path) as con:
+        db.record_sweep(con, "s", "t", "t.yaml", "throughput", "", "inv", {}, shuffle_seed=7)
+        db.record_run_start(con, experiment="t", sweep_id="s", run_id="r1", cell_id="c", repeat=1,
+                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0, seq=3)
+        assert con.execute("SELECT seq FROM run_starts").fetchall() == [(3,)]
+        assert con.execute("SELECT shuffle_seed FROM sweeps").fetchall() == [(7,)]
+        assert dict(con.execute("SELECT * FROM cmx_schema").fetchall())["run_starts"] == 2
