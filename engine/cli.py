@@ -31,6 +31,8 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
+MAX_CELLS_OPTION = typer.Option(None, "--max-cells", min=1, help="Refuse a matrix of more cells than this "
+                                "(default 10,000: a guard against a typo that multiplies the sweep).")
 RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "
                              "holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
 
@@ -45,16 +47,17 @@ def _fail(exc: Exception) -> None:
 
 
 def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
-          results_dir: Path = db.DEFAULT_DB.parent):
+          results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
     from engine.checks import check_against_inventory
     from engine.experiment import load_experiment
     from engine.inventory import load_inventory
+    from engine.limits import DEFAULT_MAX_CELLS
     from engine.matrix import expand
 
     if not file.is_file():
         raise InputError(Problem("no such experiment file", str(file)))
-    exp = load_experiment(file)
+    exp = load_experiment(file, max_cells=max_cells or DEFAULT_MAX_CELLS)
     cells = expand(exp)
     inv = None
     if need_inventory:
@@ -68,13 +71,14 @@ def validate(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Check against this inventory "
                                              "instead of the experiment's own."),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Check an experiment (and its inventory) without touching any host.
 
     Prints nothing and exits 0 when it is valid; otherwise prints FILE:LINE:COL: message lines and exits 2.
     """
     try:
-        _load(file, inventory)
+        _load(file, inventory, max_cells=max_cells)
     except (InputError, HostError) as exc:
         _fail(exc)
 
@@ -83,13 +87,14 @@ def validate(
 def plan(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     as_json: bool = typer.Option(False, "--json", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
     from engine.planner import plan_json
     from engine.summary import varying_dimensions
 
     try:
-        exp, cells, _ = _load(file, need_inventory=False)
+        exp, cells, _ = _load(file, need_inventory=False, max_cells=max_cells)
     except InputError as exc:
         _fail(exc)
     if as_json:
@@ -119,6 +124,7 @@ def run(
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
     no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -134,7 +140,7 @@ def run(
     from workloads import registry
 
     try:
-        exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent)
+        exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent, max_cells=max_cells)
         if only:
             cells = cells_for_only(cells, only)
             if not cells:

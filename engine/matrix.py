@@ -63,6 +63,8 @@ def _axes(exp: Experiment) -> list[list[dict[str, Any]]]:
     """Each matrix dimension, then each zip group, as a list of partial assignments."""
     axes = [[{name: value} for value in values] for name, values in exp.matrix.items()]
     for group in exp.zip:
+        if not group:
+            continue  # `zip: [{}]`: refused by validation, which expands the rest meanwhile
         length = min(len(values) for values in group.values())  # validation ensures equal lengths
         axes.append([{name: values[i] for name, values in group.items()} for i in range(length)])
     return axes
