@@ -227,15 +227,21 @@ def sql_command(
     """
     import duckdb
 
+    from engine.dbfile import empty_query, refusal
+
     try:
-        with db.connect(db_path, read_only=True) as con:
+        if empty_query(query):
+            raise InputError(empty_query(query))
+        with db.connect(db_path, read_only=True, sandboxed=True) as con:
             cur = con.execute(query)
+            if cur is None:  # only comments or semicolons
+                raise InputError(empty_query(""))
             cols = [d[0] for d in cur.description] if cur.description else []
             rows = cur.fetchall() if cols else []
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     except duckdb.Error as exc:
-        _fail(InputError(Problem(str(exc).splitlines()[0], "query")))
+        _fail(InputError(refusal(exc)))
     if fmt is Format.json:
         print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=2))
     elif fmt is Format.csv:

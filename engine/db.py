@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import duckdb
 
+from engine import dbfile
 from engine.errors import InputError, Problem
 
 SQL_DIR = Path(__file__).with_name("sql")
@@ -29,16 +30,22 @@ def sql(name: str) -> str:
 
 
 @contextmanager
-def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the database, creating its schema if needed; waits while another process writes."""
+def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
+            sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the database, creating its schema if needed; waits while another process writes.
+    A file cmx did not write is refused untouched (engine.dbfile); ``sandboxed``: the connection
+    can read the database and nothing else (``cmx sql``)."""
     path = Path(path)
-    if read_only and not path.exists():
-        raise FileNotFoundError(f"{path}: no results database here yet (run a sweep first, or pass --db)")
+    new = dbfile.check_header(path, read_only)
+    if new and path.exists():
+        path.unlink()  # an empty file (mktemp): DuckDB refuses to open one, and it holds nothing
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            if not read_only and not new:
+                dbfile.check_ours(path)  # read-only first: another tool's file is never written
+            con = duckdb.connect(str(path), read_only=read_only, config=dbfile.CONFIG)
             break
         except duckdb.Error as exc:
             locked = "lock" in str(exc).lower()
@@ -67,6 +74,8 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> 
             # connection only when read-only. A broken .sql raises ViewError naming its file.
             from analysis.views import install_views
             install_views(con, temporary=read_only)
+        if sandboxed:
+            dbfile.sandbox(con)
         yield con
     finally:
         con.close()
