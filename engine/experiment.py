@@ -331,7 +331,10 @@ class _Checker:
         if bound:
             self.add(path, bound)
             return None
-        return json.dumps(normal, sort_keys=True, default=str)
+        try:
+            return json.dumps(normal, sort_keys=True, default=str)
+        except TypeError:  # a mapping with keys of mixed types (refused elsewhere): compare as written
+            return json.dumps(repr(normal))
 
     def check_name(self, path: tuple, name: Any) -> bool:
         if self.full:

@@ -32,7 +32,10 @@ class Cell:
 def _canonical(value: Any) -> str:
     # JSON, not ==, because True == 1 and 1 == 1.0 in Python but they are different settings.
     # default=str only matters for values validation has already refused (dates, say).
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    except TypeError:  # keys of mixed types, in a value validation refuses: ordered as written
+        return json.dumps(repr(value))
 
 
 def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
