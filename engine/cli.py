@@ -312,8 +312,35 @@ def compare(
         out.print(as_table(base, cont, diffs))
 
 
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """Click's exception base: typer >= 0.20 vendors click (typer.TyperException), older uses click."""
+    kinds: list[type[BaseException]] = [getattr(typer, "TyperException", None)]
+    try:
+        import click
+        kinds.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(k for k in kinds if k is not None)
+
+
 def main() -> None:
-    app()
+    """The ``cmx`` entry point: usage errors are one line and exit 2, like every input error."""
+    try:
+        code = app(standalone_mode=False)
+    except _usage_errors() as exc:  # a missing argument, an unknown option or command, a bad value
+        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `cmx`: the help, as before
+            exc.show()
+            sys.exit(2)
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "cmx"
+        hint = f" (see {command} --help)" if ctx is not None else ""
+        err.print(str(Problem(f"{exc.format_message()}{hint}", command)), markup=False, highlight=False,
+                  soft_wrap=True)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ _KNOWN = ((b"SQLite format 3\0", "a SQLite database"), (b"PAR1", "a Parquet file
 
 
 def _refuse(path: Path, what: str) -> InputError:
-    return InputError(Problem(f"{what}, not a cmx results database: left untouched; pass --db with a "
-                              "DuckDB file that cmx wrote, or a new path", str(path)))
+    return InputError(Problem(f"cannot open it as a results database: it is {what} (not a cmx results "
+                              "database), left untouched; pass --db with a DuckDB file that cmx wrote, or a new "
+                              "path", str(path)))
 
 
 def check_header(path: Path, read_only: bool) -> bool:
