@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from engine import limits
 from engine.errors import InputError, Problem
 from engine.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
 from engine.yamlpos import check_yaml_syntax
@@ -185,10 +186,7 @@ def _yaml_files(path: Path) -> list[Path]:
         if root.is_dir():
             found += sorted(p for p in root.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()
                             and not any(part.startswith(".") for part in p.relative_to(root).parts))
-    return found[:MAX_INVENTORY_FILES]
-
-
-MAX_INVENTORY_FILES = 1000
+    return found[:limits.MAX_INVENTORY_FILES]
 
 
 def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:

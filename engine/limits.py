@@ -22,6 +22,8 @@ MAX_DEPTH = 64
 #: An alias bomb ("billion laughs") is a small file that expands past this.
 MAX_EXPANDED_NODES = 50_000
 
+#: YAML files of an inventory directory (and its group_vars/, host_vars/) checked before Ansible reads them.
+MAX_INVENTORY_FILES = 1000
 #: Problems reported for one file: past this the rest are not even looked for (a file of 70,000
 #: unknown keys would otherwise spend most of a minute suggesting a spelling for each).
 MAX_PROBLEMS = 50
