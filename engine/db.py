@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import duckdb
 
 from engine import dbfile
-from engine.errors import InputError, Problem
+from engine.errors import HostError, InputError, Problem
 
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
@@ -77,8 +77,23 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
         if sandboxed:
             dbfile.sandbox(con)
         yield con
+    except Exception as exc:
+        if not _cannot_write(exc):
+            raise
+        raise HostError(f"{path}: cannot write the results database ({_first_line(exc)}): free space "
+                        f"there, then `cmx run` again resumes; runs already stored are kept") from None
     finally:
         con.close()
+
+
+_WRITE_FAILURES = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
+def _cannot_write(exc: Exception) -> bool:
+    """A full or read-only disk under the database (also when a view or the schema was being
+    written): one line for the user, not a traceback or a misleading 'not a cmx database'."""
+    return isinstance(exc, (duckdb.IOException, duckdb.TransactionException)) or \
+        any(text in str(exc) for text in _WRITE_FAILURES)
 
 
 def _first_line(exc: Exception) -> str:
