@@ -32,6 +32,8 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
+MAX_CELLS_OPTION = typer.Option(None, "--max-cells", min=1, help="Refuse a matrix of more cells than this "
+                                "(default 10,000: a guard against a typo that multiplies the sweep).")
 RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "
                              "holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
 
@@ -65,16 +67,17 @@ def _fail(exc: Exception) -> None:
 
 
 def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
-          results_dir: Path = db.DEFAULT_DB.parent):
+          results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
     from engine.checks import check_against_inventory
     from engine.experiment import load_experiment
     from engine.inventory import load_inventory
+    from engine.limits import DEFAULT_MAX_CELLS
     from engine.matrix import expand
 
     if not file.is_file():
         raise InputError(Problem("no such experiment file", str(file)))
-    exp = load_experiment(file)
+    exp = load_experiment(file, max_cells=max_cells or DEFAULT_MAX_CELLS)
     cells = expand(exp)
     inv = None
     if need_inventory:
@@ -88,13 +91,14 @@ def validate(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Check against this inventory "
                                              "instead of the experiment's own."),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Check an experiment (and its inventory) without touching any host.
 
     Prints nothing and exits 0 when it is valid; otherwise prints FILE:LINE:COL: message lines and exits 2.
     """
     try:
-        _load(file, inventory)
+        _load(file, inventory, max_cells=max_cells)
     except (InputError, HostError) as exc:
         _fail(exc)
 
@@ -103,13 +107,14 @@ def validate(
 def plan(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     as_json: bool = typer.Option(False, "--json", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
     from engine.planner import plan_json
     from engine.summary import varying_dimensions
 
     try:
-        exp, cells, _ = _load(file, need_inventory=False)
+        exp, cells, _ = _load(file, need_inventory=False, max_cells=max_cells)
     except InputError as exc:
         _fail(exc)
     if as_json:
@@ -145,6 +150,7 @@ def run(
     shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
                                           "cells within each round of repeats (same SEED, same order); each run's "
                                           "position is stored as run_starts.seq."),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -161,7 +167,7 @@ def run(
     from workloads import registry
 
     try:
-        exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent)
+        exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent, max_cells=max_cells)
         digest = definition_hash(exp, cells)  # of every cell, whatever --only selects
         if only:
             cells = cells_for_only(cells, only)
@@ -332,15 +338,21 @@ def sql_command(
     """
     import duckdb
 
+    from engine.dbfile import empty_query, refusal
+
     try:
-        with db.connect(db_path, read_only=True) as con:
+        if empty_query(query):
+            raise InputError(empty_query(query))
+        with db.connect(db_path, read_only=True, sandboxed=True) as con:
             cur = con.execute(query)
+            if cur is None:  # only comments or semicolons
+                raise InputError(empty_query(""))
             cols = [d[0] for d in cur.description] if cur.description else []
             rows = cur.fetchall() if cols else []
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     except duckdb.Error as exc:
-        _fail(InputError(Problem(str(exc).splitlines()[0], "query")))
+        _fail(InputError(refusal(exc)))
     if fmt is Format.json:
         print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=2))
     elif fmt is Format.csv:
@@ -432,8 +444,35 @@ def compare(
         out.print(as_table(res))
 
 
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """Click's exception base: typer >= 0.20 vendors click (typer.TyperException), older uses click."""
+    kinds: list[type[BaseException]] = [getattr(typer, "TyperException", None)]
+    try:
+        import click
+        kinds.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(k for k in kinds if k is not None)
+
+
 def main() -> None:
-    app()
+    """The ``cmx`` entry point: usage errors are one line and exit 2, like every input error."""
+    try:
+        code = app(standalone_mode=False)
+    except _usage_errors() as exc:  # a missing argument, an unknown option or command, a bad value
+        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `cmx`: the help, as before
+            exc.show()
+            sys.exit(2)
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "cmx"
+        hint = f" (see {command} --help)" if ctx is not None else ""
+        err.print(str(Problem(f"{exc.format_message()}{hint}", command)), markup=False, highlight=False,
+                  soft_wrap=True)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

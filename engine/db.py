@@ -13,7 +13,8 @@ from typing import Any, Iterator
 
 import duckdb
 
-from engine.errors import InputError, Problem
+from engine import dbfile
+from engine.errors import HostError, InputError, Problem
 
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
@@ -31,16 +32,22 @@ def sql(name: str) -> str:
 
 
 @contextmanager
-def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the database, creating its schema if needed; waits while another process writes."""
+def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
+            sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the database, creating its schema if needed; waits while another process writes.
+    A file cmx did not write is refused untouched (engine.dbfile); ``sandboxed``: the connection
+    can read the database and nothing else (``cmx sql``)."""
     path = Path(path)
-    if read_only and not path.exists():
-        raise FileNotFoundError(f"{path}: no results database here yet (run a sweep first, or pass --db)")
+    new = dbfile.check_header(path, read_only)
+    if new and path.exists():
+        path.unlink()  # an empty file (mktemp): DuckDB refuses to open one, and it holds nothing
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            if not read_only and not new:
+                dbfile.check_ours(path)  # read-only first: another tool's file is never written
+            con = duckdb.connect(str(path), read_only=read_only, config=dbfile.CONFIG)
             break
         except duckdb.Error as exc:
             locked = "lock" in str(exc).lower()
@@ -69,15 +76,32 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0) -> 
             con.close()
             with connect(path, wait_s=wait_s):
                 pass
-            con = duckdb.connect(str(path), read_only=True)
+            con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
         if _has_view(con, "runs"):
             # The analysis views (run_summary, cell_summary…); stored when writable, for this
             # connection only when read-only. A broken .sql raises ViewError naming its file.
             from analysis.views import install_views
             install_views(con, temporary=read_only)
+        if sandboxed:
+            dbfile.sandbox(con)
         yield con
+    except Exception as exc:
+        if not _cannot_write(exc):
+            raise
+        raise HostError(f"{path}: cannot write the results database ({_first_line(exc)}): free space "
+                        f"there, then `cmx run` again resumes; runs already stored are kept") from None
     finally:
         con.close()
+
+
+_WRITE_FAILURES = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
+def _cannot_write(exc: Exception) -> bool:
+    """A full or read-only disk under the database (also when a view or the schema was being
+    written): one line for the user, not a traceback or a misleading 'not a cmx database'."""
+    return isinstance(exc, (duckdb.IOException, duckdb.TransactionException)) or \
+        any(text in str(exc) for text in _WRITE_FAILURES)
 
 
 def _first_line(exc: Exception) -> str:

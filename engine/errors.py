@@ -1,6 +1,7 @@
 """Errors that reach the user: bad input is reported as ``FILE:LINE:COL: message`` and exits 2."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -16,7 +17,16 @@ class Problem:
     def __str__(self) -> str:
         where = [p for p in (self.file, self.line, self.col) if p is not None]
         prefix = ":".join(str(p) for p in where)
-        return f"{prefix}: {self.message}" if prefix else self.message
+        message = _one_line(self.message)
+        return f"{prefix}: {message}" if prefix else message
+
+
+# A problem is one line however odd the input it quotes (a key holding a newline, say).
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    return _BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class InputError(Exception):

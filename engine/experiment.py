@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from engine import celery_settings
+from engine import celery_settings, limits
 from engine.errors import InputError, Problem
 from engine.yamlpos import Positions, load_yaml
 from workloads import registry
@@ -52,8 +52,8 @@ class Limits(BaseModel):
 
     model_config = _FROZEN
 
-    run_timeout: float = Field(600.0, gt=0)
-    warmup: float = Field(0.0, ge=0)
+    run_timeout: float = Field(600.0, gt=0, le=limits.MAX_DURATION_S)
+    warmup: float = Field(0.0, ge=0, le=limits.MAX_DURATION_S)
 
     @field_validator("run_timeout", "warmup", mode="before")
     @classmethod
@@ -78,7 +78,7 @@ class Experiment(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
     inventory: str = "inventory/local.yml"
-    repeats: int = Field(1, ge=1, strict=True)
+    repeats: int = Field(1, ge=1, le=limits.MAX_REPEATS, strict=True)
     workload: WorkloadSpec
     fixed: dict[str, Any] = {}
     matrix: dict[str, list[Any]] = {}
@@ -241,7 +241,7 @@ def _dotted(path: tuple) -> str:
 
 def _pydantic_issues(exc: ValidationError) -> list[Issue]:
     issues = []
-    for error in exc.errors():
+    for error in exc.errors()[:limits.MAX_PROBLEMS]:
         loc = tuple(error["loc"])
         if "[key]" in loc:  # a dict key of the wrong type: point at the key
             loc = loc[:loc.index("[key]")]
@@ -279,6 +279,11 @@ class _Checker:
     def add(self, path: tuple, message: str, at_key: bool = False) -> None:
         self.issues.append(Issue(path, message, at_key))
 
+    @property
+    def full(self) -> bool:
+        """Enough problems found to refuse the file: checking on would only cost time."""
+        return len(self.issues) >= limits.MAX_PROBLEMS
+
     def run(self) -> list[Issue]:
         self.check_workload()
         self.check_fixed()
@@ -298,13 +303,25 @@ class _Checker:
 
     def check_value(self, path: tuple, name: str, value: Any) -> Any:
         """Validate one value of dimension ``name``; returns its canonical JSON, or None if invalid."""
+        if self.full:
+            return None
         try:
-            return json.dumps(normalise_value(name, value, self.params), sort_keys=True, default=str)
+            normal = normalise_value(name, value, self.params)
         except ValueError as exc:
             self.add(path, str(exc))
             return None
+        bound = limits.value_problem(name, normal)
+        if bound:
+            self.add(path, bound)
+            return None
+        try:
+            return json.dumps(normal, sort_keys=True, default=str)
+        except TypeError:  # a mapping with keys of mixed types (refused elsewhere): compare as written
+            return json.dumps(repr(normal))
 
     def check_name(self, path: tuple, name: Any) -> bool:
+        if self.full:
+            return False
         problem = dimension_name_problem(name, self.params)
         if problem:
             self.add(path, problem, at_key=True)
@@ -568,8 +585,9 @@ def _covered(loc: tuple) -> bool:
     return any(loc[:len(s)] == s for s in _CHECKED_SECTIONS)
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Load and validate an experiment file. Raises InputError listing every problem found."""
+def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS) -> Experiment:
+    """Load and validate an experiment file. Raises InputError listing every problem found.
+    A matrix of more than ``max_cells`` cells is refused before it is expanded."""
     file = str(path)
     data, positions = load_yaml(path)
 
@@ -591,12 +609,19 @@ def load_experiment(path: str | Path) -> Experiment:
         # Never hide pydantic's findings if the checker had nothing to say about them.
         issues.extend(kept if (kept or checker_issues) else structural)
 
-    issues.extend(_include_issues(data))
+    cells, where = limits.count_cells(data)
+    if cells > max_cells:  # counted, not expanded: 10^11 cells is refused as fast as 10
+        issues.append(Issue(where, limits.too_many_cells(cells, max_cells), at_key=True))
+    else:
+        issues.extend(_include_issues(data))
     if experiment is not None and not issues:
         issues.extend(_cell_issues(experiment, data))
 
     if issues:
         problems = [_to_problem(file, positions, i) for i in issues]
         problems.sort(key=lambda p: (p.line or 0, p.col or 0))
+        if len(problems) >= limits.MAX_PROBLEMS:  # the checks stopped looking: say so
+            problems = problems[:limits.MAX_PROBLEMS] + [
+                Problem(f"... and maybe more problems: fix these {limits.MAX_PROBLEMS} first", file)]
         raise InputError(problems)
     return experiment

@@ -10,7 +10,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from engine import limits
 from engine.errors import InputError, Problem
+from engine.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
 from engine.yamlpos import check_yaml_syntax
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
@@ -175,22 +177,33 @@ def _password(service: str, hostvars: dict[str, dict[str, Any]], groups: dict, s
     return data[key]
 
 
-PORT_VARS = ("redis_port", "postgres_port", "rabbitmq_port", "rabbitmq_management_port", "cmx_service_port")
+def _yaml_files(path: Path) -> list[Path]:
+    """The YAML files Ansible will read for this inventory: the file (or every one under the
+    directory) and the group_vars/ and host_vars/ beside it."""
+    roots = [path] if path.is_dir() else [path.parent / "group_vars", path.parent / "host_vars"]
+    found = [path] if path.is_file() and path.suffix in (".yml", ".yaml") else []
+    for root in roots:
+        if root.is_dir():
+            found += sorted(p for p in root.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return found[:limits.MAX_INVENTORY_FILES]
 
 
 def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:
-    """Parse an inventory with Ansible; bad or incomplete inventories raise InputError naming the file."""
+    """Parse an inventory (a file or a directory) with Ansible; bad or incomplete inventories and
+    ill-typed cmx variables raise InputError naming the file (and the host and variable)."""
     from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
 
+    from engine.invvars import VARIABLES, check, vault_loader
+
     path = Path(path)
-    if not path.is_file():
+    if not (path.is_file() or path.is_dir()):
         raise InputError(Problem("inventory not found (copy inventory/lab.example.yml, or pass --inventory)",
                                  str(path)))
-    if path.suffix in (".yml", ".yaml"):
-        check_yaml_syntax(path)  # Ansible would only warn, at length, and then see no hosts
-    loader = DataLoader()
+    for file in _yaml_files(path):
+        check_yaml_syntax(file)  # Ansible would only warn, at length, and then see no hosts
+    loader = vault_loader()
     try:
         manager = InventoryManager(loader=loader, sources=[str(path)], parse=True)
     except Exception as exc:  # Ansible's own parse errors
@@ -203,16 +216,14 @@ def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inv
         raise InputError(Problem(f"inventory has no hosts in group(s) {', '.join(missing)} "
                                  f"(every sweep needs brokers, workers and drivers)", str(path)))
     variables = VariableManager(loader=loader, inventory=manager)
-    keep = ("broker_url", "backend_url", "cmx_workdir", "rabbitmq_api_url", "database_url", "ansible_host",
-            "cmx_service_port", "redis_password", "redis_port", "postgres_password", "postgres_port",
-            "rabbitmq_password", "rabbitmq_port", "rabbitmq_management_port")
     hostvars = {}
     for host in manager.list_hosts("all"):
-        hv = variables.get_vars(host=host)
-        hostvars[host.name] = {k: hv[k] for k in keep if k in hv}
-        for var in PORT_VARS:
-            value = hostvars[host.name].get(var)
-            if value is not None and not (str(value).isdigit() and 0 < int(value) < 65536):
-                raise InputError(Problem(f"host '{host.name}': {var} must be a port number (1-65535), "
-                                         f"got {value!r}", str(path)))
+        try:
+            hv = variables.get_vars(host=host)
+        except Exception as exc:  # a vaulted vars file without its password, a bad vars file
+            raise InputError(Problem(f"cannot read the variables of host '{host.name}': "
+                                     f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                                     str(path))) from None
+        hostvars[host.name] = {k: check(str(path), host.name, k, hv[k]) for k in VARIABLES
+                               if k in hv and hv[k] is not None}
     return Inventory(path=path, groups=groups, hostvars=hostvars, secrets_dir=secrets_dir)

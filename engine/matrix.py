@@ -32,7 +32,10 @@ class Cell:
 def _canonical(value: Any) -> str:
     # JSON, not ==, because True == 1 and 1 == 1.0 in Python but they are different settings.
     # default=str only matters for values validation has already refused (dates, say).
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    except TypeError:  # keys of mixed types, in a value validation refuses: ordered as written
+        return json.dumps(repr(value))
 
 
 def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
@@ -63,6 +66,8 @@ def _axes(exp: Experiment) -> list[list[dict[str, Any]]]:
     """Each matrix dimension, then each zip group, as a list of partial assignments."""
     axes = [[{name: value} for value in values] for name, values in exp.matrix.items()]
     for group in exp.zip:
+        if not group:
+            continue  # `zip: [{}]`: refused by validation, which expands the rest meanwhile
         length = min(len(values) for values in group.values())  # validation ensures equal lengths
         axes.append([{name: values[i] for name, values in group.items()} for i in range(length)])
     return axes

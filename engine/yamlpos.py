@@ -14,6 +14,7 @@ from yaml.error import Mark, MarkedYAMLError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from engine.errors import InputError, Problem
+from engine.yamlbounds import BoundedLoader, check_nodes, read_text
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -126,17 +127,17 @@ def _walk(loader: yaml.SafeLoader, root: Node) -> Positions:
 
 
 @contextmanager
-def _composed(path: str | Path) -> Iterator[tuple[yaml.SafeLoader, Node | None, str]]:
-    """Read and compose the file (no tags resolved yet), refuse duplicate keys, and turn every
-    YAML error raised inside the block into ``FILE:LINE:COL: invalid YAML: ...``."""
+def _composed(path: str | Path, finite: bool = False) -> Iterator[tuple[yaml.SafeLoader, Node | None, str]]:
+    """Read and compose the file (no tags resolved yet) within the bounds of engine.limits,
+    refuse duplicate keys, and turn every YAML error raised inside the block into
+    ``FILE:LINE:COL: invalid YAML: ...``. ``finite``: refuse .inf and .nan too."""
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(f"cannot read the file: {exc}", file)) from exc
-    loader = yaml.SafeLoader(text)
+    text = read_text(path)  # size cap, UTF-8 and control characters, with positions
+    loader = BoundedLoader(text, file)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            check_nodes(loader, root, file, finite)  # alias bombs, recursion, unconstructible scalars
         if isinstance(root, MappingNode):
             duplicates = _duplicate_keys(loader, root, file)
             if duplicates:
@@ -158,7 +159,7 @@ def load_yaml(path: str | Path) -> tuple[dict, Positions]:
     Raises InputError (``FILE:LINE:COL: message``) for unreadable files, syntax errors,
     duplicate keys, and a document that is empty or not a mapping.
     """
-    with _composed(path) as (loader, root, file):
+    with _composed(path, finite=True) as (loader, root, file):
         if root is None:
             raise InputError(Problem("the file is empty: expected a mapping (name: ..., workload: ...)",
                                      file, 1, 1))

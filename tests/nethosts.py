@@ -26,7 +26,7 @@ def missing() -> str | None:
     if not shutil.which("ip"):
         return "needs iproute2 (ip)"
     if not Path(SSHD).exists():
-        return "needs openssh-server (sshd); .ci/run installs it"
+        return "needs openssh-server (sshd)"
     return None
 
 

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO, cmx
+from tests.prereqs import require
 from tests.results_fixture import build_matrix
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -135,7 +136,7 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
     out, _ = report
     browser = _chromium()
     if not browser:
-        pytest.skip("chromium is not installed and `apt-get install -y chromium` did not provide it")
+        require("chromium is not installed and `apt-get install -y chromium` did not provide it")
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
              "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0"]
