@@ -306,7 +306,7 @@ def _shares_table(rows) -> Table:
         agg[0] += runs
         agg[1] += tasks
         agg[2].append(share)
-        agg[3] = low if agg[3] is None else min(agg[3], low)
+        agg[3] = min((v for v in (agg[3], low) if v is not None), default=None)
     table = Table(title="work per worker host (runs with machines > 1; an even split is 1/machines)",
                   title_justify="left")
     for col in ("experiment", "host", "runs", "tasks", "share", "smallest share"):

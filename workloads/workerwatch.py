@@ -164,8 +164,10 @@ class Watchdog:
         self._armed = False
 
     def __enter__(self) -> "Watchdog":
-        signal.signal(signal.SIGUSR1, self._on_signal)
-        self._armed = True
+        # Signals reach only the main thread; from another one, check_deadline() still raises.
+        self._armed = threading.current_thread() is threading.main_thread()
+        if self._armed:
+            signal.signal(signal.SIGUSR1, self._on_signal)
         self._thread.start()
         return self
 
@@ -200,5 +202,6 @@ class Watchdog:
                 self.problem = WorkerProblem(
                     "; ".join(f"worker {n} on host {host_of(n)} stopped answering for "
                               f"{now - seen[n]:.0f}s" for n in lost), [host_of(n) for n in lost])
-                os.kill(os.getpid(), signal.SIGUSR1)
+                if self._armed:
+                    os.kill(os.getpid(), signal.SIGUSR1)
                 return

@@ -78,20 +78,25 @@ def test_sigterm_is_ctrl_c(tmp_path):
         proc.kill()
         pytest.fail("the run never started driving")
     time.sleep(2)
-    running = cmx("status", "--db", str(db))
-    assert "running" in running.stdout and running.returncode == 0, running.stdout + running.stderr
+    assert _status_counts(db, "term")["running"] == "1"  # its sweep is alive
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr, stderr
     assert query(db, "SELECT status FROM runs") == [("interrupted",)]
     assert run_processes(db) == []
-    lines = cmx("status", "--db", str(db)).stdout.splitlines()
+    counts = _status_counts(db, "term")
+    assert counts["interrupted"] == "1" and counts["running"] == "0" and counts["abandoned"] == "0", counts
+
+
+def _status_counts(db, experiment: str) -> dict[str, str]:
+    """The experiment's row of `cmx status`, by column title."""
+    proc = cmx("status", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
     header = next(ln for ln in lines if "interrupted" in ln)
-    row = next(ln for ln in lines if ln.strip("│ ").startswith("term"))
-    cols = [c.strip() for c in header.strip("┃").split("┃")]
-    vals = [c.strip() for c in row.strip("│").split("│")]
-    assert dict(zip(cols, vals))["interrupted"] == "1" and dict(zip(cols, vals))["running"] == "0", lines
+    row = next(ln for ln in lines if ln.strip("│ ").startswith(experiment + " "))
+    return dict(zip([c.strip() for c in header.strip("┃").split("┃")], [c.strip() for c in row.strip("│").split("│")]))
 
 
 def test_timeout_is_stored_and_the_sweep_goes_on(tmp_path):

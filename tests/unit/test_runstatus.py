@@ -63,3 +63,41 @@ def test_controller_liveness():
     assert not controller_alive(host, pid, started - 100)  # a reused pid is not our controller
     assert not controller_alive("another-machine", pid, started)
     assert not controller_alive(host, 2 ** 22 + 7, started)
+
+
+def test_status_tells_running_from_abandoned(tmp_path):
+    """A run without an end is running while its sweep's controller lives, abandoned after."""
+    import subprocess
+    import sys
+
+    from engine import db
+    from tests.conftest import cmx
+
+    path = tmp_path / "r.duckdb"
+    record = f"""
+import sys, time
+from engine import db
+from engine.runstatus import controller_identity
+with db.connect({str(path)!r}) as con:
+    db.record_sweep(con, sys.argv[1], "e", "e.yaml", "throughput", "", "inv", {{}})
+    db.record_controller(con, sys.argv[1], *controller_identity())
+    db.record_run_start(con, experiment="e", sweep_id=sys.argv[1], run_id=sys.argv[1] + "-run", cell_id="c",
+                        repeat=1, workload="throughput", dims={{"pool": "solo"}}, params={{}}, warmup_s=0)
+print("recorded", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+    subprocess.run([sys.executable, "-c", record, "gone", "0"], check=True, capture_output=True)
+    alive = subprocess.Popen([sys.executable, "-c", record, "alive", "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert alive.stdout.readline().strip() == "recorded"
+        with db.connect(path) as con:
+            db.record_run_end(con, "gone-run-x", "ok", None, {})  # an end of another run changes nothing
+        out = cmx("status", "--db", str(path)).stdout
+    finally:
+        alive.kill()
+        alive.wait()
+    lines = out.splitlines()
+    header = next(ln for ln in lines if "abandoned" in ln)
+    row = next(ln for ln in lines if ln.strip("│ ").startswith("e "))
+    counts = dict(zip([c.strip() for c in header.strip("┃").split("┃")], [c.strip() for c in row.strip("│").split("│")]))
+    assert (counts["runs"], counts["running"], counts["abandoned"], counts["failed"]) == ("2", "1", "1", "0"), out
