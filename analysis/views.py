@@ -1,4 +1,4 @@
-"""The analysis views (``analysis/sql/*.sql``): run_summary, cell_summary, latency_percentiles,
+"""The analysis views (``analysis/sql/*.sql``): task_times, run_summary, cell_summary, latency_percentiles,
 memory_timeseries, connection_maxima.
 
 Each file is one ``CREATE OR REPLACE VIEW`` that any DuckDB client can run (``.read`` in the
@@ -14,7 +14,7 @@ import duckdb
 
 SQL_DIR = Path(__file__).with_name("sql")
 #: Installed in this order: later views may read earlier ones.
-VIEWS = ("run_summary", "cell_summary", "latency_percentiles", "memory_timeseries", "connection_maxima")
+VIEWS = ("task_times", "run_summary", "cell_summary", "latency_percentiles", "memory_timeseries", "connection_maxima")
 
 _CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW", re.IGNORECASE)
 

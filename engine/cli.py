@@ -130,7 +130,7 @@ def run(
     from engine.planner import plan as plan_runs
     from engine.progress import ProgressBar
     from engine.runner import Interrupted, RunStatus, Sweep
-    from engine.summary import render, summarize, varying_dimensions
+    from engine.summary import cell_headlines, render, summarize, varying_dimensions
     from workloads import registry
 
     try:
@@ -163,9 +163,11 @@ def run(
         interrupted, outcomes = True, exc.args[0]
     except (InputError, HostError) as exc:
         _fail(exc)
-    headline = registry.get(exp.workload.name).headline_metrics
+    headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
     with db.connect(db_path) as con:
         summaries = summarize(con, exp.name, cells, headline)
+    for s in summaries:
+        s.shown = shown.get(s.cell.cell_id)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)

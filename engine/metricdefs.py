@@ -19,7 +19,7 @@ class Better(str, enum.Enum):
 @dataclass(frozen=True)
 class MetricDef:
     name: str
-    unit: str  # tasks, tasks/s, s, bytes, connections, messages, share
+    unit: str  # tasks, tasks/s, s, bytes, connections, messages, share, flag
     better: Better
     label: str  # a short column title
     description: str = ""
@@ -37,10 +37,22 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("publish_rate", "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
     MetricDef("consume_rate", "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
     MetricDef("makespan_s", "s", _L, "makespan", "first task started to last task finished"),
-    MetricDef("latency_p50_s", "s", _L, "p50 latency"),
-    MetricDef("latency_p95_s", "s", _L, "p95 latency"),
-    MetricDef("latency_p99_s", "s", _L, "p99 latency"),
-    MetricDef("queue_wait_p50_s", "s", _L, "p50 queue wait"),
+    # Latency: finished minus the intended send time where the driver has one (stream mode), else
+    # minus the send; queue wait and service time split it at the task's start. All on the
+    # controller's clock (hosts' offsets applied; see analysis/sql/task_times.sql).
+    *(MetricDef(f"latency_p{p}_s", "s", _L, f"p{p} latency",
+                f"p{p} of finished − intended send (stream) or − sent (backlog): what a caller waits")
+      for p in (50, 95, 99)),
+    *(MetricDef(f"queue_wait_p{p}_s", "s", _L, f"p{p} queue wait",
+                f"p{p} of started − intended send (stream) or − sent (backlog)") for p in (50, 95, 99)),
+    *(MetricDef(f"service_time_p{p}_s", "s", _L, f"p{p} service", f"p{p} of finished − started")
+      for p in (50, 95, 99)),
+    MetricDef("clock_uncertainty_s", "s", _L, "clock ±",
+              "worst sum of the two hosts' clock-offset uncertainties over tasks run off their publisher's host"),
+    MetricDef("clock_uncorrected_tasks", "tasks", _L, "unclocked",
+              "tasks run off their publisher's host where a host's clock offset is unknown"),
+    MetricDef("clock_suspect", "flag", _L, "clock suspect",
+              "1 when clocks could move latency by over a tenth of its median (or an offset is unknown)"),
     MetricDef("send_lag_p99_s", "s", _L, "p99 send lag"),
     MetricDef("peak_rss_bytes", "bytes", _L, "peak RSS"),
     MetricDef("peak_pss_bytes", "bytes", _L, "peak PSS"),

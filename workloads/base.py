@@ -38,6 +38,11 @@ class Workload(abc.ABC):
     #: The metrics the end-of-sweep summary shows for this workload (median over repeats).
     headline_metrics: ClassVar[tuple[str, ...]] = ("makespan_s", "consume_rate", "peak_rss_bytes", "peak_pss_bytes")
 
+    def headline(self, params: WorkloadParams) -> tuple[str, ...]:
+        """The summary's metrics for a cell with these params (a workload whose measures depend
+        on its mode narrows them here)."""
+        return self.headline_metrics
+
     @abc.abstractmethod
     def register_tasks(self, app: "Celery") -> None:
         """Define the workload's tasks on ``app``."""

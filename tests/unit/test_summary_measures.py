@@ -1,0 +1,42 @@
+"""The end-of-sweep summary says what it shows: backlog cells show queue wait and service time,
+not a latency that is their queue position; memory in binary units, PSS first."""
+from __future__ import annotations
+
+from rich.console import Console
+
+from engine.matrix import Cell
+from engine.summary import CellSummary, cell_headlines, fmt, render
+from workloads import registry
+
+
+def _cell(cell_id, mode):
+    return Cell(cell_id, {"pool": "threads", "params.mode": mode})
+
+
+def test_backlog_cells_hide_latency_and_the_caption_says_from_where_to_where():
+    cells = [_cell("b", "backlog"), _cell("s", "stream")]
+    headline, shown = cell_headlines(registry.get("throughput"), cells)
+    assert "latency_p50_s" in headline and "queue_wait_p50_s" in headline and "service_time_p50_s" in headline
+    assert "latency_p50_s" not in shown["b"] and "latency_p50_s" in shown["s"]
+    assert headline.index("peak_pss_bytes") < headline.index("peak_rss_bytes")   # PSS leads
+    sums = [CellSummary(c, runs=1, ok=1, metrics={"latency_p50_s": 4.8, "queue_wait_p50_s": 4.8,
+                                                  "service_time_p50_s": 0.001}, shown=shown[c.cell_id])
+            for c in cells]
+    console = Console(width=250, record=True)
+    console.print(render("t", sums, headline))
+    text = console.export_text()
+    backlog_row = next(line for line in text.splitlines() if "backlog" in line)
+    assert "n/a" in backlog_row and "4.800 s" in backlog_row      # queue wait shown, latency not
+    assert "latency: finished − intended send (stream) or − sent (backlog)" in " ".join(text.split())
+    assert "service time: finished − started" in " ".join(text.split())
+
+
+def test_only_backlog_cells_drop_the_latency_columns():
+    headline, _ = cell_headlines(registry.get("throughput"), [_cell("b", "backlog")])
+    assert not any(m.startswith("latency_") for m in headline)
+
+
+def test_memory_is_printed_in_binary_units():
+    assert fmt("peak_pss_bytes", 20 * 2**20) == "20.0 MiB"
+    assert fmt("peak_rss_bytes", 3 * 2**30) == "3.00 GiB"
+    assert fmt("peak_rss_bytes_worker", 2**20) == "1.0 MiB"
