@@ -57,8 +57,13 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("peak_rss_bytes", "bytes", _L, "peak RSS"),
     MetricDef("peak_pss_bytes", "bytes", _L, "peak PSS"),
     MetricDef("worker_vmhwm_max_bytes", "bytes", _L, "max VmHWM"),
-    MetricDef("broker_connections_max", "connections", _L, "broker conns"),
-    MetricDef("backend_connections_max", "connections", _L, "backend conns"),
+    MetricDef("broker_connections_max", "connections", _L, "broker conns",
+              "most connections of the run's own clients to the broker at once"),
+    MetricDef("backend_connections_max", "connections", _L, "backend conns",
+              "most connections of the run's own clients to the result backend at once"),
+    *(MetricDef(f"{target}_connections_{client}_max", "connections", _L, f"{target} conns ({client})",
+                f"most connections of the run's {client} processes to the {target} at once")
+      for target in ("broker", "backend") for client in ("worker", "driver")),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
 )}
 

@@ -34,7 +34,8 @@ def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, s
     for host, pid, role, ts, rss, pss in samples:
         con.execute("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, 1.0)", [run_id, host, pid, role, ts, rss, pss])
     for role, kind, ts, count in connections:
-        con.execute("INSERT INTO connections VALUES (?, 'b1', ?, ?, ?, ?)", [run_id, role, kind, ts, count])
+        con.execute("INSERT INTO connections (run_id, host, role, kind, ts, count) VALUES (?, 'b1', ?, ?, ?, ?)",
+                    [run_id, role, kind, ts, count])
     for name, value in (metrics or {}).items():
         con.execute("INSERT INTO metrics VALUES (?, ?, ?, '')", [run_id, name, value])
 

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from workloads.clientname import client_name
 from workloads.instrument import recorder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,11 +85,11 @@ class Schedule:
 
 # --------------------------------------------------------------------------------------- redis
 class RedisRaw:
-    def __init__(self, url: str, queue: str):
+    def __init__(self, url: str, queue: str, name: str):
         import redis
 
         self.queue = queue
-        self.pool = redis.ConnectionPool.from_url(url)
+        self.pool = redis.ConnectionPool.from_url(url, client_name=name)  # counted as the run's driver
         self.client = redis.Redis(connection_pool=self.pool)
 
     def reset(self) -> None:
@@ -127,7 +128,7 @@ class RedisRaw:
 
 
 # ------------------------------------------------------------------------------------ rabbitmq
-def pika_parameters(url: str):
+def pika_parameters(url: str, name: str | None = None):
     """pika's parameters for a kombu-style AMQP URL (kombu reads ``//`` as vhost ``/``; pika does not)."""
     import pika
     from urllib.parse import unquote, urlsplit
@@ -137,15 +138,15 @@ def pika_parameters(url: str):
     return pika.ConnectionParameters(
         host=parts.hostname or "localhost", port=parts.port or 5672, virtual_host=vhost,
         credentials=pika.PlainCredentials(unquote(parts.username or "guest"), unquote(parts.password or "guest")),
-        heartbeat=0)
+        heartbeat=0, client_properties={"connection_name": name} if name else None)
 
 
 class RabbitRaw:
-    def __init__(self, url: str, queue: str, quorum: bool, prefetch: int):
+    def __init__(self, url: str, queue: str, quorum: bool, prefetch: int, name: str):
         import pika
 
         self.pika, self.queue, self.prefetch = pika, queue, prefetch
-        self.params = pika_parameters(url)
+        self.params = pika_parameters(url, name)  # counted as the run's driver
         self.args = {"x-queue-type": "quorum"} if quorum else None
         self.conn = pika.BlockingConnection(self.params)
         self.channel = self.conn.channel()
@@ -202,11 +203,12 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
                      "not on the worker hosts; the Celery workers stayed idle")
     # Started like every run (same machine load), but never told to consume.
     ctx.wait_for_workers()
+    name = client_name(ctx.spec.run_id, "driver", "broker")
     if ctx.spec.broker == "redis":
-        broker = RedisRaw(url, queue)
+        broker = RedisRaw(url, queue, name)
     else:
         broker = RabbitRaw(url, queue, quorum=ctx.spec.broker == "rabbitmq-quorum",
-                           prefetch=ctx.spec.prefetch_multiplier)
+                           prefetch=ctx.spec.prefetch_multiplier, name=name)
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message
     tally = Tally(params.tasks)

@@ -8,6 +8,9 @@ steady AS (SELECT t.* FROM t, first_sent WHERE t.sent_at IS NULL OR t.sent_at >=
 ran AS (SELECT * FROM steady WHERE state <> 'LOST'),
 published AS (SELECT count(DISTINCT task_id) AS n FROM t WHERE sent_at IS NOT NULL),
 done AS (SELECT count(DISTINCT task_id) AS n FROM t WHERE state <> 'LOST'),
+conn_ticks AS (
+    SELECT role, host, ts, sum(count) AS n FROM connections WHERE run_id = $run_id GROUP BY ALL
+),
 -- Memory: per host and sampler tick, the sum over worker processes; then the peak per host,
 -- added up over hosts (ticks of different hosts are not aligned, so this is an upper bound).
 worker_ticks AS (
@@ -54,10 +57,18 @@ UNION ALL SELECT 'peak_rss_bytes', (SELECT sum(rss) FROM worker_peaks), 'bytes'
 UNION ALL SELECT 'peak_pss_bytes', (SELECT sum(pss) FROM worker_peaks), 'bytes'
 UNION ALL SELECT 'worker_vmhwm_max_bytes',
     (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child')), 'bytes'
+-- Connections: the run's own clients only (the probes count the names cmx clients give
+-- themselves), per probe tick summed over client roles, then the most at once.
 UNION ALL SELECT 'broker_connections_max',
-    (SELECT max(count) FROM connections WHERE run_id = $run_id AND role = 'broker'), 'connections'
+    (SELECT max(n) FROM conn_ticks WHERE role = 'broker'), 'connections'
 UNION ALL SELECT 'backend_connections_max',
-    (SELECT max(count) FROM connections WHERE run_id = $run_id AND role = 'backend'), 'connections'
+    (SELECT max(n) FROM conn_ticks WHERE role = 'backend'), 'connections'
+-- ...and per client role: broker_connections_worker_max, backend_connections_driver_max, ...
+UNION ALL
+SELECT role || '_connections_' || client || '_max', max(n), 'connections'
+FROM (SELECT role, client, host, ts, sum(count) AS n FROM connections
+      WHERE run_id = $run_id AND client IS NOT NULL GROUP BY ALL)
+GROUP BY role, client
 UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id), 'messages'
 -- Per role (worker counts its children): peak over ticks of the summed processes, added over hosts.
 UNION ALL

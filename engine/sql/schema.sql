@@ -62,3 +62,8 @@ CREATE TABLE IF NOT EXISTS hosts (
 INSERT OR IGNORE INTO cmx_schema VALUES
     ('sweeps', 1), ('run_starts', 1), ('run_ends', 1), ('tasks', 1), ('samples', 1), ('peaks', 1),
     ('connections', 1), ('metrics', 1), ('hosts', 1), ('runs', 1), ('queue_depth', 1);
+
+-- connections v2: counts are of the run's own named clients only, one row per client role
+-- (worker, driver) per probe; `client` is NULL in rows of older runs (then: every client of the server).
+ALTER TABLE connections ADD COLUMN IF NOT EXISTS client VARCHAR;
+INSERT OR REPLACE INTO cmx_schema VALUES ('connections', 2);
