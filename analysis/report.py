@@ -20,7 +20,8 @@ from engine.summary import TITLES
 
 #: Columns of the summary table, in order (medians over each cell's ok runs).
 TABLE_METRICS = ("publish_rate", "consume_rate", "makespan_s", "latency_p50_s", "latency_p99_s",
-                 "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max")
+                 "queue_wait_p50_s", "service_time_p50_s", "peak_pss_bytes", "peak_rss_bytes",
+                 "peak_pss_per_slot_bytes", "broker_connections_max", "clock_suspect")
 MEMORY_RUNS = 6          # memory-over-time panels: the first ok run of at most this many cells
 MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
 
@@ -83,11 +84,33 @@ def _cells(con, experiment: str, varying: list[str]) -> list[dict]:
         cell["label"] = " / ".join(str(cell[d]) for d in varying) or cell["cell_id"]
         cell["medians"] = {}
         cells[cell["cell_id"]] = cell
+    for cell_id, shown in _cell_headlines(con, experiment).items():
+        if cell_id in cells:
+            cells[cell_id]["shown"] = shown
     for cell_id, metric, median, n, lo, hi in con.execute(
             "SELECT cell_id, metric, median, n, min, max FROM cell_summary WHERE experiment = ? AND metric IS NOT NULL",
             [experiment]).fetchall():
         cells[cell_id]["medians"][metric] = (median, n, lo, hi)
     return list(cells.values())
+
+
+def _cell_headlines(con, experiment: str) -> dict[str, tuple[str, ...]]:
+    """{cell_id: the table's metrics that mean something for it}: those its workload leaves out of
+    its headline for its params are dropped (throughput backlog: latency, which is queue position
+    there). A cell of a workload this version does not know keeps every column."""
+    from workloads import registry
+
+    out = {}
+    for cell_id, workload, params in con.execute(
+            "SELECT cell_id, any_value(workload), any_value(params) FROM run_starts WHERE experiment = ? "
+            "GROUP BY cell_id", [experiment]).fetchall():
+        try:
+            w = registry.get(workload)
+            dropped = set(w.headline_metrics) - set(w.headline(w.Params(**json.loads(params or "{}"))))
+        except Exception:  # noqa: BLE001 (an unknown or changed workload: show every column)
+            continue
+        out[cell_id] = tuple(m for m in TABLE_METRICS if m not in dropped)
+    return out
 
 
 def _fixed_caption(fixed: dict[str, str], extra: str = "") -> str:
@@ -160,7 +183,7 @@ def _memory_chart(con, experiment: str, cells: list[dict], caption: str) -> Char
         w AS (SELECT run_id, greatest(max(t_s) / {MEMORY_POINTS}, 0.2) AS step FROM m GROUP BY run_id),
         b AS (SELECT m.run_id, m.host, m.role, floor(m.t_s / w.step) * w.step AS t_s, max(m.rss_bytes) AS rss
               FROM m JOIN w USING (run_id) GROUP BY ALL)
-        SELECT run_id, role, t_s, sum(rss) / 1e6 AS rss_mb FROM b GROUP BY ALL ORDER BY ALL""",
+        SELECT run_id, role, t_s, sum(rss) / 1048576 AS rss_mb FROM b GROUP BY ALL ORDER BY ALL""",
                        [[r[0] for r in runs]]).fetchall()
     cell_of = dict(runs)
     data = [{"cell": labels.get(cell_of[r], r), "role": role, "t_s": t, "rss_mb": mb} for r, role, t, mb in rows]
@@ -172,37 +195,48 @@ def _memory_chart(con, experiment: str, cells: list[dict], caption: str) -> Char
 def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
     data = []
     for c in cells:
-        for metric, measure in (("peak_rss_bytes", "peak RSS"), ("peak_pss_bytes", "peak PSS")):
+        for metric, measure in (("peak_pss_bytes", "peak PSS"), ("peak_rss_bytes", "peak RSS")):
             median = c["medians"].get(metric, (None,))[0]
             if median is not None:
-                data.append({"cell": c["label"], "measure": measure, "mb": median / 1e6})
+                data.append({"cell": c["label"], "measure": measure, "mb": median / 2**20})
     if not data:
         return None
     return Chart("peak_memory", "Peak worker memory per cell",
-                 "Peak of the summed worker processes; RSS counts pages prefork children share once per "
-                 "process, PSS splits them. " + caption, charts.peak_memory(data, "peak memory").to_dict())
+                 "Peak of the summed worker processes, in MiB; PSS (first) splits the pages prefork children "
+                 "share, RSS counts them once per process. " + caption, charts.peak_memory(data, "peak memory").to_dict())
 
 
 def _connections_chart(con, experiment: str, varying: list[str], caption: str) -> Chart | None:
-    x = "pool" if "pool" in varying else None
-    facet = "broker" if "broker" in varying else None
-    group = [d for d in (x, facet) if d]
+    # Concurrency stays on the x axis and pool (and broker/backend) on the colour: connection counts
+    # grow with concurrency in some pools (prefork opens one per child), which a median across
+    # concurrency levels would hide.
+    x = next((d for d in ("concurrency", "pool") if d in varying), None)
+    series_dims = [d for d in ("pool", "broker", "backend") if d in varying and d != x]
+    group = [d for d in (x, *series_dims) if d]
     sel = "".join(f"r.{_q(d)}, " for d in group)
     rows = con.execute(f"""
-        SELECT {sel} c.role, median(c.max_connections) AS max_connections
+        SELECT {sel} c.role, median(c.max_connections) AS max_connections, min(c.max_connections) AS min,
+               max(c.max_connections) AS max, count(*) AS n
         FROM connection_maxima c JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND r.status = 'ok' GROUP BY ALL ORDER BY ALL""", [experiment]).fetchall()
     if not rows:
         return None
-    keys = [*group, "role", "max_connections"]
+    keys = [*group, "role", "max_connections", "min", "max", "n"]
     data = [dict(zip(keys, r)) for r in rows]
-    if not x:
-        for d in data:
+    for d in data:
+        if not x:
             d["all runs"] = "all runs"
-    spec = charts.connections(data, x or "all runs", facet, "connections").to_dict()
-    return Chart("connections", "Connections by pool" if x else "Connections",
-                 "Most connections seen at once during a run (median over ok runs"
-                 + (", pooled over other dimensions" if len(varying) > len(group) else "") + "). " + caption, spec)
+        if series_dims:
+            d["series"] = " / ".join(str(d[s]) for s in series_dims)
+    series_title = " / ".join(series_dims)
+    spec = charts.connections(data, x or "all runs", "series" if series_dims else None, "connections",
+                              series_title or None).to_dict()
+    pooled = [d for d in varying if d not in group]
+    note = "Most connections of the run's own clients (workers and driver) at once; median over ok runs, " \
+           "bars span min–max"
+    note += f"; colour: {series_title}" if series_title else ""
+    note += f"; pooled over {', '.join(pooled)}" if pooled else ""
+    return Chart("connections", f"Connections by {x}" if x else "Connections", f"{note}. {caption}".strip(), spec)
 
 
 def build_charts(con, experiment: str) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:

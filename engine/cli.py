@@ -192,6 +192,10 @@ def status(db_path: Path = DB_OPTION):
                        count(*) FILTER (WHERE status = 'timeout') AS timeout,
                        max(started_at) AS last_run
                 FROM runs GROUP BY experiment ORDER BY last_run DESC""").fetchall()
+            suspect = con.execute("""
+                SELECT r.experiment, count(DISTINCT r.run_id) FROM runs r JOIN metrics m USING (run_id)
+                WHERE r.status = 'ok' AND m.name = 'clock_suspect' AND m.value = 1
+                GROUP BY ALL ORDER BY ALL""").fetchall()
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     table = Table(title=Text(f"{db_path}"), title_justify="left")
@@ -201,6 +205,10 @@ def status(db_path: Path = DB_OPTION):
         table.add_row(Text(exp), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
                       f"[red]{timeout}[/red]" if timeout else "0", str(last)[:19])
     out.print(table if rows else "no runs yet")
+    for exp, n in suspect:
+        out.print(f"[yellow]{exp}: {n} ok run(s) with clock_suspect = 1: hosts' clocks could move their "
+                  "cross-host latencies by over a tenth (see metrics clock_uncertainty_s, clock_uncorrected_tasks)"
+                  "[/yellow]", soft_wrap=True)
 
 
 class Format(str, Enum):

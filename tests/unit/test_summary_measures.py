@@ -40,3 +40,25 @@ def test_memory_is_printed_in_binary_units():
     assert fmt("peak_pss_bytes", 20 * 2**20) == "20.0 MiB"
     assert fmt("peak_rss_bytes", 3 * 2**30) == "3.00 GiB"
     assert fmt("peak_rss_bytes_worker", 2**20) == "1.0 MiB"
+
+
+def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import add_run
+    from engine import db
+
+    path = tmp_path / "c.duckdb"
+    with db.connect(path) as con:
+        add_run(con, "e", "r1", {"pool": "threads"}, metrics={"clock_suspect": 1, "latency_p50_s": 0.01})
+        add_run(con, "e", "r2", {"pool": "solo"}, metrics={"clock_suspect": 0, "latency_p50_s": 0.01})
+    proc = cmx("status", "--db", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "e: 1 ok run(s) with clock_suspect = 1" in " ".join(proc.stdout.split())
+    from analysis.report import build_charts
+    from analysis.page import summary_table
+
+    with db.connect(path, read_only=True) as con:
+        cells, varying, _, _ = build_charts(con, "e")
+    from analysis.report import TABLE_METRICS
+    page = summary_table(cells, varying, TABLE_METRICS)
+    assert "clock suspect" in page
