@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from engine.db import RUN_COLUMNS
 
 HEADLINE = ("tasks_published", "tasks_completed", "tasks_lost", "tasks_duplicated", "publish_rate", "consume_rate",
-            "makespan_s", "latency_p50_s", "latency_p95_s", "latency_p99_s", "peak_rss_bytes", "peak_pss_bytes",
-            "broker_connections_max", "backend_connections_max")
+            "makespan_s", "latency_p50_s", "latency_p95_s", "latency_p99_s", "queue_wait_p50_s", "queue_wait_p99_s",
+            "service_time_p50_s", "service_time_p99_s", "peak_pss_bytes", "peak_rss_bytes",
+            "peak_pss_per_slot_bytes", "broker_connections_max", "backend_connections_max")
 
 
 def better_direction(metric: str) -> str | None:

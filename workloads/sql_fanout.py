@@ -213,7 +213,7 @@ class SqlFanout(Workload):
     Params = SqlFanoutParams
     needs_backend = True  # celery mode waits for the group's results
     needs_database = True
-    headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_rss_bytes")
+    headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_pss_bytes", "peak_rss_bytes")
 
     def register_tasks(self, app):
         pool = None

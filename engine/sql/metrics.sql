@@ -69,6 +69,21 @@ SELECT role || '_connections_' || client || '_max', max(n), 'connections'
 FROM (SELECT role, client, host, ts, sum(count) AS n FROM connections
       WHERE run_id = $run_id AND client IS NOT NULL GROUP BY ALL)
 GROUP BY role, client
+-- Per slot of a pre-forking pool (prefork: one child process per slot): on each tick, the
+-- children's summed memory over their number; the most of that over the run (max over hosts).
+-- Summed RSS counts the pages a child shares with its parent in every child; PSS splits them.
+-- Only runs whose workers have children get these.
+UNION ALL
+SELECT 'peak_' || kind || '_per_slot_bytes', max(per_slot), 'bytes'
+FROM (
+    SELECT 'rss' AS kind, sum(rss_bytes) / count(*) AS per_slot
+    FROM samples WHERE run_id = $run_id AND role = 'worker-child' GROUP BY host, ts
+    UNION ALL
+    SELECT 'pss', sum(pss_bytes) / count(*)
+    FROM samples WHERE run_id = $run_id AND role = 'worker-child' GROUP BY host, ts
+    HAVING count(pss_bytes) = count(*)
+)
+GROUP BY kind
 UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id), 'messages'
 -- Per role (worker counts its children): peak over ticks of the summed processes, added over hosts.
 UNION ALL

@@ -81,3 +81,34 @@ def test_idle_clients_of_the_same_redis_do_not_change_the_runs_connection_counts
     assert set(alone) == set(beside)
     for name in alone:
         assert abs(beside[name] - alone[name]) <= 3, (name, alone, beside)
+
+
+@pytest.fixture(scope="module")
+def prefork_sleep(tmp_path_factory):
+    """Four tasks sleeping at once in a prefork worker of four children (PSS read every ~1 s)."""
+    return sweep(tmp_path_factory.mktemp("prefork"), "fair-prefork", """
+        workload:
+          name: concurrent_sleep
+          params: {tasks: 4, sleep_s: 3}
+        fixed: {broker: redis, pool: prefork, concurrency: 4, prefetch_multiplier: 1}
+        limits: {run_timeout: 2m}
+    """)
+
+
+def test_prefork_memory_per_slot_and_per_task_are_a_childs_worth(prefork_sleep):
+    (run_id,) = query(prefork_sleep, "SELECT run_id FROM runs")[0]
+    m = metrics_by(prefork_sleep, "run_id")[run_id]
+    # What one child holds, read from the sampler's own rows: each child's highest PSS.
+    per_child = [v for (v,) in query(prefork_sleep, """
+        SELECT max(pss_bytes) FROM samples WHERE run_id = ? AND role = 'worker-child' GROUP BY pid""", [run_id])]
+    assert len(per_child) == 4 and all(per_child), per_child
+    child = sorted(per_child)[len(per_child) // 2]
+    assert child / 2 <= m["peak_pss_per_slot_bytes"] <= child * 2, (m["peak_pss_per_slot_bytes"], per_child)
+    assert m["peak_rss_per_slot_bytes"] >= m["peak_pss_per_slot_bytes"]   # RSS counts shared pages in full
+    assert m["peak_pss_bytes"] < m["peak_rss_bytes"]                       # and so over-counts prefork
+    # The concurrent-sleep measure: a task costs a child, not the few KiB an idle baseline that
+    # already holds every pre-forked child would leave.
+    all_in_flight, pss_per_task = query(prefork_sleep, """
+        SELECT all_in_flight, pss_per_task_bytes FROM memory_per_task WHERE run_id = ?""", [run_id])[0]
+    assert all_in_flight
+    assert child / 2 <= pss_per_task <= child * 2, (pss_per_task, per_child)

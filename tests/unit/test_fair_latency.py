@@ -72,3 +72,22 @@ def test_large_clock_uncertainty_or_an_unknown_offset_flags_the_run(tmp_path):
     assert m["clock_suspect"] == 1
     m, _ = _run(tmp_path / "b", (0.0, None), (None, None))
     assert m["clock_uncorrected_tasks"] == 4 and m["clock_suspect"] == 1
+
+
+def test_per_slot_memory_of_a_preforking_pool(tmp_path):
+    run = tmp_path / "artifacts" / "r1"
+    # Parent 20 and two children; PSS read on tick 1 only.
+    csv(run / "w1" / "samples.csv", "host,pid,role,ts,rss_bytes,pss_bytes,cpu_percent",
+        [("w1", 20, "worker", 1.0, 100, 80, 1), ("w1", 21, "worker-child", 1.0, 50, 20, 1),
+         ("w1", 22, "worker-child", 1.0, 70, 30, 1),
+         ("w1", 20, "worker", 2.0, 100, None, 1), ("w1", 21, "worker-child", 2.0, 90, None, 1),
+         ("w1", 22, "worker-child", 2.0, 90, None, 1)])
+    with db.connect(tmp_path / "r.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))}).metrics
+    assert m["peak_pss_per_slot_bytes"] == 25      # (20 + 30) / 2 children
+    assert m["peak_rss_per_slot_bytes"] == 90      # tick 2: (90 + 90) / 2
+
+
+def test_no_per_slot_memory_without_children(tmp_path):
+    m, _ = _run(tmp_path, (0.0, 0.0), (0.0, 0.0))
+    assert "peak_pss_per_slot_bytes" not in m
