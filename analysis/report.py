@@ -19,7 +19,7 @@ from engine.db import RUN_COLUMNS
 from engine.summary import TITLES
 
 #: Columns of the summary table, in order (medians over each cell's ok runs).
-TABLE_METRICS = ("publish_rate", "consume_rate", "makespan_s", "latency_p50_s", "latency_p99_s",
+TABLE_METRICS = ("publish_rate", "publish_batch", "consume_rate", "makespan_s", "latency_p50_s", "latency_p99_s",
                  "queue_wait_p50_s", "service_time_p50_s", "peak_pss_bytes", "peak_rss_bytes",
                  "peak_pss_per_slot_bytes", "broker_connections_max", "clock_suspect")
 MEMORY_RUNS = 6          # memory-over-time panels: the first ok run of at most this many cells

@@ -35,6 +35,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("tasks_redelivered", "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
     MetricDef("tasks_failed", "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
     MetricDef("publish_rate", "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
+    MetricDef("publish_batch", "messages", _N, "publish batch",
+              "via raw: messages per round trip the server acknowledged (1: one call per message)"),
     MetricDef("consume_rate", "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
     MetricDef("makespan_s", "s", _L, "makespan", "first task started to last task finished"),
     # Latency: finished minus the intended send time where the driver has one (stream mode), else

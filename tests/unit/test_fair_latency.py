@@ -91,3 +91,12 @@ def test_per_slot_memory_of_a_preforking_pool(tmp_path):
 def test_no_per_slot_memory_without_children(tmp_path):
     m, _ = _run(tmp_path, (0.0, 0.0), (0.0, 0.0))
     assert "peak_pss_per_slot_bytes" not in m
+
+
+def test_a_batch_is_stamped_over_its_round_trip_the_last_at_the_acknowledgement():
+    from workloads.raw_broker import TASK_NAME, stamp_batch
+
+    pubs: list = []
+    stamp_batch(pubs, [("a", ""), ("b", ""), ("c", ""), ("d", 7.0)], began=10.0, acked=12.0, host="h", pid=1)
+    assert [p[5] for p in pubs] == [10.5, 11.0, 11.5, 12.0]
+    assert pubs[3] == ("d", TASK_NAME, "h", 1, 7.0, 12.0)
