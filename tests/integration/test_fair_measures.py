@@ -112,3 +112,47 @@ def test_prefork_memory_per_slot_and_per_task_are_a_childs_worth(prefork_sleep):
         SELECT all_in_flight, pss_per_task_bytes FROM memory_per_task WHERE run_id = ?""", [run_id])[0]
     assert all_in_flight
     assert child / 2 <= pss_per_task <= child * 2, (pss_per_task, per_child)
+
+
+def test_sql_fanout_workers_connect_to_the_database_before_the_first_timed_request(tmp_path):
+    """Warm-up rule: the Celery workers' database connections are open before the clock starts, as
+    the direct and union clients' are (they used to connect inside the first timed requests)."""
+    import csv
+    import threading
+    import time
+
+    psycopg2 = pytest.importorskip("psycopg2")
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+
+    def watch():  # the server's own record of when each worker connection began
+        conn = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                cur.execute("SELECT pid, extract(epoch FROM backend_start) FROM pg_stat_activity "
+                            "WHERE application_name = 'cmx-sql-fanout-worker'")
+                seen.update({pid: float(t) for pid, t in cur.fetchall()})
+                time.sleep(0.1)
+        conn.close()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    began = time.time()
+    watcher.start()
+    try:
+        db = sweep(tmp_path, "fair-warmup", """
+            workload:
+              name: sql_fanout
+              params: {rows: 20000, queries: 8, requests: 3, mode: celery}
+            fixed: {broker: redis, backend: redis, pool: threads, concurrency: 4}
+            limits: {run_timeout: 1m}
+        """)
+    finally:
+        stop.set()
+        watcher.join(5)
+    (run_id,) = query(db, "SELECT run_id FROM runs")[0]
+    with (db.parent / "artifacts" / run_id / "localhost" / "requests.csv").open() as f:
+        first_timed = min(float(r["started_at"]) for r in csv.DictReader(f))
+    ours = {pid: t for pid, t in seen.items() if t >= began}
+    assert ours, "no worker connection seen"
+    assert max(ours.values()) < first_timed, (sorted(ours.values()), first_timed)
