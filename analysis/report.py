@@ -156,15 +156,20 @@ def _latency_chart(con, experiment: str, cells: list[dict], caption: str) -> Cha
         SELECT r.cell_id, {', '.join(f'median(l.{c}) AS {c}' for c in cols)}
         FROM latency_percentiles l JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND r.status = 'ok' GROUP BY r.cell_id""", [experiment]).fetchall()
-    data = [{"cell": labels.get(r[0], r[0]), **dict(zip(cols, r[1:]))} for r in rows]
+    # A cell whose workload drops latency for its params (a backlog: finished - sent is queue
+    # position there) is left out; the table shows its queue wait and service time instead.
+    hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and "latency_p50_s" not in c["shown"]}
+    data = [{"cell": labels.get(r[0], r[0]), **dict(zip(cols, r[1:]))} for r in rows if r[0] not in hidden]
     if not data:
         return None
     order = {c["label"]: i for i, c in enumerate(cells)}
     data.sort(key=lambda d: order.get(d["cell"], 0))
     spec = charts.latency_boxes(data, "latency per cell").to_dict()
     return Chart("latency", "Task latency per cell",
-                 "Box p25–p75, tick at p50, whisker min–p99, diamond at max; each the median over the cell's ok "
-                 "runs, warm-up left out. " + caption, spec)
+                 "Finished − intended send (stream) or − sent; box p25–p75, tick at p50, whisker min–p99, diamond "
+                 "at max; each the median over the cell's ok runs, warm-up left out"
+                 + (f"; {len(hidden)} backlog cell(s) left out (see queue wait and service time in the table)"
+                    if hidden else "") + ". " + caption, spec)
 
 
 def _memory_chart(con, experiment: str, cells: list[dict], caption: str) -> Chart | None:

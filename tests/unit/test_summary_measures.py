@@ -62,3 +62,30 @@ def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
     from analysis.report import TABLE_METRICS
     page = summary_table(cells, varying, TABLE_METRICS)
     assert "clock suspect" in page
+
+
+def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
+    from analysis.page import summary_table
+    from analysis.report import TABLE_METRICS, build_charts
+    from engine import db
+    from tests.results_fixture import T0, add_run
+
+    path = tmp_path / "b.duckdb"
+    tasks = [(f"t{i}", T0 + i, T0 + i + 1, T0 + i + 1.5, "SUCCESS") for i in range(5)]
+    with db.connect(path) as con:
+        add_run(con, "e", "s1", {"params.mode": "stream"}, tasks=tasks,
+                metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
+        add_run(con, "e", "b1", {"params.mode": "backlog"}, tasks=tasks,
+                metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
+        con.execute("UPDATE run_starts SET params = '{\"mode\": \"backlog\"}' WHERE run_id = 'b1'")
+    with db.connect(path, read_only=True) as con:
+        cells, varying, _, found = build_charts(con, "e")
+    latency = next(c for c in found if c.name == "latency")
+    import json
+
+    spec = json.dumps(latency.spec)
+    assert '"cell": "stream"' in spec and '"cell": "backlog"' not in spec
+    assert "1 backlog cell(s) left out" in latency.caption
+    page = summary_table(cells, varying, TABLE_METRICS)
+    backlog_row = next(r for r in page.split("<tr") if ">backlog<" in r)
+    assert "n/a" in backlog_row and "1.000 s" in backlog_row
