@@ -49,7 +49,7 @@ def latency_boxes(rows: list[dict], title: str) -> alt.TopLevelMixin:
     whisker min..p99, box p25..p75, tick at p50, diamond at max; the 95 % intervals of p50 and p99
     over the cell's runs (p50_low..p50_high, p99_low..p99_high) as short black / red bars."""
     base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None))
-    whisker = base.mark_rule().encode(x=alt.X("min_s:Q", title="latency (s), finished − sent"), x2="p99_s:Q")
+    whisker = base.mark_rule().encode(x=alt.X("min_s:Q", title="latency (s), finished − intended send (stream) or − sent"), x2="p99_s:Q")
     box = base.mark_bar(size=12, opacity=0.7).encode(x="p25_s:Q", x2="p75_s:Q", color=alt.value("#4c78a8"))
     median = base.mark_tick(color="black", size=12, thickness=2).encode(
         x="p50_s:Q", tooltip=[alt.Tooltip(f"{c}:Q", format=".3f") for c in ("p50_s", "p90_s", "p95_s", "p99_s", "max_s")]
@@ -110,10 +110,10 @@ def rate_latency(rows: list[dict], title: str) -> alt.TopLevelMixin:
 
 
 def memory_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
-    """Summed RSS (MB) of each role against seconds since run start, one panel per run."""
+    """Summed RSS (MiB) of each role against seconds since run start, one panel per run."""
     chart = alt.Chart(_data(rows)).mark_line().encode(
         x=alt.X("t_s:Q", title="seconds since run start"),
-        y=alt.Y("rss_mb:Q", title="RSS (MB), summed per role"),
+        y=alt.Y("rss_mb:Q", title="RSS (MiB), summed per role"),
         color=alt.Color("role:N"),
         tooltip=["role:N", alt.Tooltip("t_s:Q", format=".1f"), alt.Tooltip("rss_mb:Q", format=".1f")],
     ).properties(width=WIDTH, height=180)
@@ -121,12 +121,12 @@ def memory_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
 
 
 def peak_memory(rows: list[dict], title: str) -> alt.TopLevelMixin:
-    """Median peak RSS and PSS (MB) per cell, side by side (RSS over-counts shared pages; PSS does
+    """Median peak PSS and RSS (MiB) per cell, side by side (RSS over-counts shared pages; PSS does
     not), with the 95 % interval of each median as an error bar."""
-    base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None), yOffset=alt.YOffset("measure:N"))
+    base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None), yOffset=alt.YOffset("measure:N", sort=["peak PSS", "peak RSS"]))
     bars = base.mark_bar().encode(
-        x=alt.X("mb:Q", title="peak worker memory (MB), median over ok runs"),
-        color=alt.Color("measure:N", title=None),
+        x=alt.X("mb:Q", title="peak worker memory (MiB), median over ok runs"),
+        color=alt.Color("measure:N", title=None, sort=["peak PSS", "peak RSS"]),
         tooltip=["cell:N", "measure:N", alt.Tooltip("mb:Q", format=".1f"), alt.Tooltip("low_mb:Q", format=".1f"),
                  alt.Tooltip("high_mb:Q", format=".1f"), "n:Q"],
     )
@@ -134,15 +134,28 @@ def peak_memory(rows: list[dict], title: str) -> alt.TopLevelMixin:
     return alt.layer(bars, spread).properties(width=520, title=title)
 
 
-def connections(rows: list[dict], x: str, facet: str | None, title: str) -> alt.TopLevelMixin:
-    """Median of the per-run maximum connection count per ``x`` value, one bar colour per role, the
-    95 % interval as an error bar and n on top."""
-    base = alt.Chart(_data(rows)).encode(x=alt.X(f"{_field(x)}:N", title=x), xOffset=alt.XOffset("role:N"))
-    bars = base.mark_bar().encode(
-        y=alt.Y("max_connections:Q", title="max connections (median over runs)"),
-        color=alt.Color("role:N"),
-        tooltip=[f"{_field(x)}:N", "role:N", "max_connections:Q", "low:Q", "high:Q", "n:Q"],
+def connections(rows: list[dict], x: str, series: str | None, title: str,
+                series_title: str | None = None) -> alt.TopLevelMixin:
+    """Median of the per-run most connections at once against ``x`` (concurrency: a line per
+    ``series``; otherwise bars side by side), its 95 % interval as an error bar, one panel per role
+    (broker, backend): nothing is pooled across the dimensions on the axes."""
+    is_q = x == "concurrency"
+    base = alt.Chart(_data(rows)).encode(
+        x=alt.X(f"{_field(x)}:Q" if is_q else f"{_field(x)}:N", title=x,
+                scale=alt.Scale(type="log", base=2) if is_q else alt.Undefined,
+                axis=alt.Axis(values=sorted({r[x] for r in rows})) if is_q else alt.Undefined),
+        color=alt.Color(f"{_field(series)}:N", title=series_title or series) if series else alt.Undefined,
     )
-    spread = base.mark_rule(color="black").encode(y="low:Q", y2="high:Q")
-    n = base.mark_text(dy=-6, fontSize=9).encode(y="high:Q", text="n_label:N")
-    return _facet(alt.layer(bars, spread, n).properties(width=WIDTH, height=200), facet).properties(title=title)
+    tooltip = [alt.Tooltip(f"{_field(x)}:N"), "role:N", alt.Tooltip("max_connections:Q", title="median"),
+               alt.Tooltip("low:Q"), alt.Tooltip("high:Q"), alt.Tooltip("n:Q", title="ok runs")] + ([alt.Tooltip(f"{_field(series)}:N")] if series else [])
+    y_title = "most connections at once (median over runs)"
+    y = alt.Y("max_connections:Q", title=y_title)
+    if is_q:
+        marks = base.mark_line(point=True).encode(y=y, tooltip=tooltip)
+        spread = base.mark_errorbar().encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
+    else:
+        offset = alt.XOffset(f"{_field(series)}:N") if series else alt.Undefined
+        marks = base.mark_bar().encode(y=y, xOffset=offset, tooltip=tooltip)
+        spread = base.mark_errorbar().encode(y=alt.Y("low:Q", title=y_title), y2="high:Q", xOffset=offset)
+    chart = alt.layer(marks, spread).properties(width=WIDTH, height=200)
+    return chart.facet(facet=alt.Facet("role:N", title=None), columns=2).properties(title=title)

@@ -5,7 +5,7 @@ import html
 import json
 
 from engine import metricdefs
-from engine.summary import fmt
+from engine.summary import caption, fmt
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -51,10 +51,14 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
         flags = _cell_flags(c)
         tds = "".join(f'<td class="dim">{html.escape(str(c[d]))}</td>' for d in dims)
         tds += f"<td>{c['ok_runs']}/{c['runs']}</td>"
-        tds += "".join(_metric_cell(m, c["medians"].get(m, (None, 0, None, None))) for m in shown)
+        own = c.get("shown")  # the cell's workload headline for its params (backlog: no latency)
+        tds += "".join(_metric_cell(m, c["medians"].get(m, (None, 0, None, None))) if own is None or m in own
+                       else "<td>n/a</td>" for m in shown)
         tds += f'<td class="flag">{"⚠ " + html.escape(flags) if flags else ""}</td>'
         body.append(f'<tr class="{"bad" if flags else "ok"}">{tds}</tr>')
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    said = caption(tuple(shown))
+    note = f'<p class="caption">{html.escape(said)}</p>' if said else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
 
 
 def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,

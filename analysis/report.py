@@ -109,6 +109,9 @@ def _cells(con, experiment: str, revision: int, varying: list[str], shown: tuple
             [experiment, revision, list(shown)]).fetchall():
         s = stats.summarize(values)
         cells[cell_id]["medians"][metric] = (s.median, s.n, s.low, s.high)
+    for cell_id, own in _cell_headlines(con, experiment, table_metrics(con, experiment)).items():
+        if cell_id in cells:
+            cells[cell_id]["shown"] = own
     return list(cells.values())
 
 
@@ -125,12 +128,33 @@ def table_metrics(con, experiment: str) -> tuple[str, ...]:
         except KeyError:
             pass
     if names:
-        shared = con.execute("SELECT 1 FROM metrics JOIN runs USING (run_id) WHERE experiment = ? "
-                             "AND name = 'host_share_min' AND value IS NOT NULL LIMIT 1", [experiment]).fetchone()
-        return tuple(names) + (("host_share_min",) if shared and "host_share_min" not in names else ())
+        # Facts every workload may carry: shown when some run has them.
+        extra = [m for (m,) in con.execute(
+            "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND value IS NOT NULL "
+            "AND name IN ('host_share_min', 'clock_suspect') ORDER BY name DESC", [experiment]).fetchall()]
+        return tuple(names) + tuple(m for m in extra if m not in names)
     present = {n for (n,) in con.execute("SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) "
                                          "WHERE experiment = ?", [experiment]).fetchall()}
     return tuple(m for m, d in metricdefs.METRICS.items() if m in present and d.better is not metricdefs.Better.NEITHER)
+
+
+def _cell_headlines(con, experiment: str, table: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """{cell_id: the table's metrics that mean something for it}: those its workload leaves out of
+    its headline for its params are dropped (throughput backlog: latency, which is queue position
+    there). A cell of a workload this version does not know keeps every column."""
+    from workloads import registry
+
+    out = {}
+    for cell_id, workload, params in con.execute(
+            "SELECT cell_id, any_value(workload), any_value(params) FROM run_starts WHERE experiment = ? "
+            "GROUP BY cell_id", [experiment]).fetchall():
+        try:
+            w = registry.get(workload)
+            dropped = set(w.headline_metrics) - set(w.headline(w.Params(**json.loads(params or "{}"))))
+        except Exception:  # noqa: BLE001 (an unknown or changed workload: show every column)
+            continue
+        out[cell_id] = tuple(m for m in table if m not in dropped)
+    return out
 
 
 def _n_label(n: int | None) -> str:
@@ -181,8 +205,13 @@ def _latency_chart(con, experiment: str, revision: int, cells: list[dict], capti
         FROM latency_percentiles l JOIN runs r USING (run_id)
         WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY r.cell_id""",
                        [experiment, revision]).fetchall()
+    # A cell whose workload drops latency for its params (a backlog: finished - sent is queue
+    # position there) is left out; the table shows its queue wait and service time instead.
+    hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and "latency_p50_s" not in c["shown"]}
     data = []
     for r in rows:
+        if r[0] in hidden:
+            continue
         p50, p99 = stats.summarize(r[-2]), stats.summarize(r[-1])
         data.append({"cell": f"{labels.get(r[0], r[0])} (n={p50.n})", "order": labels.get(r[0], r[0]),
                      **dict(zip(cols, r[1:-2])), "p50_low": p50.low, "p50_high": p50.high, "p99_low": p99.low,
@@ -193,8 +222,10 @@ def _latency_chart(con, experiment: str, revision: int, cells: list[dict], capti
     data.sort(key=lambda d: order.get(d.pop("order"), 0))
     spec = charts.latency_boxes(data, "latency per cell").to_dict()
     return Chart("latency", "Task latency per cell",
-                 "Box p25–p75, tick at p50, whisker min–p99, diamond at max; each the median over the cell's n ok "
-                 "runs, warm-up left out. Thick bars under the box: the 95 % interval of p50 (black) and p99 "
+                 "Finished − intended send (stream) or − sent; box p25–p75, tick at p50, whisker min–p99, diamond "
+                 "at max; each the median over the cell's n ok runs, warm-up left out"
+                 + (f"; {len(hidden)} backlog cell(s) left out (see queue wait and service time in the table)"
+                    if hidden else "") + ". Thick bars under the box: the 95 % interval of p50 (black) and p99 "
                  "(red) over those runs. " + caption, spec)
 
 
@@ -270,7 +301,7 @@ def _memory_chart(con, experiment: str, revision: int, cells: list[dict], captio
         w AS (SELECT run_id, greatest(max(t_s) / {MEMORY_POINTS}, 0.2) AS step FROM m GROUP BY run_id),
         b AS (SELECT m.run_id, m.host, m.role, floor(m.t_s / w.step) * w.step AS t_s, max(m.rss_bytes) AS rss
               FROM m JOIN w USING (run_id) GROUP BY ALL)
-        SELECT run_id, role, t_s, sum(rss) / 1e6 AS rss_mb FROM b GROUP BY ALL ORDER BY ALL""",
+        SELECT run_id, role, t_s, sum(rss) / 1048576 AS rss_mb FROM b GROUP BY ALL ORDER BY ALL""",
                        [[r[0] for r in runs]]).fetchall()
     cell_of = dict(runs)
     data = [{"cell": labels.get(cell_of[r], r), "role": role, "t_s": t, "rss_mb": mb} for r, role, t, mb in rows]
@@ -282,24 +313,27 @@ def _memory_chart(con, experiment: str, revision: int, cells: list[dict], captio
 def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
     data = []
     for c in cells:
-        for metric in ("peak_rss_bytes", "peak_pss_bytes"):
+        for metric in ("peak_pss_bytes", "peak_rss_bytes"):  # PSS first: RSS over-counts shared pages
             median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
             if median is not None:
                 data.append({"cell": f"{c['label']} (n={n})", "measure": metricdefs.get(metric).label,
-                             "mb": median / 1e6, "low_mb": None if lo is None else lo / 1e6,
-                             "high_mb": None if hi is None else hi / 1e6, "n": n})
+                             "mb": median / 2**20, "low_mb": None if lo is None else lo / 2**20,
+                             "high_mb": None if hi is None else hi / 2**20, "n": n})
     if not data:
         return None
     return Chart("peak_memory", "Peak worker memory per cell",
-                 "Peak of the summed worker processes, median over n ok runs with its 95 % interval; RSS counts "
-                 "pages prefork children share once per process, PSS splits them. " + caption,
+                 "Peak of the summed worker processes in MiB, median over n ok runs with its 95 % interval; PSS "
+                 "(first) splits the pages prefork children share, RSS counts them once per process. " + caption,
                  charts.peak_memory(data, "peak memory").to_dict())
 
 
 def _connections_chart(con, experiment: str, revision: int, varying: list[str], caption: str) -> Chart | None:
-    x = "pool" if "pool" in varying else None
-    facet = "broker" if "broker" in varying else None
-    group = [d for d in (x, facet) if d]
+    # Concurrency stays on the x axis and pool (and broker/backend) on the colour: connection counts
+    # grow with concurrency in some pools (prefork opens one per child), which a median across
+    # concurrency levels would hide.
+    x = next((d for d in ("concurrency", "pool") if d in varying), None)
+    series_dims = [d for d in ("pool", "broker", "backend") if d in varying and d != x]
+    group = [d for d in (x, *series_dims) if d]
     sel = "".join(f"r.{_q(d)}, " for d in group)
     rows = con.execute(f"""
         SELECT {sel} c.role, list(c.max_connections ORDER BY r.run_id)
@@ -310,17 +344,23 @@ def _connections_chart(con, experiment: str, revision: int, varying: list[str], 
         return None
     data = []
     for *keys, role, values in rows:
-        s = stats.summarize(values)
-        data.append({**dict(zip(group, keys)), "role": role, "max_connections": s.median, "low": s.low,
-                     "high": s.high, "n": s.n, "n_label": _n_label(s.n)})
-    if not x:
-        for d in data:
+        st = stats.summarize(values)
+        d = {**dict(zip(group, keys)), "role": role, "max_connections": st.median, "low": st.low, "high": st.high,
+             "n": st.n}
+        if not x:
             d["all runs"] = "all runs"
-    spec = charts.connections(data, x or "all runs", facet, "connections").to_dict()
-    return Chart("connections", "Connections by pool" if x else "Connections",
-                 "Most connections seen at once during a run: median over n ok runs"
-                 + (", pooled over other dimensions" if len(varying) > len(group) else "")
-                 + ", with its 95 % interval. " + caption, spec)
+        if series_dims:
+            d["series"] = " / ".join(str(d[s]) for s in series_dims)
+        data.append(d)
+    series_title = " / ".join(series_dims)
+    spec = charts.connections(data, x or "all runs", "series" if series_dims else None, "connections",
+                              series_title or None).to_dict()
+    pooled = [d for d in varying if d not in group]
+    note = "Most connections of the run's own clients (workers and driver) at once; median over n ok runs, " \
+           "bars span its 95 % interval"
+    note += f"; colour: {series_title}" if series_title else ""
+    note += f"; pooled over {', '.join(pooled)}" if pooled else ""
+    return Chart("connections", f"Connections by {x}" if x else "Connections", f"{note}. {caption}".strip(), spec)
 
 
 def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | None:

@@ -1,5 +1,5 @@
-"""The analysis views (``analysis/sql/*.sql``): run_summary, cell_summary, latency_percentiles,
-memory_timeseries, connection_maxima, latency_spectrum, rate_timeseries.
+"""The analysis views (``analysis/sql/*.sql``): task_times, run_summary, cell_summary, latency_percentiles,
+memory_timeseries, connection_maxima, memory_per_task, latency_spectrum, rate_timeseries.
 
 Each file is one ``CREATE OR REPLACE VIEW`` that any DuckDB client can run (``.read`` in the
 duckdb shell). :func:`install_views` runs them all; ``engine.db.connect`` calls it on every
@@ -14,8 +14,8 @@ import duckdb
 
 SQL_DIR = Path(__file__).with_name("sql")
 #: Installed in this order: later views may read earlier ones.
-VIEWS = ("run_summary", "cell_summary", "latency_percentiles", "memory_timeseries", "connection_maxima",
-         "latency_spectrum", "rate_timeseries")
+VIEWS = ("task_times", "run_summary", "cell_summary", "latency_percentiles", "memory_timeseries", "connection_maxima",
+         "memory_per_task", "latency_spectrum", "rate_timeseries")
 
 _CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW", re.IGNORECASE)
 

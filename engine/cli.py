@@ -163,7 +163,7 @@ def run(
     from engine.progress import handler_for
     from engine.provenance import definition_hash, revision_for
     from engine.runner import Interrupted, RunStatus, Sweep
-    from engine.summary import render, summarize, varying_dimensions
+    from engine.summary import cell_headlines, render, summarize, varying_dimensions
     from workloads import registry
 
     try:
@@ -205,9 +205,11 @@ def run(
         interrupted = True
     except (InputError, HostError) as exc:
         _fail(exc)
-    headline = registry.get(exp.workload.name).headline_metrics
+    headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
     with db.connect(db_path) as con:
         summaries = summarize(con, exp.name, cells, headline, revision)
+    for s in summaries:
+        s.shown = shown.get(s.cell.cell_id)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
@@ -244,6 +246,10 @@ def status(db_path: Path = DB_OPTION):
         with db.connect(db_path, read_only=True) as con:
             rows = con.execute(sql_status(con)).fetchall()
             shares = _host_shares(con)
+            suspect = con.execute("""
+                SELECT r.experiment, count(DISTINCT r.run_id) FROM runs r JOIN metrics m USING (run_id)
+                WHERE r.status = 'ok' AND m.name = 'clock_suspect' AND m.value = 1
+                GROUP BY ALL ORDER BY ALL""").fetchall()
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     columns = [s.value for s in RunStatus] + [RUNNING, ABANDONED]
@@ -275,6 +281,10 @@ def status(db_path: Path = DB_OPTION):
     out.print(table if per_exp else "no runs yet")
     if shares:
         out.print(_shares_table(shares))
+    for exp, n in suspect:
+        out.print(f"[yellow]{exp}: {n} ok run(s) with clock_suspect = 1: hosts' clocks could move their "
+                  "cross-host latencies by over a tenth (see metrics clock_uncertainty_s, clock_uncorrected_tasks)"
+                  "[/yellow]", soft_wrap=True)
 
 
 def sql_status(con) -> str:

@@ -21,7 +21,8 @@ CSV_COLUMNS = {
     "samples": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "ts": "DOUBLE", "rss_bytes": "BIGINT",
                 "pss_bytes": "BIGINT", "cpu_percent": "DOUBLE"},
     "peaks": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "name": "VARCHAR", "vmhwm_bytes": "BIGINT"},
-    "connections": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "count": "INTEGER"},
+    "connections": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "count": "INTEGER",
+                    "client": "VARCHAR"},
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
 }
 
@@ -46,16 +47,28 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def _header(path: Path) -> tuple[str, ...]:
+    with open(path) as f:
+        return tuple(f.readline().strip().split(","))
+
+
 def _stage(con, kind: str, files: list[Path]) -> None:
-    """Temp table ``stage_<kind>`` with the rows of ``files`` (CSV, typed), empty when there are none."""
+    """Temp table ``stage_<kind>`` with the rows of ``files`` (CSV, typed), empty when there are none.
+    Files written before a column was added (artifacts of older versions) leave it NULL."""
     cols = CSV_COLUMNS[kind]
     con.execute(f"DROP TABLE IF EXISTS temp.stage_{kind}")
-    if files:
-        spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in cols.items()) + "}"
-        con.execute(f"CREATE TEMP TABLE stage_{kind} AS SELECT * FROM read_csv(?, header = true, columns = {spec})",
-                    [[str(f) for f in files]])
-    else:
-        con.execute(f"CREATE TEMP TABLE stage_{kind} ({', '.join(f'{k} {v}' for k, v in cols.items())})")
+    con.execute(f"CREATE TEMP TABLE stage_{kind} ({', '.join(f'{k} {v}' for k, v in cols.items())})")
+    by_header: dict[tuple[str, ...], list[str]] = {}
+    for f in files:
+        by_header.setdefault(_header(f), []).append(str(f))
+    for header, paths in by_header.items():
+        present = {k: v for k, v in cols.items() if k in header}
+        if tuple(present) != header:  # unknown, missing-in-the-middle or reordered: read as the header says
+            present = {k: cols.get(k, "VARCHAR") for k in header}
+        spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in present.items()) + "}"
+        names = ", ".join(k for k in present if k in cols)
+        con.execute(f"INSERT INTO stage_{kind} ({names}) SELECT {names} "
+                    f"FROM read_csv(?, header = true, columns = {spec})", [paths])
 
 
 def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo]) -> Ingested:

@@ -19,7 +19,7 @@ class Better(str, enum.Enum):
 @dataclass(frozen=True)
 class MetricDef:
     name: str
-    unit: str  # tasks, tasks/s, s, bytes, connections, messages, share
+    unit: str  # tasks, tasks/s, s, bytes, connections, messages, share, flag
     better: Better
     label: str  # a short column title
     description: str = ""
@@ -35,18 +35,43 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("tasks_redelivered", "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
     MetricDef("tasks_failed", "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
     MetricDef("publish_rate", "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
+    MetricDef("publish_batch", "messages", _N, "publish batch",
+              "via raw: messages per round trip the server acknowledged (1: one call per message)"),
     MetricDef("consume_rate", "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
     MetricDef("makespan_s", "s", _L, "makespan", "first task started to last task finished"),
-    MetricDef("latency_p50_s", "s", _L, "p50 latency"),
-    MetricDef("latency_p95_s", "s", _L, "p95 latency"),
-    MetricDef("latency_p99_s", "s", _L, "p99 latency"),
-    MetricDef("queue_wait_p50_s", "s", _L, "p50 queue wait"),
+    # Latency: finished minus the intended send time where the driver has one (stream mode), else
+    # minus the send; queue wait and service time split it at the task's start. All on the
+    # controller's clock (hosts' offsets applied; see analysis/sql/task_times.sql).
+    *(MetricDef(f"latency_p{p}_s", "s", _L, f"p{p} latency",
+                f"p{p} of finished − intended send (stream) or − sent (backlog): what a caller waits")
+      for p in (50, 95, 99)),
+    *(MetricDef(f"queue_wait_p{p}_s", "s", _L, f"p{p} queue wait",
+                f"p{p} of started − intended send (stream) or − sent (backlog)") for p in (50, 95, 99)),
+    *(MetricDef(f"service_time_p{p}_s", "s", _L, f"p{p} service", f"p{p} of finished − started")
+      for p in (50, 95, 99)),
+    MetricDef("clock_uncertainty_s", "s", _L, "clock ±",
+              "worst sum of the two hosts' clock-offset uncertainties over tasks run off their publisher's host"),
+    MetricDef("clock_uncorrected_tasks", "tasks", _L, "unclocked",
+              "tasks run off their publisher's host where a host's clock offset is unknown"),
+    MetricDef("clock_suspect", "flag", _L, "clock suspect",
+              "1 when clocks could move latency by over a tenth of its median (or an offset is unknown)"),
     MetricDef("send_lag_p99_s", "s", _L, "p99 send lag"),
-    MetricDef("peak_rss_bytes", "bytes", _L, "peak RSS"),
-    MetricDef("peak_pss_bytes", "bytes", _L, "peak PSS"),
+    MetricDef("peak_pss_bytes", "bytes", _L, "peak PSS",
+              "peak over ticks of the worker processes' summed PSS (shared pages split): the headline memory"),
+    MetricDef("peak_rss_bytes", "bytes", _L, "peak RSS",
+              "peak over ticks of the worker processes' summed RSS (counts shared pages in every process)"),
+    MetricDef("peak_pss_per_slot_bytes", "bytes", _L, "PSS per slot",
+              "pre-forking pools: most PSS per child process (children's sum over their number) at a tick"),
+    MetricDef("peak_rss_per_slot_bytes", "bytes", _L, "RSS per slot",
+              "pre-forking pools: most RSS per child process (children's sum over their number) at a tick"),
     MetricDef("worker_vmhwm_max_bytes", "bytes", _L, "max VmHWM"),
-    MetricDef("broker_connections_max", "connections", _L, "broker conns"),
-    MetricDef("backend_connections_max", "connections", _L, "backend conns"),
+    MetricDef("broker_connections_max", "connections", _L, "broker conns",
+              "most connections of the run's own clients to the broker at once"),
+    MetricDef("backend_connections_max", "connections", _L, "backend conns",
+              "most connections of the run's own clients to the result backend at once"),
+    *(MetricDef(f"{target}_connections_{client}_max", "connections", _L, f"{target} conns ({client})",
+                f"most connections of the run's {client} processes to the {target} at once")
+      for target in ("broker", "backend") for client in ("worker", "driver")),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
     MetricDef("host_share_min", "share", _H, "min host share",
               "the smallest worker host's share of completed tasks (machines > 1; 1/machines is even)"),

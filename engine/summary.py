@@ -13,6 +13,7 @@ from analysis import stats
 from engine import metricdefs
 from engine.db import sql
 from engine.matrix import Cell
+from engine.metricdefs import METRICS
 
 
 @dataclass
@@ -22,12 +23,26 @@ class CellSummary:
     ok: int = 0
     lost: float = 0.0
     metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
+    #: The metrics that mean something for this cell (its workload's headline for its params);
+    #: None: all of them. A backlog cell's "latency" is its queue position, so it is not shown.
+    shown: tuple[str, ...] | None = None
 
 
 def varying_dimensions(cells: list[Cell]) -> list[str]:
     """Dimensions whose value differs between cells (the others are the same everywhere)."""
     keys = sorted({k for c in cells for k in c.values})
     return [k for k in keys if len({repr(c.values.get(k)) for c in cells}) > 1]
+
+
+def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """(the table's metrics: every cell's headline, in order; each cell's own headline by cell_id)."""
+    shown = {}
+    for c in cells:
+        params = workload.Params(**{k.removeprefix("params."): v for k, v in c.values.items()
+                                    if k.startswith("params.")})
+        shown[c.cell_id] = workload.headline(params)
+    union = tuple(m for m in workload.headline_metrics if any(m in h for h in shown.values()))
+    return union or workload.headline_metrics, shown
 
 
 def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...],
@@ -55,13 +70,19 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
 
 
 _NUMBER = re.compile(r"^([-+]?[\d,.]+)(\D*)$")
+#: Binary units, as ``size_mb`` (MiB) and the kernel's kB (KiB) are.
+MIB, GIB = 1 << 20, 1 << 30
+
+
+def fmt_bytes(value: float) -> str:
+    return f"{value / GIB:,.2f} GiB" if abs(value) >= GIB else f"{value / MIB:,.1f} MiB"
 
 
 def fmt(name: str, value: float | None) -> str:
     if value is None:
         return "–"
-    if name.endswith("_bytes"):
-        return f"{value / 1e6:,.1f} MB"
+    if name.endswith("_bytes") or "_bytes_" in name:
+        return fmt_bytes(value)
     if name.endswith(("_rate", "_per_s")):
         return f"{value:,.0f}/s" if value >= 10 else f"{value:,.2f}/s"
     if name.endswith("_s"):
@@ -91,6 +112,22 @@ def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:
     return text
 
 
+#: Metric families whose meaning the table's caption spells out (from → to).
+_EXPLAINED = ("latency_", "queue_wait_", "service_time_")
+
+
+def caption(headline: tuple[str, ...]) -> str:
+    """What the timing columns measure, from where to where (the registry's descriptions)."""
+    said, lines = set(), []
+    for name in headline:
+        family = next((f for f in _EXPLAINED if name.startswith(f)), None)
+        if family and family not in said and name in METRICS:
+            said.add(family)
+            text = METRICS[name].description.split(" of ", 1)[-1]
+            lines.append(f"{family.rstrip('_').replace('_', ' ')}: {text}")
+    return "; ".join(lines)
+
+
 def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
@@ -104,8 +141,11 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
     for name in headline:
         table.add_column(metricdefs.get(name).label, justify="right")
     for s in summaries:
+        shown = s.shown if s.shown is not None else headline
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
         table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
-                      *[with_interval(n, s.metrics.get(n), s.ok) for n in headline])
+                      *[with_interval(n, s.metrics.get(n), s.ok) if n in shown else Text("n/a") for n in headline])
+    table.caption = caption(headline) or None
+    table.caption_justify = "left"
     return table

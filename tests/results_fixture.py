@@ -20,9 +20,10 @@ def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, s
             metrics: dict | None = None, tasks=(), samples=(), connections=(), warmup_s: float = 0.0,
             started_at: float = T0, queue_depth=()) -> None:
     """One run: tasks are (task_id, sent_at, started_at, finished_at, state); samples are
-    (host, pid, role, ts, rss, pss); connections are (role, kind, ts, count); queue_depth (ts, depth)."""
+    (host, pid, role, ts, rss, pss); connections are (role, kind, ts, count); queue_depth (ts, depth).
+    The runs are throughput stream runs (their latency is one a caller feels, so the report shows it)."""
     db.record_run_start(con, experiment=experiment, sweep_id="s1", run_id=run_id, cell_id=cell_id(dims),
-                        repeat=repeat, workload="throughput", dims=dims, params={}, warmup_s=warmup_s)
+                        repeat=repeat, workload="throughput", dims=dims, params={"mode": "stream"}, warmup_s=warmup_s)
     # record_run_start stamps now(); tests need a known start for seconds-since-start.
     con.execute("UPDATE run_starts SET started_at = to_timestamp(?) WHERE run_id = ?", [started_at, run_id])
     db.record_run_end(con, run_id, status, None if status == "ok" else "boom", {})
@@ -34,7 +35,8 @@ def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, s
     for host, pid, role, ts, rss, pss in samples:
         con.execute("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, 1.0)", [run_id, host, pid, role, ts, rss, pss])
     for role, kind, ts, count in connections:
-        con.execute("INSERT INTO connections VALUES (?, 'b1', ?, ?, ?, ?)", [run_id, role, kind, ts, count])
+        con.execute("INSERT INTO connections (run_id, host, role, kind, ts, count) VALUES (?, 'b1', ?, ?, ?, ?)",
+                    [run_id, role, kind, ts, count])
     for ts, depth in queue_depth:
         con.execute("INSERT INTO queue_depth VALUES (?, ?, ?)", [run_id, ts, depth])
     for name, value in (metrics or {}).items():

@@ -8,6 +8,7 @@ from celery import Celery
 from kombu import Queue
 
 from workloads import effective, instrument, registry  # noqa: F401 (effective: the cmx_config command)
+from workloads.clientname import client_name
 from workloads.recorder import Recorder
 from workloads.spec import RunSpec
 
@@ -33,9 +34,30 @@ def backend_url(spec: RunSpec) -> str | None:
     return url
 
 
-def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
+def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
+    """Every broker and backend connection of this process carries the run's client name, so the
+    connection probes count the run's own clients and nobody else's (workloads/clientname.py).
+    Set after the cell's ``celery.*`` settings: merged into them, never replaced by them."""
+    broker = client_name(spec.run_id, client, "broker")
+    opts = dict(app.conf.broker_transport_options or {})
+    if spec.broker == "redis":
+        opts["client_name"] = broker
+    else:  # py-amqp takes client_properties through kombu's transport options
+        opts["client_properties"] = {**(opts.get("client_properties") or {}), "connection_name": broker}
+    app.conf.broker_transport_options = opts
+    backend = client_name(spec.run_id, client, "backend")
+    if spec.backend == "redis":
+        app.conf.redis_client_name = backend
+    elif spec.backend == "postgres":
+        engine = dict(app.conf.database_engine_options or {})
+        engine["connect_args"] = {**(engine.get("connect_args") or {}), "application_name": backend}
+        app.conf.database_engine_options = engine
+
+
+def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:
     """A Celery app wired for this run: broker, backend, queues, the cell's settings, the
-    workload's tasks, and the instrumentation that stamps every task."""
+    workload's tasks, and the instrumentation that stamps every task. ``client`` (worker, driver)
+    names its connections."""
     app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
     qargs = queue_arguments(spec)
     # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names
@@ -51,6 +73,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
     )
+    name_clients(app, spec, client)
     registry.get(spec.workload).register_tasks(app)
     instrument.install(app, Recorder(run_dir, host))
     return app

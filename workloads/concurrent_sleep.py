@@ -23,7 +23,8 @@ class ConcurrentSleepParams(WorkloadParams):
 class ConcurrentSleep(Workload):
     name = "concurrent_sleep"
     Params = ConcurrentSleepParams
-    headline_metrics = ("makespan_s", "peak_rss_bytes", "peak_pss_bytes")
+    headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "peak_pss_per_slot_bytes",
+                        "peak_rss_per_slot_bytes")
 
     def register_tasks(self, app):
         @app.task(name="cmx.concurrent_sleep.sleep")

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = RunSpec.load(run_dir)
         workload = registry.get(spec.workload)
         params = workload.Params.model_validate(spec.params)
-        app = create_app(spec, run_dir, host)
+        app = create_app(spec, run_dir, host, client="driver")
         ctx = DriveContext(app, spec, run_dir, host, deadline=time.monotonic() + spec.run_timeout_s)
         result["broker_version"] = broker_version(app)
         ctx.declare_queues()

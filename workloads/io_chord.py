@@ -72,7 +72,7 @@ class IoChord(Workload):
     Params = IoChordParams
     needs_backend = True  # a chord's callback needs its header's results
     service_module = "workloads.sleep_service"
-    headline_metrics = ("makespan_s", "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max",
+    headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "broker_connections_max",
                         "backend_connections_max")
 
     def register_tasks(self, app):

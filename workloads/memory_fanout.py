@@ -60,7 +60,7 @@ def run_units(params: MemoryFanoutParams) -> list[tuple[int, int]]:
 class MemoryFanout(Workload):
     name = "memory_fanout"
     Params = MemoryFanoutParams
-    headline_metrics = ("makespan_s", "peak_rss_bytes", "peak_pss_bytes", "worker_vmhwm_max_bytes")
+    headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "worker_vmhwm_max_bytes")
 
     def register_tasks(self, app):
         @app.task(name="cmx.memory_fanout.fanout")

@@ -1,9 +1,17 @@
 """``throughput`` with ``via: raw``: the same publish and consume with the broker's own client, no Celery.
 
-What reference/throughput-celery-vs-raw.zh.md compared Celery against: redis-py ``LPUSH`` (pipelined
-in batches) and ``BRPOP``; pika ``basic_publish`` and ``basic_consume`` with manual acks. Every
-message is stamped as Celery's are (``pub`` rows when sent, ``exec`` rows when consumed), so
-ingest computes publish_rate, consume_rate, tasks_completed and tasks_lost unchanged.
+What reference/throughput-celery-vs-raw.zh.md compared Celery against: redis-py ``LPUSH`` and
+``BRPOP``; pika ``basic_publish`` and ``basic_consume`` with manual acks. Every message is stamped
+as Celery's are (``pub`` rows when sent, ``exec`` rows when consumed), so ingest computes
+publish_rate, consume_rate, tasks_completed and tasks_lost unchanged.
+
+Publishing is timed to the server's acknowledgement, never to a local buffer: messages go in
+batches of ``raw_batch`` (a Redis pipeline answered LPUSH by LPUSH; AMQP publishes followed by a
+synchronous round trip on the same channel, which the server answers only after every earlier
+frame of the channel), and each message of a batch is stamped at its share of the batch's round
+trip, the last one exactly when the answer arrived — the last batch included. ``raw_batch: 1`` is
+the study's method: one call per message, each acknowledged (``LPUSH``'s reply; AMQP publisher
+confirms). Stream mode always sends one message per call. ``publish_batch`` (metric) says which.
 
 For now the raw consumers run in the driver process, on the driver host, as ``concurrency``
 threads: running them on the worker hosts needs a worker kind the engine does not have yet.
@@ -17,6 +25,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from workloads.clientname import client_name
 from workloads.instrument import recorder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,7 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from workloads.throughput import ThroughputParams
 
 TASK_NAME = "cmx.throughput.raw"
-REDIS_BATCH = 500  # LPUSHes per pipeline round trip
 POLL_S = 0.5  # how long a consumer blocks before it looks at the stop flag again
 
 
@@ -82,13 +90,27 @@ class Schedule:
         return intended
 
 
+def batch_size(params: "ThroughputParams") -> int:
+    """Messages per acknowledged round trip: ``raw_batch`` for a backlog, 1 for a stream."""
+    return 1 if params.mode == "stream" else params.raw_batch
+
+
+def stamp_batch(pubs: list, batch: list[tuple[str, float | str]], began: float, acked: float,
+                host: str, pid: int) -> None:
+    """``pub`` rows of one acknowledged batch: message k of n at began + (acked - began)(k+1)/n, so
+    the last is the acknowledgement itself and the rate spans the first batch's round trip too."""
+    n = len(batch)
+    for k, (task_id, intended) in enumerate(batch):
+        pubs.append((task_id, TASK_NAME, host, pid, intended, began + (acked - began) * (k + 1) / n))
+
+
 # --------------------------------------------------------------------------------------- redis
 class RedisRaw:
-    def __init__(self, url: str, queue: str):
+    def __init__(self, url: str, queue: str, name: str):
         import redis
 
         self.queue = queue
-        self.pool = redis.ConnectionPool.from_url(url)
+        self.pool = redis.ConnectionPool.from_url(url, client_name=name)  # counted as the run's driver
         self.client = redis.Redis(connection_pool=self.pool)
 
     def reset(self) -> None:
@@ -96,16 +118,28 @@ class RedisRaw:
 
     def publish(self, ctx, params, schedule: Schedule, pubs: list) -> None:
         host, pid, payload = ctx.host, os.getpid(), "x" * params.payload_bytes
+        size = batch_size(params)
         pipe = self.client.pipeline(transaction=False)
+        batch: list[tuple[str, float | str]] = []
+        began = 0.0
         for i in range(params.tasks):
             intended = schedule.wait(i)
-            task_id, sent_at = str(uuid.uuid4()), time.time()
-            pipe.lpush(self.queue, encode(task_id, sent_at, payload))
-            pubs.append((task_id, TASK_NAME, host, pid, intended, sent_at))
-            if schedule.stream or len(pipe) >= REDIS_BATCH:
-                pipe.execute()
+            if not batch:
+                began = time.time()
+            task_id = str(uuid.uuid4())
+            body = encode(task_id, began, payload)
+            batch.append((task_id, intended))
+            if size == 1:
+                self.client.lpush(self.queue, body)  # returns with Redis's reply: acknowledged
+            else:
+                pipe.lpush(self.queue, body)
+                if len(batch) < size and i < params.tasks - 1:
+                    continue
+                pipe.execute()  # returns once Redis has answered every LPUSH of the batch
+            stamp_batch(pubs, batch, began, time.time(), host, pid)
+            batch = []
+            if i % 1000 < size:
                 ctx.check_deadline("publishing raw messages")
-        pipe.execute()
 
     def consume(self, host: str, tally: Tally, rows: list) -> None:
         import redis
@@ -127,7 +161,7 @@ class RedisRaw:
 
 
 # ------------------------------------------------------------------------------------ rabbitmq
-def pika_parameters(url: str):
+def pika_parameters(url: str, name: str | None = None):
     """pika's parameters for a kombu-style AMQP URL (kombu reads ``//`` as vhost ``/``; pika does not)."""
     import pika
     from urllib.parse import unquote, urlsplit
@@ -137,15 +171,15 @@ def pika_parameters(url: str):
     return pika.ConnectionParameters(
         host=parts.hostname or "localhost", port=parts.port or 5672, virtual_host=vhost,
         credentials=pika.PlainCredentials(unquote(parts.username or "guest"), unquote(parts.password or "guest")),
-        heartbeat=0)
+        heartbeat=0, client_properties={"connection_name": name} if name else None)
 
 
 class RabbitRaw:
-    def __init__(self, url: str, queue: str, quorum: bool, prefetch: int):
+    def __init__(self, url: str, queue: str, quorum: bool, prefetch: int, name: str):
         import pika
 
         self.pika, self.queue, self.prefetch = pika, queue, prefetch
-        self.params = pika_parameters(url)
+        self.params = pika_parameters(url, name)  # counted as the run's driver
         self.args = {"x-queue-type": "quorum"} if quorum else None
         self.conn = pika.BlockingConnection(self.params)
         self.channel = self.conn.channel()
@@ -156,12 +190,27 @@ class RabbitRaw:
 
     def publish(self, ctx, params, schedule: Schedule, pubs: list) -> None:
         host, pid, payload = ctx.host, os.getpid(), "x" * params.payload_bytes
+        size = batch_size(params)
+        if size == 1:
+            self.channel.confirm_delivery()  # each basic_publish then returns with the broker's ack
+        batch: list[tuple[str, float | str]] = []
+        began = 0.0
         for i in range(params.tasks):
             intended = schedule.wait(i)
-            task_id, sent_at = str(uuid.uuid4()), time.time()
-            self.channel.basic_publish("", self.queue, encode(task_id, sent_at, payload))
-            pubs.append((task_id, TASK_NAME, host, pid, intended, sent_at))
-            if i % 1000 == 0:
+            if not batch:
+                began = time.time()
+            task_id = str(uuid.uuid4())
+            self.channel.basic_publish("", self.queue, encode(task_id, began, payload))
+            batch.append((task_id, intended))
+            if size > 1:
+                if len(batch) < size and i < params.tasks - 1:
+                    continue
+                # A synchronous method on the same channel: the broker answers it only after
+                # handling every publish the channel sent before it.
+                self.channel.queue_declare(self.queue, passive=True)
+            stamp_batch(pubs, batch, began, time.time(), host, pid)
+            batch = []
+            if i % 1000 < size:
                 ctx.check_deadline("publishing raw messages")
 
     def consume(self, host: str, tally: Tally, rows: list) -> None:
@@ -200,13 +249,15 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
     url, queue, consumers = os.environ["CMX_BROKER_URL"], raw_queue(ctx), ctx.spec.concurrency
     ctx.notes.append(f"via raw: {consumers} consumer thread(s) ran in the driver process on {ctx.host}, "
                      "not on the worker hosts; the Celery workers stayed idle")
+    ctx.notes.append(f"via raw: published {batch_size(params)} message(s) per acknowledged round trip")
     # Started like every run (same machine load), but never told to consume.
     ctx.wait_for_workers()
+    name = client_name(ctx.spec.run_id, "driver", "broker")
     if ctx.spec.broker == "redis":
-        broker = RedisRaw(url, queue)
+        broker = RedisRaw(url, queue, name)
     else:
         broker = RabbitRaw(url, queue, quorum=ctx.spec.broker == "rabbitmq-quorum",
-                           prefetch=ctx.spec.prefetch_multiplier)
+                           prefetch=ctx.spec.prefetch_multiplier, name=name)
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message
     tally = Tally(params.tasks)
@@ -229,6 +280,7 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
         if schedule.behind:
             ctx.notes.append(f"driver fell behind the target rate on {schedule.behind} of {params.tasks} publishes")
         ctx.metric("publish_behind", schedule.behind, "tasks")
+        ctx.metric("publish_batch", batch_size(params), "messages")
     finally:
         tally.done.set()
         for t in threads:

@@ -18,8 +18,9 @@ Files in the run dir (fixed names):
   ``cpu_percent`` is % of one core since the previous tick (empty on a process's first tick).
 - ``peaks.csv``        host,pid,role,name,vmhwm_bytes   one row per pid ever seen, its last
   VmHWM (the kernel's exact peak RSS).
-- ``connections.csv``  host,role,kind,ts,count   clients of the broker/backend other than
-  the probe's own connection.
+- ``connections.csv``  host,role,kind,ts,count,client   the run's own clients of the
+  broker/backend (``role``) per client role (worker, driver), by the names they gave themselves
+  (workloads/connprobes.py); nobody else's, the probe's included.
 - ``sampler.json``     settings, ticks, the sampler's own CPU cost, ``complete``, ``errors``.
 - ``sampler.pid``       written at start, removed at a clean exit.
 
@@ -29,9 +30,7 @@ URLs (they carry passwords) are never printed or written.
 """
 from __future__ import annotations
 
-import abc
 import argparse
-import base64
 import csv
 import json
 import math
@@ -39,22 +38,20 @@ import os
 import re
 import select
 import signal
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import psutil
 
+from workloads.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
+
 SAMPLES_HEADER = ("host", "pid", "role", "ts", "rss_bytes", "pss_bytes", "cpu_percent")
 PEAKS_HEADER = ("host", "pid", "role", "name", "vmhwm_bytes")
-CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count")
-CONNECTION_KINDS = ("redis", "rabbitmq", "postgres")
 SAMPLER_ROLE = "sampler"
 #: Role of a watched pid's descendants; roles not listed here pass on unchanged
 #: (driver's helpers, postgres backends under the postmaster, ...).
@@ -67,11 +64,6 @@ PSS_NEW_HIGH = 0.10
 PORT_RETRY_S = 1.0
 #: The parent map is re-read whole this often, to bound the effect of pid reuse.
 TREE_RESCAN_S = 10.0
-#: rabbitmqctl boots an Erlang VM (~0.5 CPU-second a call): never run it more often than this.
-RABBITMQCTL_MIN_PERIOD_S = 5.0
-PROBE_TIMEOUT_S = 10.0
-#: How long exit waits for a probe in flight (its rows so far are kept either way).
-PROBE_JOIN_S = 2.0
 
 _PSS_RE = re.compile(rb"^Pss:\s+(\d+) kB", re.MULTILINE)
 _HAVE_SMAPS_ROLLUP = os.path.exists("/proc/self/smaps_rollup")
@@ -315,213 +307,6 @@ class PortWatch:
         return sorted(pid for pid in holders if not tree.has_ancestor_in(pid, holders))
 
 
-# ----------------------------------------------------------------------------- connection counts
-
-class ProbeError(Exception):
-    pass
-
-
-def _url_from_env(role: str) -> str:
-    name = f"CMX_{role.upper()}_URL"
-    url = os.environ.get(name)
-    if not url:
-        raise ProbeError(f"{name} is not set")
-    return url
-
-
-class ConnectionProbe(abc.ABC):
-    """Counts the clients of one broker/backend, excluding the probe's own connection."""
-
-    min_period_s = 0.0
-
-    def __init__(self, role: str, kind: str) -> None:
-        self.role, self.kind = role, kind
-
-    @abc.abstractmethod
-    def count(self) -> int:
-        """How many clients the service has now, not counting this probe."""
-
-    def interrupt(self) -> None:
-        """Called from another thread at shutdown: abort a slow count."""
-
-    def close(self) -> None:
-        pass
-
-
-class RedisProbe(ConnectionProbe):
-    def __init__(self, role: str, kind: str) -> None:
-        super().__init__(role, kind)
-        self._client = None
-
-    def count(self) -> int:
-        if self._client is None:
-            import redis  # lazily: only hosts that count Redis clients need it
-
-            url = _url_from_env(self.role).replace("redis+socket://", "unix://", 1)
-            self._client = redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_S,
-                                                socket_connect_timeout=PROBE_TIMEOUT_S)
-        return int(self._client.info("clients")["connected_clients"]) - 1
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-
-class RabbitApiProbe(ConnectionProbe):
-    """GET /api/connections of the management plugin; base URL (with credentials) in CMX_RABBITMQ_API."""
-
-    def __init__(self, role: str, kind: str, base_url: str) -> None:
-        super().__init__(role, kind)
-        parts = urllib.parse.urlsplit(base_url)
-        netloc = parts.hostname or ""
-        if ":" in netloc:
-            netloc = f"[{netloc}]"
-        if parts.port:
-            netloc += f":{parts.port}"
-        self._url = f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/api/connections?columns=name"
-        self._headers = {"Accept": "application/json"}
-        if parts.username is not None:
-            userpass = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-            self._headers["Authorization"] = "Basic " + base64.b64encode(userpass.encode()).decode()
-
-    def count(self) -> int:
-        request = urllib.request.Request(self._url, headers=self._headers)
-        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
-            return len(json.load(response))
-
-
-class RabbitCtlProbe(ConnectionProbe):
-    """``rabbitmqctl -q list_connections pid``: slow and CPU-hungry, hence its own minimum period."""
-
-    min_period_s = RABBITMQCTL_MIN_PERIOD_S
-
-    def __init__(self, role: str, kind: str) -> None:
-        super().__init__(role, kind)
-        self._popen: subprocess.Popen | None = None
-        self._closing = False
-
-    def count(self) -> int:
-        if self._closing:
-            raise ProbeError("sampler is stopping")
-        self._popen = subprocess.Popen(["rabbitmqctl", "-q", "list_connections", "pid"],
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
-        try:
-            out, err = self._popen.communicate(timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._popen.kill()
-            self._popen.communicate()
-            raise ProbeError(f"rabbitmqctl took more than {PROBE_TIMEOUT_S:g} s") from None
-        finally:
-            rc, self._popen = self._popen.returncode, None
-        if rc != 0:
-            last_line = (err.strip().splitlines() or [""])[-1]
-            raise ProbeError(f"rabbitmqctl exit {rc}: {last_line}")
-        # -q still prints the column header ("pid"); connection pids look like <rabbit@h.1.2.3>.
-        return sum(1 for line in out.splitlines() if line.strip().startswith("<"))
-
-    def interrupt(self) -> None:
-        self._closing = True
-        popen = self._popen
-        if popen is not None:
-            try:
-                popen.kill()
-            except OSError:
-                pass
-
-
-class PostgresProbe(ConnectionProbe):
-    def __init__(self, role: str, kind: str) -> None:
-        super().__init__(role, kind)
-        self._conn = None
-
-    def count(self) -> int:
-        if self._conn is None:
-            try:
-                import psycopg2  # lazily: optional on hosts
-            except ImportError:
-                raise ProbeError("psycopg2 is not installed") from None
-            url = _url_from_env(self.role)
-            # Celery spells it db+postgresql[+driver]://; libpq wants postgresql://.
-            scheme, sep, rest = url.removeprefix("db+").partition("://")
-            self._conn = psycopg2.connect(scheme.split("+")[0] + sep + rest,
-                                          connect_timeout=int(PROBE_TIMEOUT_S))
-            self._conn.autocommit = True  # pg_stat_activity is a per-transaction snapshot
-        try:
-            with self._conn.cursor() as cur:
-                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-                return int(cur.fetchone()[0]) - 1
-        except Exception:
-            self.close()  # reconnect next time: the server may have restarted
-            raise
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-
-def make_probe(role: str, kind: str) -> ConnectionProbe:
-    if kind == "redis":
-        return RedisProbe(role, kind)
-    if kind == "postgres":
-        return PostgresProbe(role, kind)
-    api = os.environ.get("CMX_RABBITMQ_API")
-    return RabbitApiProbe(role, kind, api) if api else RabbitCtlProbe(role, kind)
-
-
-class ConnectionSampler:
-    """Runs the probes in a thread of their own, so slow ones never delay memory ticks."""
-
-    def __init__(self, host: str, probes: list[ConnectionProbe], interval_s: float, errors: ErrorLog) -> None:
-        self._host, self._probes, self._interval_s, self._errors = host, probes, interval_s, errors
-        self._rows: list[tuple] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cmx-connections", daemon=True)
-
-    def start(self) -> None:
-        if self._probes:
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for probe in self._probes:
-            probe.interrupt()
-        if self._thread.is_alive():
-            self._thread.join(timeout=PROBE_JOIN_S)
-
-    def take_rows(self) -> list[tuple]:
-        with self._lock:
-            rows, self._rows = self._rows, []
-        return rows
-
-    def _run(self) -> None:
-        due = [time.monotonic()] * len(self._probes)
-        while not self._stop.is_set():
-            for i, probe in enumerate(self._probes):
-                if time.monotonic() < due[i] or self._stop.is_set():
-                    continue
-                before = time.time()
-                try:
-                    count = probe.count()
-                except Exception as exc:  # a probe never stops the sampler: its failure is data
-                    if not self._stop.is_set():  # not the kill of an interrupted probe
-                        self._errors.record(f"connections {probe.role}={probe.kind}", exc)
-                else:
-                    ts = (before + time.time()) / 2
-                    with self._lock:
-                        self._rows.append((self._host, probe.role, probe.kind, round(ts, 6), count))
-                period = max(self._interval_s, probe.min_period_s)
-                due[i] = max(due[i] + period, time.monotonic())
-            self._stop.wait(max(0.0, min(due) - time.monotonic()))
-        for probe in self._probes:
-            try:
-                probe.close()
-            except Exception:
-                pass
-
-
 # ----------------------------------------------------------------------------- output
 
 class Output:
@@ -635,7 +420,8 @@ class Sampler:
         self._peaks: dict[int, tuple[str, str, int]] = {}
         self._rows: list[tuple] = []
         self._out = Output(config.run_dir)
-        probes = [make_probe(role, kind) for role, kind in config.connections]
+        run_id = run_id_of(config.run_dir)
+        probes = [make_probe(role, kind, run_id) for role, kind in config.connections]
         self._connections = ConnectionSampler(config.host, probes, config.conn_interval_s, errors)
         self._started_wall = time.time()
         self._started_mono = time.monotonic()

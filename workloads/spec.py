@@ -18,8 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # the app factory (workloads/app.py) refuses a spec that carries one, so a ``celery.*`` value can
 # never overwrite a dimension (the worker would run one value while ``runs`` records another).
 # It lives here, not in the engine, because it ships to the hosts with the app factory.
-# broker_transport_options is the user's (visibility_timeout...): the harness sets no transport
-# option of its own. Should it ever need one, refuse only that key, not the whole mapping.
+# broker_transport_options is the user's (visibility_timeout...): the harness adds only the name its
+# connections carry (client_name on Redis, client_properties.connection_name on AMQP: see
+# workloads/app.py name_clients), merged into the user's mapping, so the probes count the run's own
+# clients. Should it ever need another, refuse only that key, not the whole mapping.
 _FROM_INVENTORY = "set by the harness from the {} dimension and the inventory"
 OWNED_SETTINGS: dict[str, str] = {
     "worker_prefetch_multiplier": "use the prefetch_multiplier dimension",

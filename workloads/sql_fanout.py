@@ -208,14 +208,53 @@ def _take_connection():
         return connect(os.environ["CMX_DATABASE_URL"], "worker")
 
 
+def preopen(count: int, pool: str) -> None:
+    """Open this process's ``count`` connections before any request is timed (warm-up rule: a
+    worker must not connect inside the first timed requests while the direct and union clients
+    connect before their timer). A failure here is left to the first task to report."""
+    _cooperative_wait(pool)  # before connecting: a connection made without it would block the hub
+    url = os.environ.get("CMX_DATABASE_URL")
+    if not url:
+        return
+    try:
+        while len(_idle_connections) < count:
+            _idle_connections.append(connect(url, "worker"))
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _connect_preopen_signals() -> None:
+    """Pre-open in every process that will run queries: each prefork child (one task at a time),
+    or the worker process itself for the other pools (``concurrency`` tasks at once). worker_ready
+    handlers run before the worker reports ready, so this is done before the driver starts."""
+    from celery import signals
+
+    def spec():
+        from workloads.spec import RunSpec, run_dir_from_env
+
+        return RunSpec.load(run_dir_from_env())
+
+    def child(**_):
+        preopen(1, "prefork")
+
+    def main(**_):
+        s = spec()
+        if s.pool != "prefork":
+            preopen(s.concurrency, s.pool)
+
+    signals.worker_process_init.connect(child, weak=False)
+    signals.worker_ready.connect(main, weak=False)
+
+
 class SqlFanout(Workload):
     name = "sql_fanout"
     Params = SqlFanoutParams
     needs_backend = True  # celery mode waits for the group's results
     needs_database = True
-    headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_rss_bytes")
+    headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_pss_bytes", "peak_rss_bytes")
 
     def register_tasks(self, app):
+        _connect_preopen_signals()
         pool = None
 
         @app.task(name="cmx.sql_fanout.query")
@@ -263,24 +302,30 @@ class SqlFanout(Workload):
 
         def client(thread: int) -> None:
             conn = None
+
+            def run_request(key: int) -> Result:
+                if params.mode == "direct":
+                    return run_direct(conn, params.rows, params.queries, key)
+                if params.mode == "union":
+                    return run_union(conn, params.rows, params.queries, key)
+                pending = group(query_task.s(params.rows, i, key) for i in range(params.queries)).apply_async()
+                return [normalise(rows) for rows in pending.get(timeout=max(ctx.remaining(), 0.1), interval=0.01)]
+
             try:
                 if params.mode != "celery":
                     conn = connect(url, "client")
+                # Warm-up, untimed, in every mode alike: one request per client thread (all at once)
+                # opens the connections and result consumers every side needs and warms the
+                # server's caches; its answer is not used. Then the timed requests.
+                start.wait(timeout=60)
+                run_request(-1 - thread)
                 start.wait(timeout=60)
                 for r in range(params.requests):
                     if ctx.remaining() <= 0 or errors:
                         return
                     key = thread * params.requests + r
                     t_start, began = time.time(), time.perf_counter()
-                    if params.mode == "direct":
-                        result = run_direct(conn, params.rows, params.queries, key)
-                    elif params.mode == "union":
-                        result = run_union(conn, params.rows, params.queries, key)
-                    else:
-                        pending = group(query_task.s(params.rows, i, key)
-                                               for i in range(params.queries)).apply_async()
-                        result = pending.get(timeout=max(ctx.remaining(), 0.1), interval=0.01)
-                        result = [normalise(rows) for rows in result]
+                    result = run_request(key)
                     seconds = time.perf_counter() - began
                     with lock:
                         timings.append((thread, r, params.mode, t_start, t_start + seconds, seconds))
@@ -310,6 +355,12 @@ class SqlFanout(Workload):
             exc = errors[0]
             raise RuntimeError(f"a client thread failed: {type(exc).__name__}: {exc}") from exc
 
+        # limits.warmup applies here as to every workload's rates and latencies: requests that
+        # started within it of the first timed request are left out of the request metrics.
+        steady_from = min(t[3] for t in timings) + ctx.spec.warmup_s
+        timings = [t for t in timings if t[3] >= steady_from]
+        if not timings:
+            raise RuntimeError(f"limits.warmup ({ctx.spec.warmup_s:g}s) left no request to measure")
         seconds = sorted(s for *_, s in timings)
         ctx.metric("request_p50_s", _quantile(seconds, 0.50), "s")
         ctx.metric("request_p95_s", _quantile(seconds, 0.95), "s")

@@ -93,3 +93,8 @@ INSERT OR IGNORE INTO cmx_schema VALUES ('host_tasks', 1), ('worker_config', 1);
 ALTER TABLE run_starts ADD COLUMN IF NOT EXISTS seq INTEGER;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS shuffle_seed BIGINT;
 INSERT OR REPLACE INTO cmx_schema VALUES ('run_starts', 2);
+
+-- connections v2: counts are of the run's own named clients only, one row per client role
+-- (worker, driver) per probe; `client` is NULL in rows of older runs (then: every client of the server).
+ALTER TABLE connections ADD COLUMN IF NOT EXISTS client VARCHAR;
+INSERT OR REPLACE INTO cmx_schema VALUES ('connections', 2);

@@ -42,7 +42,8 @@ def fill(path: Path, runs: int, tasks: int) -> None:
             con.execute("""INSERT INTO samples SELECT ?, 'w1', p, CASE WHEN p = 1 THEN 'worker' ELSE 'worker-child' END,
                                ? + k * 0.2, 1e8 + k * 1000, CASE WHEN k % 5 = 0 THEN 5e7 END, 1.0
                            FROM generate_series(0, 299) AS a(k), generate_series(1, 4) AS b(p)""", [run_id, T0])
-            con.execute("""INSERT INTO connections SELECT ?, 'b1', 'broker', 'redis', ? + k, 5 + k % 5
+            con.execute("""INSERT INTO connections (run_id, host, role, kind, ts, count)
+                           SELECT ?, 'b1', 'broker', 'redis', ? + k, 5 + k % 5
                            FROM generate_series(0, 59) AS a(k)""", [run_id, T0])
 
 

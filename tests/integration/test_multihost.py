@@ -134,6 +134,30 @@ def test_the_provisioned_broker_is_sampled_and_counted(lab):
     assert counts["redis"] >= 1 and counts["rabbitmq-quorum"] >= 1, counts
 
 
+def test_cross_host_clocks_are_applied_and_connections_are_the_runs_own(lab):
+    *_, db, _, _ = lab
+    rows = query(db, """SELECT r.machines, r.backend, m.name, m.value FROM metrics m JOIN runs r USING (run_id)
+                        WHERE m.name IN ('clock_uncertainty_s', 'clock_uncorrected_tasks', 'clock_suspect',
+                                         'broker_connections_worker_max', 'backend_connections_worker_max')""")
+    by: dict = {}
+    for machines, backend, name, value in rows:
+        by.setdefault((machines, backend), {}).setdefault(name, []).append(value)
+    for (machines, backend), v in by.items():
+        # Tasks published on h1 ran on h2/h3: every offset known, its uncertainty carried.
+        assert v["clock_uncorrected_tasks"] == [0] * len(v["clock_uncorrected_tasks"]), (machines, v)
+        assert min(v["clock_uncertainty_s"]) > 0, (machines, v)
+        # Each worker host's worker reaches the broker under the run's name (one at least each).
+        assert min(v["broker_connections_worker_max"]) >= machines, (machines, backend, v)
+        if backend in ("redis", "postgres"):
+            assert min(v["backend_connections_worker_max"]) >= 1, (machines, backend, v)
+    # The metric is the task rows' latency on the controller's clock (offsets applied).
+    for run_id, metric, want in query(db, """
+            SELECT run_id, any_value(m.value), quantile_cont(t.finished_at - t.origin_at, 0.5)
+            FROM task_times t JOIN metrics m USING (run_id)
+            WHERE m.name = 'latency_p50_s' AND t.state <> 'LOST' GROUP BY run_id"""):
+        assert metric == pytest.approx(want, rel=1e-9), run_id
+
+
 def test_nothing_started_by_the_sweep_is_left_on_any_host(lab):
     *_, leftovers = lab
     assert leftovers == {"h1": [], "h2": [], "h3": []}

@@ -127,7 +127,8 @@ def test_the_app_factory_configures_the_dimensions_and_the_users_settings(tmp_pa
     app = create_app(spec, tmp_path, "h")
     assert app.conf.worker_prefetch_multiplier == 7 and app.conf.broker_heartbeat == 0.0
     assert app.conf.task_acks_late is True
-    assert app.conf.broker_transport_options == {"visibility_timeout": 99}
+    # The user's transport options reach the worker, plus the name the run's connections carry.
+    assert app.conf.broker_transport_options == {"visibility_timeout": 99, "client_name": "cmx.r1.worker.broker"}
     assert app.conf.task_default_queue == "cmx.r1"
 
 

@@ -108,7 +108,19 @@ def test_memory_timeseries_sums_per_role_and_tick(tmp_path):
 def test_connection_maxima(matrix_db):
     got = rows(matrix_db, "SELECT * FROM connection_maxima WHERE run_id = 'rabbitmq-prefork-4-1'")
     assert got == [{"run_id": "rabbitmq-prefork-4-1", "role": "broker", "kind": "rabbitmq",
-                    "max_connections": 6, "mean_connections": 4.0, "samples": 2}]
+                    "max_connections": 6, "mean_connections": 4.0, "samples": 2,
+                    "worker_max_connections": None, "driver_max_connections": None}]  # stored before clients were named
+
+
+def test_connection_maxima_sums_client_roles_per_tick(tmp_path):
+    with db.connect(tmp_path / "c.duckdb") as con:
+        add_run(con, "e", "r1", {"pool": "threads"})
+        con.execute("""INSERT INTO connections (run_id, host, role, kind, ts, count, client) VALUES
+            ('r1', 'd1', 'broker', 'redis', 1, 4, 'worker'), ('r1', 'd1', 'broker', 'redis', 1, 1, 'driver'),
+            ('r1', 'd1', 'broker', 'redis', 2, 6, 'worker'), ('r1', 'd1', 'broker', 'redis', 2, 0, 'driver')""")
+    got = rows(tmp_path / "c.duckdb", "SELECT max_connections, worker_max_connections, driver_max_connections, "
+               "samples FROM connection_maxima")
+    assert got == [{"max_connections": 6, "worker_max_connections": 6, "driver_max_connections": 1, "samples": 2}]
 
 
 def test_views_follow_new_dimensions(matrix_db):

@@ -1,0 +1,95 @@
+"""The end-of-sweep summary says what it shows: backlog cells show queue wait and service time,
+not a latency that is their queue position; memory in binary units, PSS first."""
+from __future__ import annotations
+
+from rich.console import Console
+
+from engine.matrix import Cell
+from engine.summary import CellSummary, cell_headlines, fmt, render
+from workloads import registry
+
+
+def _cell(cell_id, mode):
+    return Cell(cell_id, {"pool": "threads", "params.mode": mode})
+
+
+def test_backlog_cells_hide_latency_and_the_caption_says_from_where_to_where():
+    cells = [_cell("b", "backlog"), _cell("s", "stream")]
+    headline, shown = cell_headlines(registry.get("throughput"), cells)
+    assert "latency_p50_s" in headline and "queue_wait_p50_s" in headline and "service_time_p50_s" in headline
+    assert "latency_p50_s" not in shown["b"] and "latency_p50_s" in shown["s"]
+    assert headline.index("peak_pss_bytes") < headline.index("peak_rss_bytes")   # PSS leads
+    from analysis.stats import summarize
+
+    one = {"latency_p50_s": 4.8, "queue_wait_p50_s": 4.8, "service_time_p50_s": 0.001}
+    sums = [CellSummary(c, runs=1, ok=1, metrics={k: summarize([v]) for k, v in one.items()},
+                        shown=shown[c.cell_id]) for c in cells]
+    console = Console(width=250, record=True)
+    console.print(render("t", sums, headline))
+    text = console.export_text()
+    backlog_row = next(line for line in text.splitlines() if "backlog" in line)
+    assert "n/a" in backlog_row and "4.800 s" in backlog_row      # queue wait shown, latency not
+    assert "latency: finished − intended send (stream) or − sent (backlog)" in " ".join(text.split())
+    assert "service time: finished − started" in " ".join(text.split())
+
+
+def test_only_backlog_cells_drop_the_latency_columns():
+    headline, _ = cell_headlines(registry.get("throughput"), [_cell("b", "backlog")])
+    assert not any(m.startswith("latency_") for m in headline)
+
+
+def test_memory_is_printed_in_binary_units():
+    assert fmt("peak_pss_bytes", 20 * 2**20) == "20.0 MiB"
+    assert fmt("peak_rss_bytes", 3 * 2**30) == "3.00 GiB"
+    assert fmt("peak_rss_bytes_worker", 2**20) == "1.0 MiB"
+
+
+def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import add_run
+    from engine import db
+
+    path = tmp_path / "c.duckdb"
+    with db.connect(path) as con:
+        add_run(con, "e", "r1", {"pool": "threads"}, metrics={"clock_suspect": 1, "latency_p50_s": 0.01})
+        add_run(con, "e", "r2", {"pool": "solo"}, metrics={"clock_suspect": 0, "latency_p50_s": 0.01})
+    proc = cmx("status", "--db", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "e: 1 ok run(s) with clock_suspect = 1" in " ".join(proc.stdout.split())
+    from analysis.report import build_charts
+    from analysis.page import summary_table
+
+    from analysis.report import table_metrics
+    with db.connect(path, read_only=True) as con:
+        cells, varying, _, _ = build_charts(con, "e")
+        shown = table_metrics(con, "e")
+    page = summary_table(cells, varying, shown)
+    assert "clock suspect" in page
+
+
+def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
+    from analysis.page import summary_table
+    from analysis.report import build_charts, table_metrics
+    from engine import db
+    from tests.results_fixture import T0, add_run
+
+    path = tmp_path / "b.duckdb"
+    tasks = [(f"t{i}", T0 + i, T0 + i + 1, T0 + i + 1.5, "SUCCESS") for i in range(5)]
+    with db.connect(path) as con:
+        add_run(con, "e", "s1", {"params.mode": "stream"}, tasks=tasks,
+                metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
+        add_run(con, "e", "b1", {"params.mode": "backlog"}, tasks=tasks,
+                metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
+        con.execute("UPDATE run_starts SET params = '{\"mode\": \"backlog\"}' WHERE run_id = 'b1'")
+    with db.connect(path, read_only=True) as con:
+        cells, varying, _, found = build_charts(con, "e")
+        shown = table_metrics(con, "e")
+    latency = next(c for c in found if c.name == "latency")
+    import json
+
+    spec = json.dumps(latency.spec)
+    assert '"cell": "stream (n=1)"' in spec and '"cell": "backlog' not in spec
+    assert "1 backlog cell(s) left out" in latency.caption
+    page = summary_table(cells, varying, shown)
+    backlog_row = next(r for r in page.split("<tr") if ">backlog<" in r)
+    assert "n/a" in backlog_row and "1.000 s" in backlog_row
