@@ -366,7 +366,10 @@ class _Checker:
             try:
                 self.params = registry.get(name).Params
                 self.workload = name
-            except KeyError:
+            except KeyError as exc:
+                if registry.is_user_class(name):  # the user's class: say why it did not load
+                    self.add(("workload", "name"), str(exc.args[0]))
+                    return
                 self.add(("workload", "name"), f"unknown workload '{name}' "
                          f"(known: {', '.join(registry.names())})" + _suggest(name, registry.names()))
         params = spec.get("params", {})
@@ -568,6 +571,37 @@ def _cell_issues(exp: Experiment, data: dict) -> list[Issue]:
     return issues
 
 
+def _user_code_issues(exp: Experiment, data: dict) -> list[Issue]:
+    """The user's code the cells use exists, imports and has the task (engine/user_code.py)."""
+    from engine.matrix import expand  # matrix imports this module
+    from engine.user_code import check_tasks, sources
+
+    cells = expand(exp)
+    try:
+        sources(exp, cells)
+    except ValueError as exc:
+        return [Issue(("workload",), str(exc))]
+    issues = []
+    for field, value, message in check_tasks(exp, cells):
+        issues.append(Issue(_value_path(data, field, value), message))
+    return issues
+
+
+def _value_path(data: dict, field: str, value: Any) -> tuple:
+    """Where the file sets workload param ``field`` to ``value``: the item of a dimension's list
+    when one holds it, else the first place the param is set."""
+    name = f"params.{field}"
+    lists = [(s, name) for s in ("matrix",) if isinstance(data.get(s), dict)]
+    lists += [("zip", i, name) for i, g in enumerate(data.get("zip") or []) if isinstance(g, dict)]
+    for path in lists:
+        node = data
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else (node[key] if isinstance(node, list) else None)
+        if isinstance(node, list) and value in node:
+            return path + (node.index(value),)
+    return _param_path(data, field)
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -588,6 +622,7 @@ def load_experiment(path: str | Path) -> Experiment:
     """Load and validate an experiment file. Raises InputError listing every problem found."""
     file = str(path)
     data, positions = load_yaml(path)
+    registry.search_in(Path(file).parent)  # the user's workload classes sit next to the file
 
     issues: list[Issue] = []
     if "source" in data:
@@ -610,6 +645,8 @@ def load_experiment(path: str | Path) -> Experiment:
     issues.extend(_include_issues(data))
     if experiment is not None and not issues:
         issues.extend(_cell_issues(experiment, data))
+    if experiment is not None and not issues:
+        issues.extend(_user_code_issues(experiment, data))
 
     if issues:
         problems = [_to_problem(file, positions, i) for i in issues]

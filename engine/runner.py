@@ -53,6 +53,19 @@ class SweepHandler(Protocol):
     def run_finished(self, outcome: RunOutcome) -> None: ...
 
 
+def task_failure_error(art_dir: Path, failed: float) -> str:
+    """The error of a run whose tasks raised: how many, and the first one's exception (its full
+    traceback stays in the run's artifacts)."""
+    from workloads.failures import first_failure
+
+    first = first_failure(art_dir)
+    if first is None:
+        return f"{failed:g} task(s) did not succeed (no traceback was kept)"
+    head, path = first
+    return (f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} "
+            f"(traceback: {path})")
+
+
 class Interrupted(Exception):
     """The user pressed Ctrl-C; the current run was stopped and stored."""
 
@@ -176,7 +189,9 @@ class Sweep:
         self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
         services = self.inventory.services_to_provision({r.cell.values["broker"] for r in runs},
                                                         {r.cell.values["backend"] for r in runs})
-        self.lib_key = provision(self.inventory, hosts, self.results_dir, services)
+        from engine.user_code import sources
+        user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
+        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code)
         try:
             return self._execute_provisioned(runs)
         finally:
@@ -268,6 +283,8 @@ class Sweep:
         stages["ingest"] = time.monotonic() - t0
 
         status, error = self._status(started, stopped, driver, ingest_error)
+        if status is RunStatus.OK and metrics.get("tasks_failed"):
+            status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
         with db.connect(self.db_path) as con:
             db.record_run_end(con, run.run_id, status.value, error, stages)
         write_atomic(art_dir / "run.json", json.dumps(

@@ -7,7 +7,7 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from workloads import instrument, registry
+from workloads import failures, instrument, registry
 from workloads.recorder import Recorder
 from workloads.spec import RunSpec
 
@@ -36,9 +36,15 @@ def backend_url(spec: RunSpec) -> str | None:
 def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
     """A Celery app wired for this run: broker, backend, queues, the cell's settings, the
     workload's tasks, and the instrumentation that stamps every task."""
-    app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
+    workload = registry.get(spec.workload)
+    own = workload.setup(workload.Params.model_validate(spec.params))
+    if own is None:
+        app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
+    else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
+        app = own
+        app.set_current()
     qargs = queue_arguments(spec)
-    app.conf.update(
+    harness = dict(
         task_default_queue=spec.queue,
         task_queues=(Queue(spec.queue, queue_arguments=qargs), Queue(spec.hold_queue, queue_arguments=qargs)),
         task_ignore_result=spec.backend == "none",
@@ -48,7 +54,13 @@ def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
     )
+    if own is not None:
+        from workloads.user_app import own_settings
+        harness.update(broker_url=os.environ["CMX_BROKER_URL"], result_backend=backend_url(spec), task_routes=None)
+        own_settings(app, {**harness, **spec.celery}, run_dir)
+    app.conf.update(harness)
     app.conf.update(spec.celery)  # celery.* dimensions win over our defaults
-    registry.get(spec.workload).register_tasks(app)
+    workload.register_tasks(app)
     instrument.install(app, Recorder(run_dir, host))
+    failures.install(run_dir)
     return app
