@@ -38,9 +38,9 @@ RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (
 def _fail(exc: Exception) -> None:
     if isinstance(exc, InputError):
         for p in exc.problems:
-            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+            err.print(str(p), markup=False, highlight=False, emoji=False, soft_wrap=True)
     else:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {exc}", markup=False, highlight=False, emoji=False, soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -97,7 +97,8 @@ def load_object(ref: str, folders: list[Path]):
                 continue
             break
         else:
-            raise FileNotFoundError(f"no file {where} (looked in {', '.join(str(f) for f in folders)})")
+            looked = ", ".join(str(f) for f in folders if Path(f).is_dir())
+            raise FileNotFoundError(f"no file {where} (looked in {looked or 'no folder'})")
     else:
         for folder in folders:
             top = where.split(".")[0]
