@@ -300,6 +300,24 @@ def compare(
         out.print(as_table(base, cont, diffs))
 
 
+@app.command("schema")
+def schema_command(
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Write it to this file instead of stdout."),
+):
+    """Print the JSON Schema (draft 2020-12) of the experiment file, for editors and CI checks.
+
+    Generated from the models `cmx validate` uses; docs/cmx.schema.json is the committed copy that
+    shipped experiments name in their first line (# yaml-language-server: $schema=...).
+    """
+    from engine.schema import schema_text
+
+    text = schema_text()
+    if out_file is None:
+        sys.stdout.write(text)
+    else:
+        out_file.write_text(text)
+
+
 def main() -> None:
     app()
 

@@ -104,6 +104,7 @@ def _choice(dimension: str, *options: str) -> Callable[[Any], str]:
         if not isinstance(value, str) or value not in options:
             raise ValueError(f"unknown {dimension} {value!r} (choose from {', '.join(options)})")
         return value
+    check.json_schema = {"type": "string", "enum": list(options)}  # read by engine/schema.py
     return check
 
 
@@ -113,6 +114,7 @@ def _int_at_least(dimension: str, low: int) -> Callable[[Any], int]:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{dimension} must be an integer >= {low}, got {value!r}")
         return value
+    check.json_schema = {"type": "integer", "minimum": low}
     return check
 
 
@@ -121,6 +123,7 @@ def _seconds(dimension: str) -> Callable[[Any], float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{dimension} must be a number of seconds >= 0 (0 = off), got {value!r}")
         return float(value)
+    check.json_schema = {"type": "number", "minimum": 0}
     return check
 
 
