@@ -119,6 +119,12 @@ def run(
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
     no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
+                                  "`cmx status --tag` selects by it."),
+    note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
+    smoke_mode: bool = typer.Option(False, "--smoke", help="Each cell once at a tiny size with a short timeout, "
+                                    "into results/smoke.duckdb unless --db is given: catches configuration "
+                                    "errors before a long sweep."),
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -133,8 +139,15 @@ def run(
     from engine.summary import render, summarize, varying_dimensions
     from workloads import registry
 
+    if smoke_mode and Path(db_path) == db.DEFAULT_DB:
+        from engine.smoke import SMOKE_DB
+        db_path = SMOKE_DB
     try:
+        tags = db.parse_tags(tag)
         exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent)
+        if smoke_mode:
+            from engine.smoke import smoke
+            exp, cells = smoke(exp, cells)
         if only:
             cells = cells_for_only(cells, only)
             if not cells:
@@ -152,7 +165,7 @@ def run(
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)
-    sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
+    sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None, tags=tags, note=note)
     interrupted = False
     outcomes = []
     try:
@@ -179,17 +192,20 @@ def run(
 
 
 @app.command()
-def status(db_path: Path = DB_OPTION):
+def status(db_path: Path = DB_OPTION,
+           tag: list[str] = typer.Option([], "--tag", help="Only runs of sweeps run with this KEY=VALUE "
+                                         "(repeatable: all must match).")):
     """Experiments in the results database and their runs by status."""
     try:
+        where, params = db.tagged_runs_sql(db.parse_tags(tag))
         with db.connect(db_path, read_only=True) as con:
-            rows = con.execute("""
+            rows = con.execute(f"""
                 SELECT experiment, count(*) AS runs,
                        count(*) FILTER (WHERE status = 'ok') AS ok,
                        count(*) FILTER (WHERE status = 'failed') AS failed,
                        count(*) FILTER (WHERE status = 'timeout') AS timeout,
                        max(started_at) AS last_run
-                FROM runs GROUP BY experiment ORDER BY last_run DESC""").fetchall()
+                FROM runs WHERE {where} GROUP BY experiment ORDER BY last_run DESC""", params).fetchall()
     except (FileNotFoundError, InputError) as exc:
         _fail(exc)
     table = Table(title=Text(f"{db_path}"), title_justify="left")

@@ -123,9 +123,35 @@ FROM run_starts s LEFT JOIN run_ends e USING (run_id)""")
 
 
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
-                 inventory: str, definition: dict[str, Any]) -> None:
-    con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, now(), ?)",
-                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition)])
+                 inventory: str, definition: dict[str, Any], tags: dict[str, str] | None = None,
+                 note: str | None = None) -> None:
+    con.execute("INSERT INTO sweeps (sweep_id, experiment, source, workload, description, inventory, started_at, "
+                "definition, tags, note) VALUES (?, ?, ?, ?, ?, ?, now(), ?, ?, ?)",
+                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition),
+                 json.dumps(tags or {}), note])
+
+
+def parse_tags(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--tag``) as a dict; InputError naming the first bad one."""
+    import re
+
+    tags: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", key):
+            raise InputError(Problem(f"--tag {item!r}: expected KEY=VALUE, KEY of letters, digits, '_', '.', '-'"))
+        tags[key] = value
+    return tags
+
+
+def tagged_runs_sql(tags: dict[str, str]) -> tuple[str, list]:
+    """A condition on ``run_id`` selecting runs of sweeps that carry every one of ``tags``."""
+    if not tags:
+        return "TRUE", []
+    conds = " AND ".join("json_extract_string(w.tags, ?) = ?" for _ in tags)
+    params = [p for key, value in tags.items() for p in (f'$."{key}"', value)]
+    return (f"run_id IN (SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) WHERE {conds})",
+            params)
 
 
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,

@@ -93,13 +93,15 @@ class Sweep:
     """Executes the runs of one experiment against one inventory, storing each in the database."""
 
     def __init__(self, exp: Experiment, inventory: Inventory, db_path: Path, results_dir: Path,
-                 handler: SweepHandler, stop_grace_s: float = 5.0):
+                 handler: SweepHandler, stop_grace_s: float = 5.0, tags: dict[str, str] | None = None,
+                 note: str | None = None):
         self.exp = exp
         self.inventory = inventory
         self.db_path = db_path
         self.results_dir = results_dir
         self.handler = handler
         self.stop_grace_s = stop_grace_s
+        self.tags, self.note = tags or {}, note  # cmx run --tag/--note, stored with the sweep
         self.sweep_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self._interrupted = False
         self.lib_key = ""  # set by provisioning: which shipped version of workloads/ runs
@@ -179,7 +181,7 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
-                            self.exp.model_dump(mode="json", by_alias=True))
+                            self.exp.model_dump(mode="json", by_alias=True), tags=self.tags, note=self.note)
         if not runs:
             return []
         for run in runs:  # every URL must resolve before any host is touched

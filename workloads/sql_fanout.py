@@ -211,6 +211,7 @@ def _take_connection():
 class SqlFanout(Workload):
     name = "sql_fanout"
     Params = SqlFanoutParams
+    smoke_params = {"queries": 3, "requests": 2, "rows": 1000}
     needs_backend = True  # celery mode waits for the group's results
     needs_database = True
     headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_rss_bytes")

@@ -28,6 +28,7 @@ class ThroughputParams(WorkloadParams):
 class Throughput(Workload):
     name = "throughput"
     Params = ThroughputParams
+    smoke_params = {"tasks": 20}
     headline_metrics = ("publish_rate", "consume_rate", "latency_p50_s", "latency_p99_s", "peak_rss_bytes",
                         "peak_pss_bytes")
 

@@ -62,3 +62,8 @@ CREATE TABLE IF NOT EXISTS hosts (
 INSERT OR IGNORE INTO cmx_schema VALUES
     ('sweeps', 1), ('run_starts', 1), ('run_ends', 1), ('tasks', 1), ('samples', 1), ('peaks', 1),
     ('connections', 1), ('metrics', 1), ('hosts', 1), ('runs', 1), ('queue_depth', 1);
+
+-- Version 2 of sweeps: `cmx run --tag KEY=VALUE` (a JSON object of them) and `--note TEXT`.
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS tags JSON;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS note VARCHAR;
+INSERT OR REPLACE INTO cmx_schema VALUES ('sweeps', 2);
