@@ -197,8 +197,9 @@ def status(db_path: Path = DB_OPTION,
                                          "(repeatable: all must match).")):
     """Experiments in the results database and their runs by status."""
     try:
-        where, params = db.tagged_runs_sql(db.parse_tags(tag))
+        tags = db.parse_tags(tag)
         with db.connect(db_path, read_only=True) as con:
+            where, params = db.tagged_runs_sql(con, tags)
             rows = con.execute(f"""
                 SELECT experiment, count(*) AS runs,
                        count(*) FILTER (WHERE status = 'ok') AS ok,
@@ -214,7 +215,7 @@ def status(db_path: Path = DB_OPTION,
     for exp, runs, ok, failed, timeout, last in rows:
         table.add_row(Text(exp), str(runs), str(ok), f"[red]{failed}[/red]" if failed else "0",
                       f"[red]{timeout}[/red]" if timeout else "0", str(last)[:19])
-    out.print(table if rows else "no runs yet")
+    out.print(table if rows else ("no runs of sweeps tagged " + " ".join(tag) if tag else "no runs yet"))
 
 
 class Format(str, Enum):

@@ -144,10 +144,13 @@ def parse_tags(items: list[str]) -> dict[str, str]:
     return tags
 
 
-def tagged_runs_sql(tags: dict[str, str]) -> tuple[str, list]:
+def tagged_runs_sql(con, tags: dict[str, str]) -> tuple[str, list]:
     """A condition on ``run_id`` selecting runs of sweeps that carry every one of ``tags``."""
     if not tags:
         return "TRUE", []
+    if not con.execute("SELECT 1 FROM duckdb_columns() WHERE table_name = 'sweeps' AND column_name = 'tags'"
+                       ).fetchone():
+        return "FALSE", []  # a database from before tags (opened read-only): no sweep has any
     conds = " AND ".join("json_extract_string(w.tags, ?) = ?" for _ in tags)
     params = [p for key, value in tags.items() for p in (f'$."{key}"', value)]
     return (f"run_id IN (SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) WHERE {conds})",

@@ -38,7 +38,7 @@ def test_an_old_database_gains_the_columns_and_runs_are_selected_by_tag(tmp_path
         assert con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone() == (2,)
 
         def runs(tags):
-            where, params = db.tagged_runs_sql(tags)
+            where, params = db.tagged_runs_sql(con, tags)
             return [r for (r,) in con.execute(f"SELECT run_id FROM runs WHERE {where} ORDER BY 1", params).fetchall()]
 
         assert runs({}) == ["r0", "r1", "r2"]
@@ -46,3 +46,13 @@ def test_an_old_database_gains_the_columns_and_runs_are_selected_by_tag(tmp_path
         assert runs({"commit": "abc", "env": "lab"}) == ["r1"]
         assert runs({"commit": "abc", "env": "prod"}) == []
         assert runs({"env": "lab"}) == ["r1"]
+
+
+def test_a_read_only_old_database_has_no_tagged_runs(tmp_path):
+    path = tmp_path / "old.duckdb"
+    with db.connect(path) as con:
+        _start(con, "s0", "r0")
+        con.execute("ALTER TABLE sweeps DROP COLUMN tags")
+    with db.connect(path, read_only=True) as con:
+        assert db.tagged_runs_sql(con, {"a": "b"}) == ("FALSE", [])
+        assert db.tagged_runs_sql(con, {}) == ("TRUE", [])
