@@ -335,6 +335,46 @@ def schema_command(
         out_file.write_text(text)
 
 
+@app.command("workloads")
+def workloads_command(
+    folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to look for your workload classes "
+                                "(the .py files beside your experiments)."),
+):
+    """List every built-in workload and every workload class found in --dir, with each param's
+    type, default and description (what `workload.params` and `params.*` dimensions take)."""
+    from engine.catalog import builtins, discover
+
+    entries, problems = builtins(), []
+    if folder.is_dir():
+        found, problems = discover(folder)
+        entries += found
+    for entry in entries:
+        table = Table(title=Text(f"{entry.name}  ({entry.where})  {entry.doc}"), title_justify="left")
+        for col in ("param", "type", "default", "description"):
+            table.add_column(col)
+        for p in entry.params:
+            table.add_row(Text(p.name), Text(p.type), Text(p.default), Text(p.description))
+        out.print(table)
+    for line in problems:
+        err.print(f"warning: {line}", markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+@app.command("init")
+def init_command(
+    name: str = typer.Argument(..., help="The experiment's name (letters, digits, '_', '-')."),
+    folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to write the two files."),
+):
+    """Write experiments/NAME.yaml and experiments/NAME_tasks.py: your own tasks benchmark that
+    runs as it is (`cmx run experiments/NAME.yaml`), to edit into your own."""
+    from engine.scaffold import init
+
+    try:
+        experiment, tasks = init(name, folder)
+    except InputError as exc:
+        _fail(exc)
+    out.print(f"wrote {experiment} and {tasks}; next: cmx run {experiment} --smoke", highlight=False, markup=False)
+
+
 def main() -> None:
     app()
 
