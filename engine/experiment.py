@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from engine.errors import InputError, Problem
 from engine.yamlpos import Positions, load_yaml
@@ -67,6 +67,20 @@ class WorkloadSpec(BaseModel):
 
     name: str
     params: dict[str, Any] = {}
+    #: What the user's tasks need on the hosts (``pillow==11.0.0``): downloaded into the
+    #: wheelhouse on the controller, installed offline by the python_env role.
+    requirements: list[Annotated[str, AfterValidator(lambda item: _pep508(item))]] = []
+
+
+def _pep508(item: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(item)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{item!r} is not a requirement such as pillow==11.0.0 "
+                         f"({str(exc).splitlines()[0]})") from None
+    return item
 
 
 class Experiment(BaseModel):

@@ -137,11 +137,11 @@ def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
 
 
 def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
-              user_code: dict[str, Path] | None = None) -> str:
+              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None) -> str:
     """Make every host ready: venv with the pinned dependencies and the workloads package; then
     start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given). Returns the
     key of the shipped code (playbooks put ``lib/<key>`` on PYTHONPATH)."""
-    pins = host_requirements()
+    pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
     house = wheelhouse_archive(work_dir / "wheelhouse", pins)
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
     result = run_playbook(

@@ -193,7 +193,8 @@ class Sweep:
                                                         {r.cell.values["backend"] for r in runs})
         from engine.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
-        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code)
+        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                 list(self.exp.workload.requirements))
         try:
             return self._execute_provisioned(runs)
         finally:

@@ -111,6 +111,8 @@ def check_tasks(exp, cells) -> list[tuple[str, Any, str]]:
                 continue
             bad_modules.discard(module)
         error, where = _import_in_subprocess(params, base)
+        if error and error.startswith("ModuleNotFoundError") and exp.workload.requirements:
+            continue  # a package only the hosts get (workload.requirements): the workers' start checks it
         if error:
             field = "task" if error.startswith("KeyError") else ("app" if app and module is None else "module")
             at = f" (at {where})" if where else ""
