@@ -58,6 +58,8 @@ def load_class(name: str) -> type[Workload]:
         missing = [a for a in ("Params",) if not hasattr(cls, a)] + sorted(getattr(cls, "__abstractmethods__", ()))
         if missing:
             raise ValueError(f"workload {name} does not define {', '.join(missing)}")
+        if not isinstance(getattr(cls, "name", None), str):
+            cls.name = name  # messages name a workload by it; the reference is what the file says
         _loaded[name] = cls
     return _loaded[name]
 

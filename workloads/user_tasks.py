@@ -99,7 +99,9 @@ def check_script() -> str:
     """Python run by ``python -c`` on the controller to list the tasks a module registers (imported
     in a subprocess, so the user's import-time code never runs inside cmx; bounded by a timeout)."""
     return (
-        "import json, sys\n"
+        "import sys\n"
+        "sys.path[:] = [p for p in sys.path if p not in ('', '.')]  # the user's folder goes last, not first\n"
+        "import json\n"
         "from celery import Celery\n"
         "from workloads import user_tasks\n"
         "params = user_tasks.UserTasksParams.model_validate(json.loads(sys.argv[1]))\n"
