@@ -105,6 +105,11 @@ def wheelhouse_archive(root: Path, pins: list[str]) -> Path:
     return archive if archive.exists() else _tar(house, archive, ".")
 
 
+def _skipped(parts: tuple[str, ...]) -> bool:
+    """Byte-code caches and hidden entries (.git, .venv…) of the user's folders stay home."""
+    return any(part == "__pycache__" or (part.startswith(".") and part not in (".", "..")) for part in parts)
+
+
 def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> Path:
     """The workloads package as shipped to hosts, with the user's code (``cmx_user/<name>`` ->
     source file or folder, see engine/user_code.py), named by its content so hosts see changes."""
@@ -114,7 +119,7 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
         digest.update(f.relative_to(WORKLOADS_SRC).as_posix().encode() + f.read_bytes())
     for name, src in sorted(user_code.items()):
         for f in sorted(src.rglob("*") if src.is_dir() else [src]):
-            if f.is_file() and "__pycache__" not in f.parts:
+            if f.is_file() and not _skipped(f.relative_to(src.parent).parts):
                 digest.update(name.encode() + f.relative_to(src.parent).as_posix().encode() + f.read_bytes())
     root.mkdir(parents=True, exist_ok=True)
     archive = root / f"workloads-{digest.hexdigest()[:12]}.tar"
@@ -123,7 +128,7 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
     if not user_code:
         return _tar(WORKLOADS_SRC, archive, "workloads")
     tmp = archive.with_name(archive.name + ".tmp")
-    skip = lambda t: None if "__pycache__" in t.name else t  # noqa: E731
+    skip = lambda t: None if _skipped(Path(t.name).parts) else t  # noqa: E731
     with tarfile.open(tmp, "w") as tar:
         tar.add(WORKLOADS_SRC, arcname="workloads", filter=skip)
         for name, src in sorted(user_code.items()):
