@@ -340,8 +340,11 @@ def workloads_command(
     folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to look for your workload classes "
                                 "(the .py files beside your experiments)."),
 ):
-    """List every built-in workload and every workload class found in --dir, with each param's
-    type, default and description (what `workload.params` and `params.*` dimensions take)."""
+    """List the built-in workloads and your workload classes, with each param's type, default and description.
+
+    Your classes are looked for in the .py files of --dir; their params are what `workload.params`
+    and `params.*` dimensions take.
+    """
     from engine.catalog import builtins, discover
 
     entries, problems = builtins(), []
@@ -364,8 +367,11 @@ def init_command(
     name: str = typer.Argument(..., help="The experiment's name (letters, digits, '_', '-')."),
     folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to write the two files."),
 ):
-    """Write experiments/NAME.yaml and experiments/NAME_tasks.py: your own tasks benchmark that
-    runs as it is (`cmx run experiments/NAME.yaml`), to edit into your own."""
+    """Write experiments/NAME.yaml and experiments/NAME_tasks.py, a benchmark of your own tasks that runs as it is.
+
+    Edit the tasks module (plain Celery) and the matrix into your own; try it with
+    `cmx run experiments/NAME.yaml --smoke`.
+    """
     from engine.scaffold import init
 
     try:
