@@ -57,10 +57,13 @@ def find_task(app, name: str, folder) -> Any:
     if name not in app.tasks:
         parts = name.split(".")
         for end in range(len(parts) - 1, 0, -1):
+            candidate = ".".join(parts[:end])
             try:
-                usercode.import_module(".".join(parts[:end]), folder)
+                usercode.import_module(candidate, folder)
                 break
-            except ImportError:
+            except ModuleNotFoundError as exc:
+                if exc.name is None or not candidate.startswith(exc.name):
+                    raise  # the module is there but needs something missing: say that, not "no task"
                 continue
     if name not in app.tasks:
         mine = sorted(t for t in app.tasks if not t.startswith("celery."))
