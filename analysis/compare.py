@@ -34,7 +34,8 @@ class Selection:
 
 
 def parse_selection(text: str) -> Selection:
-    """``EXPERIMENT[:DIM=VALUE,DIM=VALUE…]`` → :class:`Selection`; raises ValueError when malformed."""
+    """``EXPERIMENT[:DIM=VALUE,DIM=VALUE…]`` → :class:`Selection`; raises ValueError when malformed.
+    ``tag.KEY=VALUE`` selects the runs of sweeps run with ``--tag KEY=VALUE``."""
     name, _, rest = text.partition(":")
     if not name:
         raise ValueError(f"{text!r}: expected EXPERIMENT or EXPERIMENT:DIM=VALUE,…")
@@ -80,6 +81,13 @@ def _medians(con, sel: Selection) -> tuple[dict[str, tuple[float, int]], int]:
     cols = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'").fetchall())
     where, params = ["r.experiment = ?", "r.status = 'ok'"], [sel.experiment]
     for dim, value in sel.filters:
+        if dim.startswith("tag."):  # runs of sweeps run with --tag KEY=VALUE
+            from engine.db import tagged_runs_sql
+
+            cond, tag_params = tagged_runs_sql(con, {dim[len("tag."):]: value})
+            where.append(cond)
+            params.extend(tag_params)
+            continue
         if dim not in cols or dim in RUN_COLUMNS:
             raise ValueError(f"{sel}: {dim!r} is not a dimension of any run")
         column = f'r."{dim.replace(chr(34), chr(34) * 2)}"'

@@ -56,3 +56,20 @@ def test_a_read_only_old_database_has_no_tagged_runs(tmp_path):
     with db.connect(path, read_only=True) as con:
         assert db.tagged_runs_sql(con, {"a": "b"}) == ("FALSE", [])
         assert db.tagged_runs_sql(con, {}) == ("TRUE", [])
+
+
+def test_compare_selects_sides_by_tag(tmp_path):
+    from analysis.compare import compare, parse_selection
+
+    with db.connect(tmp_path / "c.duckdb") as con:
+        for sweep, commit, rate in (("s1", "old", 100.0), ("s2", "new", 150.0)):
+            db.record_sweep(con, sweep, "e", "e.yaml", "throughput", "", "inv", {}, tags={"commit": commit})
+            for i in range(2):
+                run_id = f"{sweep}-r{i}"
+                _start(con, sweep, run_id)
+                db.record_run_end(con, run_id, "ok", None, {})
+                con.execute("INSERT INTO metrics VALUES (?, 'consume_rate', ?, 'tasks/s')", [run_id, rate + i])
+        diffs = {d.metric: d for d in compare(con, parse_selection("e:tag.commit=old"),
+                                              parse_selection("e:tag.commit=new,pool=threads"))}
+    rate = diffs["consume_rate"]
+    assert (rate.baseline, rate.contender, rate.baseline_runs, rate.contender_runs) == (100.5, 150.5, 2, 2)
