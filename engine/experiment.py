@@ -60,18 +60,6 @@ class Limits(BaseModel):
         return parse_duration(value)
 
 
-class WorkloadSpec(BaseModel):
-    """Which registered workload runs, and its params shared by every cell."""
-
-    model_config = _FROZEN
-
-    name: str
-    params: dict[str, Any] = {}
-    #: What the user's tasks need on the hosts (``pillow==11.0.0``): downloaded into the
-    #: wheelhouse on the controller, installed offline by the python_env role.
-    requirements: list[Annotated[str, AfterValidator(lambda item: _pep508(item))]] = []
-
-
 def _pep508(item: str) -> str:
     from packaging.requirements import InvalidRequirement, Requirement
 
@@ -81,6 +69,18 @@ def _pep508(item: str) -> str:
         raise ValueError(f"{item!r} is not a requirement such as pillow==11.0.0 "
                          f"({str(exc).splitlines()[0]})") from None
     return item
+
+
+class WorkloadSpec(BaseModel):
+    """Which registered workload runs, and its params shared by every cell."""
+
+    model_config = _FROZEN
+
+    name: str
+    params: dict[str, Any] = {}
+    #: What the user's tasks need on the hosts (``pillow==11.0.0``): downloaded into the
+    #: wheelhouse on the controller, installed offline by the python_env role.
+    requirements: list[Annotated[str, AfterValidator(_pep508)]] = []
 
 
 class Experiment(BaseModel):
