@@ -35,7 +35,8 @@ class Selection:
 
 
 def parse_selection(text: str) -> Selection:
-    """``EXPERIMENT[:DIM=VALUE,DIM=VALUE…]`` → :class:`Selection`; raises ValueError when malformed."""
+    """``EXPERIMENT[:DIM=VALUE,DIM=VALUE…]`` → :class:`Selection`; raises ValueError when malformed.
+    ``tag.KEY=VALUE`` selects the runs of sweeps run with ``--tag KEY=VALUE``."""
     name, _, rest = text.partition(":")
     if not name:
         raise ValueError(f"{text!r}: expected EXPERIMENT or EXPERIMENT:DIM=VALUE,…")
@@ -91,9 +92,16 @@ def _columns(con) -> dict[str, str]:
     return dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'").fetchall())
 
 
-def _where(cols: dict[str, str], sel: Selection) -> tuple[str, list]:
+def _where(con, cols: dict[str, str], sel: Selection) -> tuple[str, list]:
     where, params = ["r.experiment = ?", "r.status = 'ok'"], [sel.experiment]
     for dim, value in sel.filters:
+        if dim.startswith("tag."):  # runs of sweeps run with --tag KEY=VALUE
+            from engine.db import tagged_runs_sql
+
+            cond, tag_params = tagged_runs_sql(con, {dim[len("tag."):]: value})
+            where.append(cond.replace("run_id IN", "r.run_id IN", 1))
+            params.extend(tag_params)
+            continue
         if dim not in cols or (dim in RUN_COLUMNS and dim != REVISION):
             raise SelectionError(f"{sel}: {dim!r} is not a dimension of any run")
         column = f"r.{_q(dim)}"
@@ -128,7 +136,7 @@ def _show(value) -> str:
 def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
     """The selection's ok runs; SelectionError unless they form one cell and one revision (or ``pool_cells``)."""
     cols = _columns(con)
-    cond, params = _where(cols, sel)
+    cond, params = _where(con, cols, sel)
     rows = con.execute(f"SELECT run_id, cell_id FROM runs r WHERE {cond}", params).fetchall()
     if not rows:
         raise SelectionError(f"{role} {sel}: no ok runs match")

@@ -60,9 +60,9 @@ def _options(
 def _fail(exc: Exception) -> None:
     if isinstance(exc, InputError):
         for p in exc.problems:
-            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+            err.print(str(p), markup=False, highlight=False, emoji=False, soft_wrap=True)
     else:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {exc}", markup=False, highlight=False, emoji=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -151,6 +151,12 @@ def run(
                                           "cells within each round of repeats (same SEED, same order); each run's "
                                           "position is stored as run_starts.seq."),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
+    tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
+                                  "`cmx status --tag` selects by it."),
+    note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
+    smoke_mode: bool = typer.Option(False, "--smoke", help="Each cell once at a tiny size with a short timeout, "
+                                    "into results/smoke.duckdb unless --db is given: catches configuration "
+                                    "errors before a long sweep."),
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -166,8 +172,15 @@ def run(
     from engine.summary import cell_headlines, render, summarize, varying_dimensions
     from workloads import registry
 
+    if smoke_mode and Path(db_path) == db.DEFAULT_DB:
+        from engine.smoke import SMOKE_DB
+        db_path = SMOKE_DB
     try:
+        tags = db.parse_tags(tag)
         exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent, max_cells=max_cells)
+        if smoke_mode:
+            from engine.smoke import smoke
+            exp, cells = smoke(exp, cells)
         digest = definition_hash(exp, cells)  # of every cell, whatever --only selects
         if only:
             cells = cells_for_only(cells, only)
@@ -187,7 +200,7 @@ def run(
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)
-    sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None)
+    sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None, tags=tags, note=note)
     sweep.provenance = _provenance(exp, inv, digest, revision)
     sweep.shuffle_seed = shuffle
     interrupted = False
@@ -234,7 +247,9 @@ def _raise_keyboard_interrupt(signum, frame) -> None:
 
 
 @app.command()
-def status(db_path: Path = DB_OPTION):
+def status(db_path: Path = DB_OPTION,
+           tag: list[str] = typer.Option([], "--tag", help="Only runs of sweeps run with this KEY=VALUE "
+                                         "(repeatable: all must match).")):
     """Experiments in the results database and their runs by status.
 
     A run without an end is [bold]running[/bold] while the sweep that started it is alive, else
@@ -243,8 +258,10 @@ def status(db_path: Path = DB_OPTION):
     from engine.runstatus import ABANDONED, RUNNING, RunStatus, controller_alive, open_status
 
     try:
+        tags = db.parse_tags(tag)
         with db.connect(db_path, read_only=True) as con:
-            rows = con.execute(sql_status(con)).fetchall()
+            where, params = db.tagged_runs_sql(con, tags)
+            rows = con.execute(sql_status(con, where), params).fetchall()
             shares = _host_shares(con)
             suspect = con.execute("""
                 SELECT r.experiment, count(DISTINCT r.run_id) FROM runs r JOIN metrics m USING (run_id)
@@ -278,7 +295,7 @@ def status(db_path: Path = DB_OPTION):
                                      reverse=True):
         cells = [f"[red]{e[c]}[/red]" if e[c] and c in bad else str(e[c]) for c in columns]
         table.add_row(Text(exp), str(revision), str(e["runs"]), *cells, str(e["last"])[:19])
-    out.print(table if per_exp else "no runs yet")
+    out.print(table if per_exp else ("no runs of sweeps tagged " + " ".join(tag) if tag else "no runs yet"))
     if shares:
         out.print(_shares_table(shares))
     for exp, n in suspect:
@@ -287,15 +304,16 @@ def status(db_path: Path = DB_OPTION):
                   "[/yellow]", soft_wrap=True)
 
 
-def sql_status(con) -> str:
-    """Per run: experiment, stored status ('' without an end), its sweep's controller, start."""
+def sql_status(con, where: str = "TRUE") -> str:
+    """Per run (of those ``where`` selects): experiment, revision, stored status ('' without an
+    end), its sweep's controller, start."""
     has_controllers = con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'sweep_controllers'").fetchone()
     controller = ("c.hostname, c.pid, c.pid_started, s.started_at FROM run_starts s "
                   "LEFT JOIN sweep_controllers c USING (sweep_id)" if has_controllers
                   else "NULL, NULL, NULL, s.started_at FROM run_starts s")
     revisions = "LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w USING (sweep_id)"
     return (f"SELECT s.experiment, coalesce(w.revision, 1) AS revision, coalesce(e.status, '') AS status, "
-            f"{controller} {revisions} LEFT JOIN run_ends e USING (run_id)")
+            f"{controller} {revisions} LEFT JOIN run_ends e USING (run_id) WHERE {where}")
 
 
 def _host_shares(con) -> list:
@@ -463,6 +481,70 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     return tuple(k for k in kinds if k is not None)
+
+
+@app.command("schema")
+def schema_command(
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Write it to this file instead of stdout."),
+):
+    """Print the JSON Schema (draft 2020-12) of the experiment file, for editors and CI checks.
+
+    Generated from the models `cmx validate` uses; docs/cmx.schema.json is the committed copy that
+    shipped experiments name in their first line (# yaml-language-server: $schema=...).
+    """
+    from engine.schema import schema_text
+
+    text = schema_text()
+    if out_file is None:
+        sys.stdout.write(text)
+    else:
+        out_file.write_text(text)
+
+
+@app.command("workloads")
+def workloads_command(
+    folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to look for your workload classes "
+                                "(the .py files beside your experiments)."),
+):
+    """List the built-in workloads and your workload classes, with each param's type, default and description.
+
+    Your classes are looked for in the .py files of --dir; their params are what `workload.params`
+    and `params.*` dimensions take.
+    """
+    from engine.catalog import builtins, discover
+
+    entries, problems = builtins(), []
+    if folder.is_dir():
+        found, problems = discover(folder)
+        entries += found
+    for entry in entries:
+        table = Table(title=Text(f"{entry.name}  ({entry.where})  {entry.doc}"), title_justify="left")
+        for col in ("param", "type", "default", "description"):
+            table.add_column(col)
+        for p in entry.params:
+            table.add_row(Text(p.name), Text(p.type), Text(p.default), Text(p.description))
+        out.print(table)
+    for line in problems:
+        err.print(f"warning: {line}", markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+@app.command("init")
+def init_command(
+    name: str = typer.Argument(..., help="The experiment's name (letters, digits, '_', '-')."),
+    folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to write the two files."),
+):
+    """Write experiments/NAME.yaml and experiments/NAME_tasks.py, a benchmark of your own tasks that runs as it is.
+
+    Edit the tasks module (plain Celery) and the matrix into your own; try it with
+    `cmx run experiments/NAME.yaml --smoke`.
+    """
+    from engine.scaffold import init
+
+    try:
+        experiment, tasks = init(name, folder)
+    except InputError as exc:
+        _fail(exc)
+    out.print(f"wrote {experiment} and {tasks}; next: cmx run {experiment} --smoke", highlight=False, markup=False)
 
 
 def main() -> None:

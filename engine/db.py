@@ -162,9 +162,10 @@ LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep
 
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
                  inventory: str, definition: dict[str, Any], provenance: dict[str, Any] | None = None,
-                 shuffle_seed: int | None = None) -> None:
+                 shuffle_seed: int | None = None, tags: dict[str, str] | None = None,
+                 note: str | None = None) -> None:
     """``provenance``: more columns of ``sweeps`` (engine.provenance.Provenance.columns())."""
-    extra = {**(provenance or {}), "shuffle_seed": shuffle_seed}
+    extra = {**(provenance or {}), "shuffle_seed": shuffle_seed, "tags": json.dumps(tags or {}), "note": note}
     names = ["sweep_id", "experiment", "source", "workload", "description", "inventory", "definition", *extra]
     con.execute(f"INSERT INTO sweeps ({', '.join(names)}, started_at) VALUES ({', '.join('?' * len(names))}, now())",
                 [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition),
@@ -173,6 +174,32 @@ def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str
 
 def record_controller(con, sweep_id: str, hostname: str, pid: int, pid_started: float) -> None:
     con.execute("INSERT INTO sweep_controllers VALUES (?, ?, ?, ?)", [sweep_id, hostname, pid, pid_started])
+
+
+def parse_tags(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--tag``) as a dict; InputError naming the first bad one."""
+    import re
+
+    tags: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", key):
+            raise InputError(Problem(f"--tag {item!r}: expected KEY=VALUE, KEY of letters, digits, '_', '.', '-'"))
+        tags[key] = value
+    return tags
+
+
+def tagged_runs_sql(con, tags: dict[str, str]) -> tuple[str, list]:
+    """A condition on ``run_id`` selecting runs of sweeps that carry every one of ``tags``."""
+    if not tags:
+        return "TRUE", []
+    if not con.execute("SELECT 1 FROM duckdb_columns() WHERE table_name = 'sweeps' AND column_name = 'tags'"
+                       ).fetchone():
+        return "FALSE", []  # a database from before tags (opened read-only): no sweep has any
+    conds = " AND ".join("json_extract_string(w.tags, ?) = ?" for _ in tags)
+    params = [p for key, value in tags.items() for p in (f'$."{key}"', value)]
+    return (f"run_id IN (SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) WHERE {conds})",
+            params)
 
 
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,

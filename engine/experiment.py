@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from engine import celery_settings, limits
 from engine.errors import InputError, Problem
@@ -61,6 +61,17 @@ class Limits(BaseModel):
         return parse_duration(value)
 
 
+def _pep508(item: str) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(item)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{item!r} is not a requirement such as pillow==11.0.0 "
+                         f"({str(exc).splitlines()[0]})") from None
+    return item
+
+
 class WorkloadSpec(BaseModel):
     """Which registered workload runs, and its params shared by every cell."""
 
@@ -68,6 +79,9 @@ class WorkloadSpec(BaseModel):
 
     name: str
     params: dict[str, Any] = {}
+    #: What the user's tasks need on the hosts (``pillow==11.0.0``): downloaded into the
+    #: wheelhouse on the controller, installed offline by the python_env role.
+    requirements: list[Annotated[str, AfterValidator(_pep508)]] = []
 
 
 class Experiment(BaseModel):
@@ -105,6 +119,7 @@ def _choice(dimension: str, *options: str) -> Callable[[Any], str]:
         if not isinstance(value, str) or value not in options:
             raise ValueError(f"unknown {dimension} {value!r} (choose from {', '.join(options)})")
         return value
+    check.json_schema = {"type": "string", "enum": list(options)}  # read by engine/schema.py
     return check
 
 
@@ -114,6 +129,7 @@ def _int_at_least(dimension: str, low: int) -> Callable[[Any], int]:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{dimension} must be an integer >= {low}, got {value!r}")
         return value
+    check.json_schema = {"type": "integer", "minimum": low}
     return check
 
 
@@ -122,6 +138,7 @@ def _seconds(dimension: str) -> Callable[[Any], float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{dimension} must be a number of seconds >= 0 (0 = off), got {value!r}")
         return float(value)
+    check.json_schema = {"type": "number", "minimum": 0}
     return check
 
 
@@ -367,7 +384,10 @@ class _Checker:
             try:
                 self.params = registry.get(name).Params
                 self.workload = name
-            except KeyError:
+            except KeyError as exc:
+                if registry.is_user_class(name):  # the user's class: say why it did not load
+                    self.add(("workload", "name"), str(exc.args[0]))
+                    return
                 self.add(("workload", "name"), f"unknown workload '{name}' "
                          f"(known: {', '.join(registry.names())})" + _suggest(name, registry.names()))
         params = spec.get("params", {})
@@ -569,6 +589,37 @@ def _cell_issues(exp: Experiment, data: dict) -> list[Issue]:
     return issues
 
 
+def _user_code_issues(exp: Experiment, data: dict) -> list[Issue]:
+    """The user's code the cells use exists, imports and has the task (engine/user_code.py)."""
+    from engine.matrix import expand  # matrix imports this module
+    from engine.user_code import check_tasks, sources
+
+    cells = expand(exp)
+    try:
+        sources(exp, cells)
+    except ValueError as exc:
+        return [Issue(("workload",), str(exc))]
+    issues = []
+    for field, value, message in check_tasks(exp, cells):
+        issues.append(Issue(_value_path(data, field, value), message))
+    return issues
+
+
+def _value_path(data: dict, field: str, value: Any) -> tuple:
+    """Where the file sets workload param ``field`` to ``value``: the item of a dimension's list
+    when one holds it, else the first place the param is set."""
+    name = f"params.{field}"
+    lists = [(s, name) for s in ("matrix",) if isinstance(data.get(s), dict)]
+    lists += [("zip", i, name) for i, g in enumerate(data.get("zip") or []) if isinstance(g, dict)]
+    for path in lists:
+        node = data
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else (node[key] if isinstance(node, list) else None)
+        if isinstance(node, list) and value in node:
+            return path + (node.index(value),)
+    return _param_path(data, field)
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -590,6 +641,7 @@ def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS)
     A matrix of more than ``max_cells`` cells is refused before it is expanded."""
     file = str(path)
     data, positions = load_yaml(path)
+    registry.search_in(Path(file).parent)  # the user's workload classes sit next to the file
 
     issues: list[Issue] = []
     if "source" in data:
@@ -616,6 +668,8 @@ def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS)
         issues.extend(_include_issues(data))
     if experiment is not None and not issues:
         issues.extend(_cell_issues(experiment, data))
+    if experiment is not None and not issues:
+        issues.extend(_user_code_issues(experiment, data))
 
     if issues:
         problems = [_to_problem(file, positions, i) for i in issues]

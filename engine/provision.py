@@ -105,27 +105,50 @@ def wheelhouse_archive(root: Path, pins: list[str]) -> Path:
     return archive if archive.exists() else _tar(house, archive, ".")
 
 
-def workloads_archive(root: Path) -> Path:
-    """The workloads package as shipped to hosts, named by its content so hosts see changes."""
+def _skipped(parts: tuple[str, ...]) -> bool:
+    """Byte-code caches and hidden entries (.git, .venv…) of the user's folders stay home."""
+    return any(part == "__pycache__" or (part.startswith(".") and part not in (".", "..")) for part in parts)
+
+
+def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> Path:
+    """The workloads package as shipped to hosts, with the user's code (``cmx_user/<name>`` ->
+    source file or folder, see engine/user_code.py), named by its content so hosts see changes."""
+    user_code = user_code or {}
     digest = hashlib.sha256()
     for f in sorted(WORKLOADS_SRC.rglob("*.py")):
         digest.update(f.relative_to(WORKLOADS_SRC).as_posix().encode() + f.read_bytes())
+    for name, src in sorted(user_code.items()):
+        for f in sorted(src.rglob("*") if src.is_dir() else [src]):
+            if f.is_file() and not _skipped(f.relative_to(src.parent).parts):
+                digest.update(name.encode() + f.relative_to(src.parent).as_posix().encode() + f.read_bytes())
     root.mkdir(parents=True, exist_ok=True)
     archive = root / f"workloads-{digest.hexdigest()[:12]}.tar"
-    return archive if archive.exists() else _tar(WORKLOADS_SRC, archive, "workloads")
+    if archive.exists():
+        return archive
+    if not user_code:
+        return _tar(WORKLOADS_SRC, archive, "workloads")
+    tmp = archive.with_name(archive.name + ".tmp")
+    skip = lambda t: None if _skipped(Path(t.name).parts) else t  # noqa: E731
+    with tarfile.open(tmp, "w") as tar:
+        tar.add(WORKLOADS_SRC, arcname="workloads", filter=skip)
+        for name, src in sorted(user_code.items()):
+            tar.add(src, arcname=name, filter=skip)
+    os.replace(tmp, archive)
+    return archive
 
 
 def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
     return {f"cmx_{kind}_hosts": ",".join(hosts) for kind, hosts in services.items()}
 
 
-def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]]) -> str:
+def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
+              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None) -> str:
     """Make every host ready: venv with the pinned dependencies and the workloads package; then
     start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given). Returns the
     key of the shipped code (playbooks put ``lib/<key>`` on PYTHONPATH)."""
-    pins = host_requirements()
+    pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
     house = wheelhouse_archive(work_dir / "wheelhouse", pins)
-    lib = workloads_archive(work_dir / "wheelhouse").resolve()
+    lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
     result = run_playbook(
         "provision.yml", inventory.path, work_dir / "ansible" / "provision",
         extravars={

@@ -48,6 +48,19 @@ class SweepHandler(Protocol):
     def run_finished(self, outcome: RunOutcome) -> None: ...
 
 
+def task_failure_error(art_dir: Path, failed: float) -> str:
+    """The error of a run whose tasks raised: how many, and the first one's exception (its full
+    traceback stays in the run's artifacts)."""
+    from workloads.failures import first_failure
+
+    first = first_failure(art_dir)
+    if first is None:
+        return f"{failed:g} task(s) did not succeed (no traceback was kept)"
+    head, path = first
+    return (f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} "
+            f"(traceback: {path})")
+
+
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM: the current run was stopped and stored as interrupted."""
 
@@ -76,13 +89,15 @@ class Sweep:
     """Executes the runs of one experiment against one inventory, storing each in the database."""
 
     def __init__(self, exp: Experiment, inventory: Inventory, db_path: Path, results_dir: Path,
-                 handler: SweepHandler, stop_grace_s: float = 5.0):
+                 handler: SweepHandler, stop_grace_s: float = 5.0, tags: dict[str, str] | None = None,
+                 note: str | None = None):
         self.exp = exp
         self.inventory = inventory
         self.db_path = db_path
         self.results_dir = results_dir
         self.handler = handler
         self.stop_grace_s = stop_grace_s
+        self.tags, self.note = tags or {}, note  # cmx run --tag/--note, stored with the sweep
         self.sweep_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self._interrupted = False
         self.lib_key = ""  # set by provisioning: which shipped version of workloads/ runs
@@ -171,7 +186,7 @@ class Sweep:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
                             self.exp.model_dump(mode="json", by_alias=True), self.provenance,
-                            shuffle_seed=self.shuffle_seed)
+                            shuffle_seed=self.shuffle_seed, tags=self.tags, note=self.note)
             db.record_controller(con, self.sweep_id, *controller_identity())
         if not runs:
             return []
@@ -182,7 +197,10 @@ class Sweep:
         self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
         services = self.inventory.services_to_provision({r.cell.values["broker"] for r in runs},
                                                         {r.cell.values["backend"] for r in runs})
-        self.lib_key = provision(self.inventory, hosts, self.results_dir, services)
+        from engine.user_code import sources
+        user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
+        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                 list(self.exp.workload.requirements))
         try:
             return self._execute_provisioned(runs)
         finally:
@@ -315,6 +333,8 @@ class Sweep:
         stages["ingest"] = time.monotonic() - t0
 
         status, error = self._status(started, stopped, driver, ingest_error)
+        if status is RunStatus.OK and metrics.get("tasks_failed"):
+            status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
         with db.connect(self.db_path) as con:
             db.record_run_end(con, run.run_id, status.value, error, stages)
         write_atomic(art_dir / "run.json", json.dumps(

@@ -7,7 +7,7 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from workloads import effective, instrument, registry  # noqa: F401 (effective: the cmx_config command)
+from workloads import effective, failures, instrument, registry  # noqa: F401 (effective: the cmx_config command)
 from workloads.clientname import client_name
 from workloads.recorder import Recorder
 from workloads.spec import RunSpec
@@ -58,12 +58,15 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     """A Celery app wired for this run: broker, backend, queues, the cell's settings, the
     workload's tasks, and the instrumentation that stamps every task. ``client`` (worker, driver)
     names its connections."""
-    app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
+    workload = registry.get(spec.workload)
+    own = workload.setup(workload.Params.model_validate(spec.params))
+    if own is None:
+        app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
+    else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
+        app = own
+        app.set_current()
     qargs = queue_arguments(spec)
-    # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names
-    # a setting of OWNED_SETTINGS, and should one ever slip through, the dimension still wins.
-    app.conf.update(spec.celery)
-    app.conf.update(
+    harness = dict(
         task_default_queue=spec.queue,
         task_queues=(Queue(spec.queue, queue_arguments=qargs), Queue(spec.hold_queue, queue_arguments=qargs)),
         task_ignore_result=spec.backend == "none",
@@ -73,7 +76,16 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
     )
+    if own is not None:
+        from workloads.user_app import own_settings
+        harness.update(broker_url=os.environ["CMX_BROKER_URL"], result_backend=backend_url(spec), task_routes=None)
+        own_settings(app, {**harness, **spec.celery}, run_dir)
+    # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names
+    # a setting of OWNED_SETTINGS, and should one ever slip through, the dimension still wins.
+    app.conf.update(spec.celery)
+    app.conf.update(harness)
     name_clients(app, spec, client)
-    registry.get(spec.workload).register_tasks(app)
+    workload.register_tasks(app)
     instrument.install(app, Recorder(run_dir, host))
+    failures.install(run_dir)
     return app

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,11 +37,19 @@ class Workload(abc.ABC):
     needs_database: ClassVar[bool] = False
     #: The metrics the end-of-sweep summary shows for this workload (median over repeats).
     headline_metrics: ClassVar[tuple[str, ...]] = ("makespan_s", "consume_rate", "peak_pss_bytes", "peak_rss_bytes")
+    #: ``cmx run --smoke``: caps on the params (a number is lowered to at most this), so each
+    #: cell runs once at a tiny size.
+    smoke_params: ClassVar[dict[str, Any]] = {}
 
     def headline(self, params: WorkloadParams) -> tuple[str, ...]:
         """The summary's metrics for a cell with these params (a workload whose measures depend
         on its mode narrows them here)."""
         return self.headline_metrics
+
+    def setup(self, params: WorkloadParams) -> "Celery | None":
+        """Called first in every process that builds the run's app (workers and driver), with the
+        run's params. Returns the user's own Celery app to run instead of cmx's, or None."""
+        return None
 
     @abc.abstractmethod
     def register_tasks(self, app: "Celery") -> None:

@@ -23,6 +23,7 @@ class ConcurrentSleepParams(WorkloadParams):
 class ConcurrentSleep(Workload):
     name = "concurrent_sleep"
     Params = ConcurrentSleepParams
+    smoke_params = {"tasks": 4, "sleep_s": 0.2}
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "peak_pss_per_slot_bytes",
                         "peak_rss_per_slot_bytes")
 

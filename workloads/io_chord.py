@@ -70,6 +70,7 @@ def call(path: str, timeout: float) -> dict:
 class IoChord(Workload):
     name = "io_chord"
     Params = IoChordParams
+    smoke_params = {"chords": [2], "sleep_min_s": 0.1, "sleep_max_s": 0.2}
     needs_backend = True  # a chord's callback needs its header's results
     service_module = "workloads.sleep_service"
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "broker_connections_max",

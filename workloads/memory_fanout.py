@@ -60,6 +60,7 @@ def run_units(params: MemoryFanoutParams) -> list[tuple[int, int]]:
 class MemoryFanout(Workload):
     name = "memory_fanout"
     Params = MemoryFanoutParams
+    smoke_params = {"subtasks": 2, "size_mb": 1.0, "work_s": 0.1}
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "worker_vmhwm_max_bytes")
 
     def register_tasks(self, app):

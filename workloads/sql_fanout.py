@@ -249,6 +249,7 @@ def _connect_preopen_signals() -> None:
 class SqlFanout(Workload):
     name = "sql_fanout"
     Params = SqlFanoutParams
+    smoke_params = {"queries": 3, "requests": 2, "rows": 1000}
     needs_backend = True  # celery mode waits for the group's results
     needs_database = True
     headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_pss_bytes", "peak_rss_bytes")

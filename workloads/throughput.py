@@ -45,6 +45,7 @@ class ThroughputParams(WorkloadParams):
 class Throughput(Workload):
     name = "throughput"
     Params = ThroughputParams
+    smoke_params = {"tasks": 20}
     headline_metrics = ("publish_rate", "publish_batch", "consume_rate", "latency_p50_s", "latency_p99_s", "queue_wait_p50_s",
                         "queue_wait_p99_s", "service_time_p50_s", "peak_pss_bytes", "peak_rss_bytes")
 
@@ -62,10 +63,6 @@ class Throughput(Workload):
             return None
 
     def drive(self, ctx, params: ThroughputParams):
-        import time
-
-        from workloads.instrument import INTENDED_HEADER
-
         if params.via == "raw":
             from workloads.raw_broker import drive_raw
 
@@ -76,32 +73,44 @@ class Throughput(Workload):
             from workloads.ramp import drive_ramp
 
             return drive_ramp(ctx, params, noop, payload)
-        ctx.wait_for_workers()
-        if params.mode == "stream":
-            ctx.start_consuming()
-        with ctx.app.producer_or_acquire() as producer:
-            if params.mode == "backlog":
-                for _ in range(params.tasks):
-                    noop.apply_async((payload,), producer=producer)
-                    # the deadline check is cheap relative to a publish; keep runs bounded
-                ctx.check_deadline("publishing the backlog")
-            else:
-                t0 = time.time() + 0.05
-                interval = 1.0 / params.rate
-                behind = 0
-                for i in range(params.tasks):
-                    intended = t0 + i * interval
-                    delay = intended - time.time()
-                    if delay > 0:
-                        time.sleep(delay)
-                    elif delay < -interval:
-                        behind += 1
-                    noop.apply_async((payload,), producer=producer, headers={INTENDED_HEADER: intended})
-                    if i % 1000 == 0:
-                        ctx.check_deadline("publishing the stream")
-                if behind:
-                    ctx.notes.append(f"driver fell behind the target rate on {behind} of {params.tasks} publishes")
-                ctx.metric("publish_behind", behind, "tasks")
-        if params.mode == "backlog":
-            ctx.start_consuming()
-        ctx.wait_completed(params.tasks)
+        publish(ctx, noop, (payload,), {}, params.tasks, params.mode, params.rate)
+
+
+def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: float, **options) -> None:
+    """Publish ``tasks`` calls of ``task`` and wait for them: ``backlog`` publishes all while the
+    workers hold off, then lets them consume; ``stream`` publishes at ``rate`` per second while they
+    consume, each message carrying when it was meant to be sent. Shared by every workload that
+    publishes one task N times (``throughput``, the user's own ``tasks``)."""
+    import time
+
+    from workloads.instrument import INTENDED_HEADER
+
+    ctx.wait_for_workers()
+    if mode == "stream":
+        ctx.start_consuming()
+    with ctx.app.producer_or_acquire() as producer:
+        if mode == "backlog":
+            for _ in range(tasks):
+                task.apply_async(args, kwargs, producer=producer, **options)
+                # the deadline check is cheap relative to a publish; keep runs bounded
+            ctx.check_deadline("publishing the backlog")
+        else:
+            t0 = time.time() + 0.05
+            interval = 1.0 / rate
+            behind = 0
+            for i in range(tasks):
+                intended = t0 + i * interval
+                delay = intended - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -interval:
+                    behind += 1
+                task.apply_async(args, kwargs, producer=producer, headers={INTENDED_HEADER: intended}, **options)
+                if i % 1000 == 0:
+                    ctx.check_deadline("publishing the stream")
+            if behind:
+                ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
+            ctx.metric("publish_behind", behind, "tasks")
+    if mode == "backlog":
+        ctx.start_consuming()
+    ctx.wait_completed(tasks)

@@ -98,3 +98,7 @@ INSERT OR REPLACE INTO cmx_schema VALUES ('run_starts', 2);
 -- (worker, driver) per probe; `client` is NULL in rows of older runs (then: every client of the server).
 ALTER TABLE connections ADD COLUMN IF NOT EXISTS client VARCHAR;
 INSERT OR REPLACE INTO cmx_schema VALUES ('connections', 2);
+
+-- sweeps (also version 2): `cmx run --tag KEY=VALUE` (a JSON object of them) and `--note TEXT`.
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS tags JSON;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS note VARCHAR;
