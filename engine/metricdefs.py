@@ -48,6 +48,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("broker_connections_max", "connections", _L, "broker conns"),
     MetricDef("backend_connections_max", "connections", _L, "backend conns"),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
+    MetricDef("harness_overhead_s", "s", _L, "harness",
+              "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)"),
 )}
 
 
