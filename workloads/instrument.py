@@ -6,6 +6,7 @@ message header ``cmx_sent_at`` so the executing side knows it without asking any
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -21,6 +22,7 @@ INTENDED_HEADER = "cmx_intended_at"
 
 _recorder: Recorder | None = None
 _started: dict[str, float] = {}
+_capturing = False  # workloads/publisher.py is building a template message: stamp it, record nothing
 
 
 def install(app: Celery, recorder: Recorder) -> None:
@@ -44,9 +46,23 @@ def recorder() -> Recorder:
     return _recorder
 
 
+@contextlib.contextmanager
+def capturing():
+    """Publishes inside are templates (never sent): stamped as usual, so the template has the
+    header where a real publish has it, but not recorded as published."""
+    global _capturing
+    _capturing = True
+    try:
+        yield
+    finally:
+        _capturing = False
+
+
 def _on_publish(sender=None, headers=None, **_):
     now = time.time()
     headers[SENT_HEADER] = now
+    if _capturing:
+        return
     _recorder.add("pub", (headers["id"], headers.get("task", sender), _recorder.host, os.getpid(),
                           headers.get(INTENDED_HEADER, ""), now))
 

@@ -23,6 +23,10 @@ class ThroughputParams(WorkloadParams):
     rate: float = Field(200.0, gt=0, description="stream mode: tasks published per second")
     via: Literal["celery", "raw"] = Field(
         "celery", description="celery, or raw: the broker's own client (redis-py, pika), consumers in the driver")
+    publisher: Literal["fast", "celery"] = Field(
+        "fast", description="fast: Celery's message built once and sent in batches (workloads/publisher.py), "
+                            "so the driver is never the bottleneck; celery: an apply_async loop, to measure "
+                            "Celery's own client")
 
 
 class Throughput(Workload):
@@ -50,6 +54,19 @@ class Throughput(Workload):
         ctx.wait_for_workers()
         if params.mode == "stream":
             ctx.start_consuming()
+        if params.publisher == "fast":
+            from workloads import publisher
+
+            if params.mode == "backlog":
+                publisher.publish_backlog(ctx.app, noop.name, (payload,), params.tasks, ctx.host, ctx.check_deadline)
+                ctx.start_consuming()
+            else:
+                behind = publisher.publish_stream(ctx.app, noop.name, (payload,), params.tasks, params.rate, ctx.host,
+                                                  ctx.check_deadline)
+                if behind:
+                    ctx.notes.append(f"driver fell behind the target rate on {behind} of {params.tasks} publishes")
+                ctx.metric("publish_behind", behind, "tasks")
+            return ctx.wait_completed(params.tasks)
         with ctx.app.producer_or_acquire() as producer:
             if params.mode == "backlog":
                 for _ in range(params.tasks):
