@@ -63,6 +63,35 @@ def stop_collect_stages(stopped: PlaybookResult) -> dict[str, float]:
     return {"stop": round(at, 3), "collect": round(stopped.seconds - at, 3)}
 
 
+def take_local_packs(stopped: PlaybookResult, art_dir: Path) -> None:
+    """Hosts reached with ``ansible_connection: local`` are this machine: their pack is moved from
+    where ``hostctl finish`` left it (run_stop.yml fetches only from remote hosts)."""
+    import shutil
+
+    for host, report in finish_reports(stopped).items():
+        target, pack = art_dir / f"{host}.tgz", Path(report.get("pack") or "")
+        if not target.exists() and pack.is_file():
+            shutil.move(pack, target)
+
+
+def explain_begin_failures(started: PlaybookResult, art_dir: Path) -> PlaybookResult:
+    """`hostctl begin` is not logged (its arguments hold secrets): name what failed from the
+    begin.log the host's artifacts brought back."""
+    from dataclasses import replace
+
+    from engine.ansible import Failure
+
+    failures = []
+    for f in started.failures:
+        log = art_dir / f.host / "begin.log"
+        if f.task.startswith("Begin the run") and log.is_file():
+            lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+            if lines:
+                f = Failure(f.host, f.task, lines[-1][:400], f.unreachable)
+        failures.append(f)
+    return replace(started, failures=tuple(failures))
+
+
 def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
     """Store and return the run's wall time minus the time its tasks were in flight (first sent
     to last finished): what the harness cost this run."""
@@ -291,10 +320,12 @@ class Sweep:
                            "cmx_clock_port": clock.port},
                 secrets=secrets, timeout=600)
         stages.update(stop_collect_stages(stopped))
+        take_local_packs(stopped, art_dir)
         for tgz in art_dir.glob("*.tgz"):
             with tarfile.open(tgz) as tar:
                 tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
             tgz.unlink()
+        started = explain_begin_failures(started, art_dir)
 
         self.handler.stage(run, "ingest")
         t0 = time.monotonic()

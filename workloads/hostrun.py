@@ -1,9 +1,9 @@
 """A run's start and end on one host, each as one command (one Ansible task instead of six).
 
 ``hostctl begin`` reads one JSON document on stdin (spec, secrets, sampler args, whether this host
-resets the queues or runs the service), so neither the secrets nor the spec travel in a command
-line; ``hostctl finish`` stops everything, resets the queues, records the facts and packs the run
-dir, and prints how long each step took (JSON on stdout) for the engine's stage seconds.
+runs the service and a worker), so neither the secrets nor the spec travel in a command line;
+``hostctl finish`` stops everything, resets the queues, records the facts and packs the run dir,
+and prints how long each step took (JSON on stdout) for the engine's stage seconds.
 
 Secrets: ``begin`` writes them to ``secrets.json`` (mode 0600) in the run dir; every later hostctl
 command of the run loads them into its own environment (so the processes it starts inherit them,
@@ -48,7 +48,7 @@ def load_secrets(run_dir: Path) -> None:
 
 
 def begin(run_dir: Path, host: str, payload: dict) -> int:
-    """Write the spec and secrets, reset the queues (one host), start the sampler and the service.
+    """Write the spec and secrets, start the sampler, the service and the worker (where they run).
     Ansible does not log this task (its arguments hold the secrets), so what fails goes to
     ``begin.log`` in the run dir, which the run's artifacts bring back."""
     import contextlib
@@ -68,13 +68,16 @@ def _begin(run_dir: Path, host: str, payload: dict) -> int:
     write_atomic(run_dir / "spec.json", json.dumps(payload["spec"], indent=2) + "\n")
     write_secrets(run_dir, payload.get("secrets") or {})
     load_secrets(run_dir)
-    if payload.get("reset"):
-        hostctl.reset(run_dir)
+    # No queue reset here: run ids are unique per execution (engine/planner.py), so the run's
+    # queues are new, and finish deletes them after the run.
     hostctl.start_sampler(run_dir, host, shlex.split(payload.get("sampler_args") or ""))
     service = payload.get("service")
-    if service:
-        return hostctl.start_service(run_dir, service["module"], int(service["port"]),
-                                     float(service.get("ready_timeout", 60)))
+    if service and hostctl.start_service(run_dir, service["module"], int(service["port"]),
+                                         float(service.get("ready_timeout", 60))):
+        return 1
+    worker = payload.get("worker")
+    if worker:
+        return hostctl.start_worker(run_dir, host, float(worker.get("ready_timeout", 60)))
     return 0
 
 
@@ -108,7 +111,7 @@ def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int 
         return 1
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
-    print(json.dumps({"seconds": seconds, "failed": failed}))
+    print(json.dumps({"seconds": seconds, "failed": failed, "pack": f"{run_dir}.tgz"}))
     return 0
 
 

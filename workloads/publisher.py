@@ -11,9 +11,9 @@ LPUSH per batch (one round trip), AMQP ``basic.publish`` frames written back to 
 on the broker is what ``apply_async`` would put there, byte for byte but for those values
 (tests/integration/test_publisher.py proves it and that a worker runs them).
 
-Stamps: a batch's messages all carry ``cmx_sent_at`` = the time the batch began to be built,
-immediately before it is written (the ``pub`` rows hold the same value); a batch takes a few
-milliseconds, so a sent_at is early by at most that. AMQP batches are confirmed by the broker
+Stamps: a batch's messages all carry ``cmx_sent_at`` = the time the built batch was handed to
+the client library to write (the ``pub`` rows hold the same value): Redis then answers the LPUSH
+in one round trip; AMQP frames go to the socket at once. AMQP batches are confirmed by the broker
 (publisher confirms; one batch in flight), which ``apply_async`` does not ask for by default: it
 is what keeps a publisher faster than its queue from being cut off, and it makes "published"
 mean "the broker has it".
@@ -31,7 +31,14 @@ from workloads.instrument import INTENDED_HEADER, SENT_HEADER, recorder
 
 #: Placeholder task id of the template message: replaced in each copy.
 TEMPLATE_ID = "cmx-template-task-id"
-BATCH = 500  # messages per pipeline round trip / burst
+SENT_TOKEN = "@@CMX-SENT-AT@@"  # where the batch's send time goes, just before it is written
+BATCH = 500  # messages per round trip / burst, at most
+
+
+def batch_size(n: int) -> int:
+    """At most BATCH, and at least 20 batches per backlog: publish_rate is measured between the
+    first and the last send time, so a backlog sent in one batch would have no rate."""
+    return max(1, min(BATCH, n // 20))
 
 
 @dataclass
@@ -80,17 +87,19 @@ class RedisPublisher:
         if TEMPLATE_ID not in text:
             raise RuntimeError("the task id is not in the captured message")
         self.template = (text.replace(TEMPLATE_ID, "%(id)s").replace("@@TAG@@", "%(tag)s")
-                         .replace('"@@SENT@@"', "%(sent)s").replace('"@@INTENDED@@"', "%(intended)s"))
+                         .replace('"@@SENT@@"', SENT_TOKEN).replace('"@@INTENDED@@"', "%(intended)s"))
         self.client = channel.client
 
-    def send(self, ids: list[str], sent: float, intended: list[float] | None) -> None:
+    def send(self, ids: list[str], intended: list[float] | None) -> float:
         # One LPUSH of the whole batch: Redis pushes its values one by one, left to right, as
         # that many LPUSHes would (the worker's BRPOP takes them in publish order), in one trip.
-        tmpl, sent_s, uuid4 = self.template, repr(sent), uuid.uuid4
-        self.client.lpush(self.key, *[
-            tmpl % {"id": task_id, "tag": str(uuid4()), "sent": sent_s,
-                    "intended": repr(intended[i]) if intended else ""}
-            for i, task_id in enumerate(ids)])
+        tmpl, uuid4 = self.template, uuid.uuid4
+        built = [tmpl % {"id": task_id, "tag": str(uuid4()), "intended": repr(intended[i]) if intended else ""}
+                 for i, task_id in enumerate(ids)]
+        sent = time.time()
+        stamp = repr(sent)
+        self.client.lpush(self.key, *[m.replace(SENT_TOKEN, stamp) for m in built])
+        return sent
 
     def close(self) -> None:
         self.conn.release()
@@ -168,18 +177,20 @@ class AmqpPublisher:
             except TimeoutError:
                 pass
 
-    def send(self, ids: list[str], sent: float, intended: list[float] | None) -> None:
-        frames, id_b = self.frames.replace(self.sent_b, self.pack(sent)), self.id_b
+    def send(self, ids: list[str], intended: list[float] | None) -> float:
+        frames, id_b = self.frames, self.id_b
         out = []
         for i, task_id in enumerate(ids):
             f = frames.replace(id_b, task_id.encode())
             if intended:
                 f = f.replace(self.intended_b, self.pack(intended[i]))
             out.append(f)
+        sent = time.time()
         before = self.written
-        self.transport.write(b"".join(out))
+        self.transport.write(b"".join(out).replace(self.sent_b, self.pack(sent)))
         self.written += len(ids)
         self.wait_confirmed(before)  # the previous batch: one batch stays in flight
+        return sent
 
     def close(self) -> None:
         try:
@@ -207,10 +218,10 @@ def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
     pub = publisher_for(app, task_name, args, kwargs, stream=False)
     rec, pid = recorder(), os.getpid()
     try:
-        for start in range(0, n, BATCH):
-            ids = [str(uuid.uuid4()) for _ in range(min(BATCH, n - start))]
-            sent = time.time()
-            pub.send(ids, sent, None)
+        size = batch_size(n)
+        for start in range(0, n, size):
+            ids = [str(uuid.uuid4()) for _ in range(min(size, n - start))]
+            sent = pub.send(ids, None)
             for task_id in ids:
                 rec.add("pub", (task_id, task_name, host, pid, "", sent))
             check("publishing the backlog")
@@ -235,9 +246,9 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
             intended = [t0 + j * interval for j in range(i, due)]
             behind += sum(1 for t in intended if now - t > interval)
             ids = [str(uuid.uuid4()) for _ in intended]
-            pub.send(ids, now, intended)
+            sent = pub.send(ids, intended)
             for task_id, t in zip(ids, intended):
-                rec.add("pub", (task_id, task_name, host, pid, t, now))
+                rec.add("pub", (task_id, task_name, host, pid, t, sent))
             i = due
             check("publishing the stream")
     finally:
