@@ -48,6 +48,9 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("broker_connections_max", "connections", _L, "broker conns"),
     MetricDef("backend_connections_max", "connections", _L, "backend conns"),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
+    MetricDef("drained_rate", "tasks/s", _H, "drained",
+              "throughput backlog: tasks / (consuming started to all done by the workers' own counts, "
+              "polled every 0.2 s); needs no per-task stamps"),
     MetricDef("harness_overhead_s", "s", _L, "harness",
               "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)"),
 )}

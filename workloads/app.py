@@ -50,5 +50,6 @@ def create_app(spec: RunSpec, run_dir: Path, host: str) -> Celery:
     )
     app.conf.update(spec.celery)  # celery.* dimensions win over our defaults
     registry.get(spec.workload).register_tasks(app)
-    instrument.install(app, Recorder(run_dir, host))
+    # throughput's params.stamping: false leaves the per-task stamps out, to measure their cost.
+    instrument.install(app, Recorder(run_dir, host), stamping=bool(spec.params.get("stamping", True)))
     return app

@@ -216,13 +216,13 @@ def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
                     check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None) -> None:
     """Publish ``n`` copies of the task as fast as the broker takes them, recording a ``pub`` row each."""
     pub = publisher_for(app, task_name, args, kwargs, stream=False)
-    rec, pid = recorder(), os.getpid()
+    rec, pid, stamping = recorder(), os.getpid(), instrument.stamping()
     try:
         size = batch_size(n)
         for start in range(0, n, size):
             ids = [str(uuid.uuid4()) for _ in range(min(size, n - start))]
             sent = pub.send(ids, None)
-            for task_id in ids:
+            for task_id in ids if stamping else ():
                 rec.add("pub", (task_id, task_name, host, pid, "", sent))
             check("publishing the backlog")
     finally:
@@ -234,7 +234,7 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
     """Publish ``n`` copies at ``rate``/s: each wake-up sends every message due by then, in one
     batch. Returns how many were sent more than one interval after their intended time."""
     pub = publisher_for(app, task_name, args, kwargs, stream=True)
-    rec, pid = recorder(), os.getpid()
+    rec, pid, stamping = recorder(), os.getpid(), instrument.stamping()
     interval, t0, behind, i = 1.0 / rate, time.time() + 0.05, 0, 0
     try:
         while i < n:
@@ -247,7 +247,7 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
             behind += sum(1 for t in intended if now - t > interval)
             ids = [str(uuid.uuid4()) for _ in intended]
             sent = pub.send(ids, intended)
-            for task_id, t in zip(ids, intended):
+            for task_id, t in zip(ids, intended) if stamping else ():
                 rec.add("pub", (task_id, task_name, host, pid, t, sent))
             i = due
             check("publishing the stream")
