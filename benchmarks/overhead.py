@@ -101,15 +101,13 @@ def overhead(args, tmp: Path, inventory: Path | None) -> None:
 
 def publish(args, tmp: Path, inventory: Path | None) -> None:
     """Publish rate of the celery loop, the fast publisher and raw pipelined, in one sweep."""
+    # via raw ignores the publisher: its two cells are two repeats of the raw ceiling.
     exp = experiment(tmp / "publish.yaml", "publish-bench",
                      {"tasks": args.tasks, "mode": "backlog"},
                      {"backend": "none", "concurrency": 4, "pool": "threads"},
-                     {"broker": args.broker.split(","), "params.publisher": ["celery", "fast"]},
+                     {"broker": args.broker.split(","), "params.via": ["celery", "raw"],
+                      "params.publisher": ["celery", "fast"]},
                      repeats=args.repeats)
-    body = json.loads(exp.read_text())
-    body["include"] = [{"broker": b, "params.via": "raw", "params.publisher": "celery"}
-                       for b in args.broker.split(",")]
-    exp.write_text(json.dumps(body, indent=2))
     db = tmp / "results" / "cmx.duckdb"
     wall, proc = run_cmx(exp, db, inventory)
     if proc.returncode not in (0, 1):
@@ -118,7 +116,10 @@ def publish(args, tmp: Path, inventory: Path | None) -> None:
                         FROM metrics JOIN runs USING (run_id) WHERE name = 'publish_rate'
                         GROUP BY ALL ORDER BY ALL""")
     print(f"publish rate, {args.tasks} tasks, median over {args.repeats} repeat(s) (tasks/s):")
-    raw = {b: v for b, via, _, v, _ in rows if via == "raw"}
+    raw = {}
+    for b, via, _, v, _ in rows:
+        if via == "raw":
+            raw[b] = max(raw.get(b, 0.0), v)
     for broker, via, publisher, value, n in rows:
         what = "raw pipelined" if via == "raw" else f"celery ({publisher})"
         share = f"  {100 * value / raw[broker]:5.1f} % of raw" if raw.get(broker) and via != "raw" else ""
