@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +33,10 @@ class PlaybookResult:
     rc: int
     failures: tuple[Failure, ...]
     seconds: float
+    #: Seconds from the call to the first start of each task (by name): the engine's stage times.
+    task_started: dict[str, float] = field(default_factory=dict)
+    #: stdout of each successful task on each host, by (task name, host).
+    stdout: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -54,6 +59,8 @@ def _failure(event: dict) -> Failure:
     data = event.get("event_data", {})
     res = data.get("res", {}) or {}
     msg = res.get("stderr") or res.get("msg") or res.get("stdout") or "no message"
+    if "censored" in res:  # a no_log task: its arguments held secrets, so does its output
+        msg = "failed; not logged as its arguments hold secrets (see begin.log in the run's artifacts)"
     return Failure(host=data.get("host", "?"), task=data.get("task", "?"), message=_one_line(msg),
                    unreachable=event.get("event") == "runner_on_unreachable", timed_out=bool(res.get("timedout")))
 
@@ -62,12 +69,16 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
                  secrets: dict[str, str], timeout: float | None = None,
                  cancel: Callable[[], bool] | None = None) -> PlaybookResult:
     """Run ``engine/playbooks/<name>`` against ``inventory``. ``secrets`` reach the playbook as
-    environment variables only; ansible-runner's copy of the environment is removed after."""
+    environment variables only. ansible-runner writes that environment (``artifacts/*/command``)
+    and the job events to its private data dir, so that dir is a private temporary one (0700),
+    removed when the call returns or raises, and by the next call when a crash left it behind;
+    only the playbook's stdout is kept, in ``private_dir``."""
     import time
 
     import ansible_runner
 
     private_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_private_dirs()
     bin_dir = str(Path(sys.executable).parent)  # ansible-playbook must be the one beside us
     envvars = {
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
@@ -81,33 +92,61 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
         **secrets,
     }
     failures: list[Failure] = []
+    task_started: dict[str, float] = {}
+    stdout: dict[tuple[str, str], str] = {}
+    start = time.monotonic()
 
     def on_event(event: dict) -> bool:
-        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
-            if not event.get("event_data", {}).get("ignore_errors"):
+        kind, data = event.get("event"), event.get("event_data", {})
+        if kind == "playbook_on_task_start":
+            task_started.setdefault(data.get("task", "?"), time.monotonic() - start)
+        elif kind == "runner_on_ok":
+            stdout[(data.get("task", "?"), data.get("host", "?"))] = (data.get("res") or {}).get("stdout") or ""
+        elif kind in ("runner_on_failed", "runner_on_unreachable"):
+            if not data.get("ignore_errors"):
                 failures.append(_failure(event))
-        return True
+        return False  # nothing to disk: the events may hold what the tasks printed
 
-    start = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX))
+    (tmp / "owner.pid").write_text(str(os.getpid()))
     try:
         r = ansible_runner.run(
-            private_data_dir=str(private_dir), playbook=str(PLAYBOOKS / name), inventory=str(inventory.resolve()),
+            private_data_dir=str(tmp), playbook=str(PLAYBOOKS / name), inventory=str(inventory.resolve()),
             extravars=extravars, envvars=envvars, suppress_env_files=True, quiet=True,
             timeout=int(timeout) if timeout else None, cancel_callback=cancel or (lambda: False),
             event_handler=on_event, rotate_artifacts=0, ident=name.removesuffix(".yml"),
         )
+        out = tmp / "artifacts" / name.removesuffix(".yml") / "stdout"
+        if out.exists():
+            shutil.copyfile(out, private_dir / "stdout")
     finally:
-        _scrub(private_dir)
+        shutil.rmtree(tmp, ignore_errors=True)
     return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
-                          seconds=time.monotonic() - start)
+                          seconds=time.monotonic() - start, task_started=task_started, stdout=stdout)
 
 
-def _scrub(private_dir: Path) -> None:
-    """ansible-runner writes the full environment (our secrets too) to artifacts/*/command and
-    job events to disk; keep only stdout, which no_log-free tasks never fill with secrets."""
-    for command in private_dir.glob("artifacts/*/command"):
-        command.unlink(missing_ok=True)
-    for events in private_dir.glob("artifacts/*/job_events"):
-        shutil.rmtree(events, ignore_errors=True)
-    for env in private_dir.glob("env"):
-        shutil.rmtree(env, ignore_errors=True)
+PRIVATE_PREFIX = "cmx-ansible-"
+
+
+def remove_stale_private_dirs() -> None:
+    """Remove private data dirs whose cmx process is gone (killed before its ``finally`` ran)."""
+    import time
+
+    for d in Path(tempfile.gettempdir()).glob(PRIVATE_PREFIX + "*"):
+        try:
+            pid = int((d / "owner.pid").read_text())
+        except (OSError, ValueError):  # being created right now, or very old
+            try:
+                if time.time() - d.stat().st_mtime < 60:
+                    continue
+            except OSError:
+                continue
+        else:
+            try:
+                os.kill(pid, 0)
+                continue  # its owner is alive
+            except PermissionError:
+                continue  # alive, someone else's
+            except OSError:
+                pass
+        shutil.rmtree(d, ignore_errors=True)

@@ -78,6 +78,11 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("max_sustainable_rate", "tasks/s", _H, "max sustainable",
               "a search run's highest ramp step that kept up (engine/ratesearch.py)"),
     MetricDef("target_rate", "tasks/s", _N, "target rate", "a rate_fraction run's rate: fraction × max sustainable"),
+    MetricDef("drained_rate", "tasks/s", _H, "drained",
+              "throughput backlog: tasks / (consuming started to all done by the workers' own counts, "
+              "polled every 0.2 s); needs no per-task stamps"),
+    MetricDef("harness_overhead_s", "s", _L, "harness",
+              "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)"),
 )}
 
 

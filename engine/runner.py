@@ -31,6 +31,76 @@ from workloads.files import write_atomic
 from workloads.spec import RunSpec, node_name
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
+#: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
+#: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
+DRAINED_STOP_GRACE_S = 1.0
+DRIVE_TASK = "Run the driver until the workload is done or the run times out."
+FINISH_TASK = "Finish the run on the host (stop, reset, facts, pack)."
+
+
+def start_drive_stages(started: PlaybookResult) -> dict[str, float]:
+    """start (until the driver task began, Ansible's own start included) and drive."""
+    at = started.task_started.get(DRIVE_TASK, started.seconds)
+    return {"start": round(at, 3), "drive": round(started.seconds - at, 3)}
+
+
+def finish_reports(stopped: PlaybookResult) -> dict[str, dict]:
+    """What each host's `hostctl finish` said it did: {host: {"seconds": {step: s}, "failed": [...]}}."""
+    reports = {}
+    for (task, host), out in stopped.stdout.items():
+        if task == FINISH_TASK:
+            try:
+                reports[host] = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                pass
+    return reports
+
+
+def stop_collect_stages(stopped: PlaybookResult) -> dict[str, float]:
+    """stop (until the slowest host had stopped its processes, as its `hostctl finish` reported)
+    and collect (reset, facts, pack, fetch: everything after)."""
+    stop_s = max([float(r.get("seconds", {}).get("stop", 0.0)) for r in finish_reports(stopped).values()] or [0.0])
+    at = min(stopped.task_started.get(FINISH_TASK, 0.0) + stop_s, stopped.seconds)
+    return {"stop": round(at, 3), "collect": round(stopped.seconds - at, 3)}
+
+
+def take_local_packs(stopped: PlaybookResult, art_dir: Path) -> None:
+    """Hosts reached with ``ansible_connection: local`` are this machine: their pack is moved from
+    where ``hostctl finish`` left it (run_stop.yml fetches only from remote hosts)."""
+    import shutil
+
+    for host, report in finish_reports(stopped).items():
+        target, pack = art_dir / f"{host}.tgz", Path(report.get("pack") or "")
+        if not target.exists() and pack.is_file():
+            shutil.move(pack, target)
+
+
+def explain_begin_failures(started: PlaybookResult, art_dir: Path) -> PlaybookResult:
+    """`hostctl begin` is not logged (its arguments hold secrets): name what failed from the
+    begin.log the host's artifacts brought back."""
+    from dataclasses import replace
+
+    from engine.ansible import Failure
+
+    failures = []
+    for f in started.failures:
+        log = art_dir / f.host / "begin.log"
+        if f.task.startswith("Begin the run") and log.is_file():
+            lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+            if lines:
+                f = Failure(f.host, f.task, lines[-1][:400], f.unreachable)
+        failures.append(f)
+    return replace(started, failures=tuple(failures))
+
+
+def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
+    """Store and return the run's wall time minus the time its tasks were in flight (first sent
+    to last finished): what the harness cost this run."""
+    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM tasks WHERE run_id = ?",
+                               [run_id]).fetchone()
+    value = max(wall_s - (in_flight or 0.0), 0.0)
+    con.execute("INSERT INTO metrics VALUES (?, 'harness_overhead_s', ?, 's')", [run_id, value])
+    return value
 
 
 @dataclass(frozen=True)
@@ -288,6 +358,7 @@ class Sweep:
             common |= {"cmx_service_host": self.inventory.service_host(), "cmx_service_module": service,
                        "cmx_service_port": int(spec.service_url.rsplit(":", 1)[1])}
         stages: dict[str, float] = {}
+        run_t0 = time.monotonic()
 
         self.handler.stage(run, "start + drive")
         started = run_playbook(
@@ -296,20 +367,23 @@ class Sweep:
                        "cmx_spec": spec.model_dump(mode="json"), "cmx_sampler_args": targets.sampler_args,
                        "cmx_drive_timeout": int(spec.run_timeout_s + 30)},
             secrets=secrets, timeout=spec.run_timeout_s + 300, cancel=lambda: self._interrupted)
-        stages["start_drive"] = started.seconds
+        stages.update(start_drive_stages(started))
 
         self.handler.stage(run, "stop + fetch")
         with ClockServer() as clock:  # hosts measure their clock offset against it while collecting
             stopped = run_playbook(
                 "run_stop.yml", self.inventory.path, art_dir / "ansible" / "stop",
-                extravars={**common, "cmx_artifacts_dir": str(art_dir.resolve()), "cmx_stop_grace": self.stop_grace_s,
-                           "cmx_driver": targets.driver, "cmx_clock_port": clock.port},
+                extravars={**common, "cmx_artifacts_dir": str(art_dir.resolve()),
+                           "cmx_stop_grace": self._stop_grace(started), "cmx_driver": targets.driver,
+                           "cmx_clock_port": clock.port},
                 secrets=secrets, timeout=600)
-        stages["stop_fetch"] = stopped.seconds
+        stages.update(stop_collect_stages(stopped))
+        take_local_packs(stopped, art_dir)
         for tgz in art_dir.glob("*.tgz"):
             with tarfile.open(tgz) as tar:
                 tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
             tgz.unlink()
+        started = explain_begin_failures(started, art_dir)
 
         self.handler.stage(run, "ingest")
         t0 = time.monotonic()
@@ -336,11 +410,19 @@ class Sweep:
         if status is RunStatus.OK and metrics.get("tasks_failed"):
             status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
         with db.connect(self.db_path) as con:
+            metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)
         write_atomic(art_dir / "run.json", json.dumps(
             {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id, "repeat": run.repeat,
-             "status": status.value, "error": error, "stage_seconds": stages, "values": _dims(run)}, indent=2))
+             "status": status.value, "error": error, "stage_seconds": stages, "values": _dims(run),
+             "finish": finish_reports(stopped)}, indent=2))
         return RunOutcome(run, status, error, metrics, stages)
+
+    def _stop_grace(self, started: PlaybookResult) -> float:
+        """A drive that ended normally left drained workers: nothing to finish, a short grace."""
+        if started.ok and not self._interrupted:
+            return min(self.stop_grace_s, DRAINED_STOP_GRACE_S)
+        return self.stop_grace_s
 
     def _status(self, started: PlaybookResult, stopped: PlaybookResult, driver: dict,
                 ingest_error: str | None) -> tuple[RunStatus, str | None]:

@@ -10,6 +10,9 @@ Every command works in the run dir given by ``--run-dir`` (the per-host work dir
   reset          delete the run queues on the broker, so no earlier run's message leaks in
   stop           stop everything the run started on this host; no stray process is left
   facts          write facts.json: CPU, cores, memory, kernel, Python and library versions
+  begin          the run's start on this host in one call: spec, secrets, reset, sampler, service
+                 (a JSON document on stdin; workloads/hostrun.py)
+  finish         the run's end on this host in one call: stop, reset, facts, pack the run dir
 """
 from __future__ import annotations
 
@@ -126,6 +129,26 @@ def reset(run_dir: Path) -> int:
     return 0
 
 
+def _gone(p: psutil.Process) -> bool:
+    """A process that exited counts as gone even while it is a zombie: whoever started it (a
+    ``hostctl start-*`` that returned, so PID 1 by now) reaps it in its own time, and waiting
+    for that is what made stopping slow."""
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Poll until every process is gone (zombies included) or ``timeout`` s passed; the rest."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if not _gone(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if not _gone(p)]
+    return alive
+
+
 def _stop_trees(pids: list[int], grace: float) -> list[int]:
     """TERM the given processes together (Celery's warm shutdown stops its own pool), wait up to
     ``grace`` s, then KILL whatever is left of them and of the descendants they had."""
@@ -137,24 +160,28 @@ def _stop_trees(pids: list[int], grace: float) -> list[int]:
             root.send_signal(signal.SIGTERM)
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=grace)
+    alive = _wait_gone(procs, grace)
     for p in alive:
         try:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=5)
+    _wait_gone(alive, 5)
     return [p.pid for p in procs]
 
 
 def stop(run_dir: Path, grace: float) -> int:
     """Stop the run's processes: workers, services and driver together, then the sampler (so it
-    sees them end). Every descendant goes too; nothing started for the run survives."""
+    sees them end; it leaves within a tick of its TERM). Every descendant goes too; nothing
+    started for the run survives. ``grace`` bounds the warm shutdown: the engine gives a short
+    one after a drive that finished (a drained worker has nothing left to finish: every row it
+    recorded is on disk within the recorder's flush interval) and a long one otherwise."""
     stopped = []
+    t0 = time.monotonic()
     for group in (("worker.pid", "service.pid", "driver.pid"), ("sampler.pid",)):
         pids = [int((run_dir / name).read_text().strip()) for name in group if (run_dir / name).exists()]
         stopped += _stop_trees(pids, grace)
-    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped}))
+    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0}))
     return 0
 
 
@@ -201,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workloads.hostctl", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["start-worker", "start-service", "start-sampler", "drive", "reset", "stop",
-                                        "facts"])
+                                        "facts", "begin", "finish"])
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--host", default=os.environ.get("CMX_HOST", platform.node()))
     ap.add_argument("--ready-timeout", type=float, default=60.0)
@@ -209,10 +236,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module", help="start-service: the service's module")
     ap.add_argument("--port", type=int, default=8765, help="start-service: its port")
     ap.add_argument("--clock-port", type=int, help="facts: the controller's clock responder (UDP port)")
+    ap.add_argument("--reset", action="store_true", help="finish: also delete the run's queues")
+    ap.add_argument("--keep", action="store_true", help="finish: keep the run dir beside its .tgz")
     args, rest = ap.parse_known_args(argv)
     run_dir = args.run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     os.environ["CMX_RUN_DIR"], os.environ["CMX_HOST"] = str(run_dir), args.host
+    from workloads import hostrun
+
+    if args.command == "begin":
+        return hostrun.begin(run_dir, args.host, hostrun.read_payload())
+    hostrun.load_secrets(run_dir)  # from begin's file: never from a command line
+    if args.command == "finish":
+        return hostrun.finish(run_dir, args.host, args.grace, args.reset, args.clock_port, args.keep)
     if args.command == "start-worker":
         return start_worker(run_dir, args.host, args.ready_timeout)
     if args.command == "start-service":

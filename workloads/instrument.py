@@ -6,6 +6,7 @@ message header ``cmx_sent_at`` so the executing side knows it without asking any
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -21,19 +22,28 @@ INTENDED_HEADER = "cmx_intended_at"
 
 _recorder: Recorder | None = None
 _started: dict[str, float] = {}
+_capturing = False  # workloads/publisher.py is building a template message: stamp it, record nothing
+_stamping = True  # per-task stamps on (install(stamping=False) is for measuring their cost)
 
 
-def install(app: Celery, recorder: Recorder) -> None:
-    """Connect the handlers (once per process) so every publish and execution is recorded."""
-    global _recorder
+def stamping() -> bool:
+    return _stamping
+
+
+def install(app: Celery, recorder: Recorder, stamping: bool = True) -> None:
+    """Connect the handlers (once per process) so every publish and execution is recorded.
+    ``stamping=False`` leaves the per-task handlers out (only to measure what they cost:
+    benchmarks/overhead.py --instrument); the run then has no per-task rows."""
+    global _recorder, _stamping
     if _recorder is not None:
         _recorder = recorder
         return
-    _recorder = recorder
-    signals.before_task_publish.connect(_on_publish, weak=False)
-    signals.task_received.connect(_on_received, weak=False)
-    signals.task_prerun.connect(_on_prerun, weak=False)
-    signals.task_postrun.connect(_on_postrun, weak=False)
+    _recorder, _stamping = recorder, stamping
+    if stamping:
+        signals.before_task_publish.connect(_on_publish, weak=False)
+        signals.task_received.connect(_on_received, weak=False)
+        signals.task_prerun.connect(_on_prerun, weak=False)
+        signals.task_postrun.connect(_on_postrun, weak=False)
     signals.worker_process_shutdown.connect(_flush, weak=False)
     signals.worker_shutdown.connect(_flush, weak=False)
     signals.worker_ready.connect(_on_ready, weak=False)
@@ -44,9 +54,23 @@ def recorder() -> Recorder:
     return _recorder
 
 
+@contextlib.contextmanager
+def capturing():
+    """Publishes inside are templates (never sent): stamped as usual, so the template has the
+    header where a real publish has it, but not recorded as published."""
+    global _capturing
+    _capturing = True
+    try:
+        yield
+    finally:
+        _capturing = False
+
+
 def _on_publish(sender=None, headers=None, **_):
     now = time.time()
     headers[SENT_HEADER] = now
+    if _capturing:
+        return
     _recorder.add("pub", (headers["id"], headers.get("task", sender), _recorder.host, os.getpid(),
                           headers.get(INTENDED_HEADER, ""), now))
 

@@ -40,6 +40,12 @@ class ThroughputParams(WorkloadParams):
     raw_batch: int = Field(
         500, ge=1, description="via raw, backlog: messages per round trip the server acknowledges "
                                "(1: one call per message, each acknowledged, as the study did)")
+    publisher: Literal["fast", "celery"] = Field(
+        "fast", description="fast: Celery's message built once and sent in batches (workloads/publisher.py), "
+                            "so the driver is never the bottleneck; celery: an apply_async loop, to measure "
+                            "Celery's own client")
+    stamping: bool = Field(True, description="per-task stamps (the tasks table); false only to measure their "
+                                             "cost: the run then has drained_rate but no per-task metrics")
 
 
 class Throughput(Workload):
@@ -73,14 +79,17 @@ class Throughput(Workload):
             from workloads.ramp import drive_ramp
 
             return drive_ramp(ctx, params, noop, payload)
-        publish(ctx, noop, (payload,), {}, params.tasks, params.mode, params.rate)
+        publish(ctx, noop, (payload,), {}, params.tasks, params.mode, params.rate, publisher=params.publisher)
 
 
-def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: float, **options) -> None:
+def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: float, publisher: str = "celery",
+            **options) -> None:
     """Publish ``tasks`` calls of ``task`` and wait for them: ``backlog`` publishes all while the
     workers hold off, then lets them consume; ``stream`` publishes at ``rate`` per second while they
     consume, each message carrying when it was meant to be sent. Shared by every workload that
-    publishes one task N times (``throughput``, the user's own ``tasks``)."""
+    publishes one task N times (``throughput``, the user's own ``tasks``). ``publisher: fast``
+    sends copies of one message Celery built, in batches (workloads/publisher.py), for calls
+    without kwargs or options; ``celery`` is a plain ``apply_async`` loop."""
     import time
 
     from workloads.instrument import INTENDED_HEADER
@@ -88,6 +97,23 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
     ctx.wait_for_workers()
     if mode == "stream":
         ctx.start_consuming()
+    if publisher == "fast" and not kwargs and not options:
+        from workloads import publisher as fast
+
+        if mode == "backlog":
+            fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline)
+            consuming = time.time()
+            ctx.start_consuming()
+            ctx.wait_completed(tasks)
+            # The workers' own completion counts, polled: a consume rate that needs no stamps.
+            ctx.metric("drained_rate", tasks / (time.time() - consuming), "tasks/s")
+            return
+        behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline)
+        if behind:
+            ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
+        ctx.metric("publish_behind", behind, "tasks")
+        ctx.wait_completed(tasks)
+        return
     with ctx.app.producer_or_acquire() as producer:
         if mode == "backlog":
             for _ in range(tasks):

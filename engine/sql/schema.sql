@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS run_starts (
 -- ...and this one when it has ended. The view `runs` joins the two.
 CREATE TABLE IF NOT EXISTS run_ends (
     run_id VARCHAR, status VARCHAR, error VARCHAR, finished_at TIMESTAMPTZ,
-    stage_seconds JSON  -- seconds spent in start / drive / stop / ingest
+    stage_seconds JSON  -- seconds spent in start / drive / stop / collect / ingest
 );
 
 CREATE TABLE IF NOT EXISTS tasks (

@@ -6,8 +6,12 @@ venvs can only come from the shipped wheelhouse.
 """
 from __future__ import annotations
 
+import json
+import os
+import threading
 import time
 
+import psutil
 import pytest
 
 from tests.conftest import cmx, query, write
@@ -46,11 +50,41 @@ def lab(tmp_path_factory):
         """)
         db = root / "results" / "cmx.duckdb"
         started = time.monotonic()
-        proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
+        with CommandLines() as lines:  # every command line seen while the sweep runs
+            proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
         seconds = time.monotonic() - started
-        print(f"multi-host sweep: {seconds:.1f} s for 5 runs on 3 hosts")
+        print(f"multi-host sweep: {seconds:.1f} s for 5 runs on 3 hosts; {lines.scans} command-line scans")
         leftovers = {h.name: [_describe(p) for p in net.pids(h) if not _is_ssh(p)] for h in net.hosts}
+        LAB_EXTRA.update(root=root, lines=lines)
         yield net, inv, exp, db, proc, leftovers
+
+
+LAB_EXTRA: dict = {}
+
+
+class CommandLines(threading.Thread):
+    """Collects the distinct command lines of every process on this machine (the namespace
+    hosts' included: they share its process table) until the block ends."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.seen: set[str] = set()
+        self.scans = 0
+        self._done = threading.Event()
+
+    def __enter__(self) -> "CommandLines":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self.join(10)
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            for p in psutil.process_iter(["cmdline"]):
+                self.seen.add(" ".join(p.info["cmdline"] or []))
+            self.scans += 1
 
 
 def _is_ssh(pid: int) -> bool:
@@ -199,3 +233,29 @@ all:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "ghost" in lines[0] and "unreachable" in lines[0], proc.stderr
     assert query(db, "SELECT count(*) FROM runs WHERE status = 'ok'") == [(0,)]
+
+
+def test_no_secret_in_any_command_line_or_leftover_file(lab):
+    """The sweep's generated passwords (kept 0600 in results/.secrets.json, by design) appear in
+    no command line seen during the sweep and in no other file it left on the controller or the
+    hosts (but the Redis config, which must hold its own password)."""
+    *_, proc, _ = lab
+    root, lines = LAB_EXTRA["root"], LAB_EXTRA["lines"]
+    passwords = list(json.loads((root / "results" / ".secrets.json").read_text()).values())
+    assert passwords and lines.scans > 20
+    assert [ln[:200] for ln in lines.seen if any(pw in ln for pw in passwords)] == []
+    assert not any(pw in proc.stdout + proc.stderr for pw in passwords)
+    found = []
+    for base in (root / "results", root / "hosts"):
+        for dirpath, _, files in os.walk(base):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                if name == ".secrets.json" or path.endswith("/redis/redis.conf"):
+                    continue
+                try:
+                    data = open(path, "rb").read()
+                except OSError:
+                    continue
+                if any(pw.encode() in data for pw in passwords):
+                    found.append(path)
+    assert found == []

@@ -260,8 +260,8 @@ def test_params_dimensions_are_checked_against_the_workload(tmp_path):
                  "fixed: {params.tasks: 0}\n")
     assert problems(path) == [
         f"{path}:4:26: params.mode: Input should be 'backlog', 'stream' or 'ramp'",
-        f"{path}:5:3: unknown workload param 'params.size' (known: mode, payload_bytes, ramp_factor, ramp_step_s, "
-        "ramp_steps, rate, rate_fraction, raw_batch, tasks, via)",
+        f"{path}:5:3: unknown workload param 'params.size' (known: mode, payload_bytes, publisher, ramp_factor, "
+        "ramp_step_s, ramp_steps, rate, rate_fraction, raw_batch, stamping, tasks, via)",
         f"{path}:6:23: params.tasks: Input should be greater than or equal to 1",
     ]
 
@@ -270,8 +270,8 @@ def test_workload_params_are_checked_against_the_workload(tmp_path):
     path = write(tmp_path, "name: t\nworkload:\n  name: throughput\n  params:\n    payload: 5\n    rate: -1\n")
     assert problems(path) == [
         f"{path}:5:5: unknown param 'payload' for workload 'throughput' "
-        "(known: mode, payload_bytes, ramp_factor, ramp_step_s, ramp_steps, rate, rate_fraction, raw_batch, tasks, "
-        "via); did you mean 'payload_bytes'?",
+        "(known: mode, payload_bytes, publisher, ramp_factor, ramp_step_s, ramp_steps, rate, rate_fraction, raw_batch, "
+        "stamping, tasks, via); did you mean 'payload_bytes'?",
         f"{path}:6:11: params.rate: Input should be greater than 0",
     ]
 
