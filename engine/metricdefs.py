@@ -47,6 +47,14 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("worker_vmhwm_max_bytes", "bytes", _L, "max VmHWM"),
     MetricDef("broker_connections_max", "connections", _L, "broker conns"),
     MetricDef("backend_connections_max", "connections", _L, "backend conns"),
+    MetricDef("short_latency_p50_s", "s", _L, "short p50", "p50 latency of the mixed workload's short tasks"),
+    MetricDef("short_latency_p99_s", "s", _L, "short p99", "p99 latency of the mixed workload's short tasks"),
+    MetricDef("short_delayed_share", "share", _L, "shorts delayed",
+              "share of short tasks that took over half a long task: they waited behind one"),
+    MetricDef("chord_callback_s", "s", _L, "to callback", "chord sent to its callback's result (median)"),
+    MetricDef("chord_callback_per_task_s", "s", _L, "per header task", "chord_callback_s over the header size"),
+    MetricDef("backend_commands_approx", "commands", _N, "backend cmds ~",
+              "backend Redis commands per chord, server-wide (an upper bound)"),
     MetricDef("queue_depth_max", "messages", _N, "max queue depth"),
 )}
 

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from workloads.base import Workload
+from workloads.chord_size import ChordSize
 from workloads.concurrent_sleep import ConcurrentSleep
 from workloads.io_chord import IoChord
 from workloads.memory_fanout import MemoryFanout
+from workloads.mixed import Mixed
 from workloads.sql_fanout import SqlFanout
 from workloads.throughput import Throughput
 
@@ -14,6 +16,8 @@ WORKLOADS: dict[str, type[Workload]] = {
     ConcurrentSleep.name: ConcurrentSleep,
     IoChord.name: IoChord,
     SqlFanout.name: SqlFanout,
+    Mixed.name: Mixed,
+    ChordSize.name: ChordSize,
 }
 
 
