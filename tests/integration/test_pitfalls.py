@@ -6,6 +6,8 @@ machine may be loaded.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import REPO, metrics_by, sweep
@@ -69,9 +71,8 @@ def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
             - {{visibility_timeout: 3600, {options}}}
         limits: {{run_timeout: 2m}}
     """)
-    m = {}
-    for key, cell in metrics_by(db, '"celery.broker_transport_options"').items():
-        m[int(str(key).split('"visibility_timeout":')[1].split(",")[0].strip(" }"))] = cell
+    m = {json.loads(key)["visibility_timeout"]: cell
+         for key, cell in metrics_by(db, '"celery.broker_transport_options"').items()}  # stored as JSON text
     short, default = m[2], m[3600]
     for cell in (short, default):
         assert cell["tasks_completed"] == 20 and cell["tasks_lost"] == 0

@@ -97,3 +97,20 @@ def test_validate_warns_on_a_trap_but_exits_0():
     quiet = subprocess.run([sys.executable, "-m", "engine.cli", "validate", "experiments/io-chords.yaml"],
                            cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+
+
+def test_report_notes_come_from_the_stored_dimension_values():
+    import duckdb
+
+    from analysis.report import pitfall_notes
+
+    con = duckdb.connect()
+    con.execute('CREATE TABLE runs (experiment VARCHAR, run_id VARCHAR, cell_id VARCHAR, revision INTEGER, '
+                'broker VARCHAR, pool VARCHAR, "params.countdown_s" DOUBLE, '
+                '"celery.broker_transport_options" VARCHAR)')
+    con.execute("INSERT INTO runs VALUES ('e', 'r1', 'c1', 1, 'redis', 'prefork', 13.0, '{\"visibility_timeout\":2}'),"
+                "('e', 'r2', 'c2', 1, 'redis', 'prefork', 13.0, '{\"visibility_timeout\":3600}'),"
+                "('e', 'r3', 'c1', 2, 'redis', 'prefork', 1.0, NULL)")
+    (note,) = pitfall_notes(con, "e", 1)
+    assert note.startswith("1 of 2 cells walk into 'Redis visibility timeout") and "c1" in note
+    assert pitfall_notes(con, "e", 2) == []
