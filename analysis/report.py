@@ -290,8 +290,9 @@ def pitfall_notes(con, experiment: str, revision: int) -> list[str]:
 
 
 def _decoded(value):
-    # Mappings and lists (celery.broker_transport_options, say) are stored as JSON text.
-    if isinstance(value, str) and value[:1] in "{[":
+    # Mappings and lists (celery.broker_transport_options, say) are stored as JSON text, and so are
+    # the numbers of a column whose values are of mixed types (null and 1: '1').
+    if isinstance(value, str):
         try:
             return json.loads(value)
         except ValueError:

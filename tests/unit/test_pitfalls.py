@@ -114,3 +114,9 @@ def test_report_notes_come_from_the_stored_dimension_values():
     (note,) = pitfall_notes(con, "e", 1)
     assert note.startswith("1 of 2 cells walk into 'Redis visibility timeout") and "c1" in note
     assert pitfall_notes(con, "e", 2) == []
+    # a column of mixed types (null and 1) stores text: '1' is still the number 1
+    con.execute('CREATE OR REPLACE TABLE runs (experiment VARCHAR, run_id VARCHAR, cell_id VARCHAR, revision INTEGER, '
+                'pool VARCHAR, "celery.worker_max_tasks_per_child" VARCHAR)')
+    con.execute("INSERT INTO runs VALUES ('e', 'r1', 'c1', 1, 'prefork', '1'), ('e', 'r2', 'c2', 1, 'prefork', NULL)")
+    (note,) = pitfall_notes(con, "e", 1)
+    assert "worker_max_tasks_per_child" in note and "c1" in note
