@@ -89,7 +89,8 @@ def test_validate_warns_on_a_trap_but_exits_0():
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "validate", "experiments/pitfalls/max-tasks-per-child.yaml"],
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "validate",
+                           "experiments/pitfalls/max-tasks-per-child.yaml"],
                           cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "warning: 1 of 4 cells walk into 'worker_max_tasks_per_child" in proc.stderr
