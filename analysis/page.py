@@ -62,9 +62,10 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
 
 
 def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,
-                metrics: tuple[str, ...], javascript: str, revision_note: str = "", extra_html: str = "") -> str:
+                metrics: tuple[str, ...], javascript: str, revision_note: str = "", extra_html: str = "",
+                pitfall_notes: tuple[str, ...] = ()) -> str:
     """The whole page; ``charts`` are :class:`analysis.report.Chart` values; ``extra_html`` (sections
-    already escaped) follows the summary table."""
+    already escaped) follows the summary table; ``pitfall_notes`` warn of Celery's known traps."""
     same = ", ".join(f"{html.escape(k)}={html.escape(str(v))}" for k, v in fixed.items())
     sections = "".join(
         f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
@@ -80,6 +81,7 @@ def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: d
 </head><body>
 <h1>{html.escape(experiment)}</h1>
 {f'<p class="caption revision">{html.escape(revision_note)}</p>' if revision_note else ""}
+{"".join(f'<p class="caption pitfall">warning: {html.escape(n)}</p>' for n in pitfall_notes)}
 <p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs, under each its 95 %
 bootstrap interval and n; failed and timed-out runs are counted, never averaged in. {f"Same in every run: {same}." if same else ""}</p>
 {summary_table(cells, varying, metrics)}

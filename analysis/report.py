@@ -438,7 +438,8 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     page = out_dir / "index.html"
     shares = shares_html(host_shares(con, experiment, chosen), {c["cell_id"]: c["label"] for c in cells})
     page.write_text(render_html(experiment, cells, varying, fixed, found, table_metrics(con, experiment),
-                                _javascript(), revision_note(chosen, known), shares))
+                                _javascript(), revision_note(chosen, known), shares,
+                                tuple(pitfall_notes(con, experiment, chosen))))
     return Report(experiment, out_dir, page, tuple(c.name for c in found), len(cells),
                   sum(c["runs"] for c in cells), chosen)
 
@@ -450,3 +451,35 @@ def revision_note(chosen: int, known: list[int]) -> str:
     which = "the latest" if chosen == known[-1] else f"not the latest ({known[-1]})"
     return (f"Revision {chosen} of {len(known)}, {which}: the experiment's definition changed between revisions, "
             "so their runs are reported apart (cmx report --revision N for another).")
+
+
+def pitfall_notes(con, experiment: str, revision: int) -> list[str]:
+    """The validate warnings (engine/pitfalls.py) for the cells this revision ran, from the
+    dimension values stored with its runs."""
+    from types import SimpleNamespace
+
+    from engine.pitfalls import warnings
+
+    cols = [r[0] for r in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' ORDER BY column_index").fetchall()]
+    dims = [c for c in cols if c not in RUN_COLUMNS]
+    if not dims:
+        return []
+    sel = ", ".join(f"any_value({_q(d)})" for d in dims)
+    cells = []
+    for cell_id, *values in con.execute(f"SELECT cell_id, {sel} FROM runs WHERE experiment = ? AND revision = ? "
+                                        "GROUP BY cell_id ORDER BY cell_id", [experiment, revision]).fetchall():
+        cells.append(SimpleNamespace(cell_id=cell_id, values={d: _decoded(v) for d, v in zip(dims, values)
+                                                              if v is not None}))
+    return warnings(cells)
+
+
+def _decoded(value):
+    # Mappings and lists (celery.broker_transport_options, say) are stored as JSON text, and so are
+    # the numbers of a column whose values are of mixed types (null and 1: '1').
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

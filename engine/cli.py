@@ -96,11 +96,17 @@ def validate(
     """Check an experiment (and its inventory) without touching any host.
 
     Prints nothing and exits 0 when it is valid; otherwise prints FILE:LINE:COL: message lines and exits 2.
+    Cells that walk into one of Celery's known traps (engine/pitfalls.py) get a warning line each
+    naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
+    from engine.pitfalls import warnings as pitfall_warnings
+
     try:
-        _load(file, inventory, max_cells=max_cells)
+        _, cells, _ = _load(file, inventory, max_cells=max_cells)
     except (InputError, HostError) as exc:
         _fail(exc)
+    for warning in pitfall_warnings(cells):
+        err.print(f"{file}: warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

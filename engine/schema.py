@@ -24,7 +24,10 @@ COMMITTED = "docs/cmx.schema.json"
 _DURATION = {"anyOf": [{"type": "number", "exclusiveMinimum": 0},
                        {"type": "string", "pattern": r"^(\d+(\.\d+)?(ms|h|m|s))+$"}]}
 _JSON_SCALAR = [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
-_CELERY_VALUE = {"anyOf": [*_JSON_SCALAR, {"type": "array", "items": {"anyOf": _JSON_SCALAR}}]}
+# A Celery setting may take a mapping (broker_transport_options) or a list; `cmx validate` types
+# each one from Celery's own table (engine/celery_settings.py), which a schema cannot express.
+_CELERY_VALUE = {"anyOf": [*_JSON_SCALAR, {"type": "object"},
+                           {"type": "array", "items": {"anyOf": [*_JSON_SCALAR, {"type": "object"}]}}]}
 _PATTERNS = {
     r"^params\.[A-Za-z_][A-Za-z0-9_]*$": {},
     r"^celery\.[a-z][a-z0-9_]*$": _CELERY_VALUE,

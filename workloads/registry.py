@@ -11,9 +11,11 @@ from pathlib import Path
 
 from workloads import usercode
 from workloads.base import Workload
+from workloads.chord_size import ChordSize
 from workloads.concurrent_sleep import ConcurrentSleep
 from workloads.io_chord import IoChord
 from workloads.memory_fanout import MemoryFanout
+from workloads.mixed import Mixed
 from workloads.sql_fanout import SqlFanout
 from workloads.throughput import Throughput
 from workloads.user_tasks import UserTasks
@@ -25,6 +27,8 @@ WORKLOADS: dict[str, type[Workload]] = {
     IoChord.name: IoChord,
     SqlFanout.name: SqlFanout,
     UserTasks.name: UserTasks,
+    Mixed.name: Mixed,
+    ChordSize.name: ChordSize,
 }
 
 _folders: list[Path] = []

@@ -85,6 +85,18 @@ FROM (
 )
 GROUP BY kind
 UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id), 'messages'
+-- The mixed workload (workloads/mixed.py): short tasks apart from long ones; no row for other workloads.
+UNION ALL SELECT 'short_latency_p50_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.50), 's'
+    FROM ran WHERE name = 'cmx.mixed.short' HAVING count(*) > 0
+UNION ALL SELECT 'short_latency_p99_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.99), 's'
+    FROM ran WHERE name = 'cmx.mixed.short' HAVING count(*) > 0
+-- Short tasks that took over half a long task's run time: they waited behind one.
+UNION ALL SELECT 'short_delayed_share',
+    avg(CASE WHEN finished_at - coalesce(intended_at, sent_at) > 0.5 * (
+        SELECT median(finished_at - started_at) FROM ran WHERE name = 'cmx.mixed.long') THEN 1.0 ELSE 0.0 END),
+    'share'
+    FROM ran WHERE name = 'cmx.mixed.short' HAVING count(*) > 0
+    AND (SELECT count(*) FROM ran WHERE name = 'cmx.mixed.long') > 0
 -- Per role (worker counts its children): peak over ticks of the summed processes, added over hosts.
 UNION ALL
 SELECT 'peak_' || kind || '_bytes_' || role, sum(peak), 'bytes'

@@ -17,7 +17,7 @@ from engine.experiment import load_experiment
 from engine.schema import COMMITTED, experiment_schema, schema_text
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = sorted((REPO / "experiments").glob("*.yaml"))
+SHIPPED = sorted((REPO / "experiments").rglob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +31,12 @@ def test_there_are_shipped_experiments():
     assert len(SHIPPED) >= 6
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO / "experiments")))
 def test_every_shipped_experiment_is_valid_and_names_the_committed_schema(validator, path):
     errors = [e.message for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
     assert errors == []
-    assert path.read_text().splitlines()[0] == f"# yaml-language-server: $schema=../{COMMITTED}"
+    up = "../" * len(path.relative_to(REPO / "experiments").parts)
+    assert path.read_text().splitlines()[0] == f"# yaml-language-server: $schema={up}{COMMITTED}"
 
 
 def test_the_committed_schema_is_what_cmx_schema_prints():

@@ -1,0 +1,99 @@
+"""Celery's pitfalls (experiments/pitfalls/): each one's effect, at small size, through the real
+`cmx run` and read from DuckDB. Small versions of the shipped experiments (same workload and
+dimensions, fewer and shorter tasks); every test also checks that the runs really ran (tasks all
+completed, none lost) so a broken measurement fails instead of passing. Margins are generous: the
+machine may be loaded.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import REPO, metrics_by, sweep
+
+pytestmark = pytest.mark.integration
+
+
+def test_prefetch_makes_short_tasks_wait_behind_long_ones(tmp_path):
+    db = sweep(tmp_path, "pitfall-prefetch", f"""
+        inventory: {REPO / 'inventory/local-two-workers.yml'}
+        workload:
+          name: mixed
+          params: {{tasks: 100, long_every: 10, long_s: 1.0, short_s: 0.01, rate: 10}}
+        fixed: {{broker: rabbitmq, backend: none, pool: prefork, concurrency: 1, machines: 2}}
+        zip:
+          - {{prefetch_multiplier: [16, 1], celery.task_acks_late: [false, true]}}
+        limits: {{run_timeout: 2m}}
+    """)
+    m = metrics_by(db, "prefetch_multiplier")
+    greedy, cured = m[16], m[1]
+    for cell in (greedy, cured):
+        assert cell["tasks_completed"] == 100 and cell["tasks_lost"] == 0
+    # prefetch 16: a busy worker sits on short tasks for up to a long task (1 s), while the other idles
+    assert greedy["short_delayed_share"] >= 0.1, greedy
+    assert greedy["short_latency_p99_s"] > 0.5
+    # prefetch 1 + acks_late: a busy worker reserves nothing, the other takes the short tasks
+    assert cured["short_delayed_share"] < greedy["short_delayed_share"] / 3, (cured, greedy)
+    assert cured["short_latency_p99_s"] < greedy["short_latency_p99_s"] / 2
+
+
+def test_max_tasks_per_child_of_1_collapses_throughput(tmp_path):
+    db = sweep(tmp_path, "pitfall-mtpc", """
+        workload:
+          name: throughput
+          params: {tasks: 60, payload_bytes: 64, mode: backlog}
+        fixed: {broker: redis, backend: none, pool: prefork, concurrency: 2, prefetch_multiplier: 4}
+        matrix:
+          celery.worker_max_tasks_per_child: [null, 1]
+        limits: {run_timeout: 3m}
+    """)
+    # null and 1 in one column: stored as text ('1'), null as NULL
+    m = {None if k is None else int(k): v for k, v in metrics_by(db, '"celery.worker_max_tasks_per_child"').items()}
+    never, each = m[None], m[1]
+    for cell in (never, each):
+        assert cell["tasks_completed"] == 60 and cell["tasks_lost"] == 0
+    assert each["consume_rate"] < never["consume_rate"] / 3, (each["consume_rate"], never["consume_rate"])
+
+
+def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
+    # The restore sweep every second (kombu's default is ~100 s) and keys of our own, so a 2 s
+    # visibility_timeout restores only this run's messages, never another consumer's.
+    options = ("unacked_restore_interval: 1, unacked_restore_throttle: 1, unacked_key: cmx_pitfall_unacked, "
+               "unacked_index_key: cmx_pitfall_unacked_index, unacked_mutex_key: cmx_pitfall_unacked_mutex")
+    db = sweep(tmp_path, "pitfall-visibility", f"""
+        workload:
+          name: mixed
+          params: {{tasks: 20, long_every: 0, short_s: 0.01, rate: 20, countdown_s: 8, settle_s: 3}}
+        fixed: {{broker: redis, backend: none, pool: prefork, concurrency: 2}}
+        matrix:
+          celery.broker_transport_options:
+            - {{visibility_timeout: 2, {options}}}
+            - {{visibility_timeout: 3600, {options}}}
+        limits: {{run_timeout: 2m}}
+    """)
+    m = {json.loads(key)["visibility_timeout"]: cell
+         for key, cell in metrics_by(db, '"celery.broker_transport_options"').items()}  # stored as JSON text
+    short, default = m[2], m[3600]
+    for cell in (short, default):
+        assert cell["tasks_completed"] == 20 and cell["tasks_lost"] == 0
+    assert short["tasks_duplicated"] >= 10, short  # (nearly) every task ran more than once
+    assert default["tasks_duplicated"] == 0, default
+
+
+def test_chord_time_to_callback_grows_with_header(tmp_path):
+    db = sweep(tmp_path, "pitfall-chord", """
+        workload:
+          name: chord_size
+          params: {chords: 2}
+        fixed: {broker: redis, backend: redis, pool: prefork, concurrency: 2, prefetch_multiplier: 4}
+        matrix:
+          params.header: [10, 300]
+        limits: {run_timeout: 3m}
+    """)
+    m = metrics_by(db, '"params.header"')
+    small, big = m[10], m[300]
+    assert small["tasks_completed"] == 2 * 11 and big["tasks_completed"] == 2 * 301
+    assert big["chord_callback_s"] > 3 * small["chord_callback_s"], (big, small)
+    # server-wide, so only a lower bound holds: at least one backend command per header task
+    assert big["backend_commands_approx"] >= 300 and small["backend_commands_approx"] >= 10
