@@ -31,6 +31,10 @@ class PlaybookResult:
     rc: int
     failures: tuple[Failure, ...]
     seconds: float
+    #: "host: role: task" of every task that reported a change (an idempotent re-run has none).
+    changed: tuple[str, ...] = ()
+    #: ansible-runner's count of changed tasks per host (the PLAY RECAP's changed=N).
+    changed_per_host: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -80,11 +84,18 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
         **secrets,
     }
     failures: list[Failure] = []
+    changed: list[str] = []
+    stats: dict = {}  # from the playbook_on_stats event: r.stats reads job_events, which _scrub removes
 
     def on_event(event: dict) -> bool:
+        data = event.get("event_data", {})
         if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
-            if not event.get("event_data", {}).get("ignore_errors"):
+            if not data.get("ignore_errors"):
                 failures.append(_failure(event))
+        elif event.get("event") == "runner_on_ok" and _reports_change(event):
+            changed.append(f"{data.get('host', '?')}: {data.get('role') or '-'}: {data.get('task', '?')}")
+        elif event.get("event") == "playbook_on_stats":
+            stats.update(data)
         return True
 
     start = time.monotonic()
@@ -98,7 +109,22 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
     finally:
         _scrub(private_dir)
     return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
-                          seconds=time.monotonic() - start)
+                          seconds=time.monotonic() - start, changed=tuple(changed),
+                          changed_per_host=_changed_per_host(stats))
+
+
+def _reports_change(event: dict) -> bool:
+    res = event.get("event_data", {}).get("res") or {}
+    if "changed" in res:
+        return bool(res["changed"])
+    # A no_log task's result is censored down to a message; its display line still says it.
+    return str(event.get("stdout", "")).lstrip().startswith("changed:")
+
+
+def _changed_per_host(stats: dict) -> tuple[tuple[str, int], ...]:
+    """(host, changed tasks) for every host in ansible-runner's stats; it omits the zero counts."""
+    hosts = {h for key in ("ok", "changed", "failures", "dark", "skipped") for h in (stats.get(key) or {})}
+    return tuple((h, int((stats.get("changed") or {}).get(h, 0))) for h in sorted(hosts))
 
 
 def _scrub(private_dir: Path) -> None:
