@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup services quickstart test unit clean-results
+.PHONY: setup services quickstart test unit lint clean-results
 
 setup: $(VENV)/.installed services
 
@@ -29,6 +29,16 @@ test: setup
 
 unit: $(VENV)/.installed
 	$(BIN)/pytest -q tests/unit
+
+# ansible-lint (production profile, .ansible-lint) in a venv of its own, so it never changes
+# the ansible-core the project runs with.
+lint: .venv-lint/.installed
+	PATH="$(CURDIR)/.venv-lint/bin:$$PATH" ansible-lint roles/ engine/playbooks/
+
+.venv-lint/.installed:
+	$(PYTHON) -m venv .venv-lint
+	.venv-lint/bin/python -m pip install --quiet 'ansible-lint==26.10.1'
+	touch $@
 
 clean-results:
 	rm -rf results

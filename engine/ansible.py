@@ -37,6 +37,10 @@ class PlaybookResult:
     task_started: dict[str, float] = field(default_factory=dict)
     #: stdout of each successful task on each host, by (task name, host).
     stdout: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: "host: role: task" of every task that reported a change (an idempotent re-run has none).
+    changed: tuple[str, ...] = ()
+    #: ansible-runner's count of changed tasks per host (the PLAY RECAP's changed=N).
+    changed_per_host: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -94,6 +98,8 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
     failures: list[Failure] = []
     task_started: dict[str, float] = {}
     stdout: dict[tuple[str, str], str] = {}
+    changed: list[str] = []
+    stats: dict = {}  # from the playbook_on_stats event (nothing of the run is kept on disk)
     start = time.monotonic()
 
     def on_event(event: dict) -> bool:
@@ -102,9 +108,13 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
             task_started.setdefault(data.get("task", "?"), time.monotonic() - start)
         elif kind == "runner_on_ok":
             stdout[(data.get("task", "?"), data.get("host", "?"))] = (data.get("res") or {}).get("stdout") or ""
+            if _reports_change(event):
+                changed.append(f"{data.get('host', '?')}: {data.get('role') or '-'}: {data.get('task', '?')}")
         elif kind in ("runner_on_failed", "runner_on_unreachable"):
             if not data.get("ignore_errors"):
                 failures.append(_failure(event))
+        elif kind == "playbook_on_stats":
+            stats.update(data)
         return False  # nothing to disk: the events may hold what the tasks printed
 
     tmp = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX))
@@ -122,7 +132,22 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
-                          seconds=time.monotonic() - start, task_started=task_started, stdout=stdout)
+                          seconds=time.monotonic() - start, task_started=task_started, stdout=stdout,
+                          changed=tuple(changed), changed_per_host=_changed_per_host(stats))
+
+
+def _reports_change(event: dict) -> bool:
+    res = event.get("event_data", {}).get("res") or {}
+    if "changed" in res:
+        return bool(res["changed"])
+    # A no_log task's result is censored down to a message; its display line still says it.
+    return str(event.get("stdout", "")).lstrip().startswith("changed:")
+
+
+def _changed_per_host(stats: dict) -> tuple[tuple[str, int], ...]:
+    """(host, changed tasks) for every host in ansible-runner's stats; it omits the zero counts."""
+    hosts = {h for key in ("ok", "changed", "failures", "dark", "skipped") for h in (stats.get(key) or {})}
+    return tuple((h, int((stats.get("changed") or {}).get(h, 0))) for h in sorted(hosts))
 
 
 PRIVATE_PREFIX = "cmx-ansible-"

@@ -12,8 +12,9 @@ import tarfile
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Callable
 
-from engine.ansible import ENGINE_DIR, run_playbook
+from engine.ansible import ENGINE_DIR, PlaybookResult, run_playbook
 from engine.errors import HostError
 from engine.inventory import Inventory
 
@@ -142,10 +143,13 @@ def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
 
 
 def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
-              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None) -> str:
+              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
+              on_result: Callable[[str, PlaybookResult], None] | None = None) -> str:
     """Make every host ready: venv with the pinned dependencies and the workloads package; then
     start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given). Returns the
-    key of the shipped code (playbooks put ``lib/<key>`` on PYTHONPATH)."""
+    key of the shipped code (playbooks put ``lib/<key>`` on PYTHONPATH). ``on_result`` sees each
+    playbook's result (what changed: a second converge changes nothing)."""
+    report = on_result or (lambda _name, _result: None)
     pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
     house = wheelhouse_archive(work_dir / "wheelhouse", pins)
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
@@ -160,6 +164,7 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
         },
         secrets={},
     )
+    report("provision.yml", result)
     if not result.ok:
         raise HostError(f"provisioning failed: {result.summary()}")
     if services:
@@ -172,16 +177,20 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
             secrets["CMX_RABBITMQ_PASSWORD"] = inventory.rabbitmq_password
         started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
                                extravars=_service_vars(services), secrets=secrets)
+        report("services.yml", started)
         if not started.ok:
             raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")
     return lib.name.removesuffix(".tar")
 
 
-def stop_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path) -> str | None:
+def stop_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
+                  on_result: Callable[[str, PlaybookResult], None] | None = None) -> str | None:
     """Stop what :func:`provision` started for the sweep; a one-line warning if that failed
     (the sweep's results are stored either way)."""
     result = run_playbook("services_stop.yml", inventory.path, work_dir / "ansible" / "services_stop",
                           extravars=_service_vars(services), secrets={})
+    if on_result:
+        on_result("services_stop.yml", result)
     if result.ok:
         return None
     return (f"stopping the services the sweep started ({', '.join(services)}) failed: {result.summary()} "
