@@ -120,8 +120,11 @@ def node_name(run_id: str, host: str) -> str:
 
 
 def worker_client_name(run_id: str) -> str:
-    """The Redis client name of the run's workers' broker connections."""
-    return f"cmx-{run_id}-worker"
+    """The Redis client name of the run's workers' broker connections (one naming rule for the
+    connection probes and the driver's wake-up: workloads/clientname.py)."""
+    from workloads.clientname import client_name
+
+    return client_name(run_id, "worker", "broker")
 
 
 def run_dir_from_env() -> Path:
