@@ -254,15 +254,21 @@ def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], capt
                  "left out. " + caption, charts.latency_spectrum(data, "latency by percentile").to_dict())
 
 
-def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
-    labels = {c["cell_id"]: c["label"] for c in cells}
-    runs = con.execute("""
+def _first_ok_runs(con, experiment: str, revision: int, cells: list[dict], having: str) -> list[tuple]:
+    """(run_id, cell_id, repeat) of the first ok run of at most MEMORY_RUNS cells (in the table's
+    order) that has rows in table ``having`` (tasks, samples): the runs the over-time panels draw."""
+    runs = con.execute(f"""
         SELECT run_id, cell_id, repeat FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
-          AND run_id IN (SELECT run_id FROM tasks)
+          AND run_id IN (SELECT run_id FROM {having})
         QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
                        [experiment, revision]).fetchall()
     order = {c["cell_id"]: i for i, c in enumerate(cells)}
-    runs = sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
+    return sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
+
+
+def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    runs = _first_ok_runs(con, experiment, revision, cells, "tasks")
     if not runs:
         return None
     name = {r: f"{labels.get(c, c)} #{k}" for r, c, k in runs}
@@ -286,13 +292,7 @@ def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict]
 
 def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
     labels = {c["cell_id"]: c["label"] for c in cells}
-    runs = con.execute("""
-        SELECT run_id, cell_id FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
-          AND run_id IN (SELECT run_id FROM samples)
-        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
-                       [experiment, revision]).fetchall()
-    order = {c["cell_id"]: i for i, c in enumerate(cells)}
-    runs = sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
+    runs = [(r, c) for r, c, _ in _first_ok_runs(con, experiment, revision, cells, "samples")]
     if not runs:
         return None
     # Bucket ticks (max per host within a bucket, then summed over hosts: ticks of hosts are not aligned).
