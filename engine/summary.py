@@ -131,9 +131,7 @@ def caption(headline: tuple[str, ...]) -> str:
 def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
-    table = Table(title=Text(title), title_justify="left", caption=Text(
-        "median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of the median"),
-        caption_justify="left")
+    table = Table(title=Text(title), title_justify="left", caption_justify="left")
     for d in dims:
         table.add_column(d)
     table.add_column("runs ok", justify="right")
@@ -146,6 +144,7 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
         table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
                       *[with_interval(n, s.metrics.get(n), s.ok) if n in shown else Text("n/a") for n in headline])
-    table.caption = caption(headline) or None
-    table.caption_justify = "left"
+    said = caption(headline)
+    table.caption = Text("median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "
+                         "the median" + (f". {said}" if said else ""))
     return table

@@ -49,6 +49,10 @@ def wanted_config(spec: RunSpec) -> dict[str, Any]:
 
 
 def _same(wanted: Any, actual: Any) -> bool:
+    if isinstance(wanted, dict) and isinstance(actual, dict):
+        # A mapping the harness adds keys to (broker_transport_options gains the connection's
+        # name: workloads/app.py name_clients): every key the cell set must hold its value.
+        return all(_same(v, actual.get(k)) for k, v in wanted.items())
     if isinstance(wanted, bool) or isinstance(actual, bool):
         return wanted is actual
     if isinstance(wanted, (int, float)) and isinstance(actual, (int, float)):

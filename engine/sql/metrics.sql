@@ -59,8 +59,11 @@ UNION ALL SELECT 'worker_vmhwm_max_bytes',
     (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child')), 'bytes'
 -- Connections: the run's own clients only (the probes count the names cmx clients give
 -- themselves), per probe tick summed over client roles, then the most at once.
+-- NULL, not 0, when no tick saw any of the run's clients on the broker: its workers always hold a
+-- broker connection, so 0 means the probe did not see them (RabbitMQ's management API lists a
+-- connection only after its next stats collection, 5 s by default on a broker cmx did not set up).
 UNION ALL SELECT 'broker_connections_max',
-    (SELECT max(n) FROM conn_ticks WHERE role = 'broker'), 'connections'
+    (SELECT nullif(max(n), 0) FROM conn_ticks WHERE role = 'broker'), 'connections'
 UNION ALL SELECT 'backend_connections_max',
     (SELECT max(n) FROM conn_ticks WHERE role = 'backend'), 'connections'
 -- ...and per client role: broker_connections_worker_max, backend_connections_driver_max, ...
