@@ -128,7 +128,10 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
         )
         out = tmp / "artifacts" / name.removesuffix(".yml") / "stdout"
         if out.exists():
-            shutil.copyfile(out, private_dir / "stdout")
+            try:
+                shutil.copyfile(out, private_dir / "stdout")
+            except OSError:  # a full results disk: the run's own records say so; this copy is an aid
+                (private_dir / "stdout").unlink(missing_ok=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),

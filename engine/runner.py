@@ -378,11 +378,15 @@ class Sweep:
                            "cmx_clock_port": clock.port},
                 secrets=secrets, timeout=600)
         stages.update(stop_collect_stages(stopped))
-        take_local_packs(stopped, art_dir)
-        for tgz in art_dir.glob("*.tgz"):
-            with tarfile.open(tgz) as tar:
-                tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
-            tgz.unlink()
+        collect_error = None
+        try:
+            take_local_packs(stopped, art_dir)
+            for tgz in art_dir.glob("*.tgz"):
+                with tarfile.open(tgz) as tar:
+                    tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
+                tgz.unlink()
+        except OSError as exc:  # a full or read-only results disk: the run fails saying so
+            collect_error = f"collecting the artifacts into {art_dir} failed: {exc.strerror or exc}"
         started = explain_begin_failures(started, art_dir)
 
         self.handler.stage(run, "ingest")
@@ -401,6 +405,7 @@ class Sweep:
                 metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
         except Exception as exc:
             ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        ingest_error = collect_error or ingest_error
         if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
             driver["error"] = (f"{driver.get('error')}: "
                                + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
@@ -412,10 +417,13 @@ class Sweep:
         with db.connect(self.db_path) as con:
             metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)
-        write_atomic(art_dir / "run.json", json.dumps(
-            {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id, "repeat": run.repeat,
-             "status": status.value, "error": error, "stage_seconds": stages, "values": _dims(run),
-             "finish": finish_reports(stopped)}, indent=2))
+        try:
+            write_atomic(art_dir / "run.json", json.dumps(
+                {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id,
+                 "repeat": run.repeat, "status": status.value, "error": error, "stage_seconds": stages,
+                 "values": _dims(run), "finish": finish_reports(stopped)}, indent=2))
+        except OSError:  # a full results disk: the database already holds the run's end
+            pass
         return RunOutcome(run, status, error, metrics, stages)
 
     def _stop_grace(self, started: PlaybookResult) -> float:
