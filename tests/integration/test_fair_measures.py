@@ -72,15 +72,27 @@ def test_idle_clients_of_the_same_redis_do_not_change_the_runs_connection_counts
     alone, beside = _connections(quiet), _connections(crowded)
     for side in (alone, beside):
         # The run's own clients, by role: its worker and its driver reach both broker and backend.
-        assert side["broker_connections_worker_max"] >= 1 and side["broker_connections_driver_max"] >= 1, side
+        assert side["broker_connections_worker_max"] >= 1, side
         assert side["backend_connections_worker_max"] >= 1, side
         assert side["broker_connections_max"] <= (side["broker_connections_worker_max"]
                                                    + side["broker_connections_driver_max"]), side
     # Nine idle clients joined the server: a server-wide count grows by nine. The run's own count
     # varies by a few from run to run (the driver's short-lived control connections), no more.
+    # The driver's connections are short-lived (publish, then control polls): a probe tick may miss
+    # them in one run, not in both.
+    assert max(alone["broker_connections_driver_max"], beside["broker_connections_driver_max"]) >= 1
     assert set(alone) == set(beside)
+    # The driver's own count swings from run to run (its publishing connections come and go
+    # between probe ticks), so each total is compared without it: nine idle clients would add nine.
+    def steady(side, name):
+        if name.endswith("_connections_max") and name.count("_") == 2:  # broker/backend totals
+            return side[name] - side.get(name.replace("_max", "_driver_max"), 0)
+        return side[name]
+
     for name in alone:
-        assert abs(beside[name] - alone[name]) <= 3, (name, alone, beside)
+        if "_driver_" in name:
+            continue
+        assert abs(steady(beside, name) - steady(alone, name)) <= 3, (name, alone, beside)
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,10 @@ def test_io_chord_makespan_falls_with_concurrency(tmp_path):
         assert 10 * 0.3 <= v["service_slept_s"] <= 10 * 0.4, cell
         # the chords' makespan is inside the whole run's (which adds the callbacks)
         assert 0.3 <= v["chords_makespan_s"] <= v["makespan_s"], cell
-        assert v["backend_connections_max"] > 0 and v["broker_connections_max"] > 0, cell
+        # This machine's RabbitMQ lists a connection only after its next stats collection (5 s): a
+        # short run's broker count is then unknown (NULL), never a false 0.
+        assert v["backend_connections_max"] > 0, cell
+        assert v["broker_connections_max"] is None or v["broker_connections_max"] > 0, cell
     one, ten = m[1], m[10]
     assert one["chords_makespan_s"] >= 10 * 0.3  # one call at a time
     # ten at once: about one sleep (the study: 1947 s at concurrency 1, 207 s at 16)
