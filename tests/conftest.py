@@ -36,6 +36,17 @@ def query(db: Path, sql: str, params=None) -> list[tuple]:
         return con.execute(sql, params or []).fetchall()
 
 
+def problems(path: str) -> list[str]:
+    """The one-line problems `cmx validate` would print for the experiment file at ``path``."""
+    from engine.errors import InputError
+    from engine.experiment import load_experiment
+
+    with pytest.raises(InputError) as info:
+        load_experiment(path)
+    assert info.value.exit_code == 2
+    return [str(p) for p in info.value.problems]
+
+
 def sweep(tmp: Path, name: str, body: str) -> Path:
     """Run one experiment (its own results database) and return the database; every run must be ok."""
     exp = write(tmp / f"{name}.yaml", f"name: {name}\n" + textwrap.dedent(body).lstrip())

@@ -4,10 +4,10 @@ import textwrap
 
 import pytest
 
-from engine.errors import InputError
 from engine.experiment import load_experiment
 from engine.matrix import expand
 from workloads.spec import OWNED_SETTINGS, RunSpec
+from tests.conftest import problems
 
 HEAD = "name: t\nworkload: {name: throughput}\n"  # lines 1-2
 
@@ -16,13 +16,6 @@ def write(tmp_path, body: str) -> str:
     path = tmp_path / "exp.yaml"
     path.write_text(HEAD + textwrap.dedent(body).lstrip("\n"))
     return str(path)
-
-
-def problems(path: str) -> list[str]:
-    with pytest.raises(InputError) as info:
-        load_experiment(path)
-    assert info.value.exit_code == 2
-    return [str(p) for p in info.value.problems]
 
 
 def test_each_refused_kind_is_reported_where_it_is(tmp_path):

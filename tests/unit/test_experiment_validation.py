@@ -3,9 +3,9 @@ import textwrap
 
 import pytest
 
-from engine.errors import InputError
 from engine.experiment import BUILTIN_DIMENSIONS, Experiment, Limits, load_experiment, parse_duration
 from engine.yamlpos import load_yaml
+from tests.conftest import problems
 
 HEAD = "name: t\nworkload: {name: throughput}\n"  # lines 1-2 of most files below
 
@@ -14,13 +14,6 @@ def write(tmp_path, body: str, name: str = "exp.yaml") -> str:
     path = tmp_path / name
     path.write_text(textwrap.dedent(body).lstrip("\n"))
     return str(path)
-
-
-def problems(path: str) -> list[str]:
-    with pytest.raises(InputError) as info:
-        load_experiment(path)
-    assert info.value.exit_code == 2
-    return [str(p) for p in info.value.problems]
 
 
 # ---------------------------------------------------------------- valid files
