@@ -33,7 +33,7 @@ unit: $(VENV)/.installed
 # ansible-lint (production profile, .ansible-lint) in a venv of its own, so it never changes
 # the ansible-core the project runs with.
 lint: .venv-lint/.installed
-	PATH="$(CURDIR)/.venv-lint/bin:$$PATH" ansible-lint roles/ engine/playbooks/
+	PATH="$(CURDIR)/.venv-lint/bin:$$PATH" ansible-lint roles/ engine/hosts/playbooks/
 
 .venv-lint/.installed:
 	$(PYTHON) -m venv .venv-lint

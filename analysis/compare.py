@@ -1,5 +1,5 @@
 """``cmx compare``: two selections of runs, like for like (data access; the statistics are in
-:mod:`analysis.stats`, the formatting in :mod:`analysis.compare_format`).
+:mod:`cmx.analysis.stats`, the formatting in :mod:`cmx.analysis.compare_format`).
 
 A selection is an experiment name, optionally filtered by dimension values:
 ``quickstart:broker=redis,pool=gevent``. Each side must resolve to exactly one cell (and one
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis import stats
-from engine import metricdefs
-from engine.db import RUN_COLUMNS
+from cmx.analysis import stats
+from cmx.engine.results import metricdefs
+from cmx.engine.results.db import RUN_COLUMNS
 
 #: Host facts that should match between two sides (pyperf warns on the same kind of difference).
 HOST_FACTS = ("cpu_model", "cores", "kernel", "python", "celery", "kombu")
@@ -96,7 +96,7 @@ def _where(con, cols: dict[str, str], sel: Selection) -> tuple[str, list]:
     where, params = ["r.experiment = ?", "r.status = 'ok'"], [sel.experiment]
     for dim, value in sel.filters:
         if dim.startswith("tag."):  # runs of sweeps run with --tag KEY=VALUE
-            from engine.db import tagged_runs_sql
+            from cmx.engine.results.db import tagged_runs_sql
 
             cond, tag_params = tagged_runs_sql(con, {dim[len("tag."):]: value})
             where.append(cond.replace("run_id IN", "r.run_id IN", 1))
@@ -175,7 +175,7 @@ def _metric_names(con, sides: list[Side], present: set[str]) -> list[str]:
     names = [m for m in metricdefs.METRICS if m in present]
     workloads = {w for s in sides for (w,) in con.execute(
         "SELECT DISTINCT workload FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(s.run_ids)]).fetchall()}
-    from workloads import registry
+    from cmx.workloads.catalog import registry
     for w in sorted(workloads):
         try:
             own = registry.get(w).headline_metrics

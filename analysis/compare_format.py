@@ -8,9 +8,9 @@ import json
 from rich.table import Table
 from rich.text import Text
 
-from analysis import stats
-from analysis.compare import CompareResult, MetricComparison
-from engine.summary import fmt, span
+from cmx.analysis import stats
+from cmx.analysis.compare import CompareResult, MetricComparison
+from cmx.analysis.summary import fmt, span
 
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "same": "= same", "differs": "≠ differs",
            stats.N_TOO_SMALL: "n too small"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 import html
 import json
 
-from engine import metricdefs
-from engine.summary import caption, fmt
+from cmx.engine.results import metricdefs
+from cmx.analysis.summary import caption, fmt
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -64,7 +64,7 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
 def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,
                 metrics: tuple[str, ...], javascript: str, revision_note: str = "", extra_html: str = "",
                 pitfall_notes: tuple[str, ...] = ()) -> str:
-    """The whole page; ``charts`` are :class:`analysis.report.Chart` values; ``extra_html`` (sections
+    """The whole page; ``charts`` are :class:`cmx.analysis.report.Chart` values; ``extra_html`` (sections
     already escaped) follows the summary table; ``pitfall_notes`` warn of Celery's known traps."""
     same = ", ".join(f"{html.escape(k)}={html.escape(str(v))}" for k, v in fixed.items())
     sections = "".join(

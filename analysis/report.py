@@ -14,15 +14,15 @@ from pathlib import Path
 
 import vl_convert
 
-from analysis import charts, stats
-from engine import metricdefs
-from engine.db import RUN_COLUMNS
+from cmx.analysis import charts, stats
+from cmx.engine.results import metricdefs
+from cmx.engine.results.db import RUN_COLUMNS
 
 #: Summary-table columns when the experiment's workload is not registered here: every declared
 #: metric with a better direction that the runs have (the workload's headline metrics otherwise).
 CHARTED = ("consume_rate", "makespan_s", "peak_rss_bytes", "peak_pss_bytes", "latency_p50_s",  # medians the
            "latency_p99_s", "max_sustainable_rate")                                          # charts draw
-FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/ratesearch.py)
+FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/plan/ratesearch.py)
 MEMORY_RUNS = 6          # memory- and rate-over-time panels: the first ok run of at most this many cells
 MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
 
@@ -117,7 +117,7 @@ def _cells(con, experiment: str, revision: int, varying: list[str], shown: tuple
 
 def table_metrics(con, experiment: str) -> tuple[str, ...]:
     """The summary table's columns: the workload's headline metrics, else every judged metric present."""
-    from workloads import registry
+    from cmx.workloads.catalog import registry
 
     workloads = [w for (w,) in con.execute("SELECT DISTINCT workload FROM runs WHERE experiment = ?",
                                            [experiment]).fetchall()]
@@ -142,7 +142,7 @@ def _cell_headlines(con, experiment: str, table: tuple[str, ...]) -> dict[str, t
     """{cell_id: the table's metrics that mean something for it}: those its workload leaves out of
     its headline for its params are dropped (throughput backlog: latency, which is queue position
     there). A cell of a workload this version does not know keeps every column."""
-    from workloads import registry
+    from cmx.workloads.catalog import registry
 
     out = {}
     for cell_id, workload, params in con.execute(
@@ -431,9 +431,9 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     for chart in found:
         (out_dir / f"{chart.name}.vl.json").write_text(json.dumps(chart.spec, indent=1))
         (out_dir / f"{chart.name}.png").write_bytes(vl_convert.vegalite_to_png(chart.spec, scale=1.5))
-    from analysis.page import render_html  # the page template, kept apart from the data work
+    from cmx.analysis.page import render_html  # the page template, kept apart from the data work
 
-    from analysis.hostshare import host_shares, shares_html
+    from cmx.analysis.hostshare import host_shares, shares_html
 
     page = out_dir / "index.html"
     shares = shares_html(host_shares(con, experiment, chosen), {c["cell_id"]: c["label"] for c in cells})
@@ -454,11 +454,11 @@ def revision_note(chosen: int, known: list[int]) -> str:
 
 
 def pitfall_notes(con, experiment: str, revision: int) -> list[str]:
-    """The validate warnings (engine/pitfalls.py) for the cells this revision ran, from the
+    """The validate warnings (engine/model/pitfalls.py) for the cells this revision ran, from the
     dimension values stored with its runs."""
     from types import SimpleNamespace
 
-    from engine.pitfalls import warnings
+    from cmx.engine.model.pitfalls import warnings
 
     cols = [r[0] for r in con.execute(
         "SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' ORDER BY column_index").fetchall()]

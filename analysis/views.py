@@ -2,7 +2,7 @@
 memory_timeseries, connection_maxima, memory_per_task, latency_spectrum, rate_timeseries.
 
 Each file is one ``CREATE OR REPLACE VIEW`` that any DuckDB client can run (``.read`` in the
-duckdb shell). :func:`install_views` runs them all; ``engine.db.connect`` calls it on every
+duckdb shell). :func:`install_views` runs them all; ``cmx.engine.results.db.connect`` calls it on every
 connection, so ``cmx sql "SELECT * FROM run_summary"`` works on any results database.
 """
 from __future__ import annotations

@@ -31,7 +31,7 @@ CMX_REPO = REPO
 
 
 def run_cmx(exp: Path, db: Path, inventory: Path | None) -> tuple[float, subprocess.CompletedProcess]:
-    cmd = [sys.executable, "-m", "engine.cli", "run", str(exp), "--db", str(db)]
+    cmd = [sys.executable, "-m", "cmx.engine.cli.main", "run", str(exp), "--db", str(db)]
     if inventory:
         cmd += ["--inventory", str(inventory)]
     t0 = time.monotonic()
@@ -41,7 +41,7 @@ def run_cmx(exp: Path, db: Path, inventory: Path | None) -> tuple[float, subproc
 
 
 def query(db: Path, sql: str) -> list[tuple]:
-    from engine import db as results_db
+    from cmx.engine.results import db as results_db
 
     with results_db.connect(db, read_only=True) as con:
         return con.execute(sql).fetchall()

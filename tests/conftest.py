@@ -10,10 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine import db as results_db
+from cmx.engine.results import db as results_db
 
 REPO = Path(__file__).resolve().parent.parent
-CMX = [sys.executable, "-m", "engine.cli"]
+CMX = [sys.executable, "-m", "cmx.engine.cli.main"]
 
 
 def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -38,8 +38,8 @@ def query(db: Path, sql: str, params=None) -> list[tuple]:
 
 def problems(path: str) -> list[str]:
     """The one-line problems `cmx validate` would print for the experiment file at ``path``."""
-    from engine.errors import InputError
-    from engine.experiment import load_experiment
+    from cmx.engine.errors import InputError
+    from cmx.engine.model.experiment import load_experiment
 
     with pytest.raises(InputError) as info:
         load_experiment(path)
@@ -72,7 +72,7 @@ def run_processes(db: Path | None = None) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "cwd"]):
         where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
-        if not any(s in where for s in ("workloads.worker_app", "workloads.sampler", "workloads.driver",
+        if not any(s in where for s in ("cmx.workloads.worker_app", "cmx.workloads.host.sampler", "cmx.workloads.drive.driver",
                                         "multiprocessing", "/runs/")):
             continue
         if run_ids is None or any(r in where for r in run_ids):

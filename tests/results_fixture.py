@@ -1,5 +1,5 @@
 """Small hand-made results databases for the analysis tests (no services): runs written through
-engine.db, tasks, samples, connections and metrics inserted directly, with values chosen so that
+cmx.engine.results.db, tasks, samples, connections and metrics inserted directly, with values chosen so that
 every statistic the tests check can be worked out by hand."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from engine import db
+from cmx.engine.results import db
 
 T0 = 1_700_000_000.0  # every run "starts" here (epoch seconds), so t_s = ts - T0
 

@@ -7,10 +7,11 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from workloads import effective, failures, instrument, registry  # noqa: F401 (effective: the cmx_config command)
-from workloads.clientname import client_name
-from workloads.recorder import Recorder
-from workloads.spec import RunSpec
+from cmx.workloads import effective, failures, instrument  # noqa: F401 (effective: the cmx_config command)
+from cmx.workloads.catalog import registry
+from cmx.workloads.clientname import client_name
+from cmx.workloads.recorder import Recorder
+from cmx.workloads.spec import RunSpec
 
 
 def queue_arguments(spec: RunSpec) -> dict:
@@ -77,7 +78,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
         worker_redirect_stdouts=False,
     )
     if own is not None:
-        from workloads.user_app import own_settings
+        from cmx.workloads.catalog.user_app import own_settings
         harness.update(broker_url=os.environ["CMX_BROKER_URL"], result_backend=backend_url(spec), task_routes=None)
         own_settings(app, {**harness, **spec.celery}, run_dir)
     # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names

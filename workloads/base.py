@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 if TYPE_CHECKING:  # pragma: no cover
     from celery import Celery
 
-    from workloads.driver import DriveContext
+    from cmx.workloads.drive.driver import DriveContext
 
 
 class WorkloadParams(BaseModel):

@@ -1,5 +1,5 @@
 """The name every cmx client of a run gives itself on the broker and the backend, read back by
-the connection probes (workloads/sampler.py) to count only the run's own clients.
+the connection probes (workloads/host/sampler.py) to count only the run's own clients.
 
 ``cmx.<run_id>.<client>.<target>``: ``client`` is who opened it (``worker``, ``driver``),
 ``target`` the service it talks to (``broker``, ``backend``). Redis takes it through

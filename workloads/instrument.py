@@ -1,7 +1,7 @@
 """Celery signal handlers that stamp every task where it happens, plus the ``cmx_progress`` command.
 
 Stamps are taken on the host that did the work (publisher, consumer, executor) with ``time.time()``
-and buffered by a :class:`~workloads.recorder.Recorder`; the publish time also travels in the
+and buffered by a :class:`~cmx.workloads.recorder.Recorder`; the publish time also travels in the
 message header ``cmx_sent_at`` so the executing side knows it without asking anyone.
 """
 from __future__ import annotations
@@ -15,14 +15,14 @@ from celery import Celery, signals
 from celery.worker import state as worker_state
 from celery.worker.control import control_command
 
-from workloads.recorder import Recorder
+from cmx.workloads.recorder import Recorder
 
 SENT_HEADER = "cmx_sent_at"
 INTENDED_HEADER = "cmx_intended_at"
 
 _recorder: Recorder | None = None
 _started: dict[str, float] = {}
-_capturing = False  # workloads/publisher.py is building a template message: stamp it, record nothing
+_capturing = False  # workloads/drive/publisher.py is building a template message: stamp it, record nothing
 _stamping = True  # per-task stamps on (install(stamping=False) is for measuring their cost)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Celery settings that a dimension or the harness owns, with what to use instead. One table for
-# both sides: the engine refuses them as ``celery.*`` dimensions (engine/celery_settings.py) and
+# both sides: the engine refuses them as ``celery.*`` dimensions (engine/model/celery_settings.py) and
 # the app factory (workloads/app.py) refuses a spec that carries one, so a ``celery.*`` value can
 # never overwrite a dimension (the worker would run one value while ``runs`` records another).
 # It lives here, not in the engine, because it ships to the hosts with the app factory.
@@ -122,7 +122,7 @@ def node_name(run_id: str, host: str) -> str:
 def worker_client_name(run_id: str) -> str:
     """The Redis client name of the run's workers' broker connections (one naming rule for the
     connection probes and the driver's wake-up: workloads/clientname.py)."""
-    from workloads.clientname import client_name
+    from cmx.workloads.clientname import client_name
 
     return client_name(run_id, "worker", "broker")
 

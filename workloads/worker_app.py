@@ -1,10 +1,10 @@
-"""Entry point for ``celery -A workloads.worker_app worker``: builds the run's app from the environment.
+"""Entry point for ``celery -A cmx.workloads.worker_app worker``: builds the run's app from the environment.
 
 The app names its broker connections (workloads/app.py ``name_clients``), so the driver can wake
-this worker's blocking BRPOP when it adds the run's queue (workloads/workerwatch.py) and the
+this worker's blocking BRPOP when it adds the run's queue (workloads/drive/workerwatch.py) and the
 connection probes count it."""
-from workloads.app import create_app
-from workloads.spec import RunSpec, host_from_env, run_dir_from_env
+from cmx.workloads.app import create_app
+from cmx.workloads.spec import RunSpec, host_from_env, run_dir_from_env
 
 _spec = RunSpec.load(run_dir_from_env())
 app = create_app(_spec, run_dir_from_env(), host_from_env())

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from engine import db  # noqa: E402
+from cmx.engine.results import db  # noqa: E402
 from tests.results_fixture import T0, add_run  # noqa: E402
 
 POOLS, CONCURRENCY, BROKERS = ("prefork", "threads", "gevent", "eventlet", "solo"), (1, 4, 16, 64, 256), ("redis", "rabbitmq")
@@ -58,7 +58,7 @@ def main() -> None:
         fill(path, args.runs, args.tasks)
         print(f"filled {args.runs} runs, {args.tasks:,} tasks in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "engine.cli", "report", "big", "--db", str(path),
+        p = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "report", "big", "--db", str(path),
                             "--out", str(Path(tmp) / "out")], cwd=ROOT, capture_output=True, text=True)
         took = time.perf_counter() - started
         print(p.stdout.strip() or p.stderr[-2000:])

@@ -23,7 +23,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from workloads.sampler import WatchedProcess, read_pss, read_stat  # noqa: E402
+from cmx.workloads.host.sampler import WatchedProcess, read_pss, read_stat  # noqa: E402
 
 CPU_BUDGET_PERCENT = 1.0
 
@@ -104,7 +104,7 @@ def bench_sampler(tmp: Path, n: int, duration: float) -> dict:
     proc, pidfile = start_fleet(tmp, n, 50, 10)
     run_dir = tmp / f"run-{n}"
     try:
-        sampler = subprocess.Popen([sys.executable, "-m", "workloads.sampler", "--run-dir", str(run_dir),
+        sampler = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(run_dir),
                                     "--host", "bench", "--watch", f"worker={pidfile}"], cwd=ROOT)
         time.sleep(duration)
         sampler.send_signal(signal.SIGTERM)

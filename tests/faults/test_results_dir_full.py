@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import db as results_db
+from cmx.engine.results import db as results_db
 from tests.conftest import REPO, query, run_processes, write
 from tests.prereqs import require
 from tests.results_fixture import add_run
@@ -63,7 +63,7 @@ def _seed(db: Path) -> list[tuple]:
 
 def _cmx_run(exp: Path, db: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "engine.cli", "run", str(exp), "--db", str(db)], cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "cmx.engine.cli.main", "run", str(exp), "--db", str(db)], cwd=REPO,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

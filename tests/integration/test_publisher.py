@@ -1,6 +1,6 @@
 """The fast publisher puts on the broker what ``apply_async`` puts there, and workers run it.
 
-Real Redis and RabbitMQ: one message by ``apply_async`` and a few by workloads/publisher.py go
+Real Redis and RabbitMQ: one message by ``apply_async`` and a few by workloads/drive/publisher.py go
 to the same queue; read back raw, they differ only in the per-task values (ids, delivery tag,
 stamps). Then sweeps with each publisher show a real worker executing every fast message with
 its id and stamp.
@@ -23,8 +23,8 @@ PER_TASK = {"id", "root_id", "cmx_sent_at", "correlation_id", "delivery_tag"}
 
 def _app(tmp_path, monkeypatch, broker: str):
     monkeypatch.setenv("CMX_BROKER_URL", URLS[broker])
-    from workloads.app import create_app
-    from workloads.spec import RunSpec
+    from cmx.workloads.app import create_app
+    from cmx.workloads.spec import RunSpec
 
     spec = RunSpec(run_id="pubtest" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
                    workload="throughput", broker=broker)
@@ -43,7 +43,7 @@ def _strip(d: dict) -> dict:
 def test_redis_messages_equal_apply_async_but_for_ids_and_stamps(tmp_path, monkeypatch):
     import redis
 
-    from workloads import publisher
+    from cmx.workloads.drive import publisher
 
     app, spec = _app(tmp_path, monkeypatch, "redis")
     client = redis.Redis.from_url(URLS["redis"])
@@ -71,7 +71,7 @@ def test_redis_messages_equal_apply_async_but_for_ids_and_stamps(tmp_path, monke
 
 
 def test_rabbitmq_messages_equal_apply_async_but_for_ids_and_stamps(tmp_path, monkeypatch):
-    from workloads import publisher
+    from cmx.workloads.drive import publisher
 
     app, spec = _app(tmp_path, monkeypatch, "rabbitmq")
     got = []

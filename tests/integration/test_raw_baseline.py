@@ -1,4 +1,4 @@
-"""The raw baseline's publisher (workloads/raw_broker.py) is timed to the server's acknowledgement,
+"""The raw baseline's publisher (workloads/drive/raw_broker.py) is timed to the server's acknowledgement,
 the last batch included, on the real Redis and RabbitMQ: what the broker holds when publishing
 returns is everything, and the stamps end when it does."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from workloads.raw_broker import RabbitRaw, RedisRaw, Schedule
-from workloads.throughput import ThroughputParams
+from cmx.workloads.drive.raw_broker import RabbitRaw, RedisRaw, Schedule
+from cmx.workloads.catalog.throughput import ThroughputParams
 
 pytestmark = pytest.mark.integration
 

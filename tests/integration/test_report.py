@@ -161,7 +161,7 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
 def test_rate_latency_chart_from_a_rate_fraction_sweep(tmp_path):
     """Fixture runs shaped like a rate-vs-latency sweep: per pool a search cell (max 1,000/s) and
     cells at 0.5 and 0.9 of it; the chart draws p50 and p99 against the achieved rate."""
-    from engine import db as results_db
+    from cmx.engine.results import db as results_db
     from tests.results_fixture import add_run
 
     path = tmp_path / "rl.duckdb"

@@ -71,7 +71,7 @@ def test_sigterm_is_ctrl_c(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:  # the driver runs once the workers consume
-        if db.exists() and any("workloads.driver" in " ".join(p.info["cmdline"] or []) for p in run_processes(db)):
+        if db.exists() and any("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) for p in run_processes(db)):
             break
         time.sleep(0.2)
     else:
@@ -237,7 +237,7 @@ def test_a_results_file_that_is_not_ours_is_one_line_and_left_alone(tmp_path):
 
 def test_data_that_looks_like_markup_is_printed_as_it_is(tmp_path):
     db = tmp_path / "r.duckdb"
-    from engine import db as results_db
+    from cmx.engine.results import db as results_db
 
     with results_db.connect(db):
         pass
@@ -255,7 +255,7 @@ def test_data_that_looks_like_markup_is_printed_as_it_is(tmp_path):
 
 
 def test_an_experiment_name_taken_by_another_workload_is_refused(tmp_path):
-    from engine import db as results_db
+    from cmx.engine.results import db as results_db
 
     db = tmp_path / "r.duckdb"
     with results_db.connect(db) as con:

@@ -1,5 +1,5 @@
 """The roles converge: provisioning a host a second time with the engine's own code
-(engine/provision.py through ansible-runner) changes nothing, for every role; a changed setting
+(engine/hosts/provision.py through ansible-runner) changes nothing, for every role; a changed setting
 is applied by the roles' handlers; stopping leaves nothing running and a second stop changes nothing.
 
 One test host in a network namespace (tests/nethosts.py) gets everything a sweep can provision:
@@ -10,9 +10,9 @@ from __future__ import annotations
 import yaml
 import pytest
 
-from engine.ansible import PlaybookResult
-from engine.inventory import load_inventory
-from engine.provision import provision, stop_services
+from cmx.engine.hosts.ansible import PlaybookResult
+from cmx.engine.hosts.inventory import load_inventory
+from cmx.engine.hosts.provision import provision, stop_services
 from tests.nethosts import NetHosts, missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(missing()), reason=missing() or "")]

@@ -101,7 +101,7 @@ def test_no_secret_in_command_lines_or_leftover_files(tmp_path):
 def test_hostctl_secrets_file_is_private_and_removed_by_finish(tmp_path):
     """begin writes the secrets 0600 for the run's later commands; finish deletes them before
     packing, so they are in no artifact."""
-    from workloads import hostrun
+    from cmx.workloads.host import hostrun
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -110,7 +110,7 @@ def test_hostctl_secrets_file_is_private_and_removed_by_finish(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
     env = {k: v for k, v in os.environ.items() if k not in hostrun.SECRET_VARS}
     out = subprocess.run([sys.executable, "-c", "import os, sys; from pathlib import Path; "
-                          "from workloads import hostrun; hostrun.load_secrets(Path(sys.argv[1])); "
+                          "from cmx.workloads.host import hostrun; hostrun.load_secrets(Path(sys.argv[1])); "
                           "print(os.environ.get('CMX_BROKER_URL'), os.environ.get('OTHER'))", str(run_dir)],
                          capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)}, check=True)
     assert out.stdout.split() == [f"redis://:{PASSWORD}@h:6379/0", "None"]

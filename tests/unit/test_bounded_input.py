@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from engine import limits
-from engine.errors import InputError
-from engine.experiment import load_experiment
+from cmx.engine import limits
+from cmx.engine.errors import InputError
+from cmx.engine.model.experiment import load_experiment
 
 HEAD = "name: t\nworkload: {name: throughput}\n"
 BOUND_S = 5.0

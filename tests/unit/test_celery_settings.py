@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from engine.experiment import load_experiment
-from engine.matrix import expand
-from workloads.spec import OWNED_SETTINGS, RunSpec
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.plan.matrix import expand
+from cmx.workloads.spec import OWNED_SETTINGS, RunSpec
 from tests.conftest import problems
 
 HEAD = "name: t\nworkload: {name: throughput}\n"  # lines 1-2
@@ -111,7 +111,7 @@ def test_the_run_spec_refuses_an_owned_setting_so_the_app_cannot_overwrite_a_dim
 
 
 def test_the_app_factory_configures_the_dimensions_and_the_users_settings(tmp_path, monkeypatch):
-    from workloads.app import create_app
+    from cmx.workloads.app import create_app
 
     monkeypatch.setenv("CMX_BROKER_URL", "memory://")
     spec = RunSpec(run_id="r1", experiment="e", cell_id="c", repeat=1, workload="throughput",
@@ -126,7 +126,7 @@ def test_the_app_factory_configures_the_dimensions_and_the_users_settings(tmp_pa
 
 
 def test_every_owned_setting_is_a_real_celery_setting():
-    from engine.celery_settings import known_settings
+    from cmx.engine.model.celery_settings import known_settings
 
     assert set(OWNED_SETTINGS) <= known_settings()
 
@@ -140,7 +140,7 @@ def test_every_owned_setting_is_a_real_celery_setting():
     ("celery.broker_transport_options", {1: "a"}, "Celery takes a mapping, got {1: 'a'}"),
 ])
 def test_each_type_refuses_what_is_not_of_it(name, value, message):
-    from engine.celery_settings import check_value
+    from cmx.engine.model.celery_settings import check_value
 
     with pytest.raises(ValueError) as info:
         check_value(name, value)

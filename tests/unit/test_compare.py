@@ -10,9 +10,9 @@ import statistics
 
 import pytest
 
-from analysis import stats
-from analysis.compare import Selection, SelectionError, compare, parse_selection
-from engine import db
+from cmx.analysis import stats
+from cmx.analysis.compare import Selection, SelectionError, compare, parse_selection
+from cmx.engine.results import db
 from tests.conftest import cmx
 from tests.results_fixture import add_run, build_matrix
 

@@ -8,7 +8,7 @@ import sqlite3
 import duckdb
 import pytest
 
-from engine import db
+from cmx.engine.results import db
 from tests.conftest import cmx
 from tests.results_fixture import add_run
 

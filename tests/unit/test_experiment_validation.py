@@ -3,8 +3,8 @@ import textwrap
 
 import pytest
 
-from engine.experiment import BUILTIN_DIMENSIONS, Experiment, Limits, load_experiment, parse_duration
-from engine.yamlpos import load_yaml
+from cmx.engine.model.experiment import BUILTIN_DIMENSIONS, Experiment, Limits, load_experiment, parse_duration
+from cmx.engine.model.yamlpos import load_yaml
 from tests.conftest import problems
 
 HEAD = "name: t\nworkload: {name: throughput}\n"  # lines 1-2 of most files below
@@ -215,7 +215,7 @@ def test_dimension_set_in_two_places(tmp_path, body, where, first, second):
 
 def test_unknown_workload(tmp_path):
     path = write(tmp_path, "name: t\nworkload:\n  name: thruput\n")
-    from workloads.registry import names
+    from cmx.workloads.catalog.registry import names
 
     assert problems(path) == [
         f"{path}:3:9: unknown workload 'thruput' (known: {', '.join(names())}); did you mean 'throughput'?"]
@@ -302,7 +302,7 @@ def test_exclude_values_are_validated(tmp_path):
 
 
 def test_include_that_repeats_a_matrix_cell(tmp_path):
-    from engine.matrix import expand
+    from cmx.engine.plan.matrix import expand
     ok = load_experiment(write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\n", name="ok.yaml"))
     solo_id = expand(ok)[0].cell_id
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\ninclude:\n  - {pool: gevent}\n  - {pool: solo}\n")

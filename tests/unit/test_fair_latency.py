@@ -1,13 +1,13 @@
 """Latency from the intended send time, queue wait / service time, and host clock offsets applied
-(engine/sql/metrics.sql over analysis/sql/task_times.sql), on hand-made artifacts with exact values."""
+(engine/results/sql/metrics.sql over analysis/sql/task_times.sql), on hand-made artifacts with exact values."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from engine import db
-from engine.ingest import HostInfo, ingest_run
+from cmx.engine.results import db
+from cmx.engine.results.ingest import HostInfo, ingest_run
 
 
 def csv(path, header, rows):
@@ -94,7 +94,7 @@ def test_no_per_slot_memory_without_children(tmp_path):
 
 
 def test_a_batch_is_stamped_over_its_round_trip_the_last_at_the_acknowledgement():
-    from workloads.raw_broker import TASK_NAME, stamp_batch
+    from cmx.workloads.drive.raw_broker import TASK_NAME, stamp_batch
 
     pubs: list = []
     stamp_batch(pubs, [("a", ""), ("b", ""), ("c", ""), ("d", 7.0)], began=10.0, acked=12.0, host="h", pid=1)

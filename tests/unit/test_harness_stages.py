@@ -11,11 +11,11 @@ from pathlib import Path
 
 import duckdb
 
-from engine import ansible
-from engine.ansible import PlaybookResult
-from engine.runner import (DRIVE_TASK, FINISH_TASK, record_harness_overhead, start_drive_stages,
+from cmx.engine.hosts import ansible
+from cmx.engine.hosts.ansible import PlaybookResult
+from cmx.engine.run.runner import (DRIVE_TASK, FINISH_TASK, record_harness_overhead, start_drive_stages,
                            stop_collect_stages)
-from workloads.publisher import BATCH, batch_size
+from cmx.workloads.drive.publisher import BATCH, batch_size
 
 
 def _result(seconds, task_started=None, stdout=None):

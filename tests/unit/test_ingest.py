@@ -4,8 +4,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from engine import db
-from engine.ingest import HostInfo, ingest_run
+from cmx.engine.results import db
+from cmx.engine.results.ingest import HostInfo, ingest_run
 
 
 def csv(path, header, rows):

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 from ansible.parsing.vault import VaultLib, VaultSecret
 
-from engine.errors import InputError
-from engine.inventory import load_inventory
+from cmx.engine.errors import InputError
+from cmx.engine.hosts.inventory import load_inventory
 from tests.conftest import REPO, cmx
 
 GROUPS = """

@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from engine.experiment import load_experiment
-from engine.matrix import Cell, cell_id, cells_for_only, expand
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.plan.matrix import Cell, cell_id, cells_for_only, expand
 
 DEFAULTS = {
     "backend": "none",

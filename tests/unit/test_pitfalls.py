@@ -1,4 +1,4 @@
-"""The pitfall rules (engine/pitfalls.py): which cells match, which do not, and the warning lines."""
+"""The pitfall rules (engine/model/pitfalls.py): which cells match, which do not, and the warning lines."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine import pitfalls
-from engine.experiment import load_experiment
-from engine.matrix import expand
+from cmx.engine.model import pitfalls
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.plan.matrix import expand
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,13 +89,13 @@ def test_validate_warns_on_a_trap_but_exits_0():
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "validate",
+    proc = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "validate",
                            "experiments/pitfalls/max-tasks-per-child.yaml"],
                           cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "warning: 1 of 4 cells walk into 'worker_max_tasks_per_child" in proc.stderr
     assert "experiments/pitfalls/max-tasks-per-child.yaml shows the effect" in proc.stderr
-    quiet = subprocess.run([sys.executable, "-m", "engine.cli", "validate", "experiments/io-chords.yaml"],
+    quiet = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "validate", "experiments/io-chords.yaml"],
                            cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
 
@@ -103,7 +103,7 @@ def test_validate_warns_on_a_trap_but_exits_0():
 def test_report_notes_come_from_the_stored_dimension_values():
     import duckdb
 
-    from analysis.report import pitfall_notes
+    from cmx.analysis.report import pitfall_notes
 
     con = duckdb.connect()
     con.execute('CREATE TABLE runs (experiment VARCHAR, run_id VARCHAR, cell_id VARCHAR, revision INTEGER, '

@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from engine.experiment import load_experiment
-from engine.matrix import expand
-from engine.planner import Run, plan, plan_json
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.plan.matrix import expand
+from cmx.engine.plan.planner import Run, plan, plan_json
 
 
 def load(tmp_path, body: str):
@@ -103,7 +103,7 @@ def test_shuffle_randomises_within_each_round_and_keeps_rounds(tmp_path):
 
 
 def test_seq_and_shuffle_seed_are_stored(tmp_path):
-    from engine import db
+    from cmx.engine.results import db
 
     path = tmp_path / "r.duckdb"
     with db.connect(path) as con:

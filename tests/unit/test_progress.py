@@ -6,10 +6,10 @@ import time
 
 from rich.console import Console
 
-from engine.matrix import Cell
-from engine.planner import Run
-from engine.progress import ProgressLines, clock, eta, handler_for
-from engine.runner import RunOutcome, RunStatus
+from cmx.engine.plan.matrix import Cell
+from cmx.engine.plan.planner import Run
+from cmx.engine.run.progress import ProgressLines, clock, eta, handler_for
+from cmx.engine.run.runner import RunOutcome, RunStatus
 
 
 def test_eta_is_mean_time_per_run_times_runs_left():

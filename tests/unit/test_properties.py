@@ -19,13 +19,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import limits
-from engine.errors import InputError
-from engine.experiment import load_experiment
-from engine.inventory import GROUPS, load_inventory
-from engine.invvars import VARIABLES
-from engine.matrix import expand
-from engine.planner import plan_json
+from cmx.engine import limits
+from cmx.engine.errors import InputError
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.hosts.inventory import GROUPS, load_inventory
+from cmx.engine.hosts.invvars import VARIABLES
+from cmx.engine.plan.matrix import expand
+from cmx.engine.plan.planner import plan_json
 from tests.conftest import REPO, cmx
 
 BOUND_S = 10.0  # per file, generous: the machine is shared and loaded; a hang would be far over

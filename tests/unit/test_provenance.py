@@ -5,12 +5,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engine import db
-from engine.errors import InputError
-from engine.experiment import load_experiment
-from engine.inventory import Inventory
-from engine.matrix import expand
-from engine.provenance import cmx_version, definition_hash, git_state, inventory_hash, revision_for
+from cmx.engine.results import db
+from cmx.engine.errors import InputError
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.hosts.inventory import Inventory
+from cmx.engine.plan.matrix import expand
+from cmx.engine.run.provenance import cmx_version, definition_hash, git_state, inventory_hash, revision_for
 
 
 def digest(tmp_path, body: str, name: str = "exp.yaml") -> str:

@@ -1,8 +1,9 @@
 """The rate search's judge over stored ramp runs of known shape (no services)."""
 from __future__ import annotations
 
-from engine import db, ratesearch
-from engine.matrix import Cell
+from cmx.engine.results import db
+from cmx.engine.plan import ratesearch
+from cmx.engine.plan.matrix import Cell
 from tests.results_fixture import T0, add_run
 
 FACTS = {"ramp_steps_run": 4, "ramp_start_rate": 100, "ramp_factor": 2, "ramp_step_s": 1.0}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from engine.ansible import Failure, PlaybookResult
-from engine.runstatus import RunStatus, controller_alive, controller_identity, decide
+from cmx.engine.hosts.ansible import Failure, PlaybookResult
+from cmx.engine.run.runstatus import RunStatus, controller_alive, controller_identity, decide
 
 OK = PlaybookResult("successful", 0, (), 1.0)
 
@@ -70,14 +70,14 @@ def test_status_tells_running_from_abandoned(tmp_path):
     import subprocess
     import sys
 
-    from engine import db
+    from cmx.engine.results import db
     from tests.conftest import cmx
 
     path = tmp_path / "r.duckdb"
     record = f"""
 import sys, time
-from engine import db
-from engine.runstatus import controller_identity
+from cmx.engine.results import db
+from cmx.engine.run.runstatus import controller_identity
 with db.connect({str(path)!r}) as con:
     db.record_sweep(con, sys.argv[1], "e", "e.yaml", "throughput", "", "inv", {{}})
     db.record_controller(con, sys.argv[1], *controller_identity())

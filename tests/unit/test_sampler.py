@@ -1,6 +1,6 @@
-"""workloads.sampler against real processes, real sockets and the real local Redis/PostgreSQL/RabbitMQ.
+"""cmx.workloads.host.sampler against real processes, real sockets and the real local Redis/PostgreSQL/RabbitMQ.
 
-Each test runs the sampler as its own process (``python -m workloads.sampler``), stops it with
+Each test runs the sampler as its own process (``python -m cmx.workloads.host.sampler``), stops it with
 SIGTERM and reads the files it leaves in the run dir.
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Sampler:
     def __init__(self, run_dir: Path, *args: str, env: dict | None = None) -> None:
         self.run_dir = run_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workloads.sampler", "--run-dir", str(run_dir), "--host", "h1", *args],
+            [sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(run_dir), "--host", "h1", *args],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: (run_dir / "sampler.pid").exists(), what="sampler.pid")
 
@@ -400,13 +400,13 @@ def test_rabbitmq_counts_only_the_runs_named_clients_with_rabbitmqctl(tmp_path, 
 def test_bad_arguments_exit_2(tmp_path):
     for args in (["--watch", "worker"], ["--watch-port", "broker=99999"], ["--connections", "broker=kafka"],
                  ["--interval", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "workloads.sampler", "--run-dir", str(tmp_path),
+        proc = subprocess.run([sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(tmp_path),
                                "--host", "h1", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2, args
 
 
 def test_error_log_redacts_secrets_and_records_each_failure_once():
-    from workloads.sampler import ErrorLog
+    from cmx.workloads.host.sampler import ErrorLog
 
     url = "redis://:p%40ss-456@broker.lab:6379/0"
     log = ErrorLog([url, "p%40ss-456", "p@ss-456"])

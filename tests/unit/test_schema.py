@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 import yaml
 
-from engine.errors import InputError
-from engine.experiment import load_experiment
-from engine.schema import COMMITTED, experiment_schema, schema_text
+from cmx.engine.errors import InputError
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.model.schema import COMMITTED, experiment_schema, schema_text
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "experiments").rglob("*.yaml"))
@@ -40,7 +40,7 @@ def test_every_shipped_experiment_is_valid_and_names_the_committed_schema(valida
 
 
 def test_the_committed_schema_is_what_cmx_schema_prints():
-    printed = subprocess.run([sys.executable, "-m", "engine.cli", "schema"], cwd=REPO, capture_output=True,
+    printed = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "schema"], cwd=REPO, capture_output=True,
                              text=True, check=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}).stdout
     assert printed == schema_text()
     assert (REPO / COMMITTED).read_text() == printed, "run `cmx schema --out docs/cmx.schema.json`"

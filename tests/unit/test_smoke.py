@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import textwrap
 
-from engine.experiment import load_experiment
-from engine.matrix import expand
-from engine.smoke import SMOKE_TIMEOUT_S, smoke
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.plan.matrix import expand
+from cmx.engine.plan.smoke import SMOKE_TIMEOUT_S, smoke
 
 
 def load(tmp_path, body):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from engine.matrix import Cell
-from engine.summary import CellSummary, cell_headlines, fmt, render
-from workloads import registry
+from cmx.engine.plan.matrix import Cell
+from cmx.analysis.summary import CellSummary, cell_headlines, fmt, render
+from cmx.workloads.catalog import registry
 
 
 def _cell(cell_id, mode):
@@ -19,7 +19,7 @@ def test_backlog_cells_hide_latency_and_the_caption_says_from_where_to_where():
     assert "latency_p50_s" in headline and "queue_wait_p50_s" in headline and "service_time_p50_s" in headline
     assert "latency_p50_s" not in shown["b"] and "latency_p50_s" in shown["s"]
     assert headline.index("peak_pss_bytes") < headline.index("peak_rss_bytes")   # PSS leads
-    from analysis.stats import summarize
+    from cmx.analysis.stats import summarize
 
     one = {"latency_p50_s": 4.8, "queue_wait_p50_s": 4.8, "service_time_p50_s": 0.001}
     sums = [CellSummary(c, runs=1, ok=1, metrics={k: summarize([v]) for k, v in one.items()},
@@ -47,7 +47,7 @@ def test_memory_is_printed_in_binary_units():
 def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
     from tests.conftest import cmx
     from tests.results_fixture import add_run
-    from engine import db
+    from cmx.engine.results import db
 
     path = tmp_path / "c.duckdb"
     with db.connect(path) as con:
@@ -56,10 +56,10 @@ def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
     proc = cmx("status", "--db", str(path))
     assert proc.returncode == 0, proc.stderr
     assert "e: 1 ok run(s) with clock_suspect = 1" in " ".join(proc.stdout.split())
-    from analysis.report import build_charts
-    from analysis.page import summary_table
+    from cmx.analysis.report import build_charts
+    from cmx.analysis.page import summary_table
 
-    from analysis.report import table_metrics
+    from cmx.analysis.report import table_metrics
     with db.connect(path, read_only=True) as con:
         cells, varying, _, _ = build_charts(con, "e")
         shown = table_metrics(con, "e")
@@ -68,9 +68,9 @@ def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
 
 
 def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
-    from analysis.page import summary_table
-    from analysis.report import build_charts, table_metrics
-    from engine import db
+    from cmx.analysis.page import summary_table
+    from cmx.analysis.report import build_charts, table_metrics
+    from cmx.engine.results import db
     from tests.results_fixture import T0, add_run
 
     path = tmp_path / "b.duckdb"

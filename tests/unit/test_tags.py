@@ -4,8 +4,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from engine import db
-from engine.errors import InputError
+from cmx.engine.results import db
+from cmx.engine.errors import InputError
 
 
 def test_parse_tags():
@@ -61,7 +61,7 @@ def test_a_read_only_old_database_has_no_tagged_runs(tmp_path):
 
 
 def test_compare_selects_sides_by_tag(tmp_path):
-    from analysis.compare import compare, parse_selection
+    from cmx.analysis.compare import compare, parse_selection
 
     with db.connect(tmp_path / "c.duckdb") as con:
         for sweep, commit, rate in (("s1", "old", 100.0), ("s2", "new", 150.0)):

@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
-from engine.experiment import load_experiment
-from engine.matrix import expand
-from engine.provision import workloads_archive
-from engine.user_code import sources
-from workloads import usercode
+from cmx.engine.model.experiment import load_experiment
+from cmx.engine.plan.matrix import expand
+from cmx.engine.hosts.provision import workloads_archive
+from cmx.engine.model.user_code import sources
+from cmx.workloads.catalog import usercode
 
 
 def test_names_and_references():
@@ -47,7 +47,7 @@ def test_the_archive_is_keyed_by_content_and_leaves_caches_and_hidden_files_home
     (pkg / "__pycache__" / "m.pyc").write_text("")
     code = {"cmx_user/userpkg": pkg}
     first = workloads_archive(tmp_path / "out", code)
-    names = [n for n in tarfile.open(first).getnames() if not n.startswith("workloads")]
+    names = [n for n in tarfile.open(first).getnames() if not n.startswith("cmx/") and n != "cmx"]
     assert names == ["cmx_user/userpkg", "cmx_user/userpkg/__init__.py", "cmx_user/userpkg/data.json"]
     assert workloads_archive(tmp_path / "out", code) == first
     (pkg / ".git" / "HEAD").write_text("another ref")

@@ -6,7 +6,7 @@ import math
 import duckdb
 import pytest
 
-from engine import db
+from cmx.engine.results import db
 from tests.conftest import cmx
 from tests.results_fixture import T0, add_run, build_matrix
 

@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 
-from engine.ingest_workers import worker_causes
-from workloads.spec import RunSpec
-from workloads.supervisor import describe, exit_text
-from workloads.workerwatch import mismatches, wanted_config
+from cmx.engine.results.ingest_workers import worker_causes
+from cmx.workloads.spec import RunSpec
+from cmx.workloads.host.supervisor import describe, exit_text
+from cmx.workloads.drive.workerwatch import mismatches, wanted_config
 
 
 def _spec(**kw) -> RunSpec:

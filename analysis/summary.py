@@ -1,0 +1,150 @@
+"""The end-of-sweep summary: one row per cell, the dimensions that vary, and headline metrics
+(median over the cell's ok runs, with n and its 95 % bootstrap interval). Statistics here and in
+:mod:`cmx.analysis.stats`; drawing in :func:`render`."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rich.table import Table
+from rich.text import Text
+
+from cmx.analysis import stats
+from cmx.engine.results import metricdefs
+from cmx.engine.results.db import sql
+from cmx.engine.plan.matrix import Cell
+from cmx.engine.results.metricdefs import METRICS
+
+
+@dataclass
+class CellSummary:
+    cell: Cell
+    runs: int = 0
+    ok: int = 0
+    lost: float = 0.0
+    metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
+    #: The metrics that mean something for this cell (its workload's headline for its params);
+    #: None: all of them. A backlog cell's "latency" is its queue position, so it is not shown.
+    shown: tuple[str, ...] | None = None
+
+
+def varying_dimensions(cells: list[Cell]) -> list[str]:
+    """Dimensions whose value differs between cells (the others are the same everywhere)."""
+    keys = sorted({k for c in cells for k in c.values})
+    return [k for k in keys if len({repr(c.values.get(k)) for c in cells}) > 1]
+
+
+def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """(the table's metrics: every cell's headline, in order; each cell's own headline by cell_id)."""
+    shown = {}
+    for c in cells:
+        params = workload.Params(**{k.removeprefix("params."): v for k, v in c.values.items()
+                                    if k.startswith("params.")})
+        shown[c.cell_id] = workload.headline(params)
+    union = tuple(m for m in workload.headline_metrics if any(m in h for h in shown.values()))
+    return union or workload.headline_metrics, shown
+
+
+def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...],
+              revision: int | None = None) -> list[CellSummary]:
+    """Per cell, over the runs of ``revision`` (every revision when None)."""
+    by_id = {c.cell_id: CellSummary(c) for c in cells}
+    values: dict[tuple[str, str], list[float]] = {}
+    seen: set[tuple[str, int]] = set()
+    rows = con.execute(sql("summary.sql"), {"experiment": experiment, "revision": revision}).fetchall()
+    for cell_id, repeat, status, name, value in rows:
+        s = by_id.get(cell_id)
+        if s is None:
+            continue
+        if (cell_id, repeat) not in seen:
+            seen.add((cell_id, repeat))
+            s.runs += 1
+            s.ok += status == "ok"
+        if name == "tasks_lost" and value:
+            s.lost += value
+        if status == "ok" and name in headline and value is not None:
+            values.setdefault((cell_id, name), []).append(value)
+    for (cell_id, name), vals in values.items():
+        by_id[cell_id].metrics[name] = stats.summarize(vals)
+    return list(by_id.values())
+
+
+_NUMBER = re.compile(r"^([-+]?[\d,.]+)(\D*)$")
+#: Binary units, as ``size_mb`` (MiB) and the kernel's kB (KiB) are.
+MIB, GIB = 1 << 20, 1 << 30
+
+
+def fmt_bytes(value: float) -> str:
+    return f"{value / GIB:,.2f} GiB" if abs(value) >= GIB else f"{value / MIB:,.1f} MiB"
+
+
+def fmt(name: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if name.endswith("_bytes") or "_bytes_" in name:
+        return fmt_bytes(value)
+    if name.endswith(("_rate", "_per_s")):
+        return f"{value:,.0f}/s" if value >= 10 else f"{value:,.2f}/s"
+    if name.endswith("_s"):
+        return f"{value:.3f} s" if value < 100 else f"{value:,.0f} s"
+    return f"{value:,.4g}"
+
+
+def span(name: str, low: float, high: float) -> str:
+    """``0.006–0.007 s``: an interval with its unit written once (it keeps the table narrow)."""
+    lo, hi = fmt(name, low), fmt(name, high)
+    a, b = _NUMBER.match(lo), _NUMBER.match(hi)
+    if a and b and a.group(2) == b.group(2):
+        return f"{a.group(1)}–{hi}"
+    return f"{lo} – {hi}"
+
+
+def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:
+    """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs."""
+    if s is None or s.median is None:
+        return Text("–")
+    text = Text(fmt(name, s.median))
+    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 else ""
+    if s.n != ok:
+        extra += f" n={s.n}"
+    if extra:
+        text.append("\n" + extra.strip(), style="dim")
+    return text
+
+
+#: Metric families whose meaning the table's caption spells out (from → to).
+_EXPLAINED = ("latency_", "queue_wait_", "service_time_")
+
+
+def caption(headline: tuple[str, ...]) -> str:
+    """What the timing columns measure, from where to where (the registry's descriptions)."""
+    said, lines = set(), []
+    for name in headline:
+        family = next((f for f in _EXPLAINED if name.startswith(f)), None)
+        if family and family not in said and name in METRICS:
+            said.add(family)
+            text = METRICS[name].description.split(" of ", 1)[-1]
+            lines.append(f"{family.rstrip('_').replace('_', ' ')}: {text}")
+    return "; ".join(lines)
+
+
+def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) -> Table:
+    cells = [s.cell for s in summaries]
+    dims = varying_dimensions(cells) or ["pool"]
+    table = Table(title=Text(title), title_justify="left", caption_justify="left")
+    for d in dims:
+        table.add_column(d)
+    table.add_column("runs ok", justify="right")
+    table.add_column("lost", justify="right")
+    for name in headline:
+        table.add_column(metricdefs.get(name).label, justify="right")
+    for s in summaries:
+        shown = s.shown if s.shown is not None else headline
+        ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
+        lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
+        table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
+                      *[with_interval(n, s.metrics.get(n), s.ok) if n in shown else Text("n/a") for n in headline])
+    said = caption(headline)
+    table.caption = Text("median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "
+                         "the median" + (f". {said}" if said else ""))
+    return table

@@ -1,0 +1,1 @@
+"""cmx.engine.hosts."""

@@ -1,0 +1,229 @@
+"""The Ansible inventory of a sweep: which hosts play which part, and where the services are.
+
+Parsed by Ansible's own ``InventoryManager`` (YAML or INI, the user's connection variables as they
+are). Host groups: ``brokers``, ``backends``, ``workers``, ``drivers``, ``services``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from cmx.engine import limits
+from cmx.engine.errors import InputError, Problem
+from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
+from cmx.engine.model.yamlpos import check_yaml_syntax
+
+GROUPS = ("brokers", "backends", "workers", "drivers", "services")
+REQUIRED_GROUPS = ("brokers", "workers", "drivers")
+
+#: URL schemes that serve each broker / backend kind.
+BROKER_SCHEMES = {"redis": ("redis", "rediss"), "rabbitmq": ("amqp", "amqps", "pyamqp"),
+                  "rabbitmq-quorum": ("amqp", "amqps", "pyamqp")}
+BACKEND_SCHEMES = {"redis": ("redis", "rediss"), "postgres": ("postgresql", "postgres", "db+postgresql")}
+
+
+#: Kinds the sweep can provision itself on a host of the group that gives no URL for them
+#: (roles/redis, roles/postgres).
+PROVISIONABLE = {"brokers": ("redis", "rabbitmq", "rabbitmq-quorum"), "backends": ("redis", "postgres")}
+#: The role (service) that provisions each kind.
+SERVICE_OF = {"redis": "redis", "rabbitmq": "rabbitmq", "rabbitmq-quorum": "rabbitmq", "postgres": "postgres"}
+REDIS_DB = {"brokers": 0, "backends": 1}
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path
+    groups: dict[str, tuple[str, ...]]
+    #: Only the variables celery-matrix reads (``broker_url``, ``backend_url``, ``cmx_workdir`` …).
+    hostvars: dict[str, dict[str, Any]]
+    #: Where a generated Redis password is kept (beside the results database).
+    secrets_dir: Path = Path("results")
+
+    @cached_property
+    def redis_password(self) -> str:
+        """Password of a Redis the sweep provisions (inventory, CMX_REDIS_PASSWORD, or generated)."""
+        return _password("redis", self.hostvars, self.groups, self.secrets_dir)
+
+    @cached_property
+    def rabbitmq_password(self) -> str:
+        """Password of a RabbitMQ the sweep provisions (inventory, CMX_RABBITMQ_PASSWORD, or generated)."""
+        return _password("rabbitmq", self.hostvars, self.groups, self.secrets_dir)
+
+    @cached_property
+    def postgres_password(self) -> str:
+        """Password of a PostgreSQL the sweep provisions (inventory, CMX_POSTGRES_PASSWORD, or generated)."""
+        return _password("postgres", self.hostvars, self.groups, self.secrets_dir)
+
+    def hosts_of(self, group: str) -> tuple[str, ...]:
+        return self.groups.get(group, ())
+
+    def groups_of(self, host: str) -> tuple[str, ...]:
+        return tuple(g for g in GROUPS if host in self.groups.get(g, ()))
+
+    def workers_for(self, machines: int) -> tuple[str, ...]:
+        """The first ``machines`` hosts of group ``workers``."""
+        return self.hosts_of("workers")[:machines]
+
+    def driver(self) -> str:
+        return self.hosts_of("drivers")[0]
+
+    def broker_url(self, kind: str) -> str:
+        return self._service_url("brokers", "broker_url", kind, BROKER_SCHEMES[kind])
+
+    def given_url(self, group: str, var: str, schemes: tuple[str, ...]) -> str | None:
+        """The URL the inventory gives for this kind of service (bring your own), if any."""
+        hosts = self.hosts_of(group)
+        urls = (self.hostvars.get(hosts[0], {}).get(var) or []) if hosts else []
+        for url in [urls] if isinstance(urls, str) else urls:
+            if str(url).split("://", 1)[0] in schemes:
+                return str(url)
+        return None
+
+    def services_to_provision(self, brokers: set[str], backends: set[str]) -> dict[str, list[str]]:
+        """{kind: hosts} where the sweep must start a service: the kind is used there, the sweep
+        can provision it, and the inventory gives no URL for it."""
+        wanted: dict[str, set[str]] = {}
+        for group, var, schemes, kinds in (("brokers", "broker_url", BROKER_SCHEMES, brokers),
+                                           ("backends", "backend_url", BACKEND_SCHEMES, backends)):
+            for kind in kinds & set(PROVISIONABLE[group]):
+                if self.hosts_of(group) and not self.given_url(group, var, schemes[kind]):
+                    wanted.setdefault(SERVICE_OF[kind], set()).add(self.hosts_of(group)[0])
+        return {kind: sorted(hosts) for kind, hosts in sorted(wanted.items())}
+
+    def rabbitmq_api_url(self) -> str | None:
+        """The RabbitMQ management API of the broker host, if given: connection counts come from
+        it (cheap) instead of rabbitmqctl (~0.5 CPU-second a call on the sampling host)."""
+        hosts = self.hosts_of("brokers")
+        if not hosts:
+            return None
+        given = self.hostvars.get(hosts[0], {}).get("rabbitmq_api_url")
+        if given or self.given_url("brokers", "broker_url", BROKER_SCHEMES["rabbitmq"]):
+            return given
+        port = int(self.hostvars.get(hosts[0], {}).get("rabbitmq_management_port", 15672))
+        return f"http://cmx:{self.rabbitmq_password}@{self.address(hosts[0])}:{port}"  # ours: API enabled
+
+    def service_host(self) -> str:
+        hosts = self.hosts_of("services")
+        if not hosts:
+            raise InputError(Problem("the workload needs a host in group 'services' (its HTTP service or database "
+                                     "runs there)", str(self.path)))
+        return hosts[0]
+
+    def address(self, host: str) -> str:
+        """How other hosts reach ``host``: its ``ansible_host``, else its name (localhost → 127.0.0.1)."""
+        addr = self.hostvars.get(host, {}).get("ansible_host") or host
+        return "127.0.0.1" if addr == "localhost" else str(addr)
+
+    def database_url(self) -> str:
+        host = self.service_host()
+        url = self.hostvars.get(host, {}).get("database_url")
+        if not url:
+            raise InputError(Problem(f"host '{host}' of group 'services' has no database_url (the workload queries a "
+                                     "database: give e.g. postgresql://user:pass@host:5432/db)", str(self.path)))
+        return str(url)
+
+    def backend_url(self, kind: str) -> str | None:
+        if kind in ("none", "rpc"):
+            return None
+        return self._service_url("backends", "backend_url", kind, BACKEND_SCHEMES[kind])
+
+    def _service_url(self, group: str, var: str, kind: str, schemes: tuple[str, ...]) -> str:
+        hosts = self.hosts_of(group)
+        if not hosts:
+            raise InputError(Problem(f"no host in group '{group}', needed for {var.split('_')[0]} '{kind}'",
+                                     str(self.path)))
+        host = hosts[0]
+        url = self.given_url(group, var, schemes)
+        if url:
+            return url
+        if kind in PROVISIONABLE[group] and kind == "redis":
+            port = int(self.hostvars.get(host, {}).get("redis_port", 6379))
+            return f"redis://:{self.redis_password}@{self.address(host)}:{port}/{REDIS_DB[group]}"
+        if kind in PROVISIONABLE[group] and SERVICE_OF[kind] == "rabbitmq":
+            port = int(self.hostvars.get(host, {}).get("rabbitmq_port", 5672))
+            return f"amqp://cmx:{self.rabbitmq_password}@{self.address(host)}:{port}//"
+        if kind in PROVISIONABLE[group] and kind == "postgres":
+            port = int(self.hostvars.get(host, {}).get("postgres_port", 5432))
+            return f"postgresql://postgres:{self.postgres_password}@{self.address(host)}:{port}/postgres"
+        raise InputError(Problem(
+            f"host '{host}' of group '{group}' has no {var} for {kind} (give one whose scheme is "
+            f"{' or '.join(s + '://' for s in schemes)}, as a string or in a list)", str(self.path)))
+
+
+def _password(service: str, hostvars: dict[str, dict[str, Any]], groups: dict, secrets_dir: Path) -> str:
+    """The inventory's <service>_password, else CMX_<SERVICE>_PASSWORD, else one generated once and
+    kept (0600) in ``secrets_dir/.secrets.json``: out of the repository, the same for every sweep."""
+    import json
+    import os
+    import secrets
+
+    key, env = f"{service}_password", f"CMX_{service.upper()}_PASSWORD"
+    for group in ("brokers", "backends"):
+        for host in groups.get(group, ()):
+            if hostvars.get(host, {}).get(key):
+                return str(hostvars[host][key])
+    if os.environ.get(env):
+        return os.environ[env]
+    store = secrets_dir / ".secrets.json"
+    data = json.loads(store.read_text()) if store.exists() else {}
+    if key not in data:
+        data[key] = secrets.token_urlsafe(24)
+        secrets_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(store, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+    return data[key]
+
+
+def _yaml_files(path: Path) -> list[Path]:
+    """The YAML files Ansible will read for this inventory: the file (or every one under the
+    directory) and the group_vars/ and host_vars/ beside it."""
+    roots = [path] if path.is_dir() else [path.parent / "group_vars", path.parent / "host_vars"]
+    found = [path] if path.is_file() and path.suffix in (".yml", ".yaml") else []
+    for root in roots:
+        if root.is_dir():
+            found += sorted(p for p in root.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    return found[:limits.MAX_INVENTORY_FILES]
+
+
+def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:
+    """Parse an inventory (a file or a directory) with Ansible; bad or incomplete inventories and
+    ill-typed cmx variables raise InputError naming the file (and the host and variable)."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.vars.manager import VariableManager
+
+    from cmx.engine.hosts.invvars import VARIABLES, check, vault_loader
+
+    path = Path(path)
+    if not (path.is_file() or path.is_dir()):
+        raise InputError(Problem("inventory not found (copy inventory/lab.example.yml, or pass --inventory)",
+                                 str(path)))
+    for file in _yaml_files(path):
+        check_yaml_syntax(file)  # Ansible would only warn, at length, and then see no hosts
+    loader = vault_loader()
+    try:
+        manager = InventoryManager(loader=loader, sources=[str(path)], parse=True)
+    except Exception as exc:  # Ansible's own parse errors
+        raise InputError(Problem(f"cannot parse inventory: {exc}".splitlines()[0], str(path))) from exc
+    if not manager.list_hosts("all"):
+        raise InputError(Problem("no hosts in inventory (is it YAML or INI Ansible inventory?)", str(path)))
+    groups = {g: tuple(h.name for h in manager.groups[g].get_hosts()) for g in GROUPS if g in manager.groups}
+    missing = [g for g in REQUIRED_GROUPS if not groups.get(g)]
+    if missing:
+        raise InputError(Problem(f"inventory has no hosts in group(s) {', '.join(missing)} "
+                                 f"(every sweep needs brokers, workers and drivers)", str(path)))
+    variables = VariableManager(loader=loader, inventory=manager)
+    hostvars = {}
+    for host in manager.list_hosts("all"):
+        try:
+            hv = variables.get_vars(host=host)
+        except Exception as exc:  # a vaulted vars file without its password, a bad vars file
+            raise InputError(Problem(f"cannot read the variables of host '{host.name}': "
+                                     f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                                     str(path))) from None
+        hostvars[host.name] = {k: check(str(path), host.name, k, hv[k]) for k in VARIABLES
+                               if k in hv and hv[k] is not None}
+    return Inventory(path=path, groups=groups, hostvars=hostvars, secrets_dir=secrets_dir)

@@ -1,0 +1,202 @@
+"""Provisioning, once per sweep: build the wheelhouse on the controller, ship it, set up every host.
+
+Hosts may reach no package index, so the controller downloads every wheel the hosts need
+(pinned to its own versions) and the ``python_env`` role installs them offline.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import tarfile
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Callable
+
+from cmx.engine.hosts.ansible import ENGINE_DIR, PROJECT_DIR, PlaybookResult, run_playbook
+from cmx.engine.errors import HostError
+from cmx.engine.hosts.inventory import Inventory
+
+WORKLOADS_SRC = PROJECT_DIR / "workloads"
+_CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
+
+
+def host_requirements() -> list[str]:
+    """``name==version`` for every host requirement, at the controller's installed versions."""
+    pins = []
+    for line in (ENGINE_DIR / "host-requirements.txt").read_text().splitlines():
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        try:
+            pins.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def python_version() -> str:
+    return "%d.%d" % sys.version_info[:2]
+
+
+def build_wheelhouse(root: Path, pins: list[str]) -> Path:
+    """Download the wheels for ``pins`` (and their dependencies) once; reused while pins are equal."""
+    key = hashlib.sha256("\n".join([python_version(), *pins]).encode()).hexdigest()[:12]
+    house = root / f"py{python_version()}-{key}"
+    if (house / ".complete").exists():
+        return house
+    house.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+           "--only-binary=:all:", "-d", str(house), *pins]
+    _pip(cmd, house)
+    extra = _patch_release_requirements(house)
+    if extra:
+        _pip(cmd[: cmd.index("-d") + 2] + extra, house)
+    (house / ".complete").write_text("\n".join(pins) + "\n")
+    return house
+
+
+def _pip(cmd: list[str], house: Path) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise HostError(f"building the wheelhouse in {house} failed: {last} "
+                        "(the controller needs a package index or a pip cache holding these wheels)")
+
+
+def _patch_release_requirements(house: Path) -> list[str]:
+    """Requirements the wheels declare for an earlier patch release of our Python (redis-py wants
+    async-timeout below 3.11.3, say): pip resolved for the controller's exact version, but a host
+    (Debian's 3.11.2) installs offline and needs them too."""
+    import zipfile
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    have = {canonicalize_name(w.name.split("-")[0]) for w in house.glob("*.whl")}
+    env = {"python_full_version": "%d.%d.0" % sys.version_info[:2]}
+    wanted = set()
+    for wheel in house.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+            lines = zf.read(meta).decode(errors="replace").splitlines() if meta else []
+        for line in lines:
+            if not line.startswith("Requires-Dist:"):
+                continue
+            req = Requirement(line.split(":", 1)[1].strip())
+            if req.marker is None or "extra" in str(req.marker) or canonicalize_name(req.name) in have:
+                continue
+            if req.marker.evaluate(env):
+                wanted.add(f"{req.name}{req.specifier}")
+    return sorted(wanted)
+
+
+def _tar(src: Path, dest: Path, arcname: str) -> Path:
+    """An uncompressed tar of ``src`` written atomically (wheels are compressed already)."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    with tarfile.open(tmp, "w") as tar:
+        tar.add(src, arcname=arcname, filter=lambda t: None if "__pycache__" in t.name else t)
+    os.replace(tmp, dest)
+    return dest
+
+
+def wheelhouse_archive(root: Path, pins: list[str]) -> Path:
+    house = build_wheelhouse(root, pins)
+    archive = house.with_name(house.name + ".tar")
+    return archive if archive.exists() else _tar(house, archive, ".")
+
+
+def _skipped(parts: tuple[str, ...]) -> bool:
+    """Byte-code caches and hidden entries (.git, .venv…) of the user's folders stay home."""
+    return any(part == "__pycache__" or (part.startswith(".") and part not in (".", "..")) for part in parts)
+
+
+def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> Path:
+    """The workloads package as shipped to hosts, with the user's code (``cmx_user/<name>`` ->
+    source file or folder, see engine/model/user_code.py), named by its content so hosts see changes."""
+    user_code = user_code or {}
+    digest = hashlib.sha256()
+    for f in sorted(WORKLOADS_SRC.rglob("*.py")):
+        digest.update(f.relative_to(WORKLOADS_SRC).as_posix().encode() + f.read_bytes())
+    for name, src in sorted(user_code.items()):
+        for f in sorted(src.rglob("*") if src.is_dir() else [src]):
+            if f.is_file() and not _skipped(f.relative_to(src.parent).parts):
+                digest.update(name.encode() + f.relative_to(src.parent).as_posix().encode() + f.read_bytes())
+    root.mkdir(parents=True, exist_ok=True)
+    archive = root / f"workloads-{digest.hexdigest()[:12]}.tar"
+    if archive.exists():
+        return archive
+    tmp = archive.with_name(archive.name + ".tmp")
+    skip = lambda t: None if _skipped(Path(t.name).parts) else t  # noqa: E731
+    with tarfile.open(tmp, "w") as tar:
+        # cmx/ is a regular package on hosts (only cmx.workloads ships), so nothing else named
+        # cmx on a host's path can shadow or extend it.
+        marker = tarfile.TarInfo("cmx/__init__.py")
+        marker.size = len(_CMX_INIT)
+        tar.addfile(marker, io.BytesIO(_CMX_INIT))
+        tar.add(WORKLOADS_SRC, arcname="cmx/workloads", filter=skip)
+        for name, src in sorted(user_code.items()):
+            tar.add(src, arcname=name, filter=skip)
+    os.replace(tmp, archive)
+    return archive
+
+
+def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
+    return {f"cmx_{kind}_hosts": ",".join(hosts) for kind, hosts in services.items()}
+
+
+def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
+              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
+              on_result: Callable[[str, PlaybookResult], None] | None = None) -> str:
+    """Make every host ready: venv with the pinned dependencies and the workloads package; then
+    start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given). Returns the
+    key of the shipped code (playbooks put ``lib/<key>`` on PYTHONPATH). ``on_result`` sees each
+    playbook's result (what changed: a second converge changes nothing)."""
+    report = on_result or (lambda _name, _result: None)
+    pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
+    house = wheelhouse_archive(work_dir / "wheelhouse", pins)
+    lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
+    result = run_playbook(
+        "provision.yml", inventory.path, work_dir / "ansible" / "provision",
+        extravars={
+            "cmx_hosts": ",".join(hosts),
+            "python_env_wheelhouse": str(house.resolve()),
+            "python_env_python_version": python_version(),
+            "python_env_requirements": pins,
+            "python_env_workloads": str(lib),
+        },
+        secrets={},
+    )
+    report("provision.yml", result)
+    if not result.ok:
+        raise HostError(f"provisioning failed: {result.summary()}")
+    if services:
+        secrets = {}
+        if "redis" in services:
+            secrets["CMX_REDIS_PASSWORD"] = inventory.redis_password
+        if "postgres" in services:
+            secrets["CMX_POSTGRES_PASSWORD"] = inventory.postgres_password
+        if "rabbitmq" in services:
+            secrets["CMX_RABBITMQ_PASSWORD"] = inventory.rabbitmq_password
+        started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
+                               extravars=_service_vars(services), secrets=secrets)
+        report("services.yml", started)
+        if not started.ok:
+            raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")
+    return lib.name.removesuffix(".tar")
+
+
+def stop_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
+                  on_result: Callable[[str, PlaybookResult], None] | None = None) -> str | None:
+    """Stop what :func:`provision` started for the sweep; a one-line warning if that failed
+    (the sweep's results are stored either way)."""
+    result = run_playbook("services_stop.yml", inventory.path, work_dir / "ansible" / "services_stop",
+                          extravars=_service_vars(services), secrets={})
+    if on_result:
+        on_result("services_stop.yml", result)
+    if result.ok:
+        return None
+    return (f"stopping the services the sweep started ({', '.join(services)}) failed: {result.summary()} "
+            f"(see {work_dir / 'ansible' / 'services_stop'})")

@@ -1,0 +1,101 @@
+"""Celery's known traps: one table that ``cmx validate`` and the report both read (issue #16).
+
+Each pitfall has a rule over a cell's values (the normalised dimension values of engine/plan/matrix.py)
+and the shipped experiment under ``experiments/pitfalls/`` that shows its effect. A matching cell
+is a warning, never an error: measuring a trap on purpose is legitimate (the pitfall experiments
+themselves match their own rules).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Kombu's default visibility_timeout for Redis (and SQS): one hour.
+DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
+#: Workload params that are how long a task runs (seconds); "long" is LONG_TASK_S or more.
+TASK_DURATION_PARAMS = ("params.long_s", "params.sleep_s", "params.sleep_max_s", "params.work_s")
+LONG_TASK_S = 1.0
+#: Workload params that schedule a task ahead (seconds): countdowns and ETAs.
+SCHEDULE_PARAMS = ("params.countdown_s", "params.eta_s")
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    name: str
+    title: str
+    experiment: str  # the shipped experiment that shows it
+    rule: Callable[[Mapping[str, Any]], str | None]  # why this cell matches, or None
+
+
+def _number(values: Mapping[str, Any], name: str, default: float = 0.0) -> float:
+    v = values.get(name)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def _visibility(values: Mapping[str, Any]) -> str | None:
+    if values.get("broker", "redis") != "redis":
+        return None
+    ahead = max((_number(values, p) for p in SCHEDULE_PARAMS), default=0.0)
+    options = values.get("celery.broker_transport_options") or {}
+    timeout = _number(options if isinstance(options, Mapping) else {}, "visibility_timeout",
+                      DEFAULT_VISIBILITY_TIMEOUT_S)
+    if ahead > timeout:
+        return f"Redis broker with tasks scheduled {ahead:g}s ahead, beyond visibility_timeout {timeout:g}s"
+    return None
+
+
+def _heartbeat(values: Mapping[str, Any]) -> str | None:
+    # Only AMQP brokers have connection heartbeats; Redis ignores broker_heartbeat.
+    if (values.get("pool") in ("gevent", "eventlet") and str(values.get("broker", "")).startswith("rabbitmq")
+            and _number(values, "heartbeat") > 0):
+        return f"{values['pool']} pool with broker heartbeat {_number(values, 'heartbeat'):g}s on RabbitMQ"
+    return None
+
+
+def _prefetch(values: Mapping[str, Any]) -> str | None:
+    longest = max((_number(values, p) for p in TASK_DURATION_PARAMS), default=0.0)
+    prefetch = _number(values, "prefetch_multiplier", 4)
+    if prefetch > 1 and values.get("celery.task_acks_late") is not True and longest >= LONG_TASK_S:
+        return f"prefetch_multiplier {prefetch:g} without celery.task_acks_late, tasks of {longest:g}s"
+    return None
+
+
+def _max_tasks_per_child(values: Mapping[str, Any]) -> str | None:
+    if values.get("pool", "prefork") == "prefork" and values.get("celery.worker_max_tasks_per_child") == 1:
+        return "celery.worker_max_tasks_per_child 1 on prefork (a new child process per task)"
+    return None
+
+
+PITFALLS: tuple[Pitfall, ...] = (
+    Pitfall("prefetch-hol", "Prefetch head-of-line blocking", "experiments/pitfalls/prefetch-hol.yaml", _prefetch),
+    Pitfall("max-tasks-per-child", "worker_max_tasks_per_child forks per N tasks",
+            "experiments/pitfalls/max-tasks-per-child.yaml", _max_tasks_per_child),
+    Pitfall("visibility-timeout", "Redis visibility timeout vs ETA/countdown",
+            "experiments/pitfalls/visibility-timeout.yaml", _visibility),
+    Pitfall("gevent-heartbeat", "Broker heartbeats under gevent/eventlet with blocking work",
+            "experiments/pitfalls/gevent-heartbeat.yaml", _heartbeat),
+)
+
+
+def matches(values: Mapping[str, Any]) -> list[tuple[Pitfall, str]]:
+    """The pitfalls one cell walks into, each with why."""
+    return [(p, why) for p in PITFALLS if (why := p.rule(values)) is not None]
+
+
+def warnings(cells: Iterable[Any]) -> list[str]:
+    """One line per pitfall some cells match: how many, why (first match), which experiment shows it.
+    ``cells`` are cmx.engine.plan.matrix.Cell (or anything with ``cell_id`` and ``values``)."""
+    cells = list(cells)
+    hits: dict[str, list[tuple[str, str]]] = {}
+    for cell in cells:
+        for pitfall, why in matches(cell.values):
+            hits.setdefault(pitfall.name, []).append((cell.cell_id, why))
+    out = []
+    for pitfall in PITFALLS:
+        if pitfall.name in hits:
+            found = hits[pitfall.name]
+            ids = ", ".join(c for c, _ in found[:3]) + (", ..." if len(found) > 3 else "")
+            out.append(f"{len(found)} of {len(cells)} cells walk into '{pitfall.title}' ({found[0][1]}; "
+                       f"cells {ids}): {pitfall.experiment} shows the effect")
+    return out

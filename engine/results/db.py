@@ -1,0 +1,241 @@
+"""The results database (DuckDB): schema, the ``runs`` view, and the records a sweep writes.
+
+Connections are short-lived (open, write, close) so that ``cmx sql`` and ``cmx status`` can read
+between runs of a live sweep; DuckDB allows one writing process at a time.
+"""
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+
+from cmx.engine.results import dbfile
+from cmx.engine.errors import HostError, InputError, Problem
+
+SQL_DIR = Path(__file__).with_name("sql")
+DEFAULT_DB = Path("results/cmx.duckdb")
+
+#: Columns of ``runs`` before the dimension columns. ``revision`` (from the run's sweep) tells
+#: runs of one experiment under different definitions apart.
+RUN_COLUMNS = ("experiment", "run_id", "cell_id", "repeat", "status", "error", "started_at", "finished_at", "workload",
+               "revision")
+#: Built-in dimensions come first among the dimension columns, in this order.
+BUILTIN_ORDER = ("broker", "backend", "pool", "concurrency", "prefetch_multiplier", "heartbeat", "machines")
+
+
+def sql(name: str) -> str:
+    return (SQL_DIR / name).read_text()
+
+
+@contextmanager
+def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
+            sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the database, creating its schema if needed; waits while another process writes.
+    A file cmx did not write is refused untouched (cmx.engine.results.dbfile); ``sandboxed``: the connection
+    can read the database and nothing else (``cmx sql``)."""
+    path = Path(path)
+    new = dbfile.check_header(path, read_only)
+    if new and path.exists():
+        path.unlink()  # an empty file (mktemp): DuckDB refuses to open one, and it holds nothing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if not read_only and not new:
+                dbfile.check_ours(path)  # read-only first: another tool's file is never written
+            con = duckdb.connect(str(path), read_only=read_only, config=dbfile.CONFIG)
+            break
+        except duckdb.Error as exc:
+            locked = "lock" in str(exc).lower()
+            if locked and time.monotonic() <= deadline:
+                time.sleep(0.2)
+                continue
+            if locked:
+                raise InputError(Problem(f"another process has held it for over {wait_s:.0f} s (a sweep "
+                                         "writing to it?): wait for it, or pass another --db", str(path)))
+            raise InputError(Problem(f"cannot open it as a results database ({_first_line(exc)}): "
+                                     "pass --db with a DuckDB file that cmx wrote", str(path))) from None
+    try:
+        if not read_only:
+            try:
+                con.execute(sql("schema.sql"))
+            except duckdb.Error as exc:
+                raise InputError(Problem(f"not a cmx results database, or a newer one ({_first_line(exc)}): "
+                                         "pass --db with a file that cmx wrote", str(path))) from None
+            if not _has_view(con, "runs") or not _has_column(con, "runs", "revision"):
+                refresh_runs_view(con)
+        elif not _has_view(con, "runs"):
+            raise InputError(Problem("not a cmx results database (it has no runs view): run a sweep into "
+                                     "it, or pass --db with a file that cmx wrote", str(path)))
+        elif not _has_column(con, "runs", "revision"):
+            # Written by an older cmx: add the new columns once (additions only), then read.
+            con.close()
+            with connect(path, wait_s=wait_s):
+                pass
+            con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
+        if _has_view(con, "runs"):
+            # The analysis views (run_summary, cell_summary…); stored when writable, for this
+            # connection only when read-only. A broken .sql raises ViewError naming its file.
+            from cmx.analysis.views import install_views
+            install_views(con, temporary=read_only)
+        if sandboxed:
+            dbfile.sandbox(con)
+        yield con
+    except Exception as exc:
+        if not _cannot_write(exc):
+            raise
+        raise HostError(f"{path}: cannot write the results database ({_first_line(exc)}): free space "
+                        f"there, then `cmx run` again resumes; runs already stored are kept") from None
+    finally:
+        con.close()
+
+
+_WRITE_FAILURES = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
+def _cannot_write(exc: Exception) -> bool:
+    """A full or read-only disk under the database (also when a view or the schema was being
+    written): one line for the user, not a traceback or a misleading 'not a cmx database'."""
+    return isinstance(exc, (duckdb.IOException, duckdb.TransactionException)) or \
+        any(text in str(exc) for text in _WRITE_FAILURES)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _has_view(con, name: str) -> bool:
+    return bool(con.execute("SELECT 1 FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]).fetchone())
+
+
+def _has_column(con, table: str, column: str) -> bool:
+    return bool(con.execute("SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                            [table, column]).fetchone())
+
+
+def _column_type(json_types: set[str]) -> str:
+    """The SQL type of a dimension column from the JSON types its values have had."""
+    ints = {"BIGINT", "UBIGINT"}
+    if json_types <= ints:
+        return "BIGINT"
+    if json_types <= ints | {"DOUBLE"}:
+        return "DOUBLE"
+    if json_types == {"BOOLEAN"}:
+        return "BOOLEAN"
+    return "VARCHAR"  # strings, lists, or a mix: JSON text for lists, the string otherwise
+
+
+def _dimension_order(name: str) -> tuple:
+    if name in BUILTIN_ORDER:
+        return (0, BUILTIN_ORDER.index(name), name)
+    return (1 if name.startswith("params.") else 2, 0, name)
+
+
+def refresh_runs_view(con) -> None:
+    """(Re)create ``runs``: one row per run, one column per dimension any experiment has used."""
+    found: dict[str, set[str]] = {}
+    for key, jtype in con.execute(
+        "SELECT DISTINCT k, json_type(dims -> k) FROM run_starts, unnest(json_keys(dims)) AS u(k)"
+    ).fetchall():
+        found.setdefault(key, set()).add(jtype)
+    dims = sorted(found, key=_dimension_order)
+    dim_cols = []
+    for name in dims:
+        ctype, quoted = _column_type(found[name]), name.replace("'", "''")
+        dim_cols.append(f"""TRY_CAST(s.dims ->> '{quoted}' AS {ctype}) AS "{name.replace('"', '""')}\"""")
+    cols = ",\n    ".join(dim_cols)
+    con.execute(f"""
+CREATE OR REPLACE VIEW runs AS
+SELECT s.experiment, s.run_id, s.cell_id, s.repeat,
+    coalesce(e.status, 'failed') AS status,
+    CASE WHEN e.run_id IS NULL THEN 'no end recorded: the sweep was interrupted or is still running'
+         ELSE e.error END AS error,
+    s.started_at, e.finished_at, s.workload, coalesce(w.revision, 1) AS revision{',' if cols else ''}
+    {cols}
+FROM run_starts s LEFT JOIN run_ends e USING (run_id)
+LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w USING (sweep_id)""")
+
+
+def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
+                 inventory: str, definition: dict[str, Any], provenance: dict[str, Any] | None = None,
+                 shuffle_seed: int | None = None, tags: dict[str, str] | None = None,
+                 note: str | None = None) -> None:
+    """``provenance``: more columns of ``sweeps`` (cmx.engine.run.provenance.Provenance.columns())."""
+    extra = {**(provenance or {}), "shuffle_seed": shuffle_seed, "tags": json.dumps(tags or {}), "note": note}
+    names = ["sweep_id", "experiment", "source", "workload", "description", "inventory", "definition", *extra]
+    con.execute(f"INSERT INTO sweeps ({', '.join(names)}, started_at) VALUES ({', '.join('?' * len(names))}, now())",
+                [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition),
+                 *extra.values()])
+
+
+def record_controller(con, sweep_id: str, hostname: str, pid: int, pid_started: float) -> None:
+    con.execute("INSERT INTO sweep_controllers VALUES (?, ?, ?, ?)", [sweep_id, hostname, pid, pid_started])
+
+
+def parse_tags(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--tag``) as a dict; InputError naming the first bad one."""
+    import re
+
+    tags: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", key):
+            raise InputError(Problem(f"--tag {item!r}: expected KEY=VALUE, KEY of letters, digits, '_', '.', '-'"))
+        tags[key] = value
+    return tags
+
+
+def tagged_runs_sql(con, tags: dict[str, str]) -> tuple[str, list]:
+    """A condition on ``run_id`` selecting runs of sweeps that carry every one of ``tags``."""
+    if not tags:
+        return "TRUE", []
+    if not con.execute("SELECT 1 FROM duckdb_columns() WHERE table_name = 'sweeps' AND column_name = 'tags'"
+                       ).fetchone():
+        return "FALSE", []  # a database from before tags (opened read-only): no sweep has any
+    conds = " AND ".join("json_extract_string(w.tags, ?) = ?" for _ in tags)
+    params = [p for key, value in tags.items() for p in (f'$."{key}"', value)]
+    return (f"run_id IN (SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) WHERE {conds})",
+            params)
+
+
+def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
+                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float, seq: int | None = None) -> None:
+    new_keys = set(dims) - _known_dimensions(con)
+    con.execute("INSERT INTO run_starts (experiment, sweep_id, run_id, cell_id, repeat, workload, dims, params, "
+                "warmup_s, started_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)",
+                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s,
+                 seq])
+    if new_keys:
+        refresh_runs_view(con)
+
+
+def _known_dimensions(con) -> set[str]:
+    row = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").fetchall()
+    return {r[0] for r in row}
+
+
+def record_run_end(con, run_id: str, status: str, error: str | None, stage_seconds: dict[str, float]) -> None:
+    con.execute("INSERT INTO run_ends VALUES (?, ?, ?, now(), ?)", [run_id, status, error, json.dumps(stage_seconds)])
+
+
+def check_name_is_ours(con, exp, path: Path | str) -> None:
+    """An experiment name is unique in a results database: a file that reuses the name of one
+    with another workload would mix two kinds of runs (and resume would skip the wrong cells)."""
+    row = con.execute("SELECT workload, source FROM sweeps WHERE experiment = ? AND workload <> ? "
+                      "ORDER BY started_at DESC LIMIT 1", [exp.name, exp.workload.name]).fetchone()
+    if row:
+        raise InputError(Problem(f"experiment name '{exp.name}' is taken in {path} by a sweep of workload "
+                                 f"'{row[0]}' (from {row[1]}): give this experiment its own name, or pass "
+                                 "another --db", exp.source))
+
+
+def completed_runs(con, experiment: str, revision: int | None = None) -> set[tuple[str, int]]:
+    """(cell_id, repeat) of the experiment's runs already stored as ok (of ``revision`` when given):
+    a resumed sweep skips them."""
+    rows = con.execute("SELECT cell_id, repeat FROM runs WHERE experiment = ? AND status = 'ok' "
+                       "AND revision = coalesce(?, revision)", [experiment, revision]).fetchall()
+    return {(c, r) for c, r in rows}

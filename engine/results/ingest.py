@@ -1,0 +1,130 @@
+"""Ingest: the artifacts fetched back from the hosts of one run become rows in the results database.
+
+Layout read (``results/artifacts/<run_id>/``): one folder per host holding the files the host-side
+code wrote (``pub-PID.csv``, ``recv-PID.csv``, ``exec-PID.csv``, ``samples.csv``, ``peaks.csv``,
+``connections.csv``, ``sampler.json``, ``facts.json``, ``driver.json``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cmx.engine.results.db import sql
+
+CSV_COLUMNS = {
+    "pub": {"task_id": "VARCHAR", "name": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
+            "intended_at": "DOUBLE", "sent_at": "DOUBLE"},
+    "recv": {"task_id": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER", "received_at": "DOUBLE"},
+    "exec": {"task_id": "VARCHAR", "name": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER", "sent_at": "DOUBLE",
+             "started_at": "DOUBLE", "finished_at": "DOUBLE", "state": "VARCHAR", "redelivered": "INTEGER"},
+    "samples": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "ts": "DOUBLE", "rss_bytes": "BIGINT",
+                "pss_bytes": "BIGINT", "cpu_percent": "DOUBLE"},
+    "peaks": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "name": "VARCHAR", "vmhwm_bytes": "BIGINT"},
+    "connections": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "count": "INTEGER",
+                    "client": "VARCHAR"},
+    "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
+}
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What the controller knows of a host of the run, beside what the host reported itself."""
+
+    groups: tuple[str, ...]
+
+
+@dataclass
+class Ingested:
+    driver: dict = field(default_factory=dict)
+    metrics: dict[str, float | None] = field(default_factory=dict)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    with open(path) as f:
+        return tuple(f.readline().strip().split(","))
+
+
+def _stage(con, kind: str, files: list[Path]) -> None:
+    """Temp table ``stage_<kind>`` with the rows of ``files`` (CSV, typed), empty when there are none.
+    Files written before a column was added (artifacts of older versions) leave it NULL."""
+    cols = CSV_COLUMNS[kind]
+    con.execute(f"DROP TABLE IF EXISTS temp.stage_{kind}")
+    con.execute(f"CREATE TEMP TABLE stage_{kind} ({', '.join(f'{k} {v}' for k, v in cols.items())})")
+    by_header: dict[tuple[str, ...], list[str]] = {}
+    for f in files:
+        by_header.setdefault(_header(f), []).append(str(f))
+    for header, paths in by_header.items():
+        present = {k: v for k, v in cols.items() if k in header}
+        if tuple(present) != header:  # unknown, missing-in-the-middle or reordered: read as the header says
+            present = {k: cols.get(k, "VARCHAR") for k in header}
+        spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in present.items()) + "}"
+        names = ", ".join(k for k in present if k in cols)
+        con.execute(f"INSERT INTO stage_{kind} ({names}) SELECT {names} "
+                    f"FROM read_csv(?, header = true, columns = {spec})", [paths])
+
+
+def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo]) -> Ingested:
+    """Insert everything of one run into the database and compute its metrics (one transaction)."""
+    host_dirs = [art_dir / h for h in sorted(hosts) if (art_dir / h).is_dir()]
+    out = Ingested()
+    con.execute("BEGIN")
+    try:
+        for kind in ("pub", "recv", "exec"):
+            _stage(con, kind, [f for d in host_dirs for f in sorted(d.glob(f"{kind}-*.csv"))])
+        con.execute(sql("ingest_tasks.sql"), {"run_id": run_id})
+        for table in ("samples", "peaks", "connections"):
+            _stage(con, table, [d / f"{table}.csv" for d in host_dirs if (d / f"{table}.csv").exists()])
+            con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])
+        _stage(con, "queue", [d / "queue.csv" for d in host_dirs if (d / "queue.csv").exists()])
+        con.execute("INSERT INTO main.queue_depth SELECT ? AS run_id, * FROM temp.stage_queue", [run_id])
+        for d in host_dirs:
+            if (d / "driver.json").exists():
+                out.driver = _read_json(d / "driver.json")
+        _insert_hosts(con, run_id, host_dirs, hosts, out.driver.get("broker_version"))
+        rows = con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()
+        extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
+        extra += _sampler_cpu(host_dirs) + _heartbeat(host_dirs)
+        for name, value, unit in [*rows, *extra]:
+            out.metrics[name] = value
+            con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return out
+
+
+def _heartbeat(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
+    """The broker heartbeat the workers' connections negotiated (lowest over workers)."""
+    beats = [w["heartbeat_negotiated_s"] for d in host_dirs
+             if (w := _read_json(d / "worker.json")).get("heartbeat_negotiated_s") is not None]
+    return [("heartbeat_negotiated_s", float(min(beats)), "s")] if beats else []
+
+
+def _sampler_cpu(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
+    """The samplers' own CPU, in % of one core (max over hosts): the cost of measuring."""
+    worst = None
+    for d in host_dirs:
+        s = _read_json(d / "sampler.json")
+        if s.get("wall_seconds"):
+            pct = 100.0 * s.get("cpu_seconds", 0.0) / s["wall_seconds"]
+            worst = pct if worst is None else max(worst, pct)
+    return [] if worst is None else [("sampler_cpu_percent", worst, "%")]
+
+
+def _insert_hosts(con, run_id: str, host_dirs: list[Path], hosts: dict[str, HostInfo], broker_version) -> None:
+    for d in host_dirs:
+        f = _read_json(d / "facts.json")
+        info = hosts.get(d.name, HostInfo(groups=()))
+        con.execute("INSERT INTO hosts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            run_id, d.name, ",".join(info.groups), f.get("cpu_model"), f.get("cores"), f.get("memory_bytes"),
+            f.get("kernel"), f.get("python"), f.get("celery"), f.get("kombu"), broker_version,
+            f.get("clock_offset_s"), f.get("clock_uncertainty_s"), f.get("hostname")])

@@ -1,0 +1,116 @@
+"""The sweep's progress display, as SweepHandlers (no logic here): a rich bar with an ETA on a
+terminal, and one plain line per run elsewhere (CI logs, nohup, pipes), also with an ETA:
+
+    [3/12] broker=redis pool=threads #1 ok in 17.2 s · ETA 14:05
+"""
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from cmx.engine.plan.planner import Run
+from cmx.engine.run.runner import RunOutcome, RunStatus, run_label
+
+
+def eta(started: float, done: int, total: int, now: float) -> float | None:
+    """Wall-clock epoch seconds the sweep should end at: the mean time per finished run so far
+    (harness and provisioning included) times the runs left. None before the first run ends."""
+    if done <= 0 or done > total:
+        return None
+    return now + (now - started) / done * (total - done)
+
+
+def clock(epoch: float, now: float) -> str:
+    """``14:05``, or ``Tue 14:05`` when it is not today."""
+    same_day = time.localtime(epoch)[:3] == time.localtime(now)[:3]
+    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(epoch))
+
+
+class ProgressBar:
+    def __init__(self, console: Console, varying: list[str]):
+        self.console = console
+        self.varying = varying
+        self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
+                                 console=console, transient=False)
+        self.task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def sweep_started(self, total: int, skipped: int) -> None:
+        if skipped:
+            self.console.print(f"resuming: {skipped} run(s) already stored as ok are skipped (--no-resume runs them)")
+        self.task = self.progress.add_task("", total=total)
+
+    def stage(self, run: Run | None, stage: str) -> None:
+        label = f"{run_label(run, self.varying)}: " if run else ""
+        self.progress.update(self.task, description=f"{label}{stage}")
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        if outcome.status is not RunStatus.OK:
+            label = escape(f"{run_label(outcome.run, self.varying)} ({outcome.run.run_id}): {outcome.error}")
+            self.console.print(f"[red]{outcome.status.value}[/red] {label}", highlight=False)
+        self.progress.advance(self.task)
+
+
+class ProgressLines:
+    """Without a terminal: sweep-level stages and one line per finished run, never rewritten."""
+
+    def __init__(self, console: Console, varying: list[str], now=time.time):
+        self.console = console
+        self.varying = varying
+        self.now = now
+        self.total = 0
+        self.done = 0
+        self.started = 0.0
+        self.run_started: dict[str, float] = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def _say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def sweep_started(self, total: int, skipped: int) -> None:
+        self.total, self.started = total, self.now()
+        if skipped:
+            self._say(f"resuming: {skipped} run(s) already stored as ok are skipped (--no-resume runs them)")
+        self._say(f"{total} run(s) to do")
+
+    def stage(self, run: Run | None, stage: str) -> None:
+        if run is None:
+            self._say(stage)
+        else:
+            now = self.now()
+            self.run_started.setdefault(run.run_id, now)
+            if not self.done and len(self.run_started) == 1:
+                self.started = now  # the ETA counts from the first run, not from provisioning
+
+    def run_finished(self, outcome: RunOutcome) -> None:
+        now = self.now()
+        self.done += 1
+        took = now - self.run_started.pop(outcome.run.run_id, now)
+        status = outcome.status.value
+        line = f"[{self.done}/{self.total}] {run_label(outcome.run, self.varying)} {status} in {took:.1f} s"
+        end = eta(self.started, self.done, self.total, now)
+        line += " · done" if self.done >= self.total else (f" · ETA {clock(end, now)}" if end else "")
+        if outcome.status is not RunStatus.OK and outcome.error:
+            line += f"\n    {outcome.run.run_id}: {outcome.error}"
+        self._say(line)
+
+
+def handler_for(console: Console, varying: list[str]):
+    """The bar on a terminal, lines elsewhere."""
+    return ProgressBar(console, varying) if console.is_terminal else ProgressLines(console, varying)

@@ -1,0 +1,439 @@
+"""The sweep: provision once, then for each run start ▶ drive ▶ stop + fetch ▶ ingest.
+
+A run's start is stored before it runs and its end after, so a crash still leaves a record.
+Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never to print().
+"""
+from __future__ import annotations
+
+import json
+import signal
+import tarfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from cmx.engine.results import db
+from cmx.engine.plan import ratesearch
+from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
+from cmx.engine.model.experiment import Experiment
+from cmx.engine.results.ingest import HostInfo, ingest_run
+from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
+from cmx.engine.hosts.inventory import Inventory
+from cmx.engine.plan.planner import Run
+from cmx.engine.hosts.preflight import check_backend, check_broker
+from cmx.engine.hosts.provision import provision, stop_services
+from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
+from cmx.workloads.catalog import registry
+from cmx.workloads.clock import ClockServer
+from cmx.workloads.files import write_atomic
+from cmx.workloads.spec import RunSpec, node_name
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
+#: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
+#: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
+DRAINED_STOP_GRACE_S = 1.0
+DRIVE_TASK = "Run the driver until the workload is done or the run times out."
+FINISH_TASK = "Finish the run on the host (stop, reset, facts, pack)."
+
+
+def start_drive_stages(started: PlaybookResult) -> dict[str, float]:
+    """start (until the driver task began, Ansible's own start included) and drive."""
+    at = started.task_started.get(DRIVE_TASK, started.seconds)
+    return {"start": round(at, 3), "drive": round(started.seconds - at, 3)}
+
+
+def finish_reports(stopped: PlaybookResult) -> dict[str, dict]:
+    """What each host's `hostctl finish` said it did: {host: {"seconds": {step: s}, "failed": [...]}}."""
+    reports = {}
+    for (task, host), out in stopped.stdout.items():
+        if task == FINISH_TASK:
+            try:
+                reports[host] = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                pass
+    return reports
+
+
+def stop_collect_stages(stopped: PlaybookResult) -> dict[str, float]:
+    """stop (until the slowest host had stopped its processes, as its `hostctl finish` reported)
+    and collect (reset, facts, pack, fetch: everything after)."""
+    stop_s = max([float(r.get("seconds", {}).get("stop", 0.0)) for r in finish_reports(stopped).values()] or [0.0])
+    at = min(stopped.task_started.get(FINISH_TASK, 0.0) + stop_s, stopped.seconds)
+    return {"stop": round(at, 3), "collect": round(stopped.seconds - at, 3)}
+
+
+def take_local_packs(stopped: PlaybookResult, art_dir: Path) -> None:
+    """Hosts reached with ``ansible_connection: local`` are this machine: their pack is moved from
+    where ``hostctl finish`` left it (run_stop.yml fetches only from remote hosts)."""
+    import shutil
+
+    for host, report in finish_reports(stopped).items():
+        target, pack = art_dir / f"{host}.tgz", Path(report.get("pack") or "")
+        if not target.exists() and pack.is_file():
+            shutil.move(pack, target)
+
+
+def explain_begin_failures(started: PlaybookResult, art_dir: Path) -> PlaybookResult:
+    """`hostctl begin` is not logged (its arguments hold secrets): name what failed from the
+    begin.log the host's artifacts brought back."""
+    from dataclasses import replace
+
+    from cmx.engine.hosts.ansible import Failure
+
+    failures = []
+    for f in started.failures:
+        log = art_dir / f.host / "begin.log"
+        if f.task.startswith("Begin the run") and log.is_file():
+            lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+            if lines:
+                f = Failure(f.host, f.task, lines[-1][:400], f.unreachable)
+        failures.append(f)
+    return replace(started, failures=tuple(failures))
+
+
+def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
+    """Store and return the run's wall time minus the time its tasks were in flight (first sent
+    to last finished): what the harness cost this run."""
+    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM tasks WHERE run_id = ?",
+                               [run_id]).fetchone()
+    value = max(wall_s - (in_flight or 0.0), 0.0)
+    con.execute("INSERT INTO metrics VALUES (?, 'harness_overhead_s', ?, 's')", [run_id, value])
+    return value
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run: Run
+    status: RunStatus
+    error: str | None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+class SweepHandler(Protocol):
+    def sweep_started(self, total: int, skipped: int) -> None: ...
+    def stage(self, run: Run | None, stage: str) -> None: ...
+    def run_finished(self, outcome: RunOutcome) -> None: ...
+
+
+def task_failure_error(art_dir: Path, failed: float) -> str:
+    """The error of a run whose tasks raised: how many, and the first one's exception (its full
+    traceback stays in the run's artifacts)."""
+    from cmx.workloads.failures import first_failure
+
+    first = first_failure(art_dir)
+    if first is None:
+        return f"{failed:g} task(s) did not succeed (no traceback was kept)"
+    head, path = first
+    return (f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} "
+            f"(traceback: {path})")
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: the current run was stopped and stored as interrupted."""
+
+
+def _dims(run: Run) -> dict:
+    return dict(run.cell.values)
+
+
+def run_label(run: Run, varying: list[str]) -> str:
+    vals = run.cell.values
+    # an include may add a dimension the other cells lack
+    return " ".join(f"{k}={vals[k]}" for k in varying if k in vals) + f" #{run.repeat}"
+
+
+@dataclass
+class RunTargets:
+    """Which hosts do what in one run."""
+
+    workers: tuple[str, ...]
+    driver: str
+    hosts: tuple[str, ...]
+    sampler_args: dict[str, str]
+
+
+class Sweep:
+    """Executes the runs of one experiment against one inventory, storing each in the database."""
+
+    def __init__(self, exp: Experiment, inventory: Inventory, db_path: Path, results_dir: Path,
+                 handler: SweepHandler, stop_grace_s: float = 5.0, tags: dict[str, str] | None = None,
+                 note: str | None = None):
+        self.exp = exp
+        self.inventory = inventory
+        self.db_path = db_path
+        self.results_dir = results_dir
+        self.handler = handler
+        self.stop_grace_s = stop_grace_s
+        self.tags, self.note = tags or {}, note  # cmx run --tag/--note, stored with the sweep
+        self.sweep_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self._interrupted = False
+        self.lib_key = ""  # set by provisioning: which shipped version of workloads/ runs
+        self.warnings: list[str] = []  # said to the user after the summary
+        #: More columns of the sweep's row: version, commit, hashes, revision (cmx.engine.run.provenance).
+        self.provenance: dict = {}
+        self.shuffle_seed: int | None = None  # cmx run --shuffle: stored with the sweep
+        self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
+        self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
+
+    # -- planning helpers -------------------------------------------------------------------
+    def targets(self, run: Run) -> RunTargets:
+        vals = run.cell.values
+        workers = self.inventory.workers_for(vals["machines"])
+        driver = self.inventory.driver()
+        hosts = list(dict.fromkeys([*workers, driver]))
+        args: dict[str, list[str]] = {h: ["--watch worker={{ __cmx_run_dir }}/worker.pid",
+                                          "--watch driver={{ __cmx_run_dir }}/driver.pid"] for h in hosts}
+        broker_host = self.inventory.hosts_of("brokers")[0]
+        port = self._local_port(broker_host, self.inventory.broker_url(vals["broker"]))
+        if port:
+            args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
+        kind = "redis" if vals["broker"] == "redis" else "rabbitmq"
+        args[driver].append(f"--connections broker={kind}")
+        if vals["backend"] in ("redis", "postgres"):
+            backend_host = self.inventory.hosts_of("backends")[0]
+            port = self._local_port(backend_host, self.inventory.backend_url(vals["backend"]))
+            if port:
+                args.setdefault(backend_host, []).append(f"--watch-port backend={port}")
+            args[driver].append(f"--connections backend={vals['backend']}")
+        workload = registry.get(self.exp.workload.name)
+        if workload.service_module:
+            service_host = self.inventory.service_host()
+            args.setdefault(service_host, []).append("--watch service={{ __cmx_run_dir }}/service.pid")
+        hosts = list(dict.fromkeys([*hosts, *args]))
+        return RunTargets(workers=workers, driver=driver, hosts=tuple(hosts),
+                          sampler_args={h: " ".join(a) for h, a in args.items()})
+
+    def _local_port(self, host: str, url: str | None) -> int | None:
+        """The service's port when it runs on ``host`` itself (so its process can be sampled)."""
+        if not url:
+            return None
+        parts = urlsplit(url.removeprefix("db+"))
+        if parts.hostname in LOOPBACK or parts.hostname in (host, self.inventory.address(host)):
+            return parts.port or {"redis": 6379, "amqp": 5672, "postgresql": 5432}.get(parts.scheme)
+        return None
+
+    def spec(self, run: Run, targets: RunTargets) -> RunSpec:
+        vals = run.cell.values
+        params = {k.removeprefix("params."): v for k, v in vals.items() if k.startswith("params.")}
+        if run.run_id in self.target_rates:  # a fraction of the cell's maximum sustainable rate
+            params["rate"] = self.target_rates[run.run_id]
+        return RunSpec(
+            run_id=run.run_id, experiment=run.experiment, cell_id=run.cell.cell_id, repeat=run.repeat,
+            workload=self.exp.workload.name,
+            params=params,
+            broker=vals["broker"], backend=vals["backend"], pool=vals["pool"], concurrency=vals["concurrency"],
+            prefetch_multiplier=vals["prefetch_multiplier"], heartbeat=vals["heartbeat"],
+            celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
+            worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
+            worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
+            warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
+            service_url=self._service_url(),
+        )
+
+    def _service_url(self) -> str | None:
+        if not registry.get(self.exp.workload.name).service_module:
+            return None
+        host = self.inventory.service_host()
+        port = int(self.inventory.hostvars.get(host, {}).get("cmx_service_port", 8765))
+        return f"http://{self.inventory.address(host)}:{port}"
+
+    def secrets(self, run: Run) -> dict[str, str]:
+        vals = run.cell.values
+        api = self.inventory.rabbitmq_api_url() if vals["broker"].startswith("rabbitmq") else None
+        database = self.inventory.database_url() if registry.get(self.exp.workload.name).needs_database else None
+        return {"CMX_BROKER_URL": self.inventory.broker_url(vals["broker"]),
+                "CMX_BACKEND_URL": self.inventory.backend_url(vals["backend"]) or "",
+                "CMX_RABBITMQ_API": api or "", "CMX_DATABASE_URL": database or ""}
+
+    # -- execution ----------------------------------------------------------------------------
+    def execute(self, runs: list[Run], skipped: int = 0) -> list[RunOutcome]:
+        """Run everything, in order; stops early on abort or Ctrl-C (raising Interrupted)."""
+        self.handler.sweep_started(len(runs), skipped)
+        with db.connect(self.db_path) as con:
+            db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
+                            self.exp.description, str(self.inventory.path),
+                            self.exp.model_dump(mode="json", by_alias=True), self.provenance,
+                            shuffle_seed=self.shuffle_seed, tags=self.tags, note=self.note)
+            db.record_controller(con, self.sweep_id, *controller_identity())
+        if not runs:
+            return []
+        for run in runs:  # every URL must resolve before any host is touched
+            self.secrets(run)
+            self.targets(run)
+        hosts = sorted({h for run in runs for h in self.targets(run).hosts})
+        self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
+        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in runs},
+                                                        {r.cell.values["backend"] for r in runs})
+        from cmx.engine.model.user_code import sources
+        user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
+        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                 list(self.exp.workload.requirements))
+        try:
+            return self._execute_provisioned(runs)
+        finally:
+            if services:
+                self.handler.stage(None, "stopping the services the sweep started")
+                warning = stop_services(self.inventory, services, self.results_dir)
+                if warning:
+                    self.warnings.append(warning)
+
+    def _execute_provisioned(self, runs: list[Run]) -> list[RunOutcome]:
+        self.handler.stage(None, "checking brokers and backends")
+        for kind in sorted({r.cell.values["broker"] for r in runs}):
+            check_broker(self.inventory.broker_url(kind))
+        for kind in sorted({r.cell.values["backend"] for r in runs} - {"none", "rpc"}):
+            check_backend(kind, self.inventory.backend_url(kind))
+        outcomes: list[RunOutcome] = []
+        # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
+        previous = {sig: signal.signal(sig, self._on_sigint) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for run in runs:
+                if self._interrupted:
+                    break
+                error = self._rate_for(run) if ratesearch.FRACTION in run.cell.values else None
+                outcome = self.execute_run(run) if error is None else self._refuse(run, error)
+                outcomes.append(outcome)
+                self.handler.run_finished(outcome)
+                if outcome.status is not RunStatus.OK and self.exp.on_error == "abort":
+                    break
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self._interrupted:
+            raise Interrupted(outcomes)
+        return outcomes
+
+    def _rate_for(self, run: Run) -> str | None:
+        """Set the run's target rate from its cell's maximum sustainable rate, running the cell's
+        search run first when none is stored (engine/plan/ratesearch.py); an error sentence if there is none."""
+        search = ratesearch.search_cell(self.exp.workload.name, run.cell)
+        with db.connect(self.db_path) as con:
+            best = ratesearch.stored_max(con, run.experiment, search.cell_id)
+        if best is None and search.cell_id not in self._searched:
+            self._searched.add(search.cell_id)
+            search_run = Run(f"{search.cell_id}-1-{uuid.uuid4().hex[:8]}", run.experiment, search, 1)
+            self.handler.stage(None, f"finding the maximum sustainable rate of {run.cell.cell_id} (search run "
+                                     f"{search_run.run_id})")
+            outcome = self.execute_run(search_run)
+            with db.connect(self.db_path) as con:
+                best = ratesearch.stored_max(con, run.experiment, search.cell_id)
+                how = ratesearch.judge(con, search_run.run_id)[1] if best else f"{outcome.status.value}: {outcome.error}"
+            self.handler.stage(None, f"search run {search_run.run_id}: {how}")
+        if best is None:
+            return (f"no maximum sustainable rate for this cell: its search run (cell {search.cell_id}) failed "
+                    "(see `cmx status`)")
+        self.target_rates[run.run_id] = best * float(run.cell.values[ratesearch.FRACTION])
+        return None
+
+    def _refuse(self, run: Run, error: str) -> RunOutcome:
+        """Store a run that could not start as failed, with why."""
+        with db.connect(self.db_path) as con:
+            db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
+                                cell_id=run.cell.cell_id, repeat=run.repeat, workload=self.exp.workload.name,
+                                dims=_dims(run), params={}, warmup_s=self.exp.limits.warmup, seq=run.seq or None)
+            db.record_run_end(con, run.run_id, RunStatus.FAILED.value, error, {})
+        return RunOutcome(run, RunStatus.FAILED, error)
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self._interrupted:
+            self.handler.stage(None, "stopping the current run, please wait")
+        self._interrupted = True
+
+    def execute_run(self, run: Run) -> RunOutcome:
+        targets = self.targets(run)
+        art_dir = self.results_dir / "artifacts" / run.run_id
+        art_dir.mkdir(parents=True, exist_ok=True)
+        spec = self.spec(run, targets)
+        secrets = self.secrets(run)
+        with db.connect(self.db_path) as con:
+            db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
+                                cell_id=run.cell.cell_id, repeat=run.repeat, workload=spec.workload,
+                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None)
+        common = {"cmx_run_id": run.run_id, "cmx_run_hosts": ",".join(targets.hosts), "cmx_lib_key": self.lib_key}
+        service = registry.get(self.exp.workload.name).service_module
+        if service:
+            common |= {"cmx_service_host": self.inventory.service_host(), "cmx_service_module": service,
+                       "cmx_service_port": int(spec.service_url.rsplit(":", 1)[1])}
+        stages: dict[str, float] = {}
+        run_t0 = time.monotonic()
+
+        self.handler.stage(run, "start + drive")
+        started = run_playbook(
+            "run.yml", self.inventory.path, art_dir / "ansible" / "run",
+            extravars={**common, "cmx_workers": ",".join(targets.workers), "cmx_driver": targets.driver,
+                       "cmx_spec": spec.model_dump(mode="json"), "cmx_sampler_args": targets.sampler_args,
+                       "cmx_drive_timeout": int(spec.run_timeout_s + 30)},
+            secrets=secrets, timeout=spec.run_timeout_s + 300, cancel=lambda: self._interrupted)
+        stages.update(start_drive_stages(started))
+
+        self.handler.stage(run, "stop + fetch")
+        with ClockServer() as clock:  # hosts measure their clock offset against it while collecting
+            stopped = run_playbook(
+                "run_stop.yml", self.inventory.path, art_dir / "ansible" / "stop",
+                extravars={**common, "cmx_artifacts_dir": str(art_dir.resolve()),
+                           "cmx_stop_grace": self._stop_grace(started), "cmx_driver": targets.driver,
+                           "cmx_clock_port": clock.port},
+                secrets=secrets, timeout=600)
+        stages.update(stop_collect_stages(stopped))
+        collect_error = None
+        try:
+            take_local_packs(stopped, art_dir)
+            for tgz in art_dir.glob("*.tgz"):
+                with tarfile.open(tgz) as tar:
+                    tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
+                tgz.unlink()
+        except OSError as exc:  # a full or read-only results disk: the run fails saying so
+            collect_error = f"collecting the artifacts into {art_dir} failed: {exc.strerror or exc}"
+        started = explain_begin_failures(started, art_dir)
+
+        self.handler.stage(run, "ingest")
+        t0 = time.monotonic()
+        hosts = {h: HostInfo(groups=self.inventory.groups_of(h)) for h in targets.hosts}
+        metrics: dict = {}
+        driver: dict = {}
+        ingest_error = None
+        try:
+            with db.connect(self.db_path) as con:
+                got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
+                metrics, driver = got.metrics, got.driver
+                if driver.get("status") == "ok":
+                    ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
+            with db.connect(self.db_path) as con:
+                metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
+        except Exception as exc:
+            ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        ingest_error = collect_error or ingest_error
+        if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
+            driver["error"] = (f"{driver.get('error')}: "
+                               + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
+        stages["ingest"] = time.monotonic() - t0
+
+        status, error = self._status(started, stopped, driver, ingest_error)
+        if status is RunStatus.OK and metrics.get("tasks_failed"):
+            status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
+        with db.connect(self.db_path) as con:
+            metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
+            db.record_run_end(con, run.run_id, status.value, error, stages)
+        try:
+            write_atomic(art_dir / "run.json", json.dumps(
+                {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id,
+                 "repeat": run.repeat, "status": status.value, "error": error, "stage_seconds": stages,
+                 "values": _dims(run), "finish": finish_reports(stopped)}, indent=2))
+        except OSError:  # a full results disk: the database already holds the run's end
+            pass
+        return RunOutcome(run, status, error, metrics, stages)
+
+    def _stop_grace(self, started: PlaybookResult) -> float:
+        """A drive that ended normally left drained workers: nothing to finish, a short grace."""
+        if started.ok and not self._interrupted:
+            return min(self.stop_grace_s, DRAINED_STOP_GRACE_S)
+        return self.stop_grace_s
+
+    def _status(self, started: PlaybookResult, stopped: PlaybookResult, driver: dict,
+                ingest_error: str | None) -> tuple[RunStatus, str | None]:
+        return decide_status(interrupted=self._interrupted, started=started, stopped=stopped, driver=driver,
+                             ingest_error=ingest_error, run_timeout_s=self.exp.limits.run_timeout)

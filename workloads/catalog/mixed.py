@@ -1,0 +1,104 @@
+"""``mixed``: a stream of short tasks with a long one every ``long_every`` (Celery's pitfalls, issue #16).
+
+Built to show traps rather than to measure a study: prefetch head-of-line blocking (short tasks a
+busy worker reserved wait behind its long one), and, with ``countdown_s``, Redis's visibility
+timeout (a message unacknowledged for longer than ``visibility_timeout`` is delivered again, so an
+ETA task further ahead than that runs twice).
+
+Task names tell short from long (``cmx.mixed.short`` / ``cmx.mixed.long``), so SQL splits them:
+``short_latency_p99_s``, ``short_latency_p50_s`` and ``short_delayed_share`` (the share of short
+tasks that took longer than half a long task, i.e. that waited behind one) in engine/results/sql/metrics.sql.
+Latency is from the intended send time; with a countdown it includes the countdown (the latency
+metrics are for the prefetch experiment, which has none).
+"""
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from cmx.workloads.base import Workload, WorkloadParams
+
+
+class MixedParams(WorkloadParams):
+    tasks: int = Field(200, ge=1, description="tasks to publish, long ones included")
+    long_every: int = Field(10, ge=0, description="every Nth task is long (0: none)")
+    long_s: float = Field(2.0, ge=0, description="seconds a long task sleeps")
+    short_s: float = Field(0.01, ge=0, description="seconds a short task sleeps")
+    rate: float = Field(20.0, gt=0, description="tasks published per second")
+    countdown_s: float = Field(0.0, ge=0, description="Celery countdown of every task (an ETA this far ahead)")
+    blocking: bool = Field(False, description="sleep with the unpatched time.sleep: under gevent/eventlet the "
+                                              "whole worker blocks (its event loop and heartbeats too)")
+    settle_s: float = Field(0.0, ge=0, description="seconds to wait after the last task finished, for late "
+                                                   "duplicate executions to show up")
+
+
+#: The task names engine/results/sql/metrics.sql splits on (keep the two in step).
+SHORT, LONG = "cmx.mixed.short", "cmx.mixed.long"
+
+
+class Mixed(Workload):
+    name = "mixed"
+    Params = MixedParams
+    headline_metrics = ("short_latency_p50_s", "short_latency_p99_s", "short_delayed_share", "tasks_duplicated",
+                        "consume_rate")
+
+    def register_tasks(self, app):
+        # time.sleep: cooperative in gevent/eventlet workers (they patch it), blocking in prefork;
+        # blocking=True stands for CPU work or an unpatched C call: nothing else runs meanwhile.
+        @app.task(name=SHORT)
+        def short(seconds: float, blocking: bool = False) -> None:
+            (_unpatched_sleep() if blocking else time.sleep)(seconds)
+
+        @app.task(name=LONG)
+        def long(seconds: float, blocking: bool = False) -> None:
+            (_unpatched_sleep() if blocking else time.sleep)(seconds)
+
+    def drive(self, ctx, params: MixedParams):
+        from cmx.workloads.instrument import INTENDED_HEADER
+
+        short, long = ctx.app.tasks[SHORT], ctx.app.tasks[LONG]
+        ctx.wait_for_workers()
+        ctx.start_consuming()
+        countdown = params.countdown_s or None
+        t0 = time.time() + 0.05
+        interval = 1.0 / params.rate
+        behind = 0
+        with ctx.app.producer_or_acquire() as producer:
+            for i in range(params.tasks):
+                intended = t0 + i * interval
+                delay = intended - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -interval:
+                    behind += 1
+                is_long = params.long_every and i % params.long_every == 0
+                task, seconds = (long, params.long_s) if is_long else (short, params.short_s)
+                task.apply_async((seconds, params.blocking), producer=producer, countdown=countdown,
+                                 headers={INTENDED_HEADER: intended})
+                if i % 100 == 0:
+                    ctx.check_deadline("publishing the mix")
+        if behind:
+            ctx.notes.append(f"driver fell behind the target rate on {behind} of {params.tasks} publishes")
+        ctx.wait_completed(params.tasks)
+        end = time.monotonic() + params.settle_s
+        while time.monotonic() < end:
+            ctx.check_deadline("settling after the last task")
+            time.sleep(min(0.2, max(end - time.monotonic(), 0)))
+
+
+def _unpatched_sleep():
+    """time.sleep as it was before gevent or eventlet patched it (time.sleep when neither did)."""
+    import sys
+
+    if "gevent.monkey" in sys.modules:
+        from gevent import monkey
+
+        if monkey.is_module_patched("time"):
+            return monkey.get_original("time", "sleep")
+    if "eventlet.patcher" in sys.modules:
+        from eventlet import patcher
+
+        if patcher.is_monkey_patched("time"):
+            return patcher.original("time").sleep
+    return time.sleep

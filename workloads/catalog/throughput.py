@@ -1,0 +1,142 @@
+"""``throughput``: publish N no-op tasks and consume them (reference/throughput-celery-vs-raw.zh.md).
+
+``mode: backlog`` publishes all N while the workers hold off, then lets them consume: publish rate
+and consume rate are measured apart, as the study did. ``mode: stream`` publishes at ``rate``
+tasks/s while the workers consume: per-task latency is what it measures.
+
+``via: raw`` does the same without Celery, with the broker's own client (workloads/drive/raw_broker.py);
+for now its consumers are threads of the driver process, on the driver host.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from cmx.workloads.base import Workload, WorkloadParams
+
+
+class ThroughputParams(WorkloadParams):
+    tasks: int = Field(1000, ge=1, description="tasks to publish")
+    payload_bytes: int = Field(64, ge=0, description="size of each task's payload")
+    mode: Literal["backlog", "stream", "ramp"] = "backlog"
+    rate: float = Field(200.0, gt=0, description="stream mode: tasks published per second; ramp: the first step's")
+    via: Literal["celery", "raw"] = Field(
+        "celery", description="celery, or raw: the broker's own client (redis-py, pika), consumers in the driver")
+    rate_fraction: float | None = Field(
+        None, gt=0, le=1.5, description="stream mode: publish at this fraction of the cell's maximum sustainable "
+        "rate, which cmx finds first with one ramp run of the cell (overrides rate)")
+    ramp_steps: int = Field(10, ge=2, le=30, description="ramp mode: at most this many steps")
+    ramp_step_s: float = Field(2.0, ge=0.5, le=60, description="ramp mode: seconds per step")
+    ramp_factor: float = Field(1.5, gt=1, le=4, description="ramp mode: each step's rate is the previous one's × this")
+
+    @model_validator(mode="after")
+    def _fraction_needs_stream(self):
+        if self.rate_fraction is not None and (self.mode != "stream" or self.via != "celery"):
+            raise ValueError("rate_fraction needs mode: stream (and via: celery)")
+        if self.mode == "ramp" and self.via != "celery":
+            raise ValueError("mode: ramp needs via: celery")
+        return self
+    raw_batch: int = Field(
+        500, ge=1, description="via raw, backlog: messages per round trip the server acknowledges "
+                               "(1: one call per message, each acknowledged, as the study did)")
+    publisher: Literal["fast", "celery"] = Field(
+        "fast", description="fast: Celery's message built once and sent in batches (workloads/drive/publisher.py), "
+                            "so the driver is never the bottleneck; celery: an apply_async loop, to measure "
+                            "Celery's own client")
+    stamping: bool = Field(True, description="per-task stamps (the tasks table); false only to measure their "
+                                             "cost: the run then has drained_rate but no per-task metrics")
+
+
+class Throughput(Workload):
+    name = "throughput"
+    Params = ThroughputParams
+    smoke_params = {"tasks": 20}
+    headline_metrics = ("publish_rate", "publish_batch", "consume_rate", "latency_p50_s", "latency_p99_s", "queue_wait_p50_s",
+                        "queue_wait_p99_s", "service_time_p50_s", "peak_pss_bytes", "peak_rss_bytes")
+
+    def headline(self, params: ThroughputParams) -> tuple[str, ...]:
+        # A backlog's finished - sent is the task's place in the queue, not a latency anyone feels:
+        # show its queue wait and service time apart. A stream's latency (from the intended send)
+        # is what a caller waits; its queue wait and service time explain it.
+        # The raw baseline's batch size sits beside its publish rate (Celery publishes one by one).
+        drop = ("latency_" if params.mode == "backlog" else "-", "publish_batch" if params.via != "raw" else "-")
+        return tuple(m for m in self.headline_metrics if not m.startswith(drop))
+
+    def register_tasks(self, app):
+        @app.task(name="cmx.throughput.noop")
+        def noop(payload):
+            return None
+
+    def drive(self, ctx, params: ThroughputParams):
+        if params.via == "raw":
+            from cmx.workloads.drive.raw_broker import drive_raw
+
+            return drive_raw(ctx, params)
+        noop = ctx.app.tasks["cmx.throughput.noop"]
+        payload = "x" * params.payload_bytes
+        if params.mode == "ramp":
+            from cmx.workloads.drive.ramp import drive_ramp
+
+            return drive_ramp(ctx, params, noop, payload)
+        publish(ctx, noop, (payload,), {}, params.tasks, params.mode, params.rate, publisher=params.publisher)
+
+
+def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: float, publisher: str = "celery",
+            **options) -> None:
+    """Publish ``tasks`` calls of ``task`` and wait for them: ``backlog`` publishes all while the
+    workers hold off, then lets them consume; ``stream`` publishes at ``rate`` per second while they
+    consume, each message carrying when it was meant to be sent. Shared by every workload that
+    publishes one task N times (``throughput``, the user's own ``tasks``). ``publisher: fast``
+    sends copies of one message Celery built, in batches (workloads/drive/publisher.py), for calls
+    without kwargs or options; ``celery`` is a plain ``apply_async`` loop."""
+    import time
+
+    from cmx.workloads.instrument import INTENDED_HEADER
+
+    ctx.wait_for_workers()
+    if mode == "stream":
+        ctx.start_consuming()
+    if publisher == "fast" and not kwargs and not options:
+        from cmx.workloads.drive import publisher as fast
+
+        if mode == "backlog":
+            fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline)
+            consuming = time.time()
+            ctx.start_consuming()
+            ctx.wait_completed(tasks)
+            # The workers' own completion counts, polled: a consume rate that needs no stamps.
+            ctx.metric("drained_rate", tasks / (time.time() - consuming), "tasks/s")
+            return
+        behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline)
+        if behind:
+            ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
+        ctx.metric("publish_behind", behind, "tasks")
+        ctx.wait_completed(tasks)
+        return
+    with ctx.app.producer_or_acquire() as producer:
+        if mode == "backlog":
+            for _ in range(tasks):
+                task.apply_async(args, kwargs, producer=producer, **options)
+                # the deadline check is cheap relative to a publish; keep runs bounded
+            ctx.check_deadline("publishing the backlog")
+        else:
+            t0 = time.time() + 0.05
+            interval = 1.0 / rate
+            behind = 0
+            for i in range(tasks):
+                intended = t0 + i * interval
+                delay = intended - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                elif delay < -interval:
+                    behind += 1
+                task.apply_async(args, kwargs, producer=producer, headers={INTENDED_HEADER: intended}, **options)
+                if i % 1000 == 0:
+                    ctx.check_deadline("publishing the stream")
+            if behind:
+                ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
+            ctx.metric("publish_behind", behind, "tasks")
+    if mode == "backlog":
+        ctx.start_consuming()
+    ctx.wait_completed(tasks)

@@ -1,0 +1,211 @@
+"""The driver's view of the run's workers: they run what the cell asks, they all consume before
+the workload is released, and none dies unnoticed while the driver waits.
+
+Control replies are checked one node at a time: a broadcast that one worker missed (or answered
+late) must not let the run go on with fewer workers than ``machines`` says.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from celery import Celery
+
+from cmx.workloads.spec import RunSpec, worker_client_name
+
+#: A worker that answers no control message for this long is gone (killed, crashed, host down).
+LOST_AFTER_S = 10.0
+
+
+class WorkerProblem(Exception):
+    """A worker of the run does not do what the run needs; ``hosts`` are the inventory names.
+    ``silent``: it does not answer at all (dead, hung, or its host is gone)."""
+
+    def __init__(self, message: str, hosts: list[str], silent: bool = True):
+        super().__init__(message)
+        self.hosts = hosts
+        self.silent = silent
+
+
+def host_of(node: str) -> str:
+    return node.split("@", 1)[1]
+
+
+def _replies(replies: list[dict] | None) -> dict[str, Any]:
+    """{node: answer} from a broadcast's list of {node: answer}."""
+    return {node: answer for reply in replies or [] for node, answer in reply.items()}
+
+
+# -- what the cell asks vs what the worker runs ---------------------------------------------------
+def wanted_config(spec: RunSpec) -> dict[str, Any]:
+    """The cell's intent in the keys :func:`cmx.workloads.effective.effective_config` answers."""
+    want: dict[str, Any] = {"pool": spec.pool, "concurrency": spec.concurrency,
+                            "prefetch_multiplier": spec.prefetch_multiplier, "heartbeat": spec.heartbeat}
+    want |= {"celery." + k: v for k, v in spec.celery.items()}
+    return want
+
+
+def _same(wanted: Any, actual: Any) -> bool:
+    if isinstance(wanted, dict) and isinstance(actual, dict):
+        # A mapping the harness adds keys to (broker_transport_options gains the connection's
+        # name: workloads/app.py name_clients): every key the cell set must hold its value.
+        return all(_same(v, actual.get(k)) for k, v in wanted.items())
+    if isinstance(wanted, bool) or isinstance(actual, bool):
+        return wanted is actual
+    if isinstance(wanted, (int, float)) and isinstance(actual, (int, float)):
+        return float(wanted) == float(actual)
+    if isinstance(wanted, tuple):
+        wanted = list(wanted)
+    return wanted == actual
+
+
+def mismatches(want: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """'cell asks KEY X; worker runs Y' for every key where the worker runs something else."""
+    return [f"cell asks {key} {wanted!r}; worker runs {config.get(key)!r}"
+            for key, wanted in want.items() if not _same(wanted, config.get(key))]
+
+
+def worker_configs(app: Celery, spec: RunSpec, timeout_s: float) -> dict[str, dict]:
+    """Every worker's effective configuration, {node: config}; a worker that does not answer fails."""
+    want = set(spec.worker_nodes)
+    got: dict[str, dict] = {}
+    limit = time.monotonic() + timeout_s
+    while want - set(got):
+        missing = sorted(want - set(got))
+        got |= {n: c for n, c in _replies(app.control.broadcast(
+            "cmx_config", arguments={"settings": sorted(spec.celery)}, destination=missing, reply=True,
+            timeout=2.0, limit=len(missing))).items() if isinstance(c, dict) and "pool" in c}
+        if want - set(got) and time.monotonic() > limit:
+            missing = sorted(want - set(got))
+            raise WorkerProblem("worker(s) did not report their configuration within "
+                                f"{timeout_s:g}s: " + ", ".join(f"{n} on host {host_of(n)}" for n in missing),
+                                [host_of(n) for n in missing])
+    return got
+
+
+def check_configs(spec: RunSpec, configs: dict[str, dict]) -> None:
+    """Fail with both values when a worker runs something other than the cell asks."""
+    want = wanted_config(spec)
+    bad = {node: m for node, config in sorted(configs.items()) if (m := mismatches(want, config))}
+    if bad:
+        raise WorkerProblem("the worker does not run what the cell asks: " + "; ".join(
+            f"{node} on host {host_of(node)}: " + ", ".join(m) for node, m in bad.items()),
+            [host_of(n) for n in bad], silent=False)
+
+
+# -- every worker consumes before the workload is released ----------------------------------------
+def consuming(app: Celery, nodes: list[str], queue: str) -> set[str]:
+    """The nodes that say they consume ``queue`` now (``active_queues``, answered per node)."""
+    answers = _replies(app.control.broadcast("active_queues", destination=nodes, reply=True, timeout=1.0,
+                                             limit=len(nodes)))
+    return {n for n, queues in answers.items()
+            if isinstance(queues, list) and any(q.get("name") == queue for q in queues)}
+
+
+def start_consuming(app: Celery, spec: RunSpec, timeout_s: float) -> float:
+    """Tell every worker to consume the run's queue and wait until each one confirms it does.
+
+    ``add_consumer`` answers "ok" before the worker has added the queue (Celery schedules it on
+    the worker's loop; gevent and eventlet run it only after their next poll returns, up to ~2 s
+    later), so its replies prove nothing: each worker is asked for its ``active_queues`` until the
+    run's queue is in it, and asked to add the queue again when a round passes without it.
+    Returns when all consume (``time.time()``): the workload's clock starts there."""
+    want, confirmed = set(spec.worker_nodes), set()
+    limit = time.monotonic() + timeout_s
+    asked: dict[str, float] = {}
+    while confirmed != want:
+        now = time.monotonic()
+        again = sorted(n for n in want - confirmed if now - asked.get(n, -1e9) > 3.0)
+        if again:
+            app.control.add_consumer(spec.queue, destination=again, reply=True, timeout=1.0)
+            asked |= {n: now for n in again}
+        confirmed |= consuming(app, sorted(want - confirmed), spec.queue)
+        if confirmed != want and time.monotonic() > limit:
+            missing = sorted(want - confirmed)
+            raise WorkerProblem(f"worker(s) never confirmed consuming the run's queue within {timeout_s:g}s: "
+                                + ", ".join(f"{n} on host {host_of(n)}" for n in missing),
+                                [host_of(n) for n in missing])
+        if confirmed != want:
+            time.sleep(0.05)
+    if spec.broker == "redis":
+        wake_redis_consumers(app, spec)
+    return time.time()
+
+
+def wake_redis_consumers(app: Celery, spec: RunSpec) -> int:
+    """End the BRPOP each worker has in flight on the hold queue alone (``CLIENT UNBLOCK``, as if
+    it timed out), so every worker polls the run's queue now, not up to ``brpop_timeout`` (1 s)
+    later at a moment of its own: in backlog mode the first to poll would take most of the work.
+    Only this run's workers' connections (named by :func:`worker_client_name`) are touched."""
+    name = worker_client_name(spec.run_id)
+    woken = 0
+    try:
+        with app.connection_for_write() as conn:
+            client = conn.default_channel.client
+            for c in client.client_list():
+                if c.get("name") == name and c.get("cmd") in ("brpop", "blpop"):
+                    woken += int(client.client_unblock(int(c["id"])))
+    except Exception:  # an ACL without CLIENT: workers still start within brpop_timeout
+        return -1
+    return woken
+
+
+# -- a dead worker is noticed within seconds -------------------------------------------------------
+class Watchdog:
+    """Asks every worker for its progress each second while the driver waits; a worker that
+    answers nothing for :data:`LOST_AFTER_S` interrupts the driver's main thread (SIGUSR1) with
+    :class:`WorkerProblem`. A solo worker answers no control message while it runs a task, so
+    its silence only counts once its last answer showed it idle."""
+
+    def __init__(self, app: Celery, spec: RunSpec, lost_after_s: float = LOST_AFTER_S):
+        self.app, self.spec, self.lost_after_s = app, spec, lost_after_s
+        self.problem: WorkerProblem | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="cmx-watchdog", daemon=True)
+        self._armed = False
+
+    def __enter__(self) -> "Watchdog":
+        # Signals reach only the main thread; from another one, check_deadline() still raises.
+        self._armed = threading.current_thread() is threading.main_thread()
+        if self._armed:
+            signal.signal(signal.SIGUSR1, self._on_signal)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._armed = False
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self._armed and self.problem is not None:
+            self._armed = False
+            raise self.problem
+
+    def _watch(self) -> None:
+        nodes = list(self.spec.worker_nodes)
+        seen = {n: time.monotonic() for n in nodes}
+        busy = {n: False for n in nodes}
+        while not self._stop.wait(1.0):
+            try:
+                answers = _replies(self.app.control.broadcast("cmx_progress", destination=nodes, reply=True,
+                                                              timeout=1.0, limit=len(nodes)))
+            except Exception:  # the broker itself: the driver's own calls will say so
+                continue
+            now = time.monotonic()
+            for node, answer in answers.items():
+                if node in seen:
+                    seen[node] = now
+                    busy[node] = isinstance(answer, dict) and answer.get("active", 0) > 0
+            lost = [n for n in nodes if now - seen[n] > self.lost_after_s
+                    and not (self.spec.pool == "solo" and busy[n])]
+            if lost:
+                self.problem = WorkerProblem(
+                    "; ".join(f"worker {n} on host {host_of(n)} stopped answering for "
+                              f"{now - seen[n]:.0f}s" for n in lost), [host_of(n) for n in lost])
+                if self._armed:
+                    os.kill(os.getpid(), signal.SIGUSR1)
+                return

@@ -1,0 +1,268 @@
+"""Per-host control of one run, called by the Ansible roles: ``python -m cmx.workloads.host.hostctl CMD``.
+
+Every command works in the run dir given by ``--run-dir`` (the per-host work dir's
+``runs/<run_id>``), tracks what it starts by pid files there, and is safe to call twice.
+
+  start-worker   start the Celery worker of the run (detached) and wait until it is ready
+  start-service  start the workload's service (detached) and wait until it listens
+  start-sampler  start the process/connection sampler (detached)
+  drive          run the driver in the foreground (``cmx.workloads.drive.driver``)
+  reset          delete the run queues on the broker, so no earlier run's message leaks in
+  stop           stop everything the run started on this host; no stray process is left
+  facts          write facts.json: CPU, cores, memory, kernel, Python and library versions
+  begin          the run's start on this host in one call: spec, secrets, reset, sampler, service
+                 (a JSON document on stdin; workloads/host/hostrun.py)
+  finish         the run's end on this host in one call: stop, reset, facts, pack the run dir
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from cmx.workloads.files import write_atomic
+
+
+def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str) -> subprocess.Popen:
+    """Start ``cmd`` in its own session (out of Ansible's and the terminal's process group)."""
+    with open(run_dir / log, "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=os.environ.copy())
+    write_atomic(run_dir / pidfile, str(proc.pid))
+    return proc
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start_worker(run_dir: Path, host: str, ready_timeout: float) -> int:
+    from cmx.workloads.spec import RunSpec, node_name
+
+    spec = RunSpec.load(run_dir)
+    (run_dir / "worker.ready").unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "celery", "-A", "cmx.workloads.worker_app", "worker",
+           "-P", spec.pool, "-c", str(spec.concurrency), "-n", node_name(spec.run_id, host), "-Q", spec.hold_queue,
+           "-l", "WARNING"]
+    flags = spec.worker_flags
+    cmd += [f"--without-{f}" for f in ("gossip", "mingle", "heartbeat") if not flags.get(f)]
+    cmd += ["-E"] if flags.get("events") else []
+    write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
+    (run_dir / "worker.exit").unlink(missing_ok=True)
+    # The supervisor is the worker's parent: it writes worker.pid, and worker.exit when it ends.
+    proc = _spawn([sys.executable, "-m", "cmx.workloads.host.supervisor", str(run_dir), "--", *cmd], run_dir, "worker.log",
+                  "supervisor.pid")
+    deadline = time.monotonic() + ready_timeout
+    while not (run_dir / "worker.ready").exists():
+        if proc.poll() is not None:
+            from cmx.workloads.host.supervisor import exit_text
+
+            how = exit_text(run_dir) or f"exited ({proc.returncode})"
+            print(f"worker on {host} {how} before it was ready: {_tail(run_dir / 'worker.log')}", file=sys.stderr)
+            return 1
+        if time.monotonic() > deadline:
+            print(f"worker on {host} not ready after {ready_timeout:g}s: {_tail(run_dir / 'worker.log')}",
+                  file=sys.stderr)
+            return 1
+        time.sleep(0.05)
+    return 0
+
+
+def start_service(run_dir: Path, module: str, port: int, ready_timeout: float) -> int:
+    """Start the workload's service (``python -m MODULE --port PORT``) and wait until it listens."""
+    import socket
+
+    proc = _spawn([sys.executable, "-m", module, "--port", str(port)], run_dir, "service.log", "service.pid")
+    deadline = time.monotonic() + ready_timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return 0
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            print(f"service {module} on port {port} did not start: {_tail(run_dir / 'service.log')}", file=sys.stderr)
+            return 1
+        time.sleep(0.05)
+
+
+def start_sampler(run_dir: Path, host: str, sampler_args: list[str]) -> int:
+    cmd = [sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(run_dir), "--host", host, *sampler_args]
+    _spawn(cmd, run_dir, "sampler.log", "sampler.pid")
+    return 0
+
+
+def drive(run_dir: Path) -> int:
+    """Run the driver in the foreground, its output in driver.log; it writes driver.pid itself,
+    so ``stop`` can end it even when whoever called us is gone (an SSH session cut, a timeout)."""
+    with open(run_dir / "driver.log", "ab") as out:
+        return subprocess.call([sys.executable, "-m", "cmx.workloads.drive.driver"], cwd=run_dir,
+                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+
+def reset(run_dir: Path) -> int:
+    """Delete the run's queues (at its start, and again after it, so brokers do not fill up)."""
+    from kombu import Connection
+
+    from cmx.workloads.spec import RunSpec
+
+    spec = RunSpec.load(run_dir)
+    with Connection(os.environ["CMX_BROKER_URL"], connect_timeout=10) as conn:
+        conn.ensure_connection(max_retries=3)
+        channel = conn.default_channel
+        for name in (spec.queue, spec.hold_queue):
+            try:
+                channel.queue_delete(name)
+            except Exception:  # absent queue: AMQP closes the channel; open a new one
+                channel = conn.channel()
+    return 0
+
+
+def _gone(p: psutil.Process) -> bool:
+    """A process that exited counts as gone even while it is a zombie: whoever started it (a
+    ``hostctl start-*`` that returned, so PID 1 by now) reaps it in its own time, and waiting
+    for that is what made stopping slow."""
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Poll until every process is gone (zombies included) or ``timeout`` s passed; the rest."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if not _gone(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if not _gone(p)]
+    return alive
+
+
+def _stop_trees(pids: list[int], grace: float) -> list[int]:
+    """TERM the given processes together (Celery's warm shutdown stops its own pool), wait up to
+    ``grace`` s, then KILL whatever is left of them and of the descendants they had."""
+    procs = []
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            procs += [root, *root.children(recursive=True)]
+            root.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    alive = _wait_gone(procs, grace)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _wait_gone(alive, 5)
+    return [p.pid for p in procs]
+
+
+def stop(run_dir: Path, grace: float) -> int:
+    """Stop the run's processes: workers, services and driver together, then the sampler (so it
+    sees them end; it leaves within a tick of its TERM). Every descendant goes too; nothing
+    started for the run survives. ``grace`` bounds the warm shutdown: the engine gives a short
+    one after a drive that finished (a drained worker has nothing left to finish: every row it
+    recorded is on disk within the recorder's flush interval) and a long one otherwise."""
+    stopped = []
+    t0 = time.monotonic()
+    for group in (("worker.pid", "service.pid", "driver.pid"), ("sampler.pid",)):
+        pids = [int((run_dir / name).read_text().strip()) for name in group if (run_dir / name).exists()]
+        stopped += _stop_trees(pids, grace)
+    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0}))
+    return 0
+
+
+def _controller_address() -> str:
+    """The controller as this host sees it: the SSH client's address, or loopback when local."""
+    ssh = os.environ.get("SSH_CLIENT") or os.environ.get("SSH_CONNECTION") or ""
+    return ssh.split()[0] if ssh else "127.0.0.1"
+
+
+def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(dist: str) -> str | None:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return None
+
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    data = {
+        "host": host, "cpu_model": cpu_model or platform.processor(), "cores": os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total, "kernel": platform.release(),
+        "python": platform.python_version(), "celery": ver("celery"), "kombu": ver("kombu"),
+        "hostname": platform.node(), "time": time.time(),
+        "clock_offset_s": None, "clock_uncertainty_s": None, "clock_method": "not measured",
+    }
+    if clock_port:
+        from cmx.workloads.clock import measure
+
+        offset, uncertainty, how = measure(_controller_address(), clock_port)
+        data.update(clock_offset_s=offset, clock_uncertainty_s=uncertainty, clock_method=how)
+    write_atomic(run_dir / "facts.json", json.dumps(data, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cmx.workloads.host.hostctl", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["start-worker", "start-service", "start-sampler", "drive", "reset", "stop",
+                                        "facts", "begin", "finish"])
+    ap.add_argument("--run-dir", type=Path, required=True)
+    ap.add_argument("--host", default=os.environ.get("CMX_HOST", platform.node()))
+    ap.add_argument("--ready-timeout", type=float, default=60.0)
+    ap.add_argument("--grace", type=float, default=10.0, help="seconds between TERM and KILL on stop")
+    ap.add_argument("--module", help="start-service: the service's module")
+    ap.add_argument("--port", type=int, default=8765, help="start-service: its port")
+    ap.add_argument("--clock-port", type=int, help="facts: the controller's clock responder (UDP port)")
+    ap.add_argument("--reset", action="store_true", help="finish: also delete the run's queues")
+    ap.add_argument("--keep", action="store_true", help="finish: keep the run dir beside its .tgz")
+    args, rest = ap.parse_known_args(argv)
+    run_dir = args.run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["CMX_RUN_DIR"], os.environ["CMX_HOST"] = str(run_dir), args.host
+    from cmx.workloads.host import hostrun
+
+    if args.command == "begin":
+        return hostrun.begin(run_dir, args.host, hostrun.read_payload())
+    hostrun.load_secrets(run_dir)  # from begin's file: never from a command line
+    if args.command == "finish":
+        return hostrun.finish(run_dir, args.host, args.grace, args.reset, args.clock_port, args.keep)
+    if args.command == "start-worker":
+        return start_worker(run_dir, args.host, args.ready_timeout)
+    if args.command == "start-service":
+        return start_service(run_dir, args.module, args.port, args.ready_timeout)
+    if args.command == "start-sampler":
+        return start_sampler(run_dir, args.host, rest)
+    if args.command == "drive":
+        return drive(run_dir)
+    if args.command == "reset":
+        return reset(run_dir)
+    if args.command == "stop":
+        return stop(run_dir, args.grace)
+    return facts(run_dir, args.host, args.clock_port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
