@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cmx.workloads.dimensions import DIMENSIONS
+
 # --------------------------------------------------------------------------- the YAML text
 
 #: Largest file read (bytes): the biggest shipped experiment is ~2 KB, an inventory a few KB;
@@ -37,8 +39,10 @@ MAX_REPEATS = 1000
 #: Longest duration anywhere (run_timeout, warmup, heartbeat, *_s params): one day.
 MAX_DURATION_S = 86_400.0
 
-#: Built-in integer dimensions: the largest value (a worker with more is not a benchmark cmx can run).
-MAX_DIMENSION = {"concurrency": 10_000, "prefetch_multiplier": 10_000, "machines": 1_000}
+#: Built-in dimensions: the largest value (a worker with more is not a benchmark cmx can run),
+#: from the dimension registry (workloads/dimensions.py); durations are bounded by MAX_DURATION_S.
+MAX_DIMENSION = {d.name: d.maximum for d in DIMENSIONS if d.maximum is not None}
+_SECONDS = {d.name for d in DIMENSIONS if d.type == "seconds"}
 #: Workload params by name, for every workload (built-in or the user's): counts of tasks and
 #: the like, and sizes. A param not named here is bounded by its kind (see ``param_problem``).
 MAX_PARAM = {
@@ -95,7 +99,7 @@ def value_problem(name: str, value: Any) -> str | None:
         return f"{name} must be a finite number, got {value}"
     if name in MAX_DIMENSION and value > MAX_DIMENSION[name]:
         return _over(name, value, MAX_DIMENSION[name])
-    if name == "heartbeat" and value > MAX_DURATION_S:
+    if name in _SECONDS and value > MAX_DURATION_S:
         return _over(name, value, MAX_DURATION_S, " s")
     if name.startswith("params."):
         return param_problem(name, value)

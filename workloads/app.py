@@ -10,6 +10,7 @@ from kombu import Queue
 from cmx.workloads import effective, failures, instrument  # noqa: F401 (effective: the cmx_config command)
 from cmx.workloads.catalog import registry
 from cmx.workloads.clientname import client_name
+from cmx.workloads.dimensions import worker_config
 from cmx.workloads.recorder import Recorder
 from cmx.workloads.spec import RunSpec
 
@@ -71,8 +72,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
         task_default_queue=spec.queue,
         task_queues=(Queue(spec.queue, queue_arguments=qargs), Queue(spec.hold_queue, queue_arguments=qargs)),
         task_ignore_result=spec.backend == "none",
-        worker_prefetch_multiplier=spec.prefetch_multiplier,
-        broker_heartbeat=spec.heartbeat,
+        **worker_config(spec),  # worker_prefetch_multiplier, broker_heartbeat: workloads/dimensions.py
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

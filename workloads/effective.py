@@ -13,8 +13,10 @@ from typing import Any, Callable
 
 from celery.worker.control import control_command
 
-#: Our pool names (the ``pool`` dimension) by the module of Celery's pool class.
-POOL_NAMES = {"prefork": "prefork", "thread": "threads", "gevent": "gevent", "eventlet": "eventlet", "solo": "solo"}
+from cmx.workloads.dimensions import ON_WORKER, POOLS
+
+#: Our pool names (the ``pool`` dimension) by the module of Celery's pool class (threads: ``thread``).
+POOL_NAMES = {pool: pool for pool in POOLS} | {"thread": "threads"}
 
 
 def _pool_name(c) -> str:
@@ -69,6 +71,10 @@ def effective_config(consumer, settings: list[str]) -> dict[str, Any]:
         "heartbeat": consumer.amqheartbeat,
         "heartbeat_negotiated": negotiated,
     }
+    for d in ON_WORKER:  # any other dimension the worker runs with: read where its setting acts
+        if d.name not in out:
+            read = EFFECTIVE_SETTINGS.get(d.setting)
+            out[d.name] = read(consumer) if read else consumer.app.conf.get(d.setting)
     for key in settings:
         read = EFFECTIVE_SETTINGS.get(key)
         out["celery." + key] = read(consumer) if read else consumer.app.conf.get(key)

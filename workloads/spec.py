@@ -11,7 +11,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from cmx.workloads.dimensions import ON_HOSTS, Dimension, owned_settings
 
 # Celery settings that a dimension or the harness owns, with what to use instead. One table for
 # both sides: the engine refuses them as ``celery.*`` dimensions (engine/model/celery_settings.py) and
@@ -24,11 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # clients. Should it ever need another, refuse only that key, not the whole mapping.
 _FROM_INVENTORY = "set by the harness from the {} dimension and the inventory"
 OWNED_SETTINGS: dict[str, str] = {
-    "worker_prefetch_multiplier": "use the prefetch_multiplier dimension",
-    "worker_concurrency": "use the concurrency dimension",
-    "worker_pool": "use the pool dimension",
-    "broker_heartbeat": "use the heartbeat dimension (seconds, 0 = off)",
-    "worker_send_task_events": "use the worker.events dimension",
+    **owned_settings(),  # worker_pool, worker_concurrency...: the dimensions' own (workloads/dimensions.py)
     # Where the broker and backend are, and their credentials: never in an experiment file.
     **{name: _FROM_INVENTORY.format("broker") for name in (
         "broker_url", "broker_read_url", "broker_write_url", "broker_transport", "broker_host", "broker_port",
@@ -55,8 +53,22 @@ def owned_setting_problem(setting: str) -> str | None:
     return f"celery.{setting}: {reason}" if reason else None
 
 
-class RunSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def _field(d: Dimension) -> tuple[Any, Any]:
+    return (Literal[d.choices] if d.type == "choice" else d.python_type), d.default
+
+
+#: One field per dimension the hosts need (``broker``, ``pool``, ``concurrency``...), typed from
+#: the dimension registry: adding a dimension there adds it here.
+_DimensionFields = create_model("_DimensionFields", __config__=_FROZEN, **{d.name: _field(d) for d in ON_HOSTS})
+
+
+class RunSpec(_DimensionFields):
+    """The run's spec; its dimension fields (``spec.pool``...) come from ``_DimensionFields``."""
+
+    model_config = _FROZEN
 
     run_id: str
     experiment: str
@@ -64,12 +76,6 @@ class RunSpec(BaseModel):
     repeat: int
     workload: str
     params: dict[str, Any] = Field(default_factory=dict)
-    broker: Literal["redis", "rabbitmq", "rabbitmq-quorum"] = "redis"
-    backend: Literal["none", "redis", "rpc", "postgres"] = "none"
-    pool: Literal["prefork", "threads", "gevent", "eventlet", "solo"] = "prefork"
-    concurrency: int = 1
-    prefetch_multiplier: int = 4
-    heartbeat: float = 120.0
     celery: dict[str, Any] = Field(default_factory=dict)
 
     #: Worker switches turned on (``worker.gossip``, ``worker.mingle``, ``worker.heartbeat``,

@@ -15,6 +15,7 @@ import duckdb
 
 from cmx.engine.results import dbfile
 from cmx.engine.errors import HostError, InputError, Problem
+from cmx.workloads.dimensions import DIMENSIONS
 
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
@@ -23,8 +24,8 @@ DEFAULT_DB = Path("results/cmx.duckdb")
 #: runs of one experiment under different definitions apart.
 RUN_COLUMNS = ("experiment", "run_id", "cell_id", "repeat", "status", "error", "started_at", "finished_at", "workload",
                "revision")
-#: Built-in dimensions come first among the dimension columns, in this order.
-BUILTIN_ORDER = ("broker", "backend", "pool", "concurrency", "prefetch_multiplier", "heartbeat", "machines")
+#: Built-in dimensions come first among the dimension columns, in the registry's order.
+BUILTIN_ORDER = tuple(d.name for d in DIMENSIONS)
 
 
 def sql(name: str) -> str:

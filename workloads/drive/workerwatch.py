@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import Celery
 
+from cmx.workloads.dimensions import ON_WORKER
 from cmx.workloads.spec import RunSpec, worker_client_name
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
@@ -42,8 +43,7 @@ def _replies(replies: list[dict] | None) -> dict[str, Any]:
 # -- what the cell asks vs what the worker runs ---------------------------------------------------
 def wanted_config(spec: RunSpec) -> dict[str, Any]:
     """The cell's intent in the keys :func:`cmx.workloads.effective.effective_config` answers."""
-    want: dict[str, Any] = {"pool": spec.pool, "concurrency": spec.concurrency,
-                            "prefetch_multiplier": spec.prefetch_multiplier, "heartbeat": spec.heartbeat}
+    want: dict[str, Any] = {d.name: getattr(spec, d.name) for d in ON_WORKER}  # pool, concurrency...
     want |= {"celery." + k: v for k, v in spec.celery.items()}
     return want
 

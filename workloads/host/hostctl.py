@@ -48,16 +48,14 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 
 def start_worker(run_dir: Path, host: str, ready_timeout: float) -> int:
+    from cmx.workloads.dimensions import worker_argv
     from cmx.workloads.spec import RunSpec, node_name
 
     spec = RunSpec.load(run_dir)
     (run_dir / "worker.ready").unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "celery", "-A", "cmx.workloads.worker_app", "worker",
-           "-P", spec.pool, "-c", str(spec.concurrency), "-n", node_name(spec.run_id, host), "-Q", spec.hold_queue,
-           "-l", "WARNING"]
-    flags = spec.worker_flags
-    cmd += [f"--without-{f}" for f in ("gossip", "mingle", "heartbeat") if not flags.get(f)]
-    cmd += ["-E"] if flags.get("events") else []
+           "-n", node_name(spec.run_id, host), "-Q", spec.hold_queue, "-l", "WARNING",
+           *worker_argv(spec)]  # -P POOL -c N and the worker.* switches, from the dimension registry
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
     (run_dir / "worker.exit").unlink(missing_ok=True)
     # The supervisor is the worker's parent: it writes worker.pid, and worker.exit when it ends.

@@ -1,0 +1,126 @@
+"""The built-in dimensions: one entry each, and everything that knows dimensions reads this table.
+
+Like Celery's own settings table (``celery/app/defaults.py``): a dimension is declared once, with
+its type, choices, default and how its value reaches the worker; from that entry the experiment
+checks validate it (engine/model/dimensions.py), the JSON Schema types it (engine/model/schema.py),
+expansion gives every cell its default (engine/model/cells.py), the results database orders its
+``runs`` column (engine/results/db.py), the run spec carries it to the hosts (workloads/spec.py),
+and the worker gets it on its command line (:func:`worker_argv`, read by ``hostctl start-worker``)
+or in its configuration (:func:`worker_config`, read by the app factory). Adding a dimension is
+one entry in :data:`DIMENSIONS` (and, for one that reaches the worker, what the worker reports it
+runs with, in workloads/effective.py: a run fails loudly when the two differ).
+
+It ships to the hosts with the app factory, so it imports nothing from the engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+#: How a cell's value of a dimension reaches the run:
+#:  ``argv``    a switch on the worker's command line (:attr:`Dimension.argv`)
+#:  ``config``  a Celery setting the app factory sets (:attr:`Dimension.setting`)
+#:  ``url``     picks the broker or backend the inventory names (the app reads its URL from the
+#:              environment: CMX_BROKER_URL, CMX_BACKEND_URL)
+#:  ``hosts``   how many hosts of group ``workers`` run a worker (never sent to a host)
+Reach = Literal["argv", "config", "url", "hosts"]
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One built-in dimension. ``type``: ``choice`` (one of ``choices``), ``integer`` (at least
+    ``minimum``, at most ``maximum``) or ``seconds`` (a number >= ``minimum``, 0 = off)."""
+
+    name: str
+    type: Literal["choice", "integer", "seconds"]
+    default: Any
+    reaches: Reach
+    description: str
+    choices: tuple[str, ...] = ()
+    minimum: float = 0
+    #: The largest value cmx can run (engine/limits.py reads it); None: no bound of its own.
+    maximum: float | None = None
+    #: The worker switch that takes the value (``reaches == "argv"``).
+    argv: str | None = None
+    #: The Celery setting the dimension owns: set from it, and refused as a ``celery.*`` dimension.
+    setting: str | None = None
+    #: Said after "use the NAME dimension" when a file sets :attr:`setting` as ``celery.*``.
+    hint: str = ""
+
+    @property
+    def python_type(self) -> type:
+        return {"choice": str, "integer": int, "seconds": float}[self.type]
+
+
+DIMENSIONS: tuple[Dimension, ...] = (
+    Dimension("broker", "choice", "redis", "url", "the message broker the run uses (from the inventory)",
+              choices=("redis", "rabbitmq", "rabbitmq-quorum")),
+    Dimension("backend", "choice", "none", "url", "the result backend (none: results are ignored)",
+              choices=("none", "redis", "rpc", "postgres")),
+    Dimension("pool", "choice", "prefork", "argv", "the worker's execution pool",
+              choices=("prefork", "threads", "gevent", "eventlet", "solo"), argv="-P", setting="worker_pool"),
+    Dimension("concurrency", "integer", 1, "argv", "the pool's size (processes, threads or greenlets)",
+              minimum=1, maximum=10_000, argv="-c", setting="worker_concurrency"),
+    Dimension("prefetch_multiplier", "integer", 4, "config", "messages a worker reserves per pool slot",
+              minimum=0, maximum=10_000, setting="worker_prefetch_multiplier"),
+    Dimension("heartbeat", "seconds", 120.0, "config", "the broker heartbeat in seconds (0 = off)",
+              setting="broker_heartbeat", hint="seconds, 0 = off"),
+    Dimension("machines", "integer", 1, "hosts", "how many hosts of group workers run a worker (the first N)",
+              minimum=1, maximum=1_000),
+)
+
+#: The dimensions by name, in :data:`DIMENSIONS` order.
+BY_NAME: dict[str, Dimension] = {d.name: d for d in DIMENSIONS}
+#: The dimensions the run spec carries to the hosts (all but those that only pick hosts).
+ON_HOSTS: tuple[Dimension, ...] = tuple(d for d in DIMENSIONS if d.reaches != "hosts")
+#: The dimensions the worker runs with: the driver checks it runs the cell's value.
+ON_WORKER: tuple[Dimension, ...] = tuple(d for d in DIMENSIONS if d.reaches in ("argv", "config"))
+#: The pools (the ``pool`` dimension's choices).
+POOLS: tuple[str, ...] = BY_NAME["pool"].choices
+
+
+@dataclass(frozen=True)
+class WorkerFlag:
+    """A worker switch a cell turns on or off as ``worker.NAME: true|false`` (off unless set:
+    a quiet, fast start)."""
+
+    name: str
+    #: The worker's command-line switches when the flag is on, and when it is off.
+    on: tuple[str, ...]
+    off: tuple[str, ...]
+    description: str
+    setting: str | None = None
+
+
+WORKER_FLAGS: tuple[WorkerFlag, ...] = (
+    WorkerFlag("gossip", (), ("--without-gossip",), "worker-to-worker gossip (events between workers)"),
+    WorkerFlag("mingle", (), ("--without-mingle",), "synchronise with other workers at start-up"),
+    WorkerFlag("heartbeat", (), ("--without-heartbeat",), "worker event heartbeats (not the broker heartbeat)"),
+    WorkerFlag("events", ("-E",), (), "send task events", setting="worker_send_task_events"),
+)
+FLAG_NAMES: tuple[str, ...] = tuple(f.name for f in WORKER_FLAGS)
+
+
+def owned_settings() -> dict[str, str]:
+    """The Celery settings a dimension or worker flag owns, with what to use instead (part of
+    workloads/spec.py OWNED_SETTINGS)."""
+    out = {d.setting: f"use the {d.name} dimension" + (f" ({d.hint})" if d.hint else "")
+           for d in DIMENSIONS if d.setting}
+    out |= {f.setting: f"use the worker.{f.name} dimension" for f in WORKER_FLAGS if f.setting}
+    return out
+
+
+def worker_argv(spec: Any) -> list[str]:
+    """The worker's command-line switches for a run spec's dimensions and worker flags."""
+    argv: list[str] = []
+    for d in DIMENSIONS:
+        if d.reaches == "argv":
+            argv += [d.argv, str(getattr(spec, d.name))]
+    for flag in WORKER_FLAGS:
+        argv += flag.on if spec.worker_flags.get(flag.name) else flag.off
+    return argv
+
+
+def worker_config(spec: Any) -> dict[str, Any]:
+    """The Celery settings the app factory sets from a run spec's dimensions."""
+    return {d.setting: getattr(spec, d.name) for d in DIMENSIONS if d.reaches == "config"}
