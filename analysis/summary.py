@@ -12,7 +12,7 @@ from rich.text import Text
 from cmx.analysis import stats
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import sql
-from cmx.engine.plan.matrix import Cell
+from cmx.engine.model.cells import Cell
 from cmx.engine.results.metricdefs import METRICS
 
 

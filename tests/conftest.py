@@ -39,7 +39,7 @@ def query(db: Path, sql: str, params=None) -> list[tuple]:
 def problems(path: str) -> list[str]:
     """The one-line problems `cmx validate` would print for the experiment file at ``path``."""
     from cmx.engine.errors import InputError
-    from cmx.engine.model.experiment import load_experiment
+    from cmx.engine.model.load import load_experiment
 
     with pytest.raises(InputError) as info:
         load_experiment(path)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator
 
 from cmx.workloads.dimensions import ON_HOSTS, Dimension, owned_settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from cmx.engine.errors import InputError, Problem
 from cmx.engine.model.experiment import Experiment
 from cmx.engine.hosts.inventory import Inventory
-from cmx.engine.plan.matrix import Cell
+from cmx.engine.model.cells import Cell
 from cmx.engine.model.yamlpos import load_yaml
 from cmx.workloads.catalog import registry
 

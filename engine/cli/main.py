@@ -70,10 +70,10 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
           results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
     from cmx.engine.cli.checks import check_against_inventory
-    from cmx.engine.model.experiment import load_experiment
+    from cmx.engine.model.load import load_experiment
     from cmx.engine.hosts.inventory import load_inventory
     from cmx.engine.limits import DEFAULT_MAX_CELLS
-    from cmx.engine.plan.matrix import expand
+    from cmx.engine.model.cells import expand
 
     if not file.is_file():
         raise InputError(Problem("no such experiment file", str(file)))

@@ -85,7 +85,7 @@ def matches(values: Mapping[str, Any]) -> list[tuple[Pitfall, str]]:
 
 def warnings(cells: Iterable[Any]) -> list[str]:
     """One line per pitfall some cells match: how many, why (first match), which experiment shows it.
-    ``cells`` are cmx.engine.plan.matrix.Cell (or anything with ``cell_id`` and ``values``)."""
+    ``cells`` are cmx.engine.model.cells.Cell (or anything with ``cell_id`` and ``values``)."""
     cells = list(cells)
     hits: dict[str, list[tuple[str, str]]] = {}
     for cell in cells:

@@ -1,7 +1,7 @@
 """``cmx schema``: the JSON Schema (draft 2020-12) of the experiment file, from the models that validate it.
 
-The top level comes from :class:`cmx.engine.model.experiment.Experiment`; dimensions from
-``BUILTIN_DIMENSIONS`` (each check carries its ``json_schema``); each built-in workload's params
+The top level comes from :class:`cmx.engine.model.experiment.Experiment`; the built-in dimensions
+and worker flags from their registry (:mod:`cmx.workloads.dimensions`); each built-in workload's params
 from its pydantic ``Params`` model, applied by an ``if``/``then`` on ``workload.name``. What a
 schema cannot say (a param required unless a dimension sets it, includes that repeat a cell, the
 user's module importing) stays with ``cmx validate``.
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from cmx.engine.model.experiment import BUILTIN_DIMENSIONS, WORKER_FLAGS, Experiment
+from cmx.engine.model.dimensions import json_schema
+from cmx.engine.model.experiment import Experiment
 from cmx.workloads.catalog import registry
+from cmx.workloads.dimensions import DIMENSIONS, FLAG_NAMES
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 #: Where the committed copy lives (shipped experiments point editors at it).
@@ -31,7 +32,7 @@ _CELERY_VALUE = {"anyOf": [*_JSON_SCALAR, {"type": "object"},
 _PATTERNS = {
     r"^params\.[A-Za-z_][A-Za-z0-9_]*$": {},
     r"^celery\.[a-z][a-z0-9_]*$": _CELERY_VALUE,
-    rf"^worker\.({'|'.join(WORKER_FLAGS)})$": {"type": "boolean"},
+    rf"^worker\.({'|'.join(FLAG_NAMES)})$": {"type": "boolean"},
 }
 
 
@@ -45,7 +46,7 @@ def _one_or_list(one: dict) -> dict:
 
 def _section(shape) -> dict:
     """A mapping of dimension -> ``shape(value schema)``."""
-    props = {name: shape(check.json_schema) for name, (check, _) in BUILTIN_DIMENSIONS.items()}
+    props = {d.name: shape(json_schema(d)) for d in DIMENSIONS}
     patterns = {pattern: shape(value) for pattern, value in _PATTERNS.items()}
     return {"type": "object", "properties": props, "patternProperties": patterns, "additionalProperties": False}
 
@@ -64,7 +65,7 @@ def _sections() -> dict:
 def _workload_sections(ref: str, fields: dict[str, dict]) -> dict:
     """The sections again for one workload: its ``params.NAME`` values typed by its fields, and
     no other ``params.*`` name."""
-    names = {"anyOf": [{"enum": [*BUILTIN_DIMENSIONS, *(f"params.{f}" for f in fields)]},
+    names = {"anyOf": [{"enum": [*(d.name for d in DIMENSIONS), *(f"params.{f}" for f in fields)]},
                        *({"pattern": p} for p in _PATTERNS if not p.startswith(r"^params"))]}
     out = {}
     for section, shape in _SHAPES.items():

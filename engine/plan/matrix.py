@@ -1,119 +1,20 @@
-"""Matrix expansion: an Experiment becomes its list of cells (asv-style: product, exclude, include).
+"""Which cells a sweep runs: ``--only`` selection over the experiment's cells.
 
-Everything here is a pure function of the experiment, so the same file always gives the same
-cells in the same order with the same ids.
+The cells themselves come from the model (engine/model/cells.py): planning depends on the model,
+never the reverse.
 """
 from __future__ import annotations
 
-import copy
-import hashlib
-import itertools
 import json
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
-from cmx.engine.model.experiment import BUILTIN_DIMENSIONS, Experiment, normalise_values
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One combination of dimension values. ``values`` is read-only and sorted by key;
-    ``dict(cell.values)`` is JSON-serialisable."""
-
-    cell_id: str
-    values: Mapping[str, Any]
-
-    def __hash__(self) -> int:  # MappingProxyType is unhashable; the id stands for the values
-        return hash(self.cell_id)
-
-
-def _canonical(value: Any) -> str:
-    # JSON, not ==, because True == 1 and 1 == 1.0 in Python but they are different settings.
-    # default=str only matters for values validation has already refused (dates, say).
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    except TypeError:  # keys of mixed types, in a value validation refuses: ordered as written
-        return json.dumps(repr(value))
-
-
-def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
-    """The cell's stable id: 12 hex chars of sha256 over the workload name and normalised values.
-
-    Independent of key order and of the file the values came from.
-    """
-    canonical = _canonical({"workload": workload_name,
-                            "values": normalise_values(workload_name, dict(values))})
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-
-def _make_cell(workload_name: str, values: dict[str, Any]) -> Cell:
-    normal = normalise_values(workload_name, copy.deepcopy(values))  # sorted by key
-    return Cell(cell_id(workload_name, normal), MappingProxyType(normal))
-
-
-def _base(exp: Experiment) -> dict[str, Any]:
-    base = {name: default for name, (_, default) in BUILTIN_DIMENSIONS.items()}
-    # workload.params are values of every cell as much as fixed ones are: folding them in keeps
-    # resume honest (a changed `tasks` is a new cell) and gives each a column in `runs`.
-    base.update({f"params.{name}": value for name, value in exp.workload.params.items()})
-    base.update(exp.fixed)
-    return base
-
-
-def _axes(exp: Experiment) -> list[list[dict[str, Any]]]:
-    """Each matrix dimension, then each zip group, as a list of partial assignments."""
-    axes = [[{name: value} for value in values] for name, values in exp.matrix.items()]
-    for group in exp.zip:
-        if not group:
-            continue  # `zip: [{}]`: refused by validation, which expands the rest meanwhile
-        length = min(len(values) for values in group.values())  # validation ensures equal lengths
-        axes.append([{name: values[i] for name, values in group.items()} for i in range(length)])
-    return axes
-
-
-def _matches(rule: Mapping[str, Any], values: Mapping[str, Any], workload: str) -> bool:
-    """An exclude rule matches when ALL its keys match; a list value matches ANY of its items."""
-    for name, wanted in rule.items():
-        if name not in values:
-            return False
-        options = wanted if isinstance(wanted, list) else [wanted]
-        have = _canonical(values[name])
-        candidates = {_canonical(normalise_values(workload, {name: o})[name]) for o in options}
-        # A list-valued setting (celery.accept_content: [json]) may also be matched as a whole.
-        candidates.add(_canonical(normalise_values(workload, {name: wanted})[name]))
-        if have not in candidates:
-            return False
-    return True
-
-
-def expand_parts(exp: Experiment) -> tuple[list[Cell], list[Cell]]:
-    """The product cells left after exclude, and the include cells, separately (for validation)."""
-    workload = exp.workload.name
-    base = _base(exp)
-    product = []
-    for combo in itertools.product(*_axes(exp)):
-        values = dict(base)
-        for part in combo:
-            values.update(part)
-        cell = _make_cell(workload, values)
-        if not any(_matches(rule, cell.values, workload) for rule in exp.exclude):
-            product.append(cell)
-    included = [_make_cell(workload, {**base, **extra}) for extra in exp.include]
-    return product, included
-
-
-def expand(exp: Experiment) -> list[Cell]:
-    """The experiment's cells: defaults + fixed, times the matrix product, times each zip group;
-    minus cells matching any exclude rule; plus includes. Product order, then includes in file order."""
-    product, included = expand_parts(exp)
-    return product + included
+from cmx.engine.model.cells import Cell, canonical
 
 
 def _spellings(name: str, value: Any) -> set[str]:
     """The ways a user may write ``dim=value`` on the command line (heartbeat=0, heartbeat=0.0)."""
-    forms = {str(value), _canonical(value), json.dumps(value)}
+    forms = {str(value), canonical(value), json.dumps(value)}
     if isinstance(value, float) and value.is_integer():
         forms.add(str(int(value)))
     return {f"{name}={form}" for form in forms}

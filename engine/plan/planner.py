@@ -7,7 +7,7 @@ from typing import Any, Callable
 from uuid import uuid4
 
 from cmx.engine.model.experiment import Experiment
-from cmx.engine.plan.matrix import Cell
+from cmx.engine.model.cells import Cell
 
 
 @dataclass(frozen=True)

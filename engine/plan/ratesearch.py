@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cmx.engine.plan.matrix import Cell, cell_id
-from cmx.engine.model.experiment import normalise_values
+from cmx.engine.model.cells import Cell, cell_id
+from cmx.engine.model.dimensions import normalise_values
 
 FRACTION = "params.rate_fraction"
 P99_RUNAWAY = 4.0

@@ -12,8 +12,9 @@ from types import MappingProxyType
 
 from pydantic import ValidationError
 
-from cmx.engine.model.experiment import Experiment, Limits, normalise_values
-from cmx.engine.plan.matrix import Cell, cell_id
+from cmx.engine.model.dimensions import normalise_values
+from cmx.engine.model.experiment import Experiment, Limits
+from cmx.engine.model.cells import Cell, cell_id
 from cmx.workloads.catalog import registry
 
 #: Where smoke runs go unless ``--db`` is given: never mixed with real results.

@@ -19,7 +19,7 @@ from cmx.engine.errors import InputError, Problem
 if TYPE_CHECKING:
     from cmx.engine.model.experiment import Experiment
     from cmx.engine.hosts.inventory import Inventory
-    from cmx.engine.plan.matrix import Cell
+    from cmx.engine.model.cells import Cell
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 GIT_TIMEOUT_S = 5.0
@@ -77,7 +77,7 @@ def stored_definition_hash(definition: dict) -> str | None:
     """The definition hash of a sweep stored before hashes were (from its ``definition`` JSON);
     None when it cannot be read as an experiment any more."""
     from cmx.engine.model.experiment import Experiment
-    from cmx.engine.plan.matrix import expand
+    from cmx.engine.model.cells import expand
 
     try:
         exp = Experiment.model_validate(definition)

@@ -11,7 +11,7 @@ import pytest
 
 from cmx.engine import limits
 from cmx.engine.errors import InputError
-from cmx.engine.model.experiment import load_experiment
+from cmx.engine.model.load import load_experiment
 
 HEAD = "name: t\nworkload: {name: throughput}\n"
 BOUND_S = 5.0

@@ -3,7 +3,9 @@ import textwrap
 
 import pytest
 
-from cmx.engine.model.experiment import BUILTIN_DIMENSIONS, Experiment, Limits, load_experiment, parse_duration
+from cmx.engine.model.experiment import Experiment, Limits, parse_duration
+from cmx.engine.model.load import load_experiment
+from cmx.workloads.dimensions import BY_NAME, DIMENSIONS
 from cmx.engine.model.yamlpos import load_yaml
 from tests.conftest import problems
 
@@ -60,7 +62,7 @@ def test_defaults(tmp_path):
 
 
 def test_builtin_dimension_defaults():
-    assert {name: default for name, (_, default) in BUILTIN_DIMENSIONS.items()} == {
+    assert {d.name: d.default for d in DIMENSIONS} == {
         "broker": "redis", "backend": "none", "pool": "prefork", "concurrency": 1,
         "prefetch_multiplier": 4, "heartbeat": 120.0, "machines": 1,
     }
@@ -232,7 +234,7 @@ def test_unknown_workload(tmp_path):
     ("heartbeat", "-2", "heartbeat must be a number of seconds >= 0 (0 = off), got -2"),
 ])
 def test_bad_builtin_value_is_reported_at_the_list_element(tmp_path, dim, value, message):
-    path = write(tmp_path, HEAD + f"matrix:\n  {dim}:\n    - {BUILTIN_DIMENSIONS[dim][1]}\n    - {value}\n")
+    path = write(tmp_path, HEAD + f"matrix:\n  {dim}:\n    - {BY_NAME[dim].default}\n    - {value}\n")
     assert problems(path) == [f"{path}:6:7: {message}"]
 
 
@@ -302,7 +304,7 @@ def test_exclude_values_are_validated(tmp_path):
 
 
 def test_include_that_repeats_a_matrix_cell(tmp_path):
-    from cmx.engine.plan.matrix import expand
+    from cmx.engine.model.cells import expand
     ok = load_experiment(write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\n", name="ok.yaml"))
     solo_id = expand(ok)[0].cell_id
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\ninclude:\n  - {pool: gevent}\n  - {pool: solo}\n")

@@ -4,8 +4,9 @@ import textwrap
 
 import pytest
 
-from cmx.engine.model.experiment import load_experiment
-from cmx.engine.plan.matrix import Cell, cell_id, cells_for_only, expand
+from cmx.engine.model.load import load_experiment
+from cmx.engine.model.cells import Cell, cell_id, expand
+from cmx.engine.plan.matrix import cells_for_only
 
 DEFAULTS = {
     "backend": "none",

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from cmx.engine.model import pitfalls
-from cmx.engine.model.experiment import load_experiment
-from cmx.engine.plan.matrix import expand
+from cmx.engine.model.load import load_experiment
+from cmx.engine.model.cells import expand
 
 REPO = Path(__file__).resolve().parents[2]
 

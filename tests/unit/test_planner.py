@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from cmx.engine.model.experiment import load_experiment
-from cmx.engine.plan.matrix import expand
+from cmx.engine.model.load import load_experiment
+from cmx.engine.model.cells import expand
 from cmx.engine.plan.planner import Run, plan, plan_json
 
 

@@ -6,7 +6,7 @@ import time
 
 from rich.console import Console
 
-from cmx.engine.plan.matrix import Cell
+from cmx.engine.model.cells import Cell
 from cmx.engine.plan.planner import Run
 from cmx.engine.run.progress import ProgressLines, clock, eta, handler_for
 from cmx.engine.run.runner import RunOutcome, RunStatus

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from cmx.engine import limits
 from cmx.engine.errors import InputError
-from cmx.engine.model.experiment import load_experiment
+from cmx.engine.model.load import load_experiment
 from cmx.engine.hosts.inventory import GROUPS, load_inventory
 from cmx.engine.hosts.invvars import VARIABLES
-from cmx.engine.plan.matrix import expand
+from cmx.engine.model.cells import expand
 from cmx.engine.plan.planner import plan_json
 from tests.conftest import REPO, cmx
 

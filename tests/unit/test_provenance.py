@@ -7,9 +7,9 @@ import pytest
 
 from cmx.engine.results import db
 from cmx.engine.errors import InputError
-from cmx.engine.model.experiment import load_experiment
+from cmx.engine.model.load import load_experiment
 from cmx.engine.hosts.inventory import Inventory
-from cmx.engine.plan.matrix import expand
+from cmx.engine.model.cells import expand
 from cmx.engine.run.provenance import cmx_version, definition_hash, git_state, inventory_hash, revision_for
 
 

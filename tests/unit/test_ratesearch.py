@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from cmx.engine.results import db
 from cmx.engine.plan import ratesearch
-from cmx.engine.plan.matrix import Cell
+from cmx.engine.model.cells import Cell
 from tests.results_fixture import T0, add_run
 
 FACTS = {"ramp_steps_run": 4, "ramp_start_rate": 100, "ramp_factor": 2, "ramp_step_s": 1.0}

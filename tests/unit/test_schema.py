@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from cmx.engine.errors import InputError
-from cmx.engine.model.experiment import load_experiment
+from cmx.engine.model.load import load_experiment
 from cmx.engine.model.schema import COMMITTED, experiment_schema, schema_text
 
 REPO = Path(__file__).resolve().parents[2]

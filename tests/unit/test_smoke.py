@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import textwrap
 
-from cmx.engine.model.experiment import load_experiment
-from cmx.engine.plan.matrix import expand
+from cmx.engine.model.load import load_experiment
+from cmx.engine.model.cells import expand
 from cmx.engine.plan.smoke import SMOKE_TIMEOUT_S, smoke
 
 

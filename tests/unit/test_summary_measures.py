@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from cmx.engine.plan.matrix import Cell
+from cmx.engine.model.cells import Cell
 from cmx.analysis.summary import CellSummary, cell_headlines, fmt, render
 from cmx.workloads.catalog import registry
 

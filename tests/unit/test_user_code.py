@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from cmx.engine.model.experiment import load_experiment
-from cmx.engine.plan.matrix import expand
+from cmx.engine.model.load import load_experiment
+from cmx.engine.model.cells import expand
 from cmx.engine.hosts.provision import workloads_archive
 from cmx.engine.model.user_code import sources
 from cmx.workloads.catalog import usercode
