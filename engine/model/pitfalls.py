@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cmx.workloads.dimensions import BY_NAME
+
 #: Kombu's default visibility_timeout for Redis (and SQS): one hour.
 DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
 #: Workload params that are how long a task runs (seconds); "long" is LONG_TASK_S or more.
@@ -55,14 +57,14 @@ def _heartbeat(values: Mapping[str, Any]) -> str | None:
 
 def _prefetch(values: Mapping[str, Any]) -> str | None:
     longest = max((_number(values, p) for p in TASK_DURATION_PARAMS), default=0.0)
-    prefetch = _number(values, "prefetch_multiplier", 4)
+    prefetch = _number(values, "prefetch_multiplier", BY_NAME["prefetch_multiplier"].default)
     if prefetch > 1 and values.get("celery.task_acks_late") is not True and longest >= LONG_TASK_S:
         return f"prefetch_multiplier {prefetch:g} without celery.task_acks_late, tasks of {longest:g}s"
     return None
 
 
 def _max_tasks_per_child(values: Mapping[str, Any]) -> str | None:
-    if values.get("pool", "prefork") == "prefork" and values.get("celery.worker_max_tasks_per_child") == 1:
+    if values.get("pool", BY_NAME["pool"].default) == "prefork" and values.get("celery.worker_max_tasks_per_child") == 1:
         return "celery.worker_max_tasks_per_child 1 on prefork (a new child process per task)"
     return None
 

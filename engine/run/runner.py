@@ -28,6 +28,7 @@ from cmx.engine.hosts.provision import provision, stop_services
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
+from cmx.workloads.dimensions import ON_HOSTS
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import RunSpec, node_name
 
@@ -225,8 +226,7 @@ class Sweep:
             run_id=run.run_id, experiment=run.experiment, cell_id=run.cell.cell_id, repeat=run.repeat,
             workload=self.exp.workload.name,
             params=params,
-            broker=vals["broker"], backend=vals["backend"], pool=vals["pool"], concurrency=vals["concurrency"],
-            prefetch_multiplier=vals["prefetch_multiplier"], heartbeat=vals["heartbeat"],
+            **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/dimensions.py
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
             worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
