@@ -1,6 +1,6 @@
 """Celery's known traps: one table that ``cmx validate`` and the report both read (issue #16).
 
-Each pitfall has a rule over a cell's values (the normalised dimension values of engine/plan/matrix.py)
+Each pitfall has a rule over a cell's values (the normalised dimension values of engine/model/cells.py)
 and the shipped experiment under ``experiments/pitfalls/`` that shows its effect. A matching cell
 is a warning, never an error: measuring a trap on purpose is legitimate (the pitfall experiments
 themselves match their own rules).
