@@ -128,11 +128,11 @@ def table_metrics(con, experiment: str) -> tuple[str, ...]:
         except KeyError:
             pass
     if names:
-        # Facts every workload may carry: shown when some run has them.
-        extra = [m for (m,) in con.execute(
+        # Facts every workload may carry (the registry's FACTS): shown when some run has them.
+        have = {m for (m,) in con.execute(
             "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND value IS NOT NULL "
-            "AND name IN ('host_share_min', 'clock_suspect') ORDER BY name DESC", [experiment]).fetchall()]
-        return tuple(names) + tuple(m for m in extra if m not in names)
+            "AND name IN (SELECT unnest(?::VARCHAR[]))", [experiment, list(metricdefs.FACTS)]).fetchall()}
+        return tuple(names) + tuple(m for m in metricdefs.FACTS if m in have and m not in names)
     present = {n for (n,) in con.execute("SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) "
                                          "WHERE experiment = ?", [experiment]).fetchall()}
     return tuple(m for m, d in metricdefs.METRICS.items() if m in present and d.better is not metricdefs.Better.NEITHER)

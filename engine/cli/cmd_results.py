@@ -15,6 +15,7 @@ from rich.text import Text
 
 from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
 from cmx.engine.errors import InputError
+from cmx.analysis import views
 from cmx.engine.results import db
 
 
@@ -31,7 +32,7 @@ def status(db_path: Path = DB_OPTION,
 
     try:
         tags = db.parse_tags(tag)
-        with db.connect(db_path, read_only=True) as con:
+        with views.connect(db_path, read_only=True) as con:
             where, params = db.tagged_runs_sql(con, tags)
             rows = con.execute(sql_status(con, where), params).fetchall()
             shares = _host_shares(con)
@@ -143,7 +144,7 @@ def sql_command(
     try:
         if empty_query(query):
             raise InputError(empty_query(query))
-        with db.connect(db_path, read_only=True, sandboxed=True) as con:
+        with views.connect(db_path, read_only=True, sandboxed=True) as con:
             cur = con.execute(query)
             if cur is None:  # only comments or semicolons
                 raise InputError(empty_query(""))
@@ -186,7 +187,7 @@ def report(
     started = time.perf_counter()
     target = out_dir or Path("reports") / experiment
     try:
-        with db.connect(db_path, read_only=True) as con:
+        with views.connect(db_path, read_only=True) as con:
             rep = write_report(con, experiment, target, revision)
     except (FileNotFoundError, LookupError, InputError) as exc:
         fail(exc)
@@ -225,7 +226,7 @@ def compare(
 
     try:
         base, cont = parse_selection(baseline), parse_selection(contender)
-        with db.connect(db_path, read_only=True) as con:
+        with views.connect(db_path, read_only=True) as con:
             res = compare_runs(con, base, cont, pool_cells=pool_cells)
     except (FileNotFoundError, ValueError, InputError) as exc:
         fail(exc)

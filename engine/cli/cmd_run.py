@@ -12,6 +12,7 @@ from rich.text import Text
 
 from cmx.engine.cli.common import MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
 from cmx.engine.errors import HostError, InputError, Problem
+from cmx.analysis import views
 from cmx.engine.results import db
 
 
@@ -146,7 +147,7 @@ def run(
     runs = plan_runs(exp, cells, shuffle=shuffle)
     skipped = 0
     try:
-        with db.connect(db_path) as con:  # before any host is touched: a bad --db fails here
+        with views.connect(db_path) as con:  # before any host is touched: a bad --db fails here
             db.check_name_is_ours(con, exp, db_path)
             revision = revision_for(con, exp, digest, db_path, new_revision)
             done = set() if no_resume else db.completed_runs(con, exp.name, revision)
@@ -174,7 +175,7 @@ def run(
     except (InputError, HostError) as exc:
         fail(exc)
     headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
-    with db.connect(db_path) as con:
+    with views.connect(db_path) as con:
         summaries = summarize(con, exp.name, cells, headline, revision)
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
