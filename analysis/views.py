@@ -69,6 +69,32 @@ def install_views(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> No
             raise ViewError(f"{SQL_DIR / (name + '.sql')}: {str(exc).splitlines()[0]}") from exc
 
 
+def dimension_columns(con) -> dict[str, str]:
+    """The dimension columns of ``runs`` (name → SQL type), in the view's order: every column but
+    the run's own (``db.RUN_COLUMNS``). The one place analysis reads which dimensions there are."""
+    rows = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs' "
+                       "ORDER BY column_index").fetchall()
+    return {name: kind for name, kind in rows if name not in db.RUN_COLUMNS}
+
+
+def restrict_to_tags(con, tags: dict[str, str]) -> None:
+    """For the rest of this connection, ``runs`` and every view over it hold only the runs of sweeps
+    that carry every one of ``tags`` (``--tag KEY=VALUE``; none: nothing changes). A TEMP view of
+    the same name shadows the stored ``runs``; nothing is written to the database."""
+    if not tags:
+        return
+    cond, params = db.tagged_runs_sql(con, tags)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE cmx_tagged_runs AS SELECT run_id FROM runs WHERE {cond}", params)
+    catalog = con.execute("SELECT current_database()").fetchone()[0].replace('"', '""')
+    con.execute(f'CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM "{catalog}".main.runs '
+                "WHERE run_id IN (SELECT run_id FROM temp.main.cmx_tagged_runs)")
+
+
+def tags_text(tags: dict[str, str]) -> str:
+    """``commit=abc env=lab``: tags as ``--tag`` takes them."""
+    return " ".join(f"{k}={v}" for k, v in tags.items())
+
+
 @contextmanager
 def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
             sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:

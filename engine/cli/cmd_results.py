@@ -178,8 +178,13 @@ def report(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Output directory (default reports/EXPERIMENT/)."),
     revision: Optional[int] = typer.Option(None, "--revision", min=1, help="Which revision (definition) of the "
                                            "experiment to report; default the latest. Revisions are never pooled."),
+    tag: list[str] = typer.Option([], "--tag", help="Report only the runs of sweeps run with this KEY=VALUE "
+                                  "(`cmx run --tag`; repeatable: all must match)."),
 ):
-    """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart."""
+    """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.
+
+    With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.
+    """
     import time
 
     from cmx.analysis.report import write_report
@@ -187,8 +192,9 @@ def report(
     started = time.perf_counter()
     target = out_dir or Path("reports") / experiment
     try:
+        tags = db.parse_tags(tag)
         with views.connect(db_path, read_only=True) as con:
-            rep = write_report(con, experiment, target, revision)
+            rep = write_report(con, experiment, target, revision, tags)
     except (FileNotFoundError, LookupError, InputError) as exc:
         fail(exc)
     out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
@@ -212,6 +218,9 @@ def compare(
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
     pool_cells: bool = typer.Option(False, "--pool-cells", help="Allow a side to select several cells (or "
                                     "revisions) and pool their runs; the output says what was pooled."),
+    tag: list[str] = typer.Option([], "--tag", help="On both sides, only the runs of sweeps run with this "
+                                  "KEY=VALUE (`cmx run --tag`; repeatable: all must match). One side alone: "
+                                  "tag.KEY=VALUE in its selection."),
 ):
     """Compare two cells like for like: per metric n, median with its 95 % interval, change %, p-value, verdict.
 
@@ -221,11 +230,12 @@ def compare(
 
     Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
     """
-    from cmx.analysis.compare import compare as compare_runs, parse_selection
+    from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
     from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
 
     try:
-        base, cont = parse_selection(baseline), parse_selection(contender)
+        tags = db.parse_tags(tag)
+        base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
         with views.connect(db_path, read_only=True) as con:
             res = compare_runs(con, base, cont, pool_cells=pool_cells)
     except (FileNotFoundError, ValueError, InputError) as exc:

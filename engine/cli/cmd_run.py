@@ -108,7 +108,7 @@ def run(
                                           "position is stored as run_starts.seq."),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
     tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
-                                  "`cmx status --tag` selects by it."),
+                                  "`cmx status`, `cmx report` and `cmx compare` select by it with --tag."),
     note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
     smoke_mode: bool = typer.Option(False, "--smoke", help="Each cell once at a tiny size with a short timeout, "
                                     "into results/smoke.duckdb unless --db is given: catches configuration "
