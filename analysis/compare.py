@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cmx.analysis import stats
+from cmx.analysis.views import dimension_columns
 from cmx.engine.results import metricdefs
-from cmx.engine.results.db import RUN_COLUMNS
 
 #: Host facts that should match between two sides (pyperf warns on the same kind of difference).
 HOST_FACTS = ("cpu_model", "cores", "kernel", "python", "celery", "kombu")
@@ -47,6 +47,11 @@ def parse_selection(text: str) -> Selection:
             raise ValueError(f"{text!r}: {part!r} is not DIM=VALUE")
         filters.append((dim.strip(), value.strip()))
     return Selection(name, tuple(filters))
+
+
+def with_tags(sel: Selection, tags: dict[str, str]) -> Selection:
+    """``sel`` narrowed to the runs of sweeps that carry every one of ``tags`` (``--tag``)."""
+    return Selection(sel.experiment, sel.filters + tuple((f"tag.{k}", v) for k, v in tags.items()))
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,10 @@ def _q(name: str) -> str:
 
 
 def _columns(con) -> dict[str, str]:
-    return dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs'").fetchall())
+    """What a selection can filter on (name → SQL type): the dimensions, then the revision where recorded."""
+    revision = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs' "
+                           "AND column_name = ?", [REVISION]).fetchall()
+    return {**dimension_columns(con), **dict(revision)}
 
 
 def _where(con, cols: dict[str, str], sel: Selection) -> tuple[str, list]:
@@ -102,7 +110,7 @@ def _where(con, cols: dict[str, str], sel: Selection) -> tuple[str, list]:
             where.append(cond.replace("run_id IN", "r.run_id IN", 1))
             params.extend(tag_params)
             continue
-        if dim not in cols or (dim in RUN_COLUMNS and dim != REVISION):
+        if dim not in cols:
             raise SelectionError(f"{sel}: {dim!r} is not a dimension of any run")
         column = f"r.{_q(dim)}"
         if cols[dim] in ("DOUBLE", "BIGINT", "INTEGER"):
@@ -142,7 +150,7 @@ def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
         raise SelectionError(f"{role} {sel}: no ok runs match")
     cells = len({c for _, c in rows})
     # Dimension columns in the view's order (built-ins first), then the revision.
-    candidates = [c for c in cols if c not in RUN_COLUMNS and c != REVISION] + ([REVISION] if REVISION in cols else [])
+    candidates = list(cols)
     differing: dict[str, list[str]] = {}
     if candidates:
         exprs = ", ".join(f"list(DISTINCT r.{_q(c)})" for c in candidates)

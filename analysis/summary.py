@@ -13,7 +13,6 @@ from cmx.analysis import stats
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import sql
 from cmx.engine.model.cells import Cell
-from cmx.engine.results.metricdefs import METRICS
 
 
 @dataclass
@@ -79,13 +78,15 @@ def fmt_bytes(value: float) -> str:
 
 
 def fmt(name: str, value: float | None) -> str:
+    """The value in the metric's unit (the registry's): bytes in MiB/GiB, rates per second, seconds."""
     if value is None:
         return "–"
-    if name.endswith("_bytes") or "_bytes_" in name:
+    unit = metricdefs.get(name).unit
+    if unit == "bytes":
         return fmt_bytes(value)
-    if name.endswith(("_rate", "_per_s")):
+    if metricdefs.is_rate(unit):
         return f"{value:,.0f}/s" if value >= 10 else f"{value:,.2f}/s"
-    if name.endswith("_s"):
+    if unit == "s":
         return f"{value:.3f} s" if value < 100 else f"{value:,.0f} s"
     return f"{value:,.4g}"
 
@@ -112,19 +113,15 @@ def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:
     return text
 
 
-#: Metric families whose meaning the table's caption spells out (from → to).
-_EXPLAINED = ("latency_", "queue_wait_", "service_time_")
-
-
 def caption(headline: tuple[str, ...]) -> str:
-    """What the timing columns measure, from where to where (the registry's descriptions)."""
+    """What the timing columns measure, from where to where: once per metric family (the
+    registry's ``family`` and description)."""
     said, lines = set(), []
     for name in headline:
-        family = next((f for f in _EXPLAINED if name.startswith(f)), None)
-        if family and family not in said and name in METRICS:
-            said.add(family)
-            text = METRICS[name].description.split(" of ", 1)[-1]
-            lines.append(f"{family.rstrip('_').replace('_', ' ')}: {text}")
+        m = metricdefs.get(name)
+        if m.family and m.family not in said:
+            said.add(m.family)
+            lines.append(f"{m.family}: {m.description.split(' of ', 1)[-1]}")
     return "; ".join(lines)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cmx.engine.results import db as results_db
+from cmx.analysis import views
 
 REPO = Path(__file__).resolve().parent.parent
 CMX = [sys.executable, "-m", "cmx.engine.cli.main"]
@@ -32,7 +32,7 @@ def write(path: Path, body: str) -> Path:
 def query(db: Path, sql: str, params=None) -> list[tuple]:
     """Read the results database as `cmx sql` does (waits while a live sweep holds its brief
     write lock; the analysis views are there)."""
-    with results_db.connect(db, read_only=True) as con:
+    with views.connect(db, read_only=True) as con:
         return con.execute(sql, params or []).fetchall()
 
 

@@ -4,6 +4,7 @@
 CREATE OR REPLACE VIEW run_summary AS
 WITH m AS (
     SELECT run_id,
+        -- BEGIN metric columns: generated from engine/results/metricdefs.py (RUN_SUMMARY_COLUMNS); python -m cmx.analysis.views
         max(value) FILTER (WHERE name = 'tasks_published') AS tasks_published,
         max(value) FILTER (WHERE name = 'tasks_completed') AS tasks_completed,
         max(value) FILTER (WHERE name = 'tasks_lost') AS tasks_lost,
@@ -18,6 +19,7 @@ WITH m AS (
         max(value) FILTER (WHERE name = 'peak_pss_bytes') AS peak_pss_bytes,
         max(value) FILTER (WHERE name = 'broker_connections_max') AS broker_connections_max,
         max(value) FILTER (WHERE name = 'backend_connections_max') AS backend_connections_max
+        -- END metric columns
     FROM metrics
     GROUP BY run_id
 )

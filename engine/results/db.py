@@ -1,4 +1,6 @@
-"""The results database (DuckDB): schema, the ``runs`` view, and the records a sweep writes.
+"""The results database (DuckDB): schema, the ``runs`` and ``task_times`` views, and the records a
+sweep writes. The analysis views (``cmx.analysis.views``) are installed by analysis on top of
+these, never from here: results know nothing of analysis.
 
 Connections are short-lived (open, write, close) so that ``cmx sql`` and ``cmx status`` can read
 between runs of a live sweep; DuckDB allows one writing process at a time.
@@ -9,7 +11,7 @@ import json
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import duckdb
 
@@ -32,12 +34,30 @@ def sql(name: str) -> str:
     return (SQL_DIR / name).read_text()
 
 
+#: Views of the results themselves, installed on every connection: ``task_times`` (every stamp on
+#: the controller's clock) is what ``sql/metrics.sql`` computes from at ingest.
+RESULT_VIEWS = ("task_times",)
+
+
+def install_result_views(con, temporary: bool = False) -> None:
+    """Create (or replace) :data:`RESULT_VIEWS`; ``temporary``: for this connection only (read-only)."""
+    for name in RESULT_VIEWS:
+        text = sql(f"{name}.sql")
+        if temporary:
+            text = text.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1)
+        con.execute(text)
+
+
 @contextmanager
-def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
-            sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, sandboxed: bool = False,
+            prepare: Callable[[duckdb.DuckDBPyConnection, bool], None] | None = None
+            ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the database, creating its schema if needed; waits while another process writes.
     A file cmx did not write is refused untouched (cmx.engine.results.dbfile); ``sandboxed``: the connection
-    can read the database and nothing else (``cmx sql``)."""
+    can read the database and nothing else (``cmx sql``). ``prepare(con, temporary)`` runs on a
+    database that has runs, before the sandbox closes: how a reader adds its own views (stored
+    when writable, ``temporary`` for this connection only when read-only); see
+    ``cmx.analysis.views.connect``."""
     path = Path(path)
     new = dbfile.check_header(path, read_only)
     if new and path.exists():
@@ -79,10 +99,10 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
                 pass
             con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
         if _has_view(con, "runs"):
-            # The analysis views (run_summary, cell_summary…); stored when writable, for this
-            # connection only when read-only. A broken .sql raises ViewError naming its file.
-            from cmx.analysis.views import install_views
-            install_views(con, temporary=read_only)
+            # Stored when writable, for this connection only when read-only.
+            install_result_views(con, temporary=read_only)
+            if prepare is not None:
+                prepare(con, read_only)
         if sandboxed:
             dbfile.sandbox(con)
         yield con

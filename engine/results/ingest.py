@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cmx.engine.results.db import sql
+from cmx.engine.results.metricdefs import unit_of
 
 CSV_COLUMNS = {
     "pub": {"task_id": "VARCHAR", "name": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
@@ -89,12 +90,13 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
             if (d / "driver.json").exists():
                 out.driver = _read_json(d / "driver.json")
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver.get("broker_version"))
-        rows = con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()
+        rows = [(name, value, None) for name, value in
+                con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()]
         extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
         extra += _sampler_cpu(host_dirs) + _heartbeat(host_dirs)
-        for name, value, unit in [*rows, *extra]:
+        for name, value, reported in [*rows, *extra]:
             out.metrics[name] = value
-            con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit])
+            con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit_of(name, reported)])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

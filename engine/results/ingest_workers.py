@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from cmx.engine.results.db import sql
+from cmx.engine.results.metricdefs import unit_of
 from cmx.workloads.host.supervisor import exit_text
 
 
@@ -29,7 +30,7 @@ def ingest_workers(con, run_id: str, art_dir: Path, workers: tuple[str, ...], dr
             if share is not None:
                 metrics["host_share_min"] = share
         for name, value in metrics.items():
-            con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, "share"])
+            con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit_of(name)])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -1,5 +1,5 @@
 """Latency from the intended send time, queue wait / service time, and host clock offsets applied
-(engine/results/sql/metrics.sql over analysis/sql/task_times.sql), on hand-made artifacts with exact values."""
+(engine/results/sql/metrics.sql over engine/results/sql/task_times.sql), on hand-made artifacts with exact values."""
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from cmx.analysis import views
 from cmx.engine.results import db
 from cmx.engine.errors import InputError
 from cmx.engine.model.load import load_experiment
@@ -160,6 +161,6 @@ def test_a_database_from_before_revisions_opens_read_only(tmp_path):
                    TRY_CAST(s.dims ->> 'pool' AS VARCHAR) AS pool
                    FROM run_starts s LEFT JOIN run_ends e USING (run_id)""")
     con.close()
-    with db.connect(path, read_only=True) as con:
+    with views.connect(path, read_only=True) as con:
         assert con.execute("SELECT run_id, revision, pool FROM runs").fetchall() == [("r", 1, "solo")]
         assert con.execute("SELECT DISTINCT revision FROM cell_summary").fetchall() == [(1,)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from cmx.engine.model.cells import Cell
+from cmx.analysis import views
 from cmx.analysis.summary import CellSummary, cell_headlines, fmt, render
 from cmx.workloads.catalog import registry
 
@@ -60,7 +61,7 @@ def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
     from cmx.analysis.page import summary_table
 
     from cmx.analysis.report import table_metrics
-    with db.connect(path, read_only=True) as con:
+    with views.connect(path, read_only=True) as con:
         cells, varying, _, _ = build_charts(con, "e")
         shown = table_metrics(con, "e")
     page = summary_table(cells, varying, shown)
@@ -81,7 +82,7 @@ def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
         add_run(con, "e", "b1", {"params.mode": "backlog"}, tasks=tasks,
                 metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
         con.execute("UPDATE run_starts SET params = '{\"mode\": \"backlog\"}' WHERE run_id = 'b1'")
-    with db.connect(path, read_only=True) as con:
+    with views.connect(path, read_only=True) as con:
         cells, varying, _, found = build_charts(con, "e")
         shown = table_metrics(con, "e")
     latency = next(c for c in found if c.name == "latency")

@@ -74,3 +74,70 @@ def test_compare_selects_sides_by_tag(tmp_path):
         res = compare(con, parse_selection("e:tag.commit=old"), parse_selection("e:tag.commit=new,pool=threads"))
     rate = {m.metric: m.result for m in res.metrics}["consume_rate"]
     assert (rate.baseline.median, rate.contender.median, rate.baseline.n, rate.contender.n) == (100.5, 150.5, 2, 2)
+
+
+def _tagged_sweeps(path):
+    """One cell of experiment e, three sweeps of three runs each, told apart only by their tags and
+    their consume rates: commit=old env=lab ~100/s, commit=new env=lab ~150/s, commit=new env=prod ~300/s."""
+    with db.connect(path) as con:
+        for sweep, tags, rate in (("s1", {"commit": "old", "env": "lab"}, 100.0),
+                                  ("s2", {"commit": "new", "env": "lab"}, 150.0),
+                                  ("s3", {"commit": "new", "env": "prod"}, 300.0)):
+            db.record_sweep(con, sweep, "e", "e.yaml", "throughput", "", "inv", {}, tags=tags)
+            for i in range(3):
+                run_id = f"{sweep}-r{i}"
+                db.record_run_start(con, experiment="e", sweep_id=sweep, run_id=run_id, cell_id="c", repeat=i + 1,
+                                    workload="throughput", dims={"pool": "threads"}, params={"mode": "stream"},
+                                    warmup_s=0.0)
+                db.record_run_end(con, run_id, "ok", None, {})
+                con.execute("INSERT INTO metrics VALUES (?, 'consume_rate', ?, 'tasks/s')", [run_id, rate + i])
+    return path
+
+
+def test_cmx_compare_tag_selects_the_runs_of_tagged_sweeps_on_both_sides(tmp_path):
+    import json
+
+    from tests.conftest import cmx
+
+    path = _tagged_sweeps(tmp_path / "t.duckdb")
+
+    def contender(*tags):
+        proc = cmx("compare", "e:tag.commit=old", "e:tag.commit=new", "--db", str(path), "--format", "json", *tags)
+        assert proc.returncode == 0, proc.stderr
+        return {m["metric"]: m for m in json.loads(proc.stdout)}["consume_rate"]["contender"]
+
+    everything = contender()  # commit=new: the lab and the prod sweep pooled
+    assert (everything["n"], everything["median"]) == (6, 226.0)
+    lab = contender("--tag", "env=lab")
+    assert (lab["n"], lab["median"]) == (3, 151.0)
+    # AND: with commit=new on both sides, the baseline (commit=old) has no run left.
+    bad = cmx("compare", "e:tag.commit=old", "e", "--db", str(path), "--tag", "env=lab", "--tag", "commit=new")
+    assert bad.returncode == 2 and "baseline" in bad.stderr and "no ok runs match" in bad.stderr, bad.stderr
+    table = cmx("compare", "e:tag.commit=old", "e:tag.commit=new", "--db", str(path), "--tag", "env=lab")
+    assert "tag.env=lab" in table.stdout  # the title says what was selected
+    malformed = cmx("compare", "e", "e", "--db", str(path), "--tag", "nokey")
+    assert malformed.returncode == 2 and "--tag 'nokey'" in malformed.stderr and "Traceback" not in malformed.stderr
+
+
+def test_cmx_report_tag_reports_only_the_runs_of_tagged_sweeps(tmp_path):
+    from tests.conftest import cmx
+
+    path = _tagged_sweeps(tmp_path / "t.duckdb")
+
+    def report(out, *tags):
+        proc = cmx("report", "e", "--db", str(path), "--out", str(tmp_path / out), *tags)
+        return proc, (tmp_path / out / "index.html").read_text() if proc.returncode == 0 else ""
+
+    proc, page = report("all")
+    assert proc.returncode == 0 and "1 cells, 9 runs" in proc.stdout, proc.stdout + proc.stderr
+    assert "151/s" in page and "Only the runs of sweeps tagged" not in page  # median of all nine: 151
+    proc, page = report("prod", "--tag", "env=prod")
+    assert proc.returncode == 0 and "1 cells, 3 runs" in proc.stdout, proc.stdout + proc.stderr
+    assert "301/s" in page and "151/s" not in page and "Only the runs of sweeps tagged env=prod" in page
+    proc, page = report("lab-new", "--tag", "env=lab", "--tag", "commit=new")  # AND: the s2 sweep only
+    assert proc.returncode == 0 and "1 cells, 3 runs" in proc.stdout, proc.stdout + proc.stderr
+    assert "151/s" in page and "301/s" not in page
+    proc, _ = report("none", "--tag", "env=prod", "--tag", "commit=old")
+    assert proc.returncode == 2 and "no runs of sweeps tagged env=prod commit=old" in proc.stderr, proc.stderr
+    # The narrowing is the report connection's own: the database still has every run.
+    assert cmx("sql", "SELECT count(*) FROM runs", "--db", str(path), "--format", "csv").stdout.split() == ["count_star()", "9"]

@@ -6,7 +6,7 @@ import math
 import duckdb
 import pytest
 
-from cmx.engine.results import db
+from cmx.analysis import views
 from tests.conftest import cmx
 from tests.results_fixture import T0, add_run, build_matrix
 
@@ -17,7 +17,7 @@ def matrix_db(tmp_path):
 
 
 def rows(path, sql, params=None):
-    with db.connect(path, read_only=True) as con:
+    with views.connect(path, read_only=True) as con:
         cur = con.execute(sql, params or [])
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
@@ -57,7 +57,7 @@ def test_cell_summary_counts_failures_apart_from_statistics(matrix_db):
 
 def test_cell_without_metrics_still_shows(tmp_path):
     path = tmp_path / "r.duckdb"
-    with db.connect(path) as con:
+    with views.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "solo"}, status="timeout")
     got = rows(path, "SELECT pool, metric, runs, timeout_runs, lost_tasks FROM cell_summary")
     assert got == [{"pool": "solo", "metric": None, "runs": 1, "timeout_runs": 1, "lost_tasks": 0}]
@@ -80,7 +80,7 @@ def test_latency_leaves_out_warmup_and_lost_tasks(tmp_path):
              ("c", T0 + 2, T0 + 2, T0 + 3, "SUCCESS"),   # 1 s
              ("d", T0 + 3, T0 + 3, T0 + 6, "SUCCESS"),   # 3 s
              ("e", T0 + 4, None, None, "LOST")]
-    with db.connect(path) as con:
+    with views.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "solo"}, tasks=tasks, warmup_s=1.5)
     (r,) = rows(path, "SELECT tasks, p50_s, max_s FROM latency_percentiles")
     assert r == {"tasks": 2, "p50_s": 2.0, "max_s": 3.0}
@@ -93,7 +93,7 @@ def test_memory_timeseries_sums_per_role_and_tick(tmp_path):
                ("w1", 1, "worker", T0 + 2.5, 110, None), ("w1", 2, "worker-child", T0 + 2.5, 40, 12),
                ("w1", 3, "worker-child", T0 + 2.5, 40, None),   # PSS not read for every child: NULL
                ("b1", 9, "broker", T0 + 2, 500, 400)]
-    with db.connect(path) as con:
+    with views.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "prefork"}, samples=samples)
     got = rows(path, "SELECT host, role, t_s, processes, rss_bytes, pss_bytes FROM memory_timeseries ORDER BY ALL")
     assert got == [
@@ -113,7 +113,7 @@ def test_connection_maxima(matrix_db):
 
 
 def test_connection_maxima_sums_client_roles_per_tick(tmp_path):
-    with db.connect(tmp_path / "c.duckdb") as con:
+    with views.connect(tmp_path / "c.duckdb") as con:
         add_run(con, "e", "r1", {"pool": "threads"})
         con.execute("""INSERT INTO connections (run_id, host, role, kind, ts, count, client) VALUES
             ('r1', 'd1', 'broker', 'redis', 1, 4, 'worker'), ('r1', 'd1', 'broker', 'redis', 1, 1, 'driver'),
@@ -125,13 +125,15 @@ def test_connection_maxima_sums_client_roles_per_tick(tmp_path):
 
 def test_views_follow_new_dimensions(matrix_db):
     # A later experiment adds a dimension: `runs` gains a column, and run_summary with it.
-    with db.connect(matrix_db) as con:
+    with views.connect(matrix_db) as con:
         add_run(con, "other", "o1", {"pool": "solo", "params.size_mb": 8}, metrics={"consume_rate": 5})
     got = rows(matrix_db, 'SELECT "params.size_mb", consume_rate FROM run_summary WHERE experiment = \'other\'')
     assert got == [{"params.size_mb": 8, "consume_rate": 5}]
 
 
 def test_views_are_stored_for_other_duckdb_clients(matrix_db):
+    with views.connect(matrix_db):  # as `cmx run` opens its database, before and after the sweep
+        pass
     con = duckdb.connect(str(matrix_db), read_only=True)  # plain DuckDB, no cmx code involved
     try:
         assert con.execute("SELECT count(*) FROM run_summary").fetchall() == [(17,)]

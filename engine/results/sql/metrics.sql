@@ -1,6 +1,7 @@
--- The headline metrics of one run ($run_id), from what was ingested for it.
+-- The headline metrics of one run ($run_id), from what was ingested for it: rows (name, value).
+-- Every name is declared in engine/results/metricdefs.py, whose unit ingest stores with it.
 -- Tasks sent in the first $warmup_s seconds are left out of rates and latencies (not out of counts).
--- Stamps come from the view task_times (analysis/sql/task_times.sql): on the controller's clock
+-- Stamps come from the view task_times (engine/results/sql/task_times.sql): on the controller's clock
 -- (hosts' recorded offsets applied), with origin_at = intended send time (stream) else send time.
 WITH t AS (SELECT * FROM task_times WHERE run_id = $run_id),
 first_sent AS (SELECT min(sent_at) AS t0 FROM t),
@@ -20,55 +21,54 @@ worker_ticks AS (
 worker_peaks AS (
     SELECT host, max(rss) AS rss, max(pss) FILTER (WHERE pss_complete) AS pss FROM worker_ticks GROUP BY host
 )
-SELECT 'tasks_published', (SELECT n FROM published), 'tasks'
-UNION ALL SELECT 'tasks_completed', (SELECT n FROM done), 'tasks'
-UNION ALL SELECT 'tasks_lost', (SELECT count(*) FROM t WHERE state = 'LOST'), 'tasks'
-UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) FROM t WHERE state <> 'LOST'), 'tasks'
-UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered) FROM t), 'tasks'
-UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM t WHERE state NOT IN ('SUCCESS', 'LOST')), 'tasks'
+SELECT 'tasks_published', (SELECT n FROM published)
+UNION ALL SELECT 'tasks_completed', (SELECT n FROM done)
+UNION ALL SELECT 'tasks_lost', (SELECT count(*) FROM t WHERE state = 'LOST')
+UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) FROM t WHERE state <> 'LOST')
+UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered) FROM t)
+UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM t WHERE state NOT IN ('SUCCESS', 'LOST'))
 UNION ALL SELECT 'publish_rate',
-    (SELECT count(DISTINCT task_id) / nullif(max(sent_at) - min(sent_at), 0) FROM steady WHERE sent_at IS NOT NULL),
-    'tasks/s'
+    (SELECT count(DISTINCT task_id) / nullif(max(sent_at) - min(sent_at), 0) FROM steady WHERE sent_at IS NOT NULL)
 UNION ALL SELECT 'consume_rate',
-    (SELECT count(*) / nullif(max(finished_at) - min(started_at), 0) FROM ran), 'tasks/s'
-UNION ALL SELECT 'makespan_s', (SELECT max(finished_at) - min(started_at) FROM t WHERE state <> 'LOST'), 's'
-UNION ALL SELECT 'latency_p50_s', (SELECT quantile_cont(finished_at - origin_at, 0.50) FROM ran), 's'
-UNION ALL SELECT 'latency_p95_s', (SELECT quantile_cont(finished_at - origin_at, 0.95) FROM ran), 's'
-UNION ALL SELECT 'latency_p99_s', (SELECT quantile_cont(finished_at - origin_at, 0.99) FROM ran), 's'
-UNION ALL SELECT 'queue_wait_p50_s', (SELECT quantile_cont(started_at - origin_at, 0.50) FROM ran), 's'
-UNION ALL SELECT 'queue_wait_p95_s', (SELECT quantile_cont(started_at - origin_at, 0.95) FROM ran), 's'
-UNION ALL SELECT 'queue_wait_p99_s', (SELECT quantile_cont(started_at - origin_at, 0.99) FROM ran), 's'
-UNION ALL SELECT 'service_time_p50_s', (SELECT quantile_cont(finished_at - started_at, 0.50) FROM ran), 's'
-UNION ALL SELECT 'service_time_p95_s', (SELECT quantile_cont(finished_at - started_at, 0.95) FROM ran), 's'
-UNION ALL SELECT 'service_time_p99_s', (SELECT quantile_cont(finished_at - started_at, 0.99) FROM ran), 's'
+    (SELECT count(*) / nullif(max(finished_at) - min(started_at), 0) FROM ran)
+UNION ALL SELECT 'makespan_s', (SELECT max(finished_at) - min(started_at) FROM t WHERE state <> 'LOST')
+UNION ALL SELECT 'latency_p50_s', (SELECT quantile_cont(finished_at - origin_at, 0.50) FROM ran)
+UNION ALL SELECT 'latency_p95_s', (SELECT quantile_cont(finished_at - origin_at, 0.95) FROM ran)
+UNION ALL SELECT 'latency_p99_s', (SELECT quantile_cont(finished_at - origin_at, 0.99) FROM ran)
+UNION ALL SELECT 'queue_wait_p50_s', (SELECT quantile_cont(started_at - origin_at, 0.50) FROM ran)
+UNION ALL SELECT 'queue_wait_p95_s', (SELECT quantile_cont(started_at - origin_at, 0.95) FROM ran)
+UNION ALL SELECT 'queue_wait_p99_s', (SELECT quantile_cont(started_at - origin_at, 0.99) FROM ran)
+UNION ALL SELECT 'service_time_p50_s', (SELECT quantile_cont(finished_at - started_at, 0.50) FROM ran)
+UNION ALL SELECT 'service_time_p95_s', (SELECT quantile_cont(finished_at - started_at, 0.95) FROM ran)
+UNION ALL SELECT 'service_time_p99_s', (SELECT quantile_cont(finished_at - started_at, 0.99) FROM ran)
 -- Clock trust: the worst sum of the two hosts' offset uncertainties over cross-host tasks (0 when
 -- every task ran where it was published), and the tasks whose offsets were not both known.
-UNION ALL SELECT 'clock_uncertainty_s', (SELECT max(clock_u) FROM t), 's'
-UNION ALL SELECT 'clock_uncorrected_tasks', (SELECT count(*) FILTER (WHERE clock_unknown) FROM t), 'tasks'
+UNION ALL SELECT 'clock_uncertainty_s', (SELECT max(clock_u) FROM t)
+UNION ALL SELECT 'clock_uncorrected_tasks', (SELECT count(*) FILTER (WHERE clock_unknown) FROM t)
 -- 1 when the clocks could move the latency by more than a tenth of its median: read latencies
 -- across hosts with care (status and report show it).
 UNION ALL SELECT 'clock_suspect',
     (SELECT CASE WHEN count(*) FILTER (WHERE clock_unknown) > 0 THEN 1
                  WHEN max(clock_u) > 0.1 * (SELECT quantile_cont(finished_at - origin_at, 0.50) FROM ran) THEN 1
-                 ELSE 0 END FROM t), 'flag'
+                 ELSE 0 END FROM t)
 UNION ALL SELECT 'send_lag_p99_s',
-    (SELECT quantile_cont(sent_at - intended_at, 0.99) FROM steady WHERE intended_at IS NOT NULL), 's'
-UNION ALL SELECT 'peak_rss_bytes', (SELECT sum(rss) FROM worker_peaks), 'bytes'
-UNION ALL SELECT 'peak_pss_bytes', (SELECT sum(pss) FROM worker_peaks), 'bytes'
+    (SELECT quantile_cont(sent_at - intended_at, 0.99) FROM steady WHERE intended_at IS NOT NULL)
+UNION ALL SELECT 'peak_rss_bytes', (SELECT sum(rss) FROM worker_peaks)
+UNION ALL SELECT 'peak_pss_bytes', (SELECT sum(pss) FROM worker_peaks)
 UNION ALL SELECT 'worker_vmhwm_max_bytes',
-    (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child')), 'bytes'
+    (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child'))
 -- Connections: the run's own clients only (the probes count the names cmx clients give
 -- themselves), per probe tick summed over client roles, then the most at once.
 -- NULL, not 0, when no tick saw any of the run's clients on the broker: its workers always hold a
 -- broker connection, so 0 means the probe did not see them (RabbitMQ's management API lists a
 -- connection only after its next stats collection, 5 s by default on a broker cmx did not set up).
 UNION ALL SELECT 'broker_connections_max',
-    (SELECT nullif(max(n), 0) FROM conn_ticks WHERE role = 'broker'), 'connections'
+    (SELECT nullif(max(n), 0) FROM conn_ticks WHERE role = 'broker')
 UNION ALL SELECT 'backend_connections_max',
-    (SELECT max(n) FROM conn_ticks WHERE role = 'backend'), 'connections'
+    (SELECT max(n) FROM conn_ticks WHERE role = 'backend')
 -- ...and per client role: broker_connections_worker_max, backend_connections_driver_max, ...
 UNION ALL
-SELECT role || '_connections_' || client || '_max', max(n), 'connections'
+SELECT role || '_connections_' || client || '_max', max(n)
 FROM (SELECT role, client, host, ts, sum(count) AS n FROM connections
       WHERE run_id = $run_id AND client IS NOT NULL GROUP BY ALL)
 GROUP BY role, client
@@ -77,7 +77,7 @@ GROUP BY role, client
 -- Summed RSS counts the pages a child shares with its parent in every child; PSS splits them.
 -- Only runs whose workers have children get these.
 UNION ALL
-SELECT 'peak_' || kind || '_per_slot_bytes', max(per_slot), 'bytes'
+SELECT 'peak_' || kind || '_per_slot_bytes', max(per_slot)
 FROM (
     SELECT 'rss' AS kind, sum(rss_bytes) / count(*) AS per_slot
     FROM samples WHERE run_id = $run_id AND role = 'worker-child' GROUP BY host, ts
@@ -87,22 +87,21 @@ FROM (
     HAVING count(pss_bytes) = count(*)
 )
 GROUP BY kind
-UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id), 'messages'
+UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id)
 -- The mixed workload (workloads/catalog/mixed.py): short tasks apart from long ones; no row for other workloads.
-UNION ALL SELECT 'short_latency_p50_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.50), 's'
+UNION ALL SELECT 'short_latency_p50_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.50)
     FROM ran WHERE name = 'cmx.mixed.short' HAVING count(*) > 0
-UNION ALL SELECT 'short_latency_p99_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.99), 's'
+UNION ALL SELECT 'short_latency_p99_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.99)
     FROM ran WHERE name = 'cmx.mixed.short' HAVING count(*) > 0
 -- Short tasks that took over half a long task's run time: they waited behind one.
 UNION ALL SELECT 'short_delayed_share',
     avg(CASE WHEN finished_at - coalesce(intended_at, sent_at) > 0.5 * (
-        SELECT median(finished_at - started_at) FROM ran WHERE name = 'cmx.mixed.long') THEN 1.0 ELSE 0.0 END),
-    'share'
+        SELECT median(finished_at - started_at) FROM ran WHERE name = 'cmx.mixed.long') THEN 1.0 ELSE 0.0 END)
     FROM ran WHERE name = 'cmx.mixed.short' HAVING count(*) > 0
     AND (SELECT count(*) FROM ran WHERE name = 'cmx.mixed.long') > 0
 -- Per role (worker counts its children): peak over ticks of the summed processes, added over hosts.
 UNION ALL
-SELECT 'peak_' || kind || '_bytes_' || role, sum(peak), 'bytes'
+SELECT 'peak_' || kind || '_bytes_' || role, sum(peak)
 FROM (
     SELECT role, host, 'rss' AS kind, max(v) AS peak
     FROM (SELECT CASE WHEN role = 'worker-child' THEN 'worker' ELSE role END AS role, host, ts, sum(rss_bytes) AS v

@@ -1,0 +1,279 @@
+"""The report's charts: each takes the cells (analysis/report_cells.py) or a few aggregated rows
+from the views, and returns a :class:`Chart`, or None when its data is empty (the chart is left out)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cmx.analysis import charts, stats
+from cmx.analysis.report_cells import _q, cells_of, dimensions, table_metrics
+from cmx.engine.results import metricdefs
+
+
+#: Summary-table columns when the experiment's workload is not registered here: every declared
+#: metric with a better direction that the runs have (the workload's headline metrics otherwise).
+CHARTED = ("consume_rate", "makespan_s", "peak_rss_bytes", "peak_pss_bytes", "latency_p50_s",  # medians the
+           "latency_p99_s", "max_sustainable_rate")                                          # charts draw
+FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/plan/ratesearch.py)
+MEMORY_RUNS = 6          # memory- and rate-over-time panels: the first ok run of at most this many cells
+MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    title: str
+    caption: str
+    spec: dict
+
+
+
+def _n_label(n: int | None) -> str:
+    return f"n={n}" if n else ""
+
+
+def _fixed_caption(fixed: dict[str, str], extra: str = "") -> str:
+    same = ", ".join(f"{k}={v}" for k, v in fixed.items())
+    return " ".join(s for s in (extra, f"Same in every run: {same}." if same else "") if s)
+
+
+def _rate_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | None:
+    metric = "consume_rate" if any(c["medians"].get("consume_rate", (None,))[0] is not None for c in cells) \
+        else "makespan_s"
+    x = "concurrency" if "concurrency" in varying else (varying[0] if varying else "cell")
+    facet = "broker" if "broker" in varying and x != "broker" else None
+    # Colour by pool; any other varying dimension joins the colour so one line is one series of cells.
+    series_dims = [d for d in varying if d not in (x, facet)]
+    series_dims.sort(key=lambda d: d != "pool")
+    rows = []
+    for c in cells:
+        median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
+        if median is None:
+            continue
+        row = {"cell": c["label"], "median": median, "n": n, "low": lo, "high": hi, "n_label": _n_label(n),
+               x: c["label"] if x == "cell" else c[x]}
+        if facet:
+            row[facet] = c[facet]
+        if series_dims:
+            row["series"] = " / ".join(str(c[d]) for d in series_dims)
+        rows.append(row)
+    if not rows:
+        return None
+    color_title = " / ".join(series_dims)
+    spec = charts.rate_vs_concurrency(rows, metric, x, "series" if series_dims else None, facet,
+                                      f"{metric} vs {x}", color_title or None).to_dict()
+    note = "Median over ok runs; bars span its 95 % bootstrap interval; n = ok runs."
+    if color_title:
+        note += f" Colour: {color_title}."
+    return Chart("throughput", f"{metricdefs.get(metric).label} vs {x}", f"{note} {caption}".strip(), spec)
+
+
+def _latency_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    cols = ("min_s", "p25_s", "p50_s", "p75_s", "p90_s", "p95_s", "p99_s", "max_s")
+    rows = con.execute(f"""
+        SELECT r.cell_id, {', '.join(f'median(l.{c}) AS {c}' for c in cols)}, list(l.p50_s), list(l.p99_s)
+        FROM latency_percentiles l JOIN runs r USING (run_id)
+        WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY r.cell_id""",
+                       [experiment, revision]).fetchall()
+    # A cell whose workload drops latency for its params (a backlog: finished - sent is queue
+    # position there) is left out; the table shows its queue wait and service time instead.
+    hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and "latency_p50_s" not in c["shown"]}
+    data = []
+    for r in rows:
+        if r[0] in hidden:
+            continue
+        p50, p99 = stats.summarize(r[-2]), stats.summarize(r[-1])
+        data.append({"cell": f"{labels.get(r[0], r[0])} (n={p50.n})", "order": labels.get(r[0], r[0]),
+                     **dict(zip(cols, r[1:-2])), "p50_low": p50.low, "p50_high": p50.high, "p99_low": p99.low,
+                     "p99_high": p99.high})
+    if not data:
+        return None
+    order = {c["label"]: i for i, c in enumerate(cells)}
+    data.sort(key=lambda d: order.get(d.pop("order"), 0))
+    spec = charts.latency_boxes(data, "latency per cell").to_dict()
+    return Chart("latency", "Task latency per cell",
+                 "Finished − intended send (stream) or − sent; box p25–p75, tick at p50, whisker min–p99, diamond "
+                 "at max; each the median over the cell's n ok runs, warm-up left out"
+                 + (f"; {len(hidden)} backlog cell(s) left out (see queue wait and service time in the table)"
+                    if hidden else "") + ". Thick bars under the box: the 95 % interval of p50 (black) and p99 "
+                 "(red) over those runs. " + caption, spec)
+
+
+def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    points = (("p50_s", 0.5, "50%"), ("p90_s", 0.9, "90%"), ("p99_s", 0.99, "99%"), ("p999_s", 0.999, "99.9%"),
+              ("p9999_s", 0.9999, "99.99%"))
+    rows = con.execute(f"""SELECT cell_id, runs, tasks, {', '.join(c for c, _, _ in points)}, max_s
+                           FROM latency_spectrum WHERE experiment = ? AND revision = ?""",
+                       [experiment, revision]).fetchall()
+    order = {c["cell_id"]: i for i, c in enumerate(cells)}
+    data = []
+    for cell_id, runs, tasks, *values in sorted(rows, key=lambda r: order.get(r[0], 0)):
+        name = f"{labels.get(cell_id, cell_id)} (n={runs}, {tasks:,} tasks)"
+        for (_, q, label), v in zip(points, values):
+            if 1 / (1 - q) <= tasks:  # a percentile finer than 1 in `tasks` is just the maximum again
+                data.append({"cell": name, "percentile": label, "x": round(1 / (1 - q)), "latency_s": v,
+                             "tasks": tasks, "runs": runs})
+        data.append({"cell": name, "percentile": "max", "x": 100000, "latency_s": values[-1], "tasks": tasks,
+                     "runs": runs})
+    if not data:
+        return None
+    return Chart("latency_spectrum", "Latency by percentile per cell",
+                 "HdrHistogram style: every task of the cell's n ok runs pooled (warm-up left out), latency at "
+                 "p50 … p99.99 and max, both axes logarithmic; a percentile the task count cannot resolve is "
+                 "left out. " + caption, charts.latency_spectrum(data, "latency by percentile").to_dict())
+
+
+def _first_ok_runs(con, experiment: str, revision: int, cells: list[dict], having: str) -> list[tuple]:
+    """(run_id, cell_id, repeat) of the first ok run of at most MEMORY_RUNS cells (in the table's
+    order) that has rows in table ``having`` (tasks, samples): the runs the over-time panels draw."""
+    runs = con.execute(f"""
+        SELECT run_id, cell_id, repeat FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
+          AND run_id IN (SELECT run_id FROM {having})
+        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
+                       [experiment, revision]).fetchall()
+    order = {c["cell_id"]: i for i, c in enumerate(cells)}
+    return sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
+
+
+def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    runs = _first_ok_runs(con, experiment, revision, cells, "tasks")
+    if not runs:
+        return None
+    name = {r: f"{labels.get(c, c)} #{k}" for r, c, k in runs}
+    # Long runs are bucketed to about MEMORY_POINTS points a panel (mean rate, deepest queue per
+    # bucket): inline chart data stays small, and a stall of one bucket still shows.
+    rows = con.execute(f"""
+        WITH r AS (SELECT * FROM rate_timeseries WHERE run_id IN (SELECT unnest(?::VARCHAR[]))),
+        w AS (SELECT run_id, greatest(ceil((max(second) - min(second) + 1) / {MEMORY_POINTS}), 1) AS step
+              FROM r GROUP BY run_id)
+        SELECT run_id, floor(second / step) * step AS second, avg(completed) AS completed, max(queue_depth)
+        FROM r JOIN w USING (run_id) GROUP BY ALL ORDER BY run_id, second""", [list(name)]).fetchall()
+    data = [{"run": name[r], "second": s, "completed": c, "queue_depth": q} for r, s, c, q in rows]
+    if not data:
+        return None
+    return Chart("rate_over_time", "Rate over time per run",
+                 f"Tasks finished per second (line; averaged over buckets of seconds in long runs) and queue "
+                 f"depth (shaded, its own axis) over one run of "
+                 f"{len(runs)} cell(s), seconds from the first task sent: warm-up and stalls show here, "
+                 "medians hide them. " + caption, charts.rate_over_time(data, "rate over time").to_dict())
+
+
+def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+    labels = {c["cell_id"]: c["label"] for c in cells}
+    runs = [(r, c) for r, c, _ in _first_ok_runs(con, experiment, revision, cells, "samples")]
+    if not runs:
+        return None
+    # Bucket ticks (max per host within a bucket, then summed over hosts: ticks of hosts are not aligned).
+    rows = con.execute(f"""
+        WITH m AS (SELECT * FROM memory_timeseries WHERE run_id IN (SELECT unnest(?::VARCHAR[]))),
+        w AS (SELECT run_id, greatest(max(t_s) / {MEMORY_POINTS}, 0.2) AS step FROM m GROUP BY run_id),
+        b AS (SELECT m.run_id, m.host, m.role, floor(m.t_s / w.step) * w.step AS t_s, max(m.rss_bytes) AS rss
+              FROM m JOIN w USING (run_id) GROUP BY ALL)
+        SELECT run_id, role, t_s, sum(rss) / 1048576 AS rss_mb FROM b GROUP BY ALL ORDER BY ALL""",
+                       [[r[0] for r in runs]]).fetchall()
+    cell_of = dict(runs)
+    data = [{"cell": labels.get(cell_of[r], r), "role": role, "t_s": t, "rss_mb": mb} for r, role, t, mb in rows]
+    spec = charts.memory_over_time(data, "memory over time").to_dict()
+    return Chart("memory", "Memory over time per role",
+                 f"RSS summed over each role's processes, first ok run of {len(runs)} cell(s). " + caption, spec)
+
+
+def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
+    data = []
+    for c in cells:
+        for metric in ("peak_pss_bytes", "peak_rss_bytes"):  # PSS first: RSS over-counts shared pages
+            median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
+            if median is not None:
+                data.append({"cell": f"{c['label']} (n={n})", "measure": metricdefs.get(metric).label,
+                             "mb": median / 2**20, "low_mb": None if lo is None else lo / 2**20,
+                             "high_mb": None if hi is None else hi / 2**20, "n": n})
+    if not data:
+        return None
+    return Chart("peak_memory", "Peak worker memory per cell",
+                 "Peak of the summed worker processes in MiB, median over n ok runs with its 95 % interval; PSS "
+                 "(first) splits the pages prefork children share, RSS counts them once per process. " + caption,
+                 charts.peak_memory(data, "peak memory").to_dict())
+
+
+def _connections_chart(con, experiment: str, revision: int, varying: list[str], caption: str) -> Chart | None:
+    # Concurrency stays on the x axis and pool (and broker/backend) on the colour: connection counts
+    # grow with concurrency in some pools (prefork opens one per child), which a median across
+    # concurrency levels would hide.
+    x = next((d for d in ("concurrency", "pool") if d in varying), None)
+    series_dims = [d for d in ("pool", "broker", "backend") if d in varying and d != x]
+    group = [d for d in (x, *series_dims) if d]
+    sel = "".join(f"r.{_q(d)}, " for d in group)
+    rows = con.execute(f"""
+        SELECT {sel} c.role, list(c.max_connections ORDER BY r.run_id)
+        FROM connection_maxima c JOIN runs r USING (run_id)
+        WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' GROUP BY ALL ORDER BY ALL""",
+                       [experiment, revision]).fetchall()
+    if not rows:
+        return None
+    data = []
+    for *keys, role, values in rows:
+        st = stats.summarize(values)
+        d = {**dict(zip(group, keys)), "role": role, "max_connections": st.median, "low": st.low, "high": st.high,
+             "n": st.n}
+        if not x:
+            d["all runs"] = "all runs"
+        if series_dims:
+            d["series"] = " / ".join(str(d[s]) for s in series_dims)
+        data.append(d)
+    series_title = " / ".join(series_dims)
+    spec = charts.connections(data, x or "all runs", "series" if series_dims else None, "connections",
+                              series_title or None).to_dict()
+    pooled = [d for d in varying if d not in group]
+    note = "Most connections of the run's own clients (workers and driver) at once; median over n ok runs, " \
+           "bars span its 95 % interval"
+    note += f"; colour: {series_title}" if series_title else ""
+    note += f"; pooled over {', '.join(pooled)}" if pooled else ""
+    return Chart("connections", f"Connections by {x}" if x else "Connections", f"{note}. {caption}".strip(), spec)
+
+
+def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | None:
+    """Latency against achieved rate, one line per cell group (the cell without its rate_fraction)."""
+    if FRACTION not in varying:
+        return None
+    group_dims = [d for d in varying if d not in (FRACTION, "params.mode")]
+    data, found = [], []
+    for c in cells:
+        group = " / ".join(str(c[d]) for d in group_dims) or "all"
+        best = c["medians"].get("max_sustainable_rate", (None,))[0]
+        if best is not None:
+            found.append(f"{group}: {best:,.0f}/s")
+        rate = c["medians"].get("consume_rate", (None,))[0]
+        if c.get(FRACTION) is None or rate is None:
+            continue
+        for metric, name in (("latency_p50_s", "p50"), ("latency_p99_s", "p99")):
+            median, n, low, high = c["medians"].get(metric, (None, 0, None, None))
+            if median is not None:
+                data.append({"series": f"{group} {name}", "fraction": c[FRACTION], "rate": rate, "latency_s": median,
+                             "low": low, "high": high, "n": n, "n_label": _n_label(n)})
+    if not data:
+        return None
+    note = ("Each point is one cell run at a fraction of its maximum sustainable rate (found first by one ramp "
+            "search run per cell"
+            + (": " + "; ".join(found) if found else "") + "). x: median achieved consume rate; y: median p50 and "
+            "p99 latency over n ok runs with the 95 % interval.")
+    return Chart("rate_latency", "Latency against achieved rate", f"{note} {caption}".strip(),
+                 charts.rate_latency(sorted(data, key=lambda d: (d["series"], d["fraction"])),
+                                     "latency vs rate").to_dict())
+
+
+def build_charts(con, experiment: str, revision: int = 1) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:
+    """(cells, varying dimensions, fixed dimensions, charts that fit the data) of one revision of
+    one experiment (revisions are different definitions: never pooled)."""
+    varying, fixed = dimensions(con, experiment, revision)
+    shown = tuple(dict.fromkeys([*table_metrics(con, experiment), *CHARTED]))
+    cells = cells_of(con, experiment, revision, varying, shown)
+    caption = _fixed_caption(fixed)
+    found = [_rate_chart(cells, varying, caption), _rate_latency_chart(cells, varying, caption),
+             _latency_chart(con, experiment, revision, cells, caption),
+             _spectrum_chart(con, experiment, revision, cells, caption),
+             _rate_over_time_chart(con, experiment, revision, cells, caption),
+             _memory_chart(con, experiment, revision, cells, caption), _peak_chart(cells, caption),
+             _connections_chart(con, experiment, revision, varying, caption)]
+    return cells, varying, fixed, [c for c in found if c is not None]

@@ -1,0 +1,256 @@
+"""``cmx status``, ``cmx sql``, ``cmx report`` and ``cmx compare``: reading the results database."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.engine.errors import InputError
+from cmx.analysis import views
+from cmx.engine.results import db
+
+
+@app.command()
+def status(db_path: Path = DB_OPTION,
+           tag: list[str] = typer.Option([], "--tag", help="Only runs of sweeps run with this KEY=VALUE "
+                                         "(repeatable: all must match).")):
+    """Experiments in the results database and their runs by status.
+
+    A run without an end is [bold]running[/bold] while the sweep that started it is alive, else
+    [bold]abandoned[/bold] (its sweep was killed; `cmx run` again resumes it).
+    """
+    from cmx.engine.run.runstatus import ABANDONED, RUNNING, RunStatus, controller_alive, open_status
+
+    try:
+        tags = db.parse_tags(tag)
+        with views.connect(db_path, read_only=True) as con:
+            where, params = db.tagged_runs_sql(con, tags)
+            rows = con.execute(sql_status(con, where), params).fetchall()
+            shares = _host_shares(con)
+            suspect = con.execute("""
+                SELECT r.experiment, count(DISTINCT r.run_id) FROM runs r JOIN metrics m USING (run_id)
+                WHERE r.status = 'ok' AND m.name = 'clock_suspect' AND m.value = 1
+                GROUP BY ALL ORDER BY ALL""").fetchall()
+    except (FileNotFoundError, InputError) as exc:
+        fail(exc)
+    columns = [s.value for s in RunStatus] + [RUNNING, ABANDONED]
+    per_exp: dict[tuple[str, int], dict] = {}
+    alive: dict[tuple, bool] = {}
+    for exp, revision, status, hostname, pid, pid_started, started in rows:
+        if not status:
+            key = (hostname, pid, pid_started)
+            if key not in alive:
+                alive[key] = controller_alive(hostname, pid, pid_started)
+            status = open_status(alive[key])
+        e = per_exp.setdefault((exp, revision), {"runs": 0, "last": started, **{c: 0 for c in columns}})
+        e["runs"] += 1
+        e[status] = e.get(status, 0) + 1
+        e["last"] = max(e["last"], started)
+    table = Table(title=Text(f"{db_path}"), title_justify="left")
+    table.add_column("experiment")
+    for col in ["revision", "runs", *columns]:
+        table.add_column(col, justify="right")
+    table.add_column("last run")
+    bad = {RunStatus.FAILED.value, RunStatus.TIMEOUT.value, RunStatus.INTERRUPTED.value, ABANDONED}
+    last_of = {}
+    for (exp, _), e in per_exp.items():
+        last_of[exp] = max(str(e["last"]), last_of.get(exp, ""))
+    for (exp, revision), e in sorted(per_exp.items(), key=lambda kv: (last_of[kv[0][0]], kv[0][0], kv[0][1]),
+                                     reverse=True):
+        cells = [f"[red]{e[c]}[/red]" if e[c] and c in bad else str(e[c]) for c in columns]
+        table.add_row(Text(exp), str(revision), str(e["runs"]), *cells, str(e["last"])[:19])
+    out.print(table if per_exp else ("no runs of sweeps tagged " + " ".join(tag) if tag else "no runs yet"))
+    if shares:
+        out.print(_shares_table(shares))
+    for exp, n in suspect:
+        out.print(f"[yellow]{exp}: {n} ok run(s) with clock_suspect = 1: hosts' clocks could move their "
+                  "cross-host latencies by over a tenth (see metrics clock_uncertainty_s, clock_uncorrected_tasks)"
+                  "[/yellow]", soft_wrap=True)
+
+
+def sql_status(con, where: str = "TRUE") -> str:
+    """Per run (of those ``where`` selects): experiment, revision, stored status ('' without an
+    end), its sweep's controller, start."""
+    has_controllers = con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'sweep_controllers'").fetchone()
+    controller = ("c.hostname, c.pid, c.pid_started, s.started_at FROM run_starts s "
+                  "LEFT JOIN sweep_controllers c USING (sweep_id)" if has_controllers
+                  else "NULL, NULL, NULL, s.started_at FROM run_starts s")
+    revisions = "LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w USING (sweep_id)"
+    return (f"SELECT s.experiment, coalesce(w.revision, 1) AS revision, coalesce(e.status, '') AS status, "
+            f"{controller} {revisions} LEFT JOIN run_ends e USING (run_id) WHERE {where}")
+
+
+def _host_shares(con) -> list:
+    from cmx.analysis.hostshare import host_shares
+
+    return host_shares(con)
+
+
+def _shares_table(rows) -> Table:
+    """Work per worker host, per experiment, over its runs with machines > 1."""
+    import statistics
+
+    from cmx.analysis.hostshare import pct
+
+    per: dict[tuple[str, str], list] = {}
+    for exp, _cell, host, runs, tasks, share, low in rows:
+        agg = per.setdefault((exp, host), [0, 0, [], None])
+        agg[0] += runs
+        agg[1] += tasks
+        agg[2].append(share)
+        agg[3] = min((v for v in (agg[3], low) if v is not None), default=None)
+    table = Table(title="work per worker host (runs with machines > 1; an even split is 1/machines)",
+                  title_justify="left")
+    for col in ("experiment", "host", "runs", "tasks", "share", "smallest share"):
+        table.add_column(col, justify="left" if col in ("experiment", "host") else "right")
+    for (exp, host), (runs, tasks, shares, low) in per.items():
+        known = [s for s in shares if s is not None]
+        table.add_row(Text(exp), Text(host), str(runs), f"{tasks:,}",
+                      pct(statistics.median(known) if known else None), pct(low))
+    return table
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@app.command("sql")
+def sql_command(
+    query: str = typer.Argument(..., help="Any SQL over the tables runs, tasks, samples, peaks, connections, "
+                                "metrics, hosts (and the views in analysis/)."),
+    db_path: Path = DB_OPTION,
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+):
+    """Run SQL over the results. Example:
+
+    cmx sql "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id)
+    WHERE name = 'consume_rate' GROUP BY ALL ORDER BY ALL"
+    """
+    import duckdb
+
+    from cmx.engine.results.dbfile import empty_query, refusal
+
+    try:
+        if empty_query(query):
+            raise InputError(empty_query(query))
+        with views.connect(db_path, read_only=True, sandboxed=True) as con:
+            cur = con.execute(query)
+            if cur is None:  # only comments or semicolons
+                raise InputError(empty_query(""))
+            cols = [d[0] for d in cur.description] if cur.description else []
+            rows = cur.fetchall() if cols else []
+    except (FileNotFoundError, InputError) as exc:
+        fail(exc)
+    except duckdb.Error as exc:
+        fail(InputError(refusal(exc)))
+    if fmt is Format.json:
+        print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=2))
+    elif fmt is Format.csv:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        w.writerows(rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        table = Table()
+        for c in cols:
+            table.add_column(Text(c))
+        for r in rows:
+            table.add_row(*[Text("NULL" if v is None else str(v)) for v in r])  # data, never markup
+        out.print(table)
+
+
+@app.command()
+def report(
+    experiment: str = typer.Argument(..., help="An experiment name in the results database."),
+    db_path: Path = DB_OPTION,
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output directory (default reports/EXPERIMENT/)."),
+    revision: Optional[int] = typer.Option(None, "--revision", min=1, help="Which revision (definition) of the "
+                                           "experiment to report; default the latest. Revisions are never pooled."),
+    tag: list[str] = typer.Option([], "--tag", help="Report only the runs of sweeps run with this KEY=VALUE "
+                                  "(`cmx run --tag`; repeatable: all must match)."),
+):
+    """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.
+
+    With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.
+    """
+    import time
+
+    from cmx.analysis.report import write_report
+
+    started = time.perf_counter()
+    target = out_dir or Path("reports") / experiment
+    try:
+        tags = db.parse_tags(tag)
+        with views.connect(db_path, read_only=True) as con:
+            rep = write_report(con, experiment, target, revision, tags)
+    except (FileNotFoundError, LookupError, InputError) as exc:
+        fail(exc)
+    out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
+              f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False,
+              soft_wrap=True)
+
+
+class CompareFormat(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+def compare(
+    baseline: str = typer.Argument(..., help="EXPERIMENT or EXPERIMENT:DIM=VALUE,DIM=VALUE selecting one cell "
+                                   "(e.g. quickstart:broker=redis,pool=threads)."),
+    contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq,pool=threads)."),
+    db_path: Path = DB_OPTION,
+    fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
+    pool_cells: bool = typer.Option(False, "--pool-cells", help="Allow a side to select several cells (or "
+                                    "revisions) and pool their runs; the output says what was pooled."),
+    tag: list[str] = typer.Option([], "--tag", help="On both sides, only the runs of sweeps run with this "
+                                  "KEY=VALUE (`cmx run --tag`; repeatable: all must match). One side alone: "
+                                  "tag.KEY=VALUE in its selection."),
+):
+    """Compare two cells like for like: per metric n, median with its 95 % interval, change %, p-value, verdict.
+
+    Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells pools them, and says so).
+
+    The verdict is better/worse only when the change's bootstrap interval excludes 0 and the Mann-Whitney p ≤ 0.05, else same; with fewer than 3 ok runs on a side it says "n too small".
+
+    Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
+    """
+    from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
+    from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
+
+    try:
+        tags = db.parse_tags(tag)
+        base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
+        with views.connect(db_path, read_only=True) as con:
+            res = compare_runs(con, base, cont, pool_cells=pool_cells)
+    except (FileNotFoundError, ValueError, InputError) as exc:
+        fail(exc)
+    for warning in res.warnings:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if fmt in (CompareFormat.csv, CompareFormat.json):
+        for note in res.notes:  # the table and markdown carry these themselves
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    if fmt is CompareFormat.csv:
+        sys.stdout.write(as_csv(res))
+    elif fmt is CompareFormat.json:
+        print(as_json(res))
+    elif fmt is CompareFormat.markdown:
+        sys.stdout.write(as_markdown(res))
+    else:
+        out.print(as_table(res))
+

@@ -1,0 +1,203 @@
+"""``cmx validate``, ``cmx plan`` and ``cmx run``: from an experiment file to stored runs."""
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from cmx.engine.cli.common import MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
+from cmx.engine.errors import HostError, InputError, Problem
+from cmx.analysis import views
+from cmx.engine.results import db
+
+
+def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
+          results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
+    """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
+    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.engine.model.load import load_experiment
+    from cmx.engine.hosts.inventory import load_inventory
+    from cmx.engine.limits import DEFAULT_MAX_CELLS
+    from cmx.engine.model.cells import expand
+
+    if not file.is_file():
+        raise InputError(Problem("no such experiment file", str(file)))
+    exp = load_experiment(file, max_cells=max_cells or DEFAULT_MAX_CELLS)
+    cells = expand(exp)
+    inv = None
+    if need_inventory:
+        inv = load_inventory(inventory or Path(exp.inventory), secrets_dir=results_dir)
+        check_against_inventory(exp, cells, inv)
+    return exp, cells, inv
+
+
+@app.command()
+def validate(
+    file: Path = typer.Argument(..., help="An experiment YAML file."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Check against this inventory "
+                                             "instead of the experiment's own."),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
+):
+    """Check an experiment (and its inventory) without touching any host.
+
+    Prints nothing and exits 0 when it is valid; otherwise prints FILE:LINE:COL: message lines and exits 2.
+    Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
+    naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
+    """
+    from cmx.engine.model.pitfalls import warnings as pitfall_warnings
+
+    try:
+        _, cells, _ = _load(file, inventory, max_cells=max_cells)
+    except (InputError, HostError) as exc:
+        fail(exc)
+    for warning in pitfall_warnings(cells):
+        err.print(f"{file}: warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def plan(
+    file: Path = typer.Argument(..., help="An experiment YAML file."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
+):
+    """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
+    from cmx.engine.plan.planner import plan_json
+    from cmx.analysis.summary import varying_dimensions
+
+    try:
+        exp, cells, _ = _load(file, need_inventory=False, max_cells=max_cells)
+    except InputError as exc:
+        fail(exc)
+    if as_json:
+        print(json.dumps(plan_json(exp, cells), indent=2))
+        return
+    dims = varying_dimensions(cells) or sorted(cells[0].values)
+    table = Table(title=f"{exp.name}: {len(cells)} cells × {exp.repeats} repeats = {len(cells) * exp.repeats} runs",
+                  title_justify="left")
+    table.add_column("cell_id")
+    for d in dims:
+        table.add_column(d)
+    for c in cells:
+        table.add_row(c.cell_id, *[Text(str(c.values.get(d))) for d in dims])  # data, never markup
+    out.print(table)
+    same = {k: v for k, v in cells[0].values.items() if k not in dims}
+    if same:
+        out.print("same in every cell: " + ", ".join(f"{k}={v}" for k, v in same.items()), highlight=False,
+                  markup=False)
+
+
+@app.command()
+def run(
+    file: Path = typer.Argument(..., help="An experiment YAML file."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Ansible inventory (default: the "
+                                             "experiment's `inventory`, else inventory/local.yml)."),
+    db_path: Path = RUN_DB_OPTION,
+    only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
+                                       "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
+    no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
+                                      "its runs in --db: store this sweep's runs as its next revision, apart from "
+                                      "the earlier ones (cmx run refuses a changed definition without it)."),
+    shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
+                                          "cells within each round of repeats (same SEED, same order); each run's "
+                                          "position is stored as run_starts.seq."),
+    max_cells: Optional[int] = MAX_CELLS_OPTION,
+    tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
+                                  "`cmx status`, `cmx report` and `cmx compare` select by it with --tag."),
+    note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
+    smoke_mode: bool = typer.Option(False, "--smoke", help="Each cell once at a tiny size with a short timeout, "
+                                    "into results/smoke.duckdb unless --db is given: catches configuration "
+                                    "errors before a long sweep."),
+):
+    """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
+
+    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130).
+
+    Exit codes: 0 every run ok, 1 some runs failed or timed out, 2 bad input (nothing ran).
+    """
+    from cmx.engine.plan.matrix import cells_for_only
+    from cmx.engine.plan.planner import plan as plan_runs
+    from cmx.engine.run.progress import handler_for
+    from cmx.engine.run.provenance import definition_hash, revision_for
+    from cmx.engine.run.runner import Interrupted, RunStatus, Sweep
+    from cmx.analysis.summary import cell_headlines, render, summarize, varying_dimensions
+    from cmx.workloads.catalog import registry
+
+    if smoke_mode and Path(db_path) == db.DEFAULT_DB:
+        from cmx.engine.plan.smoke import SMOKE_DB
+        db_path = SMOKE_DB
+    try:
+        tags = db.parse_tags(tag)
+        exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent, max_cells=max_cells)
+        if smoke_mode:
+            from cmx.engine.plan.smoke import smoke
+            exp, cells = smoke(exp, cells)
+        digest = definition_hash(exp, cells)  # of every cell, whatever --only selects
+        if only:
+            cells = cells_for_only(cells, only)
+            if not cells:
+                raise InputError(Problem(f"--only {only!r} matches no cell (see `cmx plan {file}`)"))
+    except (InputError, HostError) as exc:
+        fail(exc)
+    runs = plan_runs(exp, cells, shuffle=shuffle)
+    skipped = 0
+    try:
+        with views.connect(db_path) as con:  # before any host is touched: a bad --db fails here
+            db.check_name_is_ours(con, exp, db_path)
+            revision = revision_for(con, exp, digest, db_path, new_revision)
+            done = set() if no_resume else db.completed_runs(con, exp.name, revision)
+    except InputError as exc:
+        fail(exc)
+    kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
+    skipped, runs = len(runs) - len(kept), kept
+    varying = varying_dimensions(cells)
+    sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None, tags=tags, note=note)
+    sweep.provenance = _provenance(exp, inv, digest, revision)
+    sweep.shuffle_seed = shuffle
+    interrupted = False
+    outcomes = []
+    # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
+    # sweep takes both signals over to stop the current run cleanly.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        with handler_for(out, varying) as bar:
+            sweep.handler = bar
+            outcomes = sweep.execute(runs, skipped)
+    except Interrupted as exc:
+        interrupted, outcomes = True, exc.args[0]
+    except KeyboardInterrupt:  # before any run started (provisioning): nothing of a run to store
+        interrupted = True
+    except (InputError, HostError) as exc:
+        fail(exc)
+    headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
+    with views.connect(db_path) as con:
+        summaries = summarize(con, exp.name, cells, headline, revision)
+    for s in summaries:
+        s.shown = shown.get(s.cell.cell_id)
+    out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
+    for warning in sweep.warnings:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if interrupted:
+        err.print("interrupted: the current run was stopped and stored as interrupted; `cmx run` again resumes.")
+        raise typer.Exit(130)
+    failed = [o for o in outcomes if o.status is not RunStatus.OK]
+    if failed:
+        err.print(f"{len(failed)} of {len(outcomes)} run(s) did not succeed; see `cmx status --db {db_path}`.")
+        raise typer.Exit(1)
+
+
+def _provenance(exp, inv, digest: str, revision: int) -> dict:
+    from cmx.engine.run.provenance import Provenance, cmx_version, git_state, inventory_hash
+
+    commit, dirty = git_state()
+    return Provenance(cmx_version(), commit, dirty, digest, inventory_hash(inv), revision).columns()
+
+
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+

@@ -1,0 +1,56 @@
+"""What every ``cmx`` command shares: the Typer app, the consoles, common options, and the one way
+bad input ends a command (one line per problem, exit 2). The commands live in ``cmd_*.py``."""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from cmx.engine.errors import InputError
+from cmx.engine.results import db
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+    help="celery-matrix: sweep real Celery deployments defined in YAML and query the results in SQL.\n\n"
+         "Typical session: [bold]cmx validate[/bold] FILE, [bold]cmx plan[/bold] FILE, [bold]cmx run[/bold] FILE, "
+         "then [bold]cmx status[/bold] and [bold]cmx sql[/bold] \"SELECT …\".",
+)
+# Not a terminal (CI logs, pipes): wide enough that the summary table stays readable.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
+MAX_CELLS_OPTION = typer.Option(None, "--max-cells", min=1, help="Refuse a matrix of more cells than this "
+                                "(default 10,000: a guard against a typo that multiplies the sweep).")
+RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "
+                             "holds the sweep's artifacts/, wheelhouse and generated .secrets.json (keep it out of git).")
+
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from cmx.engine.run.provenance import cmx_version, git_state
+
+    commit, dirty = git_state()
+    where = f" (git {commit[:12]}{', with uncommitted changes' if dirty else ''})" if commit else ""
+    print(f"cmx {cmx_version()}{where}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version (and the git commit when run from a checkout) and exit."),
+) -> None:
+    pass
+
+
+def fail(exc: Exception) -> None:
+    if isinstance(exc, InputError):
+        for p in exc.problems:
+            err.print(str(p), markup=False, highlight=False, emoji=False, soft_wrap=True)
+    else:
+        err.print(f"error: {exc}", markup=False, highlight=False, emoji=False, soft_wrap=True)
+    raise typer.Exit(2)
+
