@@ -35,7 +35,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
 
 Mode = Literal["celery", "direct", "union"]
 COUNTRIES = ("US", "CN", "JP", "GB", "DE", "FR", "KR", "BR", "IN", "RU",
@@ -282,7 +282,6 @@ class SqlFanout(Workload):
     def drive(self, ctx, params: SqlFanoutParams):
         from celery import group
 
-        from cmx.workloads.drive.driver import DriveTimeout
         from cmx.workloads.files import write_atomic
 
         url = os.environ["CMX_DATABASE_URL"]

@@ -29,7 +29,7 @@ from cmx.workloads.clientname import client_name
 from cmx.workloads.instrument import recorder
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cmx.workloads.drive.driver import DriveContext
+    from cmx.workloads.drive.context import DriveContext
     from cmx.workloads.catalog.throughput import ThroughputParams
 
 TASK_NAME = "cmx.throughput.raw"
