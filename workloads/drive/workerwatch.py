@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import Celery
 
+from cmx.workloads import kinds
 from cmx.workloads.spec import RunSpec, worker_client_name
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
@@ -130,7 +131,7 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float) -> float:
                                 [host_of(n) for n in missing])
         if confirmed != want:
             time.sleep(0.05)
-    if spec.broker == "redis":
+    if kinds.BROKERS[spec.broker].service == "redis":
         wake_redis_consumers(app, spec)
     return time.time()
 
