@@ -7,7 +7,7 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads import effective, failures, instrument  # noqa: F401 (effective: the cmx_config command)
+from cmx.workloads import effective, failures, instrument, kinds  # noqa: F401 (effective: the cmx_config command)
 from cmx.workloads.catalog import registry
 from cmx.workloads.clientname import client_name
 from cmx.workloads.dimensions import worker_config
@@ -16,44 +16,25 @@ from cmx.workloads.spec import RunSpec
 
 
 def queue_arguments(spec: RunSpec) -> dict:
-    return {"x-queue-type": "quorum"} if spec.broker == "rabbitmq-quorum" else {}
+    """The run's queues' arguments for its broker kind (quorum queues, say)."""
+    return dict(kinds.BROKERS[spec.broker].queue_arguments)
 
 
 def backend_url(spec: RunSpec) -> str | None:
-    if spec.backend == "none":
-        return None
-    if spec.backend == "rpc":
-        return "rpc://"
-    url = os.environ["CMX_BACKEND_URL"]
-    if spec.backend == "postgres":
-        # Celery's database backend takes SQLAlchemy URLs; name the driver the hosts have
-        # (SQLAlchemy 2.1 would pick psycopg 3 for a bare postgresql://).
-        url = url.removeprefix("db+")
-        for bare in ("postgresql://", "postgres://"):
-            if url.startswith(bare):
-                url = "postgresql+psycopg2://" + url[len(bare):]
-        url = "db+" + url
-    return url
+    """Celery's ``result_backend`` for the run's backend kind (None: no backend)."""
+    has_server = kinds.BACKENDS[spec.backend].service is not None
+    return kinds.celery_backend_url(spec.backend, os.environ["CMX_BACKEND_URL"] if has_server else None)
 
 
 def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
     """Every broker and backend connection of this process carries the run's client name, so the
     connection probes count the run's own clients and nobody else's (workloads/clientname.py).
     Set after the cell's ``celery.*`` settings: merged into them, never replaced by them."""
-    broker = client_name(spec.run_id, client, "broker")
-    opts = dict(app.conf.broker_transport_options or {})
-    if spec.broker == "redis":
-        opts["client_name"] = broker
-    else:  # py-amqp takes client_properties through kombu's transport options
-        opts["client_properties"] = {**(opts.get("client_properties") or {}), "connection_name": broker}
-    app.conf.broker_transport_options = opts
-    backend = client_name(spec.run_id, client, "backend")
-    if spec.backend == "redis":
-        app.conf.redis_client_name = backend
-    elif spec.backend == "postgres":
-        engine = dict(app.conf.database_engine_options or {})
-        engine["connect_args"] = {**(engine.get("connect_args") or {}), "application_name": backend}
-        app.conf.database_engine_options = engine
+    for target, kind in (("broker", spec.broker), ("backend", spec.backend)):
+        service = kinds.service_of(target, kind)
+        if service is not None:
+            name = client_name(spec.run_id, client, target)
+            app.conf.update(kinds.client_name_settings(service.name, target, name, app.conf))
 
 
 def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:

@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict
 if TYPE_CHECKING:  # pragma: no cover
     from celery import Celery
 
-    from cmx.workloads.drive.driver import DriveContext
+    from cmx.workloads.drive.context import DriveContext
+
+
+class DriveTimeout(Exception):
+    """The run passed ``limits.run_timeout`` (a workload's ``drive`` raises it past ``ctx.deadline``)."""
 
 
 class WorkloadParams(BaseModel):

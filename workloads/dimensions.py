@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cmx.workloads import kinds
+
 #: How a cell's value of a dimension reaches the run:
 #:  ``argv``    a switch on the worker's command line (:attr:`Dimension.argv`)
 #:  ``config``  a Celery setting the app factory sets (:attr:`Dimension.setting`)
@@ -54,9 +56,9 @@ class Dimension:
 
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("broker", "choice", "redis", "url", "the message broker the run uses (from the inventory)",
-              choices=("redis", "rabbitmq", "rabbitmq-quorum")),
+              choices=tuple(kinds.BROKERS)),
     Dimension("backend", "choice", "none", "url", "the result backend (none: results are ignored)",
-              choices=("none", "redis", "rpc", "postgres")),
+              choices=tuple(kinds.BACKENDS)),
     Dimension("pool", "choice", "prefork", "argv", "the worker's execution pool",
               choices=("prefork", "threads", "gevent", "eventlet", "solo"), argv="-P", setting="worker_pool"),
     Dimension("concurrency", "integer", 1, "argv", "the pool's size (processes, threads or greenlets)",

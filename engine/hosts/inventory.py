@@ -5,8 +5,7 @@ are). Host groups: ``brokers``, ``backends``, ``workers``, ``drivers``, ``servic
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +13,13 @@ from cmx.engine import limits
 from cmx.engine.errors import InputError, Problem
 from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
 from cmx.engine.model.yamlpos import check_yaml_syntax
+from cmx.workloads import kinds
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
 
-#: URL schemes that serve each broker / backend kind.
-BROKER_SCHEMES = {"redis": ("redis", "rediss"), "rabbitmq": ("amqp", "amqps", "pyamqp"),
-                  "rabbitmq-quorum": ("amqp", "amqps", "pyamqp")}
-BACKEND_SCHEMES = {"redis": ("redis", "rediss"), "postgres": ("postgresql", "postgres", "db+postgresql")}
-
-
-#: Kinds the sweep can provision itself on a host of the group that gives no URL for them
-#: (roles/redis, roles/postgres).
-PROVISIONABLE = {"brokers": ("redis", "rabbitmq", "rabbitmq-quorum"), "backends": ("redis", "postgres")}
-#: The role (service) that provisions each kind.
-SERVICE_OF = {"redis": "redis", "rabbitmq": "rabbitmq", "rabbitmq-quorum": "rabbitmq", "postgres": "postgres"}
-REDIS_DB = {"brokers": 0, "backends": 1}
+#: Each target's inventory group and the variable giving its URL (kinds: workloads/kinds.py).
+SERVED_BY = {"broker": ("brokers", "broker_url"), "backend": ("backends", "backend_url")}
 
 
 @dataclass(frozen=True)
@@ -40,21 +30,26 @@ class Inventory:
     hostvars: dict[str, dict[str, Any]]
     #: Where a generated Redis password is kept (beside the results database).
     secrets_dir: Path = Path("results")
+    _passwords: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
-    @cached_property
+    def password(self, service: str) -> str:
+        """Password of a server the sweep provisions (the inventory's ``<service>_password``,
+        ``CMX_<SERVICE>_PASSWORD``, or generated); the same for the whole sweep."""
+        if service not in self._passwords:
+            self._passwords[service] = _password(kinds.SERVICES[service], self.hostvars, self.groups, self.secrets_dir)
+        return self._passwords[service]
+
+    @property
     def redis_password(self) -> str:
-        """Password of a Redis the sweep provisions (inventory, CMX_REDIS_PASSWORD, or generated)."""
-        return _password("redis", self.hostvars, self.groups, self.secrets_dir)
+        return self.password("redis")
 
-    @cached_property
+    @property
     def rabbitmq_password(self) -> str:
-        """Password of a RabbitMQ the sweep provisions (inventory, CMX_RABBITMQ_PASSWORD, or generated)."""
-        return _password("rabbitmq", self.hostvars, self.groups, self.secrets_dir)
+        return self.password("rabbitmq")
 
-    @cached_property
+    @property
     def postgres_password(self) -> str:
-        """Password of a PostgreSQL the sweep provisions (inventory, CMX_POSTGRES_PASSWORD, or generated)."""
-        return _password("postgres", self.hostvars, self.groups, self.secrets_dir)
+        return self.password("postgres")
 
     def hosts_of(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
@@ -70,7 +65,7 @@ class Inventory:
         return self.hosts_of("drivers")[0]
 
     def broker_url(self, kind: str) -> str:
-        return self._service_url("brokers", "broker_url", kind, BROKER_SCHEMES[kind])
+        return self._service_url("broker", kind)
 
     def given_url(self, group: str, var: str, schemes: tuple[str, ...]) -> str | None:
         """The URL the inventory gives for this kind of service (bring your own), if any."""
@@ -85,12 +80,15 @@ class Inventory:
         """{kind: hosts} where the sweep must start a service: the kind is used there, the sweep
         can provision it, and the inventory gives no URL for it."""
         wanted: dict[str, set[str]] = {}
-        for group, var, schemes, kinds in (("brokers", "broker_url", BROKER_SCHEMES, brokers),
-                                           ("backends", "backend_url", BACKEND_SCHEMES, backends)):
-            for kind in kinds & set(PROVISIONABLE[group]):
-                if self.hosts_of(group) and not self.given_url(group, var, schemes[kind]):
-                    wanted.setdefault(SERVICE_OF[kind], set()).add(self.hosts_of(group)[0])
-        return {kind: sorted(hosts) for kind, hosts in sorted(wanted.items())}
+        for target, used in (("broker", brokers), ("backend", backends)):
+            group, var = SERVED_BY[target]
+            for name in sorted(used):
+                kind = kinds.TARGETS[target].get(name)
+                if kind is None or not kind.provisionable:
+                    continue
+                if self.hosts_of(group) and not self.given_url(group, var, kinds.schemes(target, name)):
+                    wanted.setdefault(kind.service, set()).add(self.hosts_of(group)[0])
+        return {service: sorted(hosts) for service, hosts in sorted(wanted.items())}
 
     def rabbitmq_api_url(self) -> str | None:
         """The RabbitMQ management API of the broker host, if given: connection counts come from
@@ -99,7 +97,7 @@ class Inventory:
         if not hosts:
             return None
         given = self.hostvars.get(hosts[0], {}).get("rabbitmq_api_url")
-        if given or self.given_url("brokers", "broker_url", BROKER_SCHEMES["rabbitmq"]):
+        if given or self.given_url("brokers", "broker_url", tuple(kinds.SERVICES["rabbitmq"].schemes)):
             return given
         port = int(self.hostvars.get(hosts[0], {}).get("rabbitmq_management_port", 15672))
         return f"http://cmx:{self.rabbitmq_password}@{self.address(hosts[0])}:{port}"  # ours: API enabled
@@ -125,41 +123,37 @@ class Inventory:
         return str(url)
 
     def backend_url(self, kind: str) -> str | None:
-        if kind in ("none", "rpc"):
+        if kinds.BACKENDS[kind].service is None:
             return None
-        return self._service_url("backends", "backend_url", kind, BACKEND_SCHEMES[kind])
+        return self._service_url("backend", kind)
 
-    def _service_url(self, group: str, var: str, kind: str, schemes: tuple[str, ...]) -> str:
+    def _service_url(self, target: str, kind: str) -> str:
+        group, var = SERVED_BY[target]
+        schemes = kinds.schemes(target, kind)
         hosts = self.hosts_of(group)
         if not hosts:
-            raise InputError(Problem(f"no host in group '{group}', needed for {var.split('_')[0]} '{kind}'",
-                                     str(self.path)))
+            raise InputError(Problem(f"no host in group '{group}', needed for {target} '{kind}'", str(self.path)))
         host = hosts[0]
         url = self.given_url(group, var, schemes)
         if url:
             return url
-        if kind in PROVISIONABLE[group] and kind == "redis":
-            port = int(self.hostvars.get(host, {}).get("redis_port", 6379))
-            return f"redis://:{self.redis_password}@{self.address(host)}:{port}/{REDIS_DB[group]}"
-        if kind in PROVISIONABLE[group] and SERVICE_OF[kind] == "rabbitmq":
-            port = int(self.hostvars.get(host, {}).get("rabbitmq_port", 5672))
-            return f"amqp://cmx:{self.rabbitmq_password}@{self.address(host)}:{port}//"
-        if kind in PROVISIONABLE[group] and kind == "postgres":
-            port = int(self.hostvars.get(host, {}).get("postgres_port", 5432))
-            return f"postgresql://postgres:{self.postgres_password}@{self.address(host)}:{port}/postgres"
+        service = kinds.service_of(target, kind)
+        if kinds.TARGETS[target][kind].provisionable:
+            port = int(self.hostvars.get(host, {}).get(service.port_var, service.default_port))
+            return kinds.provisioned_url(target, kind, self.password(service.name), self.address(host), port)
         raise InputError(Problem(
             f"host '{host}' of group '{group}' has no {var} for {kind} (give one whose scheme is "
             f"{' or '.join(s + '://' for s in schemes)}, as a string or in a list)", str(self.path)))
 
 
-def _password(service: str, hostvars: dict[str, dict[str, Any]], groups: dict, secrets_dir: Path) -> str:
+def _password(service: kinds.Service, hostvars: dict[str, dict[str, Any]], groups: dict, secrets_dir: Path) -> str:
     """The inventory's <service>_password, else CMX_<SERVICE>_PASSWORD, else one generated once and
     kept (0600) in ``secrets_dir/.secrets.json``: out of the repository, the same for every sweep."""
     import json
     import os
     import secrets
 
-    key, env = f"{service}_password", f"CMX_{service.upper()}_PASSWORD"
+    key, env = service.password_var, service.password_env
     for group in ("brokers", "backends"):
         for host in groups.get(group, ()):
             if hostvars.get(host, {}).get(key):

@@ -14,15 +14,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cmx.engine.errors import InputError, Problem
+from cmx.workloads.kinds import SERVICES
 
 #: variable -> kind. url: one URL; urls: a URL or a list of them (a run picks the one whose
-#: scheme fits); port: 1-65535; secret: a string, never shown; text: a string.
+#: scheme fits); port: 1-65535; secret: a string, never shown; text: a string. Each server a sweep
+#: can provision (workloads/kinds.py) has its ``<service>_password`` and ``<service>_port``.
 VARIABLES: dict[str, str] = {
     "broker_url": "urls", "backend_url": "urls", "rabbitmq_api_url": "url", "database_url": "url",
     "cmx_workdir": "text", "ansible_host": "text",
-    "redis_password": "secret", "rabbitmq_password": "secret", "postgres_password": "secret",
-    "redis_port": "port", "postgres_port": "port", "rabbitmq_port": "port", "rabbitmq_management_port": "port",
-    "cmx_service_port": "port",
+    **{service.password_var: "secret" for service in SERVICES.values()},
+    **{service.port_var: "port" for service in SERVICES.values()},
+    "rabbitmq_management_port": "port", "cmx_service_port": "port",
 }
 PORT_VARS = tuple(name for name, kind in VARIABLES.items() if kind == "port")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 from cmx.engine.errors import HostError
+from cmx.workloads.kinds import libpq_url
 
 
 def redact(url: str) -> str:
@@ -36,8 +37,7 @@ def check_backend(kind: str, url: str, timeout: float = 5.0) -> None:
         elif kind == "postgres":
             import psycopg2
 
-            psycopg2.connect(url.removeprefix("db+").replace("postgresql+psycopg2", "postgresql"),
-                             connect_timeout=int(timeout)).close()
+            psycopg2.connect(libpq_url(url), connect_timeout=int(timeout)).close()
     except Exception as exc:
         raise HostError(f"{kind} backend {redact(url)} does not answer: {type(exc).__name__}: "
                         f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "

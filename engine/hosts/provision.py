@@ -18,6 +18,7 @@ from typing import Callable
 from cmx.engine.hosts.ansible import ENGINE_DIR, PROJECT_DIR, PlaybookResult, run_playbook
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
+from cmx.workloads.kinds import SERVICES
 
 WORKLOADS_SRC = PROJECT_DIR / "workloads"
 _CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
@@ -144,7 +145,8 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
 
 
 def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
-    return {f"cmx_{kind}_hosts": ",".join(hosts) for kind, hosts in services.items()}
+    """services.yml's host list of each service's play (the play applies the role of that name)."""
+    return {f"cmx_{service}_hosts": ",".join(hosts) for service, hosts in services.items()}
 
 
 def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
@@ -173,13 +175,9 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
     if not result.ok:
         raise HostError(f"provisioning failed: {result.summary()}")
     if services:
-        secrets = {}
-        if "redis" in services:
-            secrets["CMX_REDIS_PASSWORD"] = inventory.redis_password
-        if "postgres" in services:
-            secrets["CMX_POSTGRES_PASSWORD"] = inventory.postgres_password
-        if "rabbitmq" in services:
-            secrets["CMX_RABBITMQ_PASSWORD"] = inventory.rabbitmq_password
+        # Each service is its role's name (workloads/kinds.py); its password reaches the role
+        # from the controller's environment.
+        secrets = {SERVICES[service].password_env: inventory.password(service) for service in services}
         started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
                                extravars=_service_vars(services), secrets=secrets)
         report("services.yml", started)

@@ -26,6 +26,7 @@ from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
 from cmx.engine.hosts.provision import provision, stop_services
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
+from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS
@@ -192,14 +193,14 @@ class Sweep:
         port = self._local_port(broker_host, self.inventory.broker_url(vals["broker"]))
         if port:
             args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
-        kind = "redis" if vals["broker"] == "redis" else "rabbitmq"
-        args[driver].append(f"--connections broker={kind}")
-        if vals["backend"] in ("redis", "postgres"):
+        args[driver].append(f"--connections broker={kinds.BROKERS[vals['broker']].service}")
+        backend_service = kinds.BACKENDS[vals["backend"]].service
+        if backend_service:
             backend_host = self.inventory.hosts_of("backends")[0]
             port = self._local_port(backend_host, self.inventory.backend_url(vals["backend"]))
             if port:
                 args.setdefault(backend_host, []).append(f"--watch-port backend={port}")
-            args[driver].append(f"--connections backend={vals['backend']}")
+            args[driver].append(f"--connections backend={backend_service}")
         workload = registry.get(self.exp.workload.name)
         if workload.service_module:
             service_host = self.inventory.service_host()
@@ -214,7 +215,7 @@ class Sweep:
             return None
         parts = urlsplit(url.removeprefix("db+"))
         if parts.hostname in LOOPBACK or parts.hostname in (host, self.inventory.address(host)):
-            return parts.port or {"redis": 6379, "amqp": 5672, "postgresql": 5432}.get(parts.scheme)
+            return parts.port or kinds.default_port(parts.scheme)
         return None
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
@@ -243,7 +244,7 @@ class Sweep:
 
     def secrets(self, run: Run) -> dict[str, str]:
         vals = run.cell.values
-        api = self.inventory.rabbitmq_api_url() if vals["broker"].startswith("rabbitmq") else None
+        api = self.inventory.rabbitmq_api_url() if kinds.BROKERS[vals["broker"]].service == "rabbitmq" else None
         database = self.inventory.database_url() if registry.get(self.exp.workload.name).needs_database else None
         return {"CMX_BROKER_URL": self.inventory.broker_url(vals["broker"]),
                 "CMX_BACKEND_URL": self.inventory.backend_url(vals["backend"]) or "",
@@ -285,7 +286,7 @@ class Sweep:
         self.handler.stage(None, "checking brokers and backends")
         for kind in sorted({r.cell.values["broker"] for r in runs}):
             check_broker(self.inventory.broker_url(kind))
-        for kind in sorted({r.cell.values["backend"] for r in runs} - {"none", "rpc"}):
+        for kind in sorted({r.cell.values["backend"] for r in runs if kinds.BACKENDS[r.cell.values["backend"]].service}):
             check_backend(kind, self.inventory.backend_url(kind))
         outcomes: list[RunOutcome] = []
         # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.

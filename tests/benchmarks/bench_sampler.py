@@ -23,7 +23,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from cmx.workloads.host.sampler import WatchedProcess, read_pss, read_stat  # noqa: E402
+from cmx.workloads.host.procfs import WatchedProcess, read_stat  # noqa: E402
+from cmx.workloads.host.pss import read_pss  # noqa: E402
 
 CPU_BUDGET_PERCENT = 1.0
 

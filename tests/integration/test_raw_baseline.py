@@ -83,7 +83,7 @@ def test_redis_one_call_per_message(queue):
 def test_rabbitmq_publishes_are_stamped_at_the_brokers_answer(queue, batch):
     pytest.importorskip("pika")
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=batch)
-    broker = RabbitRaw("amqp://guest:guest@127.0.0.1:5672//", queue, quorum=False, prefetch=1,
+    broker = RabbitRaw("amqp://guest:guest@127.0.0.1:5672//", queue, queue_arguments={}, prefetch=1,
                        name="cmx.test-raw.driver.broker")
     try:
         began, returned, sent = _publish(broker, params)

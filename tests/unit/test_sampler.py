@@ -406,7 +406,7 @@ def test_bad_arguments_exit_2(tmp_path):
 
 
 def test_error_log_redacts_secrets_and_records_each_failure_once():
-    from cmx.workloads.host.sampler import ErrorLog
+    from cmx.workloads.host.sampler_output import ErrorLog
 
     url = "redis://:p%40ss-456@broker.lab:6379/0"
     log = ErrorLog([url, "p%40ss-456", "p@ss-456"])

@@ -18,7 +18,7 @@ import time
 
 from pydantic import Field
 
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
 
 
 class ChordSizeParams(WorkloadParams):
@@ -45,8 +45,6 @@ class ChordSize(Workload):
     def drive(self, ctx, params: ChordSizeParams):
         from celery import chord
         from celery.exceptions import TimeoutError as CeleryTimeout
-
-        from cmx.workloads.drive.driver import DriveTimeout
 
         part, join = ctx.app.tasks["cmx.chord_size.part"], ctx.app.tasks["cmx.chord_size.join"]
         ctx.wait_for_workers()

@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 from pydantic import Field, field_validator
 
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
 
 
 class IoChordParams(WorkloadParams):
@@ -93,8 +93,6 @@ class IoChord(Workload):
     def drive(self, ctx, params: IoChordParams):
         from celery import chord
         from celery.exceptions import TimeoutError as CeleryTimeout
-
-        from cmx.workloads.drive.driver import DriveTimeout
 
         waitinate = ctx.app.tasks["cmx.io_chord.waitinate"]
         summarize = ctx.app.tasks["cmx.io_chord.summarize"]

@@ -25,11 +25,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from cmx.workloads import kinds
 from cmx.workloads.clientname import client_name
 from cmx.workloads.instrument import recorder
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cmx.workloads.drive.driver import DriveContext
+    from cmx.workloads.drive.context import DriveContext
     from cmx.workloads.catalog.throughput import ThroughputParams
 
 TASK_NAME = "cmx.throughput.raw"
@@ -175,12 +176,12 @@ def pika_parameters(url: str, name: str | None = None):
 
 
 class RabbitRaw:
-    def __init__(self, url: str, queue: str, quorum: bool, prefetch: int, name: str):
+    def __init__(self, url: str, queue: str, queue_arguments: dict, prefetch: int, name: str):
         import pika
 
         self.pika, self.queue, self.prefetch = pika, queue, prefetch
         self.params = pika_parameters(url, name)  # counted as the run's driver
-        self.args = {"x-queue-type": "quorum"} if quorum else None
+        self.args = dict(queue_arguments) or None  # the broker kind's (quorum queues must be durable)
         self.conn = pika.BlockingConnection(self.params)
         self.channel = self.conn.channel()
 
@@ -253,10 +254,11 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
     # Started like every run (same machine load), but never told to consume.
     ctx.wait_for_workers()
     name = client_name(ctx.spec.run_id, "driver", "broker")
-    if ctx.spec.broker == "redis":
+    kind = kinds.BROKERS[ctx.spec.broker]
+    if kind.service == "redis":
         broker = RedisRaw(url, queue, name)
     else:
-        broker = RabbitRaw(url, queue, quorum=ctx.spec.broker == "rabbitmq-quorum",
+        broker = RabbitRaw(url, queue, queue_arguments=dict(kind.queue_arguments),
                            prefetch=ctx.spec.prefetch_multiplier, name=name)
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message

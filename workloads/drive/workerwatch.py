@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import Celery
 
+from cmx.workloads import kinds
 from cmx.workloads.dimensions import ON_WORKER
 from cmx.workloads.spec import RunSpec, worker_client_name
 
@@ -130,7 +131,7 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float) -> float:
                                 [host_of(n) for n in missing])
         if confirmed != want:
             time.sleep(0.05)
-    if spec.broker == "redis":
+    if kinds.BROKERS[spec.broker].service == "redis":
         wake_redis_consumers(app, spec)
     return time.time()
 

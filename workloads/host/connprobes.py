@@ -26,9 +26,11 @@ from collections import Counter
 from pathlib import Path
 
 from cmx.workloads.clientname import CLIENTS, parse
+from cmx.workloads.kinds import SERVICES, libpq_url
 
 CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count", "client")
-CONNECTION_KINDS = ("redis", "rabbitmq", "postgres")
+#: A probe counts the clients of one server (``--connections ROLE=KIND``): the kinds are the services.
+CONNECTION_KINDS = tuple(SERVICES)
 #: rabbitmqctl boots an Erlang VM (~0.5 CPU-second a call): never run it more often than this.
 RABBITMQCTL_MIN_PERIOD_S = 5.0
 PROBE_TIMEOUT_S = 10.0
@@ -185,11 +187,7 @@ class PostgresProbe(ConnectionProbe):
                 import psycopg2  # lazily: optional on hosts
             except ImportError:
                 raise ProbeError("psycopg2 is not installed") from None
-            url = _url_from_env(self.role)
-            # Celery spells it db+postgresql[+driver]://; libpq wants postgresql://.
-            scheme, sep, rest = url.removeprefix("db+").partition("://")
-            self._conn = psycopg2.connect(scheme.split("+")[0] + sep + rest,
-                                          connect_timeout=int(PROBE_TIMEOUT_S))
+            self._conn = psycopg2.connect(libpq_url(_url_from_env(self.role)), connect_timeout=int(PROBE_TIMEOUT_S))
             self._conn.autocommit = True  # pg_stat_activity is a per-transaction snapshot
         try:
             with self._conn.cursor() as cur:
@@ -205,13 +203,18 @@ class PostgresProbe(ConnectionProbe):
             conn.close()
 
 
-def make_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
-    if kind == "redis":
-        return RedisProbe(role, kind, run_id)
-    if kind == "postgres":
-        return PostgresProbe(role, kind, run_id)
+def _rabbitmq_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
     api = os.environ.get("CMX_RABBITMQ_API")
     return RabbitApiProbe(role, kind, run_id, api) if api else RabbitCtlProbe(role, kind, run_id)
+
+
+#: The probe of each server kind (workloads/kinds.py SERVICES; a unit test keeps them equal).
+PROBES = {"redis": RedisProbe, "rabbitmq": _rabbitmq_probe, "postgres": PostgresProbe}
+
+
+def make_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
+    """The probe counting the run's clients of ``role`` (broker, backend), a server of ``kind``."""
+    return PROBES[kind](role, kind, run_id)
 
 
 class ConnectionSampler:

@@ -1,0 +1,154 @@
+"""Broker and backend kinds live in one table (workloads/kinds.py); the inventory, provisioning,
+the probes, the roles and the app factory read it and agree with it."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cmx.engine.hosts.inventory import Inventory
+from cmx.engine.hosts.invvars import VARIABLES
+from cmx.workloads import kinds
+from cmx.workloads.app import backend_url, name_clients, queue_arguments
+from cmx.workloads.clientname import client_name
+from cmx.workloads.host import connprobes
+from cmx.workloads.spec import RunSpec
+from tests.conftest import REPO
+
+PLAYBOOKS = REPO / "engine" / "hosts" / "playbooks"
+
+
+def lab(**broker_vars) -> Inventory:
+    """Broker and backend on one host ``b`` (reached as 10.0.0.1), passwords given."""
+    hostvars = {"b": {"ansible_host": "10.0.0.1", "redis_password": "rpw", "rabbitmq_password": "qpw",
+                      "postgres_password": "ppw", **broker_vars}}
+    return Inventory(path=Path("inv.yml"), hostvars=hostvars,
+                     groups={"brokers": ("b",), "backends": ("b",), "workers": ("w",), "drivers": ("w",)})
+
+
+def test_the_urls_of_the_servers_a_sweep_provisions():
+    inv = lab()
+    assert inv.broker_url("redis") == "redis://:rpw@10.0.0.1:6379/0"
+    assert inv.backend_url("redis") == "redis://:rpw@10.0.0.1:6379/1"
+    assert inv.broker_url("rabbitmq") == inv.broker_url("rabbitmq-quorum") == "amqp://cmx:qpw@10.0.0.1:5672//"
+    assert inv.backend_url("postgres") == "postgresql://postgres:ppw@10.0.0.1:5432/postgres"
+    assert inv.backend_url("none") is None and inv.backend_url("rpc") is None
+    moved = lab(redis_port=6390, rabbitmq_port=5673, postgres_port=5433)
+    assert moved.broker_url("redis") == "redis://:rpw@10.0.0.1:6390/0"
+    assert moved.broker_url("rabbitmq") == "amqp://cmx:qpw@10.0.0.1:5673//"
+    assert moved.backend_url("postgres") == "postgresql://postgres:ppw@10.0.0.1:5433/postgres"
+
+
+def test_a_given_url_is_used_for_the_kinds_its_scheme_serves_and_nothing_is_provisioned_for_them():
+    inv = lab(broker_url=["amqps://u:p@mq:5671/v", "rediss://:x@r:6380/2"],
+              backend_url="db+postgresql://u:p@pg/db")
+    assert inv.broker_url("rabbitmq-quorum") == "amqps://u:p@mq:5671/v"
+    assert inv.broker_url("redis") == "rediss://:x@r:6380/2"
+    assert inv.backend_url("postgres") == "db+postgresql://u:p@pg/db"
+    assert inv.backend_url("redis") == "redis://:rpw@10.0.0.1:6379/1"  # not given: ours
+    assert inv.services_to_provision({"redis", "rabbitmq", "rabbitmq-quorum"}, {"none", "rpc", "postgres"}) == {}
+    assert inv.services_to_provision({"redis"}, {"redis", "rpc"}) == {"redis": ["b"]}
+    assert lab().services_to_provision({"rabbitmq-quorum", "redis"}, {"postgres", "none"}) == {
+        "postgres": ["b"], "rabbitmq": ["b"], "redis": ["b"]}
+
+
+def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted_and_provisioned():
+    for target, table in kinds.TARGETS.items():
+        for name, kind in table.items():
+            assert kind.name == name
+            assert kind.service is None or kind.service in kinds.SERVICES, (target, name)
+            assert kind.provisionable <= (kind.service is not None)
+    assert set(connprobes.PROBES) == set(kinds.SERVICES) == set(connprobes.CONNECTION_KINDS)
+    services_yml = yaml.safe_load((PLAYBOOKS / "services.yml").read_text())
+    stop_yml = yaml.safe_load((PLAYBOOKS / "services_stop.yml").read_text())
+    for service in kinds.SERVICES.values():
+        # The password and port each server's role reads from the inventory are checked there.
+        assert VARIABLES[service.password_var] == "secret" and VARIABLES[service.port_var] == "port"
+        role = REPO / "roles" / service.name
+        assert (role / "meta" / "main.yml").is_file() and (role / "tasks" / "stop.yml").is_file()
+        hosts = f"{{{{ cmx_{service.name}_hosts | default('cmx-no-{service.name}-host') }}}}"
+        [play] = [p for p in services_yml if p["hosts"] == hosts]
+        assert [r["role"] for r in play["roles"]] == [service.name]
+        assert [p for p in stop_yml if p["hosts"] == hosts], service.name
+
+
+def test_schemes_and_default_ports():
+    assert kinds.schemes("broker", "rabbitmq-quorum") == ("amqp", "amqps", "pyamqp")
+    assert kinds.schemes("backend", "postgres") == ("postgresql", "postgres", "db+postgresql")
+    assert kinds.schemes("backend", "rpc") == ()
+    assert [kinds.default_port(s) for s in ("redis", "amqp", "amqps", "postgresql", "http")] == [
+        6379, 5672, 5671, 5432, None]
+    assert kinds.libpq_url("db+postgresql+psycopg2://u:p@h:1/d") == "postgresql://u:p@h:1/d"
+
+
+def spec(broker: str, backend: str) -> RunSpec:
+    return RunSpec(run_id="r1", experiment="e", cell_id="c", repeat=1, workload="throughput",
+                   broker=broker, backend=backend)
+
+
+def test_the_app_factory_reads_queue_arguments_and_backend_urls_from_the_kinds(monkeypatch):
+    assert queue_arguments(spec("rabbitmq-quorum", "none")) == {"x-queue-type": "quorum"}
+    assert queue_arguments(spec("rabbitmq", "none")) == queue_arguments(spec("redis", "none")) == {}
+    monkeypatch.setenv("CMX_BACKEND_URL", "postgresql://u:p@h:5432/d")
+    assert backend_url(spec("redis", "postgres")) == "db+postgresql+psycopg2://u:p@h:5432/d"
+    assert backend_url(spec("redis", "rpc")) == "rpc://"
+    assert backend_url(spec("redis", "none")) is None
+    monkeypatch.setenv("CMX_BACKEND_URL", "redis://h:6379/1")
+    assert backend_url(spec("redis", "redis")) == "redis://h:6379/1"
+
+
+@pytest.mark.parametrize("broker, backend", [("redis", "redis"), ("rabbitmq", "postgres"), ("rabbitmq-quorum", "rpc")])
+def test_every_client_names_itself_to_the_broker_and_the_backend(broker, backend):
+    from celery import Celery
+
+    app = Celery("t", set_as_current=False)
+    app.conf.broker_transport_options = {"visibility_timeout": 99, "client_properties": {"x": 1}}
+    app.conf.database_engine_options = {"echo": False}
+    name_clients(app, spec(broker, backend), "driver")
+    want_broker, want_backend = client_name("r1", "driver", "broker"), client_name("r1", "driver", "backend")
+    opts = app.conf.broker_transport_options
+    assert opts["visibility_timeout"] == 99  # the cell's own options are kept
+    if broker == "redis":
+        assert opts["client_name"] == want_broker
+    else:
+        assert opts["client_properties"] == {"x": 1, "connection_name": want_broker}
+    if backend == "redis":
+        assert app.conf.redis_client_name == want_backend
+    elif backend == "postgres":
+        assert app.conf.database_engine_options == {"echo": False, "connect_args": {"application_name": want_backend}}
+    else:
+        assert app.conf.get("redis_client_name") is None and "connect_args" not in app.conf.database_engine_options
+
+
+def _enums_under(node, key: str) -> list[frozenset]:
+    """Every ``enum`` in the subtrees of ``node`` held under ``key``."""
+    found = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key:
+                found += [frozenset(n["enum"]) for n in _walk(v) if isinstance(n, dict) and "enum" in n]
+            found += _enums_under(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            found += _enums_under(v, key)
+    return found
+
+
+def _walk(node):
+    yield node
+    for v in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()):
+        yield from _walk(v)
+
+
+def test_the_experiment_and_the_run_spec_offer_exactly_the_registrys_kinds():
+    from pydantic import ValidationError
+
+    from cmx.engine.model.schema import experiment_schema
+
+    schema = experiment_schema()
+    for target, table in kinds.TARGETS.items():
+        enums = set(_enums_under(schema, target))
+        assert enums == {frozenset(table)}, target
+        for name in table:
+            assert getattr(spec(**{"broker": "redis", "backend": "none", target: name}), target) == name
+        with pytest.raises(ValidationError):
+            spec(**{"broker": "redis", "backend": "none", target: "kafka"})

@@ -1,0 +1,116 @@
+"""What a workload's ``drive`` gets: the run's app and spec, and its coordination steps.
+
+The contract between the driver (workloads/drive/driver.py, which builds it) and the workloads
+(workloads/catalog/, the user's own): it needs nothing of the app factory, so a workload can use
+it without importing the driver.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from celery import Celery
+from kombu import Queue
+
+from cmx.workloads import kinds
+from cmx.workloads.base import DriveTimeout
+from cmx.workloads.drive.workerwatch import Watchdog, check_configs, start_consuming, worker_configs
+from cmx.workloads.files import write_atomic
+from cmx.workloads.spec import RunSpec
+
+
+@dataclass
+class DriveContext:
+    """What a workload's ``drive`` gets: the app, the spec, and the run's coordination steps."""
+
+    app: Celery
+    spec: RunSpec
+    run_dir: Path
+    host: str
+    deadline: float  # time.monotonic() after which the run has timed out
+    metrics: list[tuple[str, float, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: (ts, messages waiting in the run queue), taken while waiting for tasks to finish.
+    queue_samples: list[tuple[float, int]] = field(default_factory=list)
+    #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
+    consuming_at: float | None = None
+    watchdog: Watchdog | None = None
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check_deadline(self, what: str) -> None:
+        if self.watchdog is not None and self.watchdog.problem is not None:
+            raise self.watchdog.problem
+        if self.remaining() <= 0:
+            raise DriveTimeout(f"run_timeout of {self.spec.run_timeout_s:g}s passed while {what}")
+
+    def metric(self, name: str, value: float, unit: str = "") -> None:
+        """Report a workload-specific figure; it lands in the ``metrics`` table."""
+        self.metrics.append((name, float(value), unit))
+
+    def declare_queues(self) -> None:
+        """Declare the run's queues so nothing published before a consumer exists is dropped."""
+        qargs = dict(kinds.BROKERS[self.spec.broker].queue_arguments)
+        with self.app.connection_for_write() as conn:
+            for name in (self.spec.queue, self.spec.hold_queue):
+                Queue(name, queue_arguments=qargs).bind(conn.default_channel).declare()
+
+    def wait_for_workers(self) -> None:
+        """Block until every worker node of the run answers a ping, then check that each runs
+        what the cell asks (its own report, stored as worker_config.json)."""
+        want = set(self.spec.worker_nodes)
+        limit = min(self.deadline, time.monotonic() + self.spec.worker_start_timeout_s)
+        seen: set[str] = set()
+        while True:
+            for reply in self.app.control.ping(destination=sorted(want), timeout=0.5) or []:
+                seen.update(reply)
+            if want <= seen:
+                break
+            if time.monotonic() > limit:
+                missing = ", ".join(sorted(want - seen))
+                raise RuntimeError(f"workers did not answer within {self.spec.worker_start_timeout_s:g}s: {missing} "
+                                   "(see worker.log in the run's artifacts)")
+        configs = worker_configs(self.app, self.spec, timeout_s=max(5.0, min(30.0, self.remaining())))
+        write_atomic(self.run_dir / "worker_config.json", json.dumps(configs, indent=2, sort_keys=True))
+        check_configs(self.spec, configs)
+
+    def start_consuming(self) -> None:
+        """Tell every worker to consume the run's queue (they start on an empty hold queue) and
+        return once each has confirmed it does; from then on a dead worker fails the run."""
+        limit = max(1.0, min(self.spec.worker_start_timeout_s, self.remaining()))
+        self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit)
+        if self.watchdog is None:
+            self.watchdog = Watchdog(self.app, self.spec).__enter__()
+
+    def completed(self) -> int:
+        """Tasks finished so far over all workers of the run, as counted by Celery itself."""
+        replies = self.app.control.broadcast("cmx_progress", destination=self.spec.worker_nodes, reply=True,
+                                             timeout=2.0, limit=len(self.spec.worker_nodes)) or []
+        return sum(r["completed"] for reply in replies for r in reply.values() if isinstance(r, dict))
+
+    def queue_depth(self, conn) -> int | None:
+        """Messages waiting in the run's queue now (not counting those prefetched by workers)."""
+        try:
+            return conn.default_channel.queue_declare(self.spec.queue, passive=True).message_count
+        except Exception:  # a depth sample is worth less than the run
+            return None
+
+    def wait_completed(self, n: int, poll_s: float = 0.2) -> None:
+        """Block until ``n`` tasks have finished over all workers, or the run times out; samples
+        the queue depth on the way (queue.csv)."""
+        # One connection for every depth sample: a new one per poll would churn the broker's
+        # connections (5 a second) and show up in the connection counts we measure.
+        # The depth is sampled before each progress check: a backlog's first sample must not
+        # wait for the workers' replies, by when a fast broker may have drained it.
+        with self.app.connection_for_read() as conn:
+            while True:
+                depth = self.queue_depth(conn)
+                if depth is not None:
+                    self.queue_samples.append((time.time(), depth))
+                if self.completed() >= n:
+                    return
+                self.check_deadline(f"waiting for {n} tasks to finish")
+                time.sleep(poll_s)
