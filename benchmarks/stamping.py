@@ -10,6 +10,10 @@ machine falls on both. The figure is ``drained_rate``: tasks / time from "start 
 the workers' own completion counts (``cmx_progress``) reach the backlog, which needs no stamps,
 so the two sides are measured the same way.
 
+Beside it, what is robust on a busy machine: the workers' CPU seconds per 1000 tasks (every
+worker process, the whole run, from the sampler's per-tick CPU %), on and off; their difference
+is what stamping costs in CPU, whatever else the machine runs.
+
 Printed per pool: the median consume rate of each side, the overhead
 100 × (1 − on / off) with the 95 % bootstrap interval of the difference of medians
 (analysis/stats.py), and whether the target (≤ 2 %) is met: "yes" when the median overhead is
@@ -77,6 +81,14 @@ def report(db: Path, pools: list[str]) -> bool:
         rows = con.execute("""SELECT r.pool, r."params.stamping", m.value FROM runs r
                               JOIN metrics m USING (run_id) WHERE m.name = 'drained_rate'
                               ORDER BY r.started_at""").fetchall()
+        cpu = con.execute("""
+            WITH ticks AS (
+                SELECT run_id, cpu_percent / 100 * (ts - lag(ts) OVER (PARTITION BY run_id, host, pid ORDER BY ts)) AS s
+                FROM samples WHERE role IN ('worker', 'worker-child'))
+            SELECT r.pool, r."params.stamping", 1000 * sum(s) / any_value(r."params.tasks")
+            FROM ticks JOIN runs r USING (run_id) WHERE r.status = 'ok'
+            GROUP BY r.run_id, r.pool, r."params.stamping"
+            """).fetchall()
         bad = con.execute("SELECT pool, \"params.stamping\", status, count(*) FROM runs WHERE status <> 'ok' "
                           "GROUP BY ALL").fetchall()
     for pool, stamping, status, n in bad:
@@ -84,6 +96,9 @@ def report(db: Path, pools: list[str]) -> bool:
     rates: dict[tuple[str, bool], list[float]] = {}
     for pool, stamping, value in rows:
         rates.setdefault((pool, bool(stamping)), []).append(value)
+    cpu_s: dict[tuple[str, bool], list[float]] = {}
+    for pool, stamping, value in cpu:
+        cpu_s.setdefault((pool, bool(stamping)), []).append(value)
     print(f"consume rate (drained_rate, tasks/s; median of n) and what stamping costs (target ≤ {TARGET_PCT:g} %):")
     print(f"  {'pool':<9}{'on':>9}{'off':>9}  {'n':>3}  {'overhead':>9}  {'95 % interval':<19} met")
     all_met = True
@@ -98,6 +113,13 @@ def report(db: Path, pools: list[str]) -> bool:
         all_met &= met != "no"
         print(f"  {pool:<9}{statistics.median(on):9.0f}{statistics.median(off):9.0f}  {min(len(on), len(off)):>3}  "
               f"{pct:8.1f} %  [{lo:6.1f}, {hi:6.1f}] %  {met}")
+    print("workers' CPU seconds per 1000 tasks (whole run; median):")
+    for pool in pools:
+        on, off = cpu_s.get((pool, True), []), cpu_s.get((pool, False), [])
+        if on and off:
+            c_on, c_off = statistics.median(on), statistics.median(off)
+            print(f"  {pool:<9} on {c_on:6.3f}  off {c_off:6.3f}  stamping {1000 * (c_on - c_off):6.1f} µs/task "
+                  f"({100 * (c_on / c_off - 1):5.1f} % of the workers' CPU)")
     return all_met
 
 
@@ -110,7 +132,10 @@ def main() -> None:
     ap.add_argument("--broker", default="redis")
     ap.add_argument("--seed", type=int, default=1, help="the --shuffle seed")
     ap.add_argument("--keep", action="store_true", help="keep the temporary results dir")
+    ap.add_argument("--db", type=Path, help="report on the results database of an earlier sweep (--keep) instead")
     args = ap.parse_args()
+    if args.db:
+        sys.exit(0 if report(args.db, args.pools.split(",")) else 1)
     if args.repeats < 3:
         sys.exit("--repeats: at least 3 (an interval needs them)")
     tmp = Path(tempfile.mkdtemp(prefix="cmx-stamping-"))
