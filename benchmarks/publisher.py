@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ def make_app(broker: str, queue: str):
     from cmx.workloads import instrument
     from cmx.workloads.recorder import Recorder
 
+    warnings.filterwarnings("ignore", message="Task name .* is already registered")  # one app per broker
     app = Celery("pubbench", broker=URLS[broker], set_as_current=False)
     app.conf.update(task_default_queue=queue, broker_connection_retry_on_startup=True)
 
@@ -166,7 +168,9 @@ def bench_broker(broker: str, n: int, repeats: int, seed: int) -> dict[str, list
                 t0 = time.perf_counter()
                 fn()
                 took = time.perf_counter() - t0
-                depth = side.depth()
+                deadline = time.monotonic() + 30  # RabbitMQ enqueues a moment after it answers
+                while (depth := side.depth()) < count and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 if depth != count:
                     sys.exit(f"{broker} {m}: {depth} messages in the queue after publishing {count}")
                 rates[m].append(count / took)
