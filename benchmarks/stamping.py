@@ -10,14 +10,14 @@ machine falls on both. The figure is ``drained_rate``: tasks / time from "start 
 the workers' own completion counts (``cmx_progress``) reach the backlog, which needs no stamps,
 so the two sides are measured the same way.
 
-Beside it, what is robust on a busy machine: the workers' CPU seconds per 1000 tasks (every
+Beside it, a second view: the workers' CPU seconds per 1000 tasks (every
 worker process, the whole run, from the sampler's per-tick CPU %), on and off; their difference
-is what stamping costs in CPU, whatever else the machine runs.
+is what stamping costs in CPU (less disturbed by a busy machine than wall time, not immune to it).
 
 Printed per pool: the median consume rate of each side, the overhead
 100 × (1 − on / off) with the 95 % bootstrap interval of the difference of medians
 (analysis/stats.py), and whether the target (≤ 2 %) is met: "median only" when the median overhead is
-within it but the interval is not ("median only": on a busy machine the interval is wide;
+within it but the interval is not (on a busy machine the interval is wide;
 more repeats or tasks narrow it), "yes (interval)" when the whole interval is, "no" otherwise.
 """
 from __future__ import annotations
