@@ -7,6 +7,7 @@ takes seconds. Which charts appear depends on the data: a chart whose data is em
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,7 +41,23 @@ def revisions(con, experiment: str) -> list[int]:
 def _javascript() -> str:
     # Vega, Vega-Lite and Vega-Embed in one script, so the page needs no network. Only "</script"
     # is escaped (it would close the inline script; "<\/script" means the same in strings and regexes).
-    return re.sub(r"</(script)", r"<\\/\1", vl_convert.javascript_bundle(), flags=re.IGNORECASE)
+    # Bundling takes ~3 s of CPU and gives the same text for a vl-convert version: kept in the
+    # user's cache dir (benchmarks/scale.py: it was a third of `cmx report`'s time).
+    cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx"
+             / f"vega-bundle-{vl_convert.__version__}.js")
+    try:
+        return cache.read_text()
+    except OSError:
+        pass
+    text = re.sub(r"</(script)", r"<\\/\1", vl_convert.javascript_bundle(), flags=re.IGNORECASE)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(cache)  # atomic: a concurrent report reads the whole bundle or none
+    except OSError:
+        pass  # no cache, still a report
+    return text
 
 
 def write_report(con, experiment: str, out_dir: Path, revision: int | None = None,

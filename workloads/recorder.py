@@ -1,11 +1,21 @@
 """Per-process, in-memory buffers of measurement rows, written to CSV files in the run dir.
 
-No network call per task: rows are appended to a list and written to ``<kind>-<pid>.csv`` by a
-background flusher every half second, when the buffer is large, when the process shuts down,
-and at exit. The flusher matters: a worker whose warm shutdown hangs is killed after a grace
-period, and rows still in memory then would be lost (seen with the threads pool on RabbitMQ).
-After a fork (prefork children) the child starts with empty buffers and a flusher of its own;
-the parent keeps and writes its own rows.
+No network call per task, and no lock, system call or formatting on the per-task path: a row is
+one tuple appended to a list (``list.append`` is atomic, so the threads of a threads-pool worker
+share the lists without a lock). A background flusher takes what the lists hold every
+:data:`FLUSH_INTERVAL_S` and appends it to ``<kind>-<pid>.csv`` (one ``csv.writer`` call per
+kind); the process also flushes when it shuts down and at exit. The flusher takes a *prefix* of
+each list (copy the first n rows, then delete exactly those n), so rows appended meanwhile stay
+for the next flush: no row is lost or written twice.
+
+What a hard kill loses: a process killed with SIGKILL (or a warm shutdown that outlasts its grace
+period and is then killed) loses the rows recorded since its last flush, at most the last
+:data:`FLUSH_INTERVAL_S` of its stamps; a process that exits normally or on SIGTERM loses none.
+The flusher exists for that case (seen with the threads pool on RabbitMQ).
+
+After a fork (prefork children) the child starts with empty buffers and, at its first row, a
+flusher of its own (an at-fork hook clears them in place: handlers that hold a list's ``append``
+keep working); the parent keeps and writes its own rows.
 """
 from __future__ import annotations
 
@@ -14,6 +24,7 @@ import csv
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 
 HEADERS: dict[str, tuple[str, ...]] = {
@@ -25,54 +36,79 @@ HEADERS: dict[str, tuple[str, ...]] = {
     "exec": ("task_id", "name", "host", "pid", "sent_at", "started_at", "finished_at", "state", "redelivered"),
 }
 
-FLUSH_ROWS = 20_000
-FLUSH_INTERVAL_S = 0.5
+FLUSH_INTERVAL_S = 0.5  # also the most a SIGKILLed process can lose
+
+_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 
 class Recorder:
     def __init__(self, run_dir: Path, host: str):
         self.run_dir = Path(run_dir)
         self.host = host
-        self._pid = -1
-        self._rows: dict[str, list[tuple]] = {k: [] for k in HEADERS}
-        self._lock = threading.Lock()
+        self.pid = os.getpid()
+        #: kind -> rows not yet written. The lists live as long as the recorder (cleared in place,
+        #: never replaced), so ``rows[kind].append`` may be bound once and called per task.
+        self.rows: dict[str, list[tuple]] = {k: [] for k in HEADERS}
+        self._flush_lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
+        _live.add(self)
         atexit.register(self.flush)
 
-    def _adopt_process(self) -> None:
-        """First row in this process (or after a fork): own buffers and a flusher of its own."""
-        self._pid = os.getpid()
-        self._rows = {k: [] for k in HEADERS}
-        self._lock = threading.Lock()
-        threading.Thread(target=self._flush_forever, name="cmx-recorder", daemon=True).start()
+    def add(self, kind: str, row: tuple) -> None:
+        self.rows[kind].append(row)
+        if self._flusher is None:
+            self._start_flusher()
 
-    def _flush_forever(self) -> None:
-        pid = os.getpid()
-        while os.getpid() == pid == self._pid:
+    def extend(self, kind: str, rows: list[tuple]) -> None:
+        self.rows[kind].extend(rows)
+        if self._flusher is None:
+            self._start_flusher()
+
+    def _start_flusher(self) -> None:
+        """Started at the first row, not at creation: a prefork parent forks its children before
+        it records anything, so it forks with no thread of ours running."""
+        with self._flush_lock:
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_forever, args=(self.pid,),
+                                                 name="cmx-recorder", daemon=True)
+                self._flusher.start()
+
+    def _flush_forever(self, pid: int) -> None:
+        while self.pid == pid:  # a forked child has a flusher of its own
             time.sleep(FLUSH_INTERVAL_S)
             self.flush()
 
-    def add(self, kind: str, row: tuple) -> None:
-        if os.getpid() != self._pid:  # forked: the parent's rows are the parent's to write
-            self._adopt_process()
-        with self._lock:
-            rows = self._rows[kind]
-            rows.append(row)
-        if len(rows) >= FLUSH_ROWS:
-            self.flush(kind)
+    def _after_fork_in_child(self) -> None:
+        self.pid = os.getpid()
+        for rows in self.rows.values():
+            del rows[:]  # the parent's rows are the parent's to write
+        self._flush_lock = threading.Lock()  # a lock the parent's flusher held is held forever here
+        self._flusher = None
 
     def flush(self, kind: str | None = None) -> None:
         """Append buffered rows to this process's CSV files (header written once per file)."""
-        if os.getpid() != self._pid:
+        if os.getpid() != self.pid:  # forked without the hook having run: not our rows
             return
-        with self._lock:
+        with self._flush_lock:
             for k in [kind] if kind else list(HEADERS):
-                rows, self._rows[k] = self._rows[k], []
-                if not rows:
+                rows = self.rows[k]
+                n = len(rows)
+                if not n:
                     continue
-                path = self.run_dir / f"{k}-{self._pid}.csv"
-                new = not path.exists()
+                chunk = rows[:n]
+                del rows[:n]  # rows appended since len() are past n: kept for the next flush
+                path = self.run_dir / f"{k}-{self.pid}.csv"
                 with path.open("a", newline="") as f:
                     w = csv.writer(f)
-                    if new:
+                    if f.tell() == 0:  # a new file ("a" opens at its end)
                         w.writerow(HEADERS[k])
-                    w.writerows(rows)
+                    w.writerows(chunk)
+
+
+def _after_fork_in_child() -> None:
+    for rec in list(_live):
+        rec._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -35,6 +35,18 @@ SENT_TOKEN = "@@CMX-SENT-AT@@"  # where the batch's send time goes, just before 
 BATCH = 500  # messages per round trip / burst, at most
 
 
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+
+
+def new_ids(k: int) -> list[str]:
+    """``k`` random version-4 UUIDs as strings, as ``str(uuid.uuid4())`` makes them, from one
+    ``os.urandom`` call: a fifth of the cost of ``uuid4()`` each, which was a third of the
+    publisher's time per message."""
+    h = os.urandom(16 * k).hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{_VARIANT[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
+            for i in range(0, 32 * k, 32)]
+
+
 def batch_size(n: int) -> int:
     """At most BATCH, and at least 20 batches per backlog: publish_rate is measured between the
     first and the last send time, so a backlog sent in one batch would have no rate."""
@@ -87,18 +99,21 @@ class RedisPublisher:
         if TEMPLATE_ID not in text:
             raise RuntimeError("the task id is not in the captured message")
         self.template = (text.replace(TEMPLATE_ID, "%(id)s").replace("@@TAG@@", "%(tag)s")
-                         .replace('"@@SENT@@"', SENT_TOKEN).replace('"@@INTENDED@@"', "%(intended)s"))
+                         .replace('"@@SENT@@"', SENT_TOKEN).replace('"@@INTENDED@@"', "%(intended)s")).encode()
+        self.sent_token = SENT_TOKEN.encode()
         self.client = channel.client
 
     def send(self, ids: list[str], intended: list[float] | None) -> float:
         # One LPUSH of the whole batch: Redis pushes its values one by one, left to right, as
         # that many LPUSHes would (the worker's BRPOP takes them in publish order), in one trip.
-        tmpl, uuid4 = self.template, uuid.uuid4
-        built = [tmpl % {"id": task_id, "tag": str(uuid4()), "intended": repr(intended[i]) if intended else ""}
+        # Bytes (UTF-8, as redis-py would encode them), so redis-py sends them as they are.
+        tmpl, tags = self.template, new_ids(len(ids))
+        built = [tmpl % {b"id": task_id.encode(), b"tag": tags[i].encode(),
+                         b"intended": repr(intended[i]).encode() if intended else b""}
                  for i, task_id in enumerate(ids)]
         sent = time.time()
-        stamp = repr(sent)
-        self.client.lpush(self.key, *[m.replace(SENT_TOKEN, stamp) for m in built])
+        stamp, token = repr(sent).encode(), self.sent_token
+        self.client.lpush(self.key, *[m.replace(token, stamp) for m in built])
         return sent
 
     def close(self) -> None:
@@ -220,10 +235,10 @@ def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
     try:
         size = batch_size(n)
         for start in range(0, n, size):
-            ids = [str(uuid.uuid4()) for _ in range(min(size, n - start))]
+            ids = new_ids(min(size, n - start))
             sent = pub.send(ids, None)
-            for task_id in ids if stamping else ():
-                rec.add("pub", (task_id, task_name, host, pid, "", sent))
+            if stamping:
+                rec.extend("pub", [(task_id, task_name, host, pid, "", sent) for task_id in ids])
             check("publishing the backlog")
     finally:
         pub.close()
@@ -245,10 +260,10 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
             due = min(n, max(i + 1, int((now - t0) / interval) + 1), i + BATCH)
             intended = [t0 + j * interval for j in range(i, due)]
             behind += sum(1 for t in intended if now - t > interval)
-            ids = [str(uuid.uuid4()) for _ in intended]
+            ids = new_ids(len(intended))
             sent = pub.send(ids, intended)
-            for task_id, t in zip(ids, intended) if stamping else ():
-                rec.add("pub", (task_id, task_name, host, pid, t, sent))
+            if stamping:
+                rec.extend("pub", [(task_id, task_name, host, pid, t, sent) for task_id, t in zip(ids, intended)])
             i = due
             check("publishing the stream")
     finally:
