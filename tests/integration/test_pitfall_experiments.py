@@ -101,14 +101,15 @@ def test_chord_time_to_callback_grows_with_header(tmp_path):
 
 
 def test_blocking_task_under_gevent_with_heartbeats_runs_a_task_twice(tmp_path):
-    # Small gevent-heartbeat.yaml: heartbeat 6 s (not below ~4 s: a shorter one starves gevent's
-    # loop, see the experiment's header) and one task blocking the loop for 16 s (> 2 x 6 s) among
-    # short ones; two workers of one slot, prefetch 1. Prefork at the same heartbeat is the control.
+    # Small gevent-heartbeat.yaml: heartbeat 6 s (not 4 s or less: that starves gevent's loop, see
+    # the experiment's header) and one task blocking the loop for 20 s (after a 2 s yield) among
+    # short ones: RabbitMQ closes a connection silent for 2-3 heartbeats, so > 3 x 6 s is sure.
+    # Two workers of one slot, prefetch 1. Prefork at the same heartbeat is the control.
     db = sweep(tmp_path, "pitfall-heartbeat", f"""
         inventory: {REPO / 'inventory/local-two-workers.yml'}
         workload:
           name: mixed
-          params: {{tasks: 20, long_every: 20, long_s: 16, short_s: 0.01, rate: 10, blocking: true, settle_s: 3}}
+          params: {{tasks: 20, long_every: 20, long_s: 22, short_s: 0.01, rate: 10, blocking: true, settle_s: 3}}
         fixed: {{broker: rabbitmq, backend: none, concurrency: 1, prefetch_multiplier: 1, machines: 2}}
         zip:
           - {{pool: [gevent, gevent, prefork], heartbeat: [6, 0, 6]}}

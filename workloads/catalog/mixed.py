@@ -1,9 +1,10 @@
 """``mixed``: a stream of short tasks with a long one every ``long_every`` (Celery's pitfalls, issue #16).
 
 Built to show traps rather than to measure a study: prefetch head-of-line blocking (short tasks a
-busy worker reserved wait behind its long one), and, with ``countdown_s``, Redis's visibility
+busy worker reserved wait behind its long one), with ``countdown_s``, Redis's visibility
 timeout (a message unacknowledged for longer than ``visibility_timeout`` is delivered again, so an
-ETA task further ahead than that runs twice).
+ETA task further ahead than that runs twice), and, with ``blocking``, broker heartbeats under
+gevent (a task blocking the loop gets the connection dropped: its prefetched task runs twice).
 
 Task names tell short from long (``cmx.mixed.short`` / ``cmx.mixed.long``), so SQL splits them:
 ``short_latency_p99_s``, ``short_latency_p50_s`` and ``short_delayed_share`` (the share of short
