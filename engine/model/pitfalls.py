@@ -18,6 +18,10 @@ DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
 #: Workload params that are how long a task runs (seconds); "long" is LONG_TASK_S or more.
 TASK_DURATION_PARAMS = ("params.long_s", "params.sleep_s", "params.sleep_max_s", "params.work_s")
 LONG_TASK_S = 1.0
+#: How long Celery's loop for gevent/eventlet (celery.worker.loops.synloop) waits for a frame. py-amqp
+#: restarts that wait on every heartbeat frame, which RabbitMQ sends every heartbeat/2 seconds, so
+#: at a heartbeat of twice this or less the wait never ends (celery/kombu#1871).
+GREEN_LOOP_WAIT_S = 2.0
 #: Workload params that schedule a task ahead (seconds): countdowns and ETAs.
 SCHEDULE_PARAMS = ("params.countdown_s", "params.eta_s")
 
@@ -49,9 +53,14 @@ def _visibility(values: Mapping[str, Any]) -> str | None:
 
 def _heartbeat(values: Mapping[str, Any]) -> str | None:
     # Only AMQP brokers have connection heartbeats; Redis ignores broker_heartbeat.
+    beat = _number(values, "heartbeat", BY_NAME["heartbeat"].default)
     if (values.get("pool") in ("gevent", "eventlet") and str(values.get("broker", "")).startswith("rabbitmq")
-            and _number(values, "heartbeat") > 0):
-        return f"{values['pool']} pool with broker heartbeat {_number(values, 'heartbeat'):g}s on RabbitMQ"
+            and beat > 0):
+        why = f"{values['pool']} pool with broker heartbeat {beat:g}s on RabbitMQ"
+        if beat <= 2 * GREEN_LOOP_WAIT_S:
+            why += (f"; at {2 * GREEN_LOOP_WAIT_S:g}s or less the broker's heartbeat frames keep the worker's "
+                    "loop waiting for ever, so it never starts consuming")
+        return why
     return None
 
 

@@ -7,10 +7,11 @@ machine may be loaded.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from tests.conftest import REPO, metrics_by, sweep
+from tests.conftest import REPO, metrics_by, query, sweep
 
 pytestmark = pytest.mark.integration
 
@@ -97,3 +98,36 @@ def test_chord_time_to_callback_grows_with_header(tmp_path):
     assert big["chord_callback_s"] > 3 * small["chord_callback_s"], (big, small)
     # server-wide, so only a lower bound holds: at least one backend command per header task
     assert big["backend_commands_approx"] >= 300 and small["backend_commands_approx"] >= 10
+
+
+def test_blocking_task_under_gevent_with_heartbeats_runs_a_task_twice(tmp_path):
+    # Small gevent-heartbeat.yaml: heartbeat 6 s (not 4 s or less: that starves gevent's loop, see
+    # the experiment's header) and one task blocking the loop for 20 s (after a 2 s yield) among
+    # short ones: RabbitMQ closes a connection silent for 2-3 heartbeats, so > 3 x 6 s is sure.
+    # Two workers of one slot, prefetch 1. Prefork at the same heartbeat is the control.
+    db = sweep(tmp_path, "pitfall-heartbeat", f"""
+        inventory: {REPO / 'inventory/local-two-workers.yml'}
+        workload:
+          name: mixed
+          params: {{tasks: 20, long_every: 20, long_s: 22, short_s: 0.01, rate: 10, blocking: true, settle_s: 3}}
+        fixed: {{broker: rabbitmq, backend: none, concurrency: 1, prefetch_multiplier: 1, machines: 2}}
+        zip:
+          - {{pool: [gevent, gevent, prefork], heartbeat: [6, 0, 6]}}
+        limits: {{run_timeout: 3m}}
+    """)
+    m = metrics_by(db, "pool, heartbeat")
+    dropped, off, prefork = m[("gevent", 6.0)], m[("gevent", 0.0)], m[("prefork", 6.0)]
+    for (pool, beat), cell in m.items():
+        assert cell["tasks_completed"] == 20 and cell["tasks_lost"] == 0, (pool, beat, cell)
+        assert cell["heartbeat_negotiated_s"] == beat, (pool, beat, cell)  # what the connection really got
+    # The blocked worker's connection was dropped: the task it had prefetched was redelivered to the
+    # other worker, and it still ran its own copy afterwards; it could not acknowledge it.
+    assert dropped["tasks_redelivered"] >= 1 and dropped["tasks_duplicated"] >= 1, dropped
+    (run_id,) = query(db, "SELECT run_id FROM runs WHERE pool = 'gevent' AND heartbeat = 6")[0]
+    logs = " ".join(p.read_text(errors="replace")
+                    for p in (tmp_path / "results" / "artifacts" / run_id).glob("*/worker.log"))
+    assert re.search(r"Couldn't ack|ConnectionResetError|BrokenPipeError|Connection to broker lost", logs), \
+        logs[-2000:]
+    # Heartbeat off, or the connection in prefork's parent: nothing runs twice.
+    for cell in (off, prefork):
+        assert cell["tasks_redelivered"] == 0 and cell["tasks_duplicated"] == 0, cell

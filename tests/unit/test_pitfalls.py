@@ -43,6 +43,16 @@ def test_gevent_heartbeat_rule(values, hit):
     assert ("gevent-heartbeat" in names(values)) is hit
 
 
+def test_gevent_heartbeat_rule_defaults_and_the_starved_loop():
+    # broker_heartbeat not given: Celery's default (120 s) is on
+    assert names({"pool": "gevent", "broker": "rabbitmq"}) == ["gevent-heartbeat"]
+    # 4 s or less: RabbitMQ's heartbeat frames (every heartbeat/2) keep the green loop's 2 s wait going
+    (why,) = [w for _, w in pitfalls.matches({"pool": "gevent", "broker": "rabbitmq", "heartbeat": 2.0})]
+    assert "never starts consuming" in why
+    (why,) = [w for _, w in pitfalls.matches({"pool": "gevent", "broker": "rabbitmq", "heartbeat": 10.0})]
+    assert "never starts consuming" not in why
+
+
 @pytest.mark.parametrize("values, hit", [
     ({"prefetch_multiplier": 16, "params.long_s": 2.0}, True),
     ({"prefetch_multiplier": 4, "params.long_s": 2.0, "celery.task_acks_late": False}, True),

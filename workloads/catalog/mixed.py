@@ -1,9 +1,10 @@
 """``mixed``: a stream of short tasks with a long one every ``long_every`` (Celery's pitfalls, issue #16).
 
 Built to show traps rather than to measure a study: prefetch head-of-line blocking (short tasks a
-busy worker reserved wait behind its long one), and, with ``countdown_s``, Redis's visibility
+busy worker reserved wait behind its long one), with ``countdown_s``, Redis's visibility
 timeout (a message unacknowledged for longer than ``visibility_timeout`` is delivered again, so an
-ETA task further ahead than that runs twice).
+ETA task further ahead than that runs twice), and, with ``blocking``, broker heartbeats under
+gevent (a task blocking the loop gets the connection dropped: its prefetched task runs twice).
 
 Task names tell short from long (``cmx.mixed.short`` / ``cmx.mixed.long``), so SQL splits them:
 ``short_latency_p99_s``, ``short_latency_p50_s`` and ``short_delayed_share`` (the share of short
@@ -28,7 +29,8 @@ class MixedParams(WorkloadParams):
     rate: float = Field(20.0, gt=0, description="tasks published per second")
     countdown_s: float = Field(0.0, ge=0, description="Celery countdown of every task (an ETA this far ahead)")
     blocking: bool = Field(False, description="sleep with the unpatched time.sleep: under gevent/eventlet the "
-                                              "whole worker blocks (its event loop and heartbeats too)")
+                                              "whole worker blocks (its event loop and heartbeats too); a "
+                                              "task longer than 2 s yields for its first 2 s")
     settle_s: float = Field(0.0, ge=0, description="seconds to wait after the last task finished, for late "
                                                    "duplicate executions to show up")
 
@@ -48,11 +50,11 @@ class Mixed(Workload):
         # blocking=True stands for CPU work or an unpatched C call: nothing else runs meanwhile.
         @app.task(name=SHORT)
         def short(seconds: float, blocking: bool = False) -> None:
-            (_unpatched_sleep() if blocking else time.sleep)(seconds)
+            _sleep(seconds, blocking)
 
         @app.task(name=LONG)
         def long(seconds: float, blocking: bool = False) -> None:
-            (_unpatched_sleep() if blocking else time.sleep)(seconds)
+            _sleep(seconds, blocking)
 
     def drive(self, ctx, params: MixedParams):
         from cmx.workloads.instrument import INTENDED_HEADER
@@ -85,6 +87,19 @@ class Mixed(Workload):
         while time.monotonic() < end:
             ctx.check_deadline("settling after the last task")
             time.sleep(min(0.2, max(end - time.monotonic(), 0)))
+
+
+#: A blocking task longer than this first sleeps this long cooperatively, then blocks for the rest:
+#: the worker answers the run's watchdog (workloads/drive/workerwatch.py) at least once with the
+#: task running, so the silence that follows reads as "busy", not as a dead worker.
+YIELD_FIRST_S = 2.0
+
+
+def _sleep(seconds: float, blocking: bool) -> None:
+    if blocking and seconds > YIELD_FIRST_S:
+        time.sleep(YIELD_FIRST_S)
+        seconds -= YIELD_FIRST_S
+    (_unpatched_sleep() if blocking else time.sleep)(seconds)
 
 
 def _unpatched_sleep():

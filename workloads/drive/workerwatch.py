@@ -20,6 +20,8 @@ from cmx.workloads.spec import RunSpec, worker_client_name
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
 LOST_AFTER_S = 10.0
+#: Pools whose worker may answer nothing while it runs a task (one process, one thread).
+SILENT_WHEN_BUSY = ("solo", "gevent", "eventlet")
 
 
 class WorkerProblem(Exception):
@@ -158,8 +160,10 @@ def wake_redis_consumers(app: Celery, spec: RunSpec) -> int:
 class Watchdog:
     """Asks every worker for its progress each second while the driver waits; a worker that
     answers nothing for :data:`LOST_AFTER_S` interrupts the driver's main thread (SIGUSR1) with
-    :class:`WorkerProblem`. A solo worker answers no control message while it runs a task, so
-    its silence only counts once its last answer showed it idle."""
+    :class:`WorkerProblem`. A solo worker answers no control message while it runs a task, nor
+    does a gevent or eventlet worker while a task blocks its event loop (CPU, an unpatched call:
+    experiments/pitfalls/gevent-heartbeat.yaml), so their silence only counts once their last
+    answer showed them idle; the run's timeout still bounds the wait."""
 
     def __init__(self, app: Celery, spec: RunSpec, lost_after_s: float = LOST_AFTER_S):
         self.app, self.spec, self.lost_after_s = app, spec, lost_after_s
@@ -202,7 +206,7 @@ class Watchdog:
                     seen[node] = now
                     busy[node] = isinstance(answer, dict) and answer.get("active", 0) > 0
             lost = [n for n in nodes if now - seen[n] > self.lost_after_s
-                    and not (self.spec.pool == "solo" and busy[n])]
+                    and not (self.spec.pool in SILENT_WHEN_BUSY and busy[n])]
             if lost:
                 self.problem = WorkerProblem(
                     "; ".join(f"worker {n} on host {host_of(n)} stopped answering for "
