@@ -54,9 +54,16 @@ class Agent:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)  # the agent's own comes with its command
-        with open(self.log, "ab") as err:
+        try:
+            err = open(self.log, "ab")
+        except OSError:  # a full or read-only results disk: the agent's own words are an aid only
+            err = subprocess.DEVNULL
+        try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                          start_new_session=True, env=env, cwd="/")
+        finally:
+            if err is not subprocess.DEVNULL:
+                err.close()
         threading.Thread(target=self._read, daemon=True, name=f"agent-{self.host}").start()
 
     def wait_ready(self, timeout: float = HELLO_TIMEOUT_S) -> None:
@@ -94,7 +101,10 @@ class Agent:
                     pending.done.set()
         except (OSError, ValueError) as exc:
             self.lost = f"reading from it failed: {exc}"
-        self.proc.wait()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
         self.lost = self.lost or f"its process ended ({self._why()})"
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}

@@ -372,7 +372,8 @@ class Sweep:
                     "sampler_args": targets.sampler_args.get(h, ""),
                     "service": {"module": service, "port": int(spec.service_url.rsplit(":", 1)[1])}
                     if h == service_host else None,
-                    "worker": {"ready_timeout": conns[h].worker_ready_timeout} if h in targets.workers else None}
+                    "worker": {"ready_timeout": conns[h].worker_ready_timeout} if h in targets.workers else None,
+                    "driver": h == targets.driver}
                 for h in targets.hosts}
 
     def _stop_grace(self, started: StepResult) -> float:

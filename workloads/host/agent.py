@@ -8,7 +8,8 @@ gets one answer on stdout ``{"id": N, "ok": true|false, ...}``; an answer with `
 followed by K raw bytes (a run's pack). Commands:
 
   ping        keeps the lease (no answer without an id)
-  begin       run_id, payload: hostrun.begin (spec, secrets, sampler, service, worker); {"rc", "error"}
+  begin       run_id, payload: hostrun.begin (spec, secrets, sampler, service, worker; with
+              "driver": true the driver's imports start too); {"rc", "error"}
   drive       run_id, timeout: the driver, until it ends or the timeout; {"rc", "timed_out"}
   finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack)
   fetch-pack  run_id, keep: the run's pack, as bytes
@@ -122,14 +123,18 @@ class Agent:
         os.environ["CMX_RUN_DIR"], os.environ["CMX_HOST"] = str(state.run_dir), self.host
 
     def begin(self, msg: dict) -> dict:
-        from cmx.workloads.host import hostrun
+        from cmx.workloads.host import hostctl, hostrun
 
         state = self._state(msg["run_id"])
         with state.lock:
             if state.cancelled.is_set():
                 return {"rc": 1, "error": "the run was stopped before it began"}
             self._enter(state)
-            rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set)
+            warm = None
+            if msg["payload"].get("driver"):  # its imports overlap the worker's start
+                def warm() -> None:
+                    state.driver = hostctl.start_driver(state.run_dir, warm=True)
+            rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set, warm)
         return {"rc": rc, "error": hostrun.begin_error(state.run_dir) if rc else None}
 
     def drive(self, msg: dict) -> dict:
@@ -141,7 +146,12 @@ class Agent:
                 return {"rc": 1, "timed_out": False, "error": "the run was stopped before it drove"}
             self._enter(state)
             hostrun.load_secrets(state.run_dir)
-            state.driver = proc = hostctl.start_driver(state.run_dir)
+            proc = state.driver
+            if proc is not None and proc.poll() is None:  # imported during begin: it starts now
+                proc.stdin.write(b"go\n")
+                proc.stdin.close()
+            else:
+                state.driver = proc = hostctl.start_driver(state.run_dir)
         deadline = time.monotonic() + float(msg.get("timeout") or 3600)
         timed_out = False
         while proc.poll() is None:
@@ -157,6 +167,8 @@ class Agent:
 
         state = self._state(msg["run_id"])
         state.cancelled.set()  # a begin or drive still under way ends now
+        if state.driver is not None and state.driver.poll() is None:  # one never told to go, or cancelled
+            _end_group(state.driver, 2.0)
         with state.lock:
             self._enter(state)
             hostrun.load_secrets(state.run_dir)  # reset needs the broker's URL
@@ -210,6 +222,11 @@ def _end_group(proc, grace: float) -> None:
     """TERM the process group ``proc`` leads, KILL it after ``grace`` s; reap ``proc``."""
     import subprocess
 
+    if proc.stdin is not None:  # a warm driver leaves on its own when its stdin ends
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
@@ -267,4 +284,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    # Not sys.exit: the reader thread may sit in stdin.readline() holding stdin's lock, which
+    # makes the interpreter's shutdown abort. Everything the agent started is stopped by now.
+    os._exit(code)

@@ -36,10 +36,10 @@ from cmx.workloads.files import write_atomic
 SPAWNED: list[subprocess.Popen] = []
 
 
-def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str | None) -> subprocess.Popen:
+def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str | None, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     """Start ``cmd`` in its own session (out of the agent's and the terminal's process group)."""
     with open(run_dir / log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=os.environ.copy())
     SPAWNED.append(proc)
     if pidfile:
@@ -122,10 +122,15 @@ def start_sampler(run_dir: Path, host: str, sampler_args: list[str]) -> int:
     return 0
 
 
-def start_driver(run_dir: Path) -> subprocess.Popen:
+def start_driver(run_dir: Path, warm: bool = False) -> subprocess.Popen:
     """Start the driver in its own process group, its output in driver.log; it writes driver.pid
-    itself, so ``stop`` can end it even when whoever started it is gone."""
-    return _spawn([sys.executable, "-m", "cmx.workloads.drive.driver"], run_dir, "driver.log", None)
+    itself, so ``stop`` can end it even when whoever started it is gone. ``warm``: imported now,
+    run when ``go`` is written on its stdin (workloads/host/drivewarm.py)."""
+    module = "cmx.workloads.drive.driver"
+    if warm:
+        return _spawn([sys.executable, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None,
+                      stdin=subprocess.PIPE)
+    return _spawn([sys.executable, "-m", module], run_dir, "driver.log", None)
 
 
 def drive(run_dir: Path) -> int:
@@ -187,31 +192,37 @@ def _read_pid(path: Path) -> int | None:
 def _stop_trees(pids: list[int], grace: float, also: list[int] = (), seen: dict | None = None) -> list[int]:
     """TERM the given processes together (Celery's warm shutdown stops its own pool), wait up to
     ``grace`` s for them, their descendants and ``also`` (processes that end on their own once the
-    others did, such as the worker's supervisor), then KILL whatever is left, whole process groups."""
-    procs = []
+    others did, such as the worker's supervisor), then KILL whatever is left, whole process groups;
+    ``also`` a moment later, so that the supervisor still records how its worker ended."""
+    procs, after = [], []
     for pid in [*pids, *also]:
         try:
             root = psutil.Process(pid)
             procs += [root, *root.children(recursive=True)]
             if pid in pids:
                 root.send_signal(signal.SIGTERM)
+            else:
+                after.append(root)
         except psutil.NoSuchProcess:
             pass
     alive = _wait_gone(procs, grace, seen)
-    groups = set()
-    for p in alive:
-        try:
-            groups.add(os.getpgid(p.pid))
-            p.kill()
-        except (psutil.NoSuchProcess, ProcessLookupError):
-            pass
-    for pgid in groups & {p.pid for p in procs}:  # the run's own groups: their leaders are ours
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    _wait_gone(alive, 5)
+    if alive:
+        _kill([p for p in alive if p not in after])
+        _kill(_wait_gone(alive, 0.5))
+        _wait_gone(alive, 5)
     return [p.pid for p in procs]
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    """KILL the processes and the process groups they lead."""
+    for p in procs:
+        try:
+            leader = os.getpgid(p.pid) == p.pid
+            p.kill()
+            if leader:
+                os.killpg(p.pid, signal.SIGKILL)
+        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
+            pass
 
 
 def stop(run_dir: Path, grace: float) -> int:

@@ -53,16 +53,18 @@ def _never() -> bool:
     return False
 
 
-def begin(run_dir: Path, host: str, payload: dict, cancelled=_never) -> int:
+def begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=None) -> int:
     """Write the spec and secrets, start the sampler, the service and the worker (where they run).
     What fails goes to ``begin.log`` in the run dir, which the run's artifacts bring back (its last
-    line is the error the engine shows). ``cancelled`` (the run is being stopped) ends the waits."""
+    line is the error the engine shows). ``cancelled`` (the run is being stopped) ends the waits;
+    ``prepared()`` is called once the spec and the secrets are in place (the agent starts the
+    driver's imports then)."""
     import contextlib
     import traceback
 
     with open(run_dir / "begin.log", "a") as log, contextlib.redirect_stderr(log):
         try:
-            return _begin(run_dir, host, payload, cancelled)
+            return _begin(run_dir, host, payload, cancelled, prepared)
         except Exception:
             traceback.print_exc()
             return 1
@@ -77,7 +79,7 @@ def begin_error(run_dir: Path) -> str:
     return lines[-1][:400] if lines else "failed (begin.log is empty)"
 
 
-def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never) -> int:
+def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=None) -> int:
     from cmx.workloads.host import hostctl
 
     write_atomic(run_dir / "spec.json", json.dumps(payload["spec"], indent=2) + "\n")
@@ -87,6 +89,8 @@ def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never) -> int:
     # queues are new, and finish deletes them after the run.
     args = (payload.get("sampler_args") or "").replace("{run_dir}", str(run_dir))
     hostctl.start_sampler(run_dir, host, shlex.split(args))
+    if prepared is not None:
+        prepared()
     service = payload.get("service")
     if service and hostctl.start_service(run_dir, service["module"], int(service["port"]),
                                          float(service.get("ready_timeout", 60)), cancelled):
