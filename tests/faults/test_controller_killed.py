@@ -56,11 +56,13 @@ def _points(seed: int, n: int) -> list[tuple[int, float]]:
 
 
 def _driving(workdir: Path) -> set[str]:
-    """Run ids whose driver runs now, from its working directory (<workdir>/<host>/runs/<run_id>)."""
+    """Run ids whose driver drives now: its process runs in <workdir>/<host>/runs/<run_id> and
+    wrote driver.pid there (it does when it starts driving; its imports come earlier)."""
     found = set()
     for p in psutil.process_iter(["cmdline", "cwd"]):
         cwd = p.info["cwd"] or ""
-        if "cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir)):
+        if ("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
+                and (Path(cwd) / "driver.pid").exists()):
             found.add(Path(cwd).name)
     return found
 
