@@ -65,7 +65,7 @@ def _failure(event: dict) -> Failure:
     res = data.get("res", {}) or {}
     msg = res.get("stderr") or res.get("msg") or res.get("stdout") or "no message"
     if "censored" in res:  # a no_log task: its arguments held secrets, so does its output
-        msg = "failed; not logged as its arguments hold secrets (see begin.log in the run's artifacts)"
+        msg = "failed; not logged as its arguments hold secrets"
     return Failure(host=data.get("host", "?"), task=data.get("task", "?"), message=_one_line(msg),
                    unreachable=event.get("event") == "runner_on_unreachable", timed_out=bool(res.get("timedout")))
 

@@ -48,16 +48,18 @@ class Connection:
         agent = [python, "-m", "cmx.workloads.host.agent", "--host", self.host, "--workdir", self.workdir,
                  "--lease", f"{lease_s:g}"]
         remote = ["env", *env, *agent]
-        if self.become_user:
-            remote = ["sudo", "-n", "-u", self.become_user, "--", *remote]
         if self.local:
-            return remote
+            return ["sudo", "-n", "-u", self.become_user, "--", *remote] if self.become_user else remote
+        command = shlex.join(remote)
+        if self.become_user:  # sudo resets the environment: keep the address the clock is measured against
+            command = (f"sudo -n -u {shlex.quote(self.become_user)} -- env SSH_CLIENT=\"$SSH_CLIENT\" "
+                       f"SSH_CONNECTION=\"$SSH_CONNECTION\" {command}")
         ssh = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         ssh += ["-p", str(self.port)] if self.port else []
         ssh += ["-l", self.user] if self.user else []
         ssh += ["-i", os.path.expanduser(self.key_file)] if self.key_file else []
-        return [*ssh, *self.ssh_args, "--", self.address, shlex.join(remote)]
+        return [*ssh, *self.ssh_args, "--", self.address, command]
 
 
 def connections(inventory_path: Path, hosts: list[str]) -> dict[str, Connection]:

@@ -130,11 +130,12 @@ class Agent:
             if state.cancelled.is_set():
                 return {"rc": 1, "error": "the run was stopped before it began"}
             self._enter(state)
-            warm = None
-            if msg["payload"].get("driver"):  # its imports overlap the worker's start
-                def warm() -> None:
-                    state.driver = hostctl.start_driver(state.run_dir, warm=True)
-            rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set, warm)
+
+            def warm() -> None:  # the driver's imports overlap the worker's start
+                state.driver = hostctl.start_driver(state.run_dir, warm=True)
+
+            rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set,
+                               warm if msg["payload"].get("driver") else None)
         return {"rc": rc, "error": hostrun.begin_error(state.run_dir) if rc else None}
 
     def drive(self, msg: dict) -> dict:
