@@ -317,7 +317,7 @@ class Sweep:
                                          self._stop_grace(started), clock.port,
                                          {h: conns[h].keep_files for h in targets.hosts}, art_dir)
         stages.update(stop_collect_stages(stopped))
-        collect_error = None
+        collect_error, t0 = None, time.monotonic()
         try:
             for tgz in art_dir.glob("*.tgz"):
                 with tarfile.open(tgz) as tar:
@@ -325,6 +325,7 @@ class Sweep:
                 tgz.unlink()
         except (OSError, tarfile.TarError) as exc:  # a full or read-only results disk: the run fails saying so
             collect_error = f"collecting the artifacts into {art_dir} failed: {getattr(exc, 'strerror', None) or exc}"
+        stages["collect"] = round(stages["collect"] + time.monotonic() - t0, 3)
 
         self.handler.stage(run, "ingest")
         t0 = time.monotonic()
@@ -332,26 +333,23 @@ class Sweep:
         metrics: dict = {}
         driver: dict = {}
         ingest_error = None
-        try:
-            with db.connect(self.db_path) as con:
+        with db.connect(self.db_path) as con:  # one connection for the ingest and the run's end
+            try:
                 got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
                 metrics, driver = got.metrics, got.driver
                 if driver.get("status") == "ok":
                     ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
-            with db.connect(self.db_path) as con:
                 metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
-        except Exception as exc:
-            ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
-        ingest_error = collect_error or ingest_error
-        if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
-            driver["error"] = (f"{driver.get('error')}: "
-                               + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
-        stages["ingest"] = time.monotonic() - t0
-
-        status, error = self._status(started, stopped, driver, ingest_error)
-        if status is RunStatus.OK and metrics.get("tasks_failed"):
-            status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
-        with db.connect(self.db_path) as con:
+            except Exception as exc:
+                ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            ingest_error = collect_error or ingest_error
+            if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
+                driver["error"] = (f"{driver.get('error')}: "
+                                   + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
+            status, error = self._status(started, stopped, driver, ingest_error)
+            if status is RunStatus.OK and metrics.get("tasks_failed"):
+                status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
+            stages["ingest"] = time.monotonic() - t0
             metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)
         try:
