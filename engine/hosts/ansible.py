@@ -5,7 +5,7 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,10 +34,6 @@ class PlaybookResult:
     rc: int
     failures: tuple[Failure, ...]
     seconds: float
-    #: Seconds from the call to the first start of each task (by name): the engine's stage times.
-    task_started: dict[str, float] = field(default_factory=dict)
-    #: stdout of each successful task on each host, by (task name, host).
-    stdout: dict[tuple[str, str], str] = field(default_factory=dict)
     #: "host: role: task" of every task that reported a change (an idempotent re-run has none).
     changed: tuple[str, ...] = ()
     #: ansible-runner's count of changed tasks per host (the PLAY RECAP's changed=N).
@@ -65,7 +61,7 @@ def _failure(event: dict) -> Failure:
     res = data.get("res", {}) or {}
     msg = res.get("stderr") or res.get("msg") or res.get("stdout") or "no message"
     if "censored" in res:  # a no_log task: its arguments held secrets, so does its output
-        msg = "failed; not logged as its arguments hold secrets (see begin.log in the run's artifacts)"
+        msg = "failed; not logged as its arguments hold secrets"
     return Failure(host=data.get("host", "?"), task=data.get("task", "?"), message=_one_line(msg),
                    unreachable=event.get("event") == "runner_on_unreachable", timed_out=bool(res.get("timedout")))
 
@@ -97,18 +93,13 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
         **secrets,
     }
     failures: list[Failure] = []
-    task_started: dict[str, float] = {}
-    stdout: dict[tuple[str, str], str] = {}
     changed: list[str] = []
     stats: dict = {}  # from the playbook_on_stats event (nothing of the run is kept on disk)
     start = time.monotonic()
 
     def on_event(event: dict) -> bool:
         kind, data = event.get("event"), event.get("event_data", {})
-        if kind == "playbook_on_task_start":
-            task_started.setdefault(data.get("task", "?"), time.monotonic() - start)
-        elif kind == "runner_on_ok":
-            stdout[(data.get("task", "?"), data.get("host", "?"))] = (data.get("res") or {}).get("stdout") or ""
+        if kind == "runner_on_ok":
             if _reports_change(event):
                 changed.append(f"{data.get('host', '?')}: {data.get('role') or '-'}: {data.get('task', '?')}")
         elif kind in ("runner_on_failed", "runner_on_unreachable"):
@@ -136,8 +127,7 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
-                          seconds=time.monotonic() - start, task_started=task_started, stdout=stdout,
-                          changed=tuple(changed), changed_per_host=_changed_per_host(stats))
+                          seconds=time.monotonic() - start, changed=tuple(changed), changed_per_host=_changed_per_host(stats))
 
 
 def _reports_change(event: dict) -> bool:

@@ -1,4 +1,5 @@
-"""The sweep: provision once, then for each run start ▶ drive ▶ stop + fetch ▶ ingest.
+"""The sweep: provision once and start one agent per host, then for each run start ▶ drive ▶
+stop + fetch ▶ ingest, each step a round trip to the hosts' agents (engine/run/runsteps.py).
 
 A run's start is stored before it runs and its end after, so a crash still leaves a record.
 Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never to print().
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from cmx.engine.errors import HostError
 from cmx.engine.results import db
 from cmx.engine.plan import ratesearch
-from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
+from cmx.engine.hosts.agents import Agents
+from cmx.engine.hosts.connection import connections
 from cmx.engine.model.experiment import Experiment
 from cmx.engine.results.ingest import HostInfo, ingest_run
 from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
@@ -26,6 +29,8 @@ from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
 from cmx.engine.hosts.provision import provision, stop_services
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
+from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
+                                     start_and_drive, start_drive_stages, stop_collect_stages)
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
@@ -37,73 +42,6 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
 #: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
 DRAINED_STOP_GRACE_S = 1.0
-DRIVE_TASK = "Run the driver until the workload is done or the run times out."
-FINISH_TASK = "Finish the run on the host (stop, reset, facts, pack)."
-
-
-def start_drive_stages(started: PlaybookResult) -> dict[str, float]:
-    """start (until the driver task began, Ansible's own start included) and drive."""
-    at = started.task_started.get(DRIVE_TASK, started.seconds)
-    return {"start": round(at, 3), "drive": round(started.seconds - at, 3)}
-
-
-def finish_reports(stopped: PlaybookResult) -> dict[str, dict]:
-    """What each host's `hostctl finish` said it did: {host: {"seconds": {step: s}, "failed": [...]}}."""
-    reports = {}
-    for (task, host), out in stopped.stdout.items():
-        if task == FINISH_TASK:
-            try:
-                reports[host] = json.loads(out.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                pass
-    return reports
-
-
-def stop_collect_stages(stopped: PlaybookResult) -> dict[str, float]:
-    """stop (until the slowest host had stopped its processes, as its `hostctl finish` reported)
-    and collect (reset, facts, pack, fetch: everything after)."""
-    stop_s = max([float(r.get("seconds", {}).get("stop", 0.0)) for r in finish_reports(stopped).values()] or [0.0])
-    at = min(stopped.task_started.get(FINISH_TASK, 0.0) + stop_s, stopped.seconds)
-    return {"stop": round(at, 3), "collect": round(stopped.seconds - at, 3)}
-
-
-def take_local_packs(stopped: PlaybookResult, art_dir: Path) -> None:
-    """Hosts reached with ``ansible_connection: local`` are this machine: their pack is moved from
-    where ``hostctl finish`` left it (run_stop.yml fetches only from remote hosts)."""
-    import shutil
-
-    for host, report in finish_reports(stopped).items():
-        target, pack = art_dir / f"{host}.tgz", Path(report.get("pack") or "")
-        if not target.exists() and pack.is_file():
-            shutil.move(pack, target)
-
-
-def explain_begin_failures(started: PlaybookResult, art_dir: Path) -> PlaybookResult:
-    """`hostctl begin` is not logged (its arguments hold secrets): name what failed from the
-    begin.log the host's artifacts brought back."""
-    from dataclasses import replace
-
-    from cmx.engine.hosts.ansible import Failure
-
-    failures = []
-    for f in started.failures:
-        log = art_dir / f.host / "begin.log"
-        if f.task.startswith("Begin the run") and log.is_file():
-            lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-            if lines:
-                f = Failure(f.host, f.task, lines[-1][:400], f.unreachable)
-        failures.append(f)
-    return replace(started, failures=tuple(failures))
-
-
-def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
-    """Store and return the run's wall time minus the time its tasks were in flight (first sent
-    to last finished): what the harness cost this run."""
-    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM tasks WHERE run_id = ?",
-                               [run_id]).fetchone()
-    value = max(wall_s - (in_flight or 0.0), 0.0)
-    con.execute("INSERT INTO metrics VALUES (?, 'harness_overhead_s', ?, 's')", [run_id, value])
-    return value
 
 
 @dataclass(frozen=True)
@@ -180,6 +118,7 @@ class Sweep:
         self.shuffle_seed: int | None = None  # cmx run --shuffle: stored with the sweep
         self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
+        self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
@@ -187,8 +126,8 @@ class Sweep:
         workers = self.inventory.workers_for(vals["machines"])
         driver = self.inventory.driver()
         hosts = list(dict.fromkeys([*workers, driver]))
-        args: dict[str, list[str]] = {h: ["--watch worker={{ __cmx_run_dir }}/worker.pid",
-                                          "--watch driver={{ __cmx_run_dir }}/driver.pid"] for h in hosts}
+        args: dict[str, list[str]] = {h: ["--watch worker={run_dir}/worker.pid",  # the host's run dir
+                                          "--watch driver={run_dir}/driver.pid"] for h in hosts}
         broker_host = self.inventory.hosts_of("brokers")[0]
         port = self._local_port(broker_host, self.inventory.broker_url(vals["broker"]))
         if port:
@@ -204,7 +143,7 @@ class Sweep:
         workload = registry.get(self.exp.workload.name)
         if workload.service_module:
             service_host = self.inventory.service_host()
-            args.setdefault(service_host, []).append("--watch service={{ __cmx_run_dir }}/service.pid")
+            args.setdefault(service_host, []).append("--watch service={run_dir}/service.pid")
         hosts = list(dict.fromkeys([*hosts, *args]))
         return RunTargets(workers=workers, driver=driver, hosts=tuple(hosts),
                           sampler_args={h: " ".join(a) for h, a in args.items()})
@@ -266,6 +205,7 @@ class Sweep:
             self.secrets(run)
             self.targets(run)
         hosts = sorted({h for run in runs for h in self.targets(run).hosts})
+        conns = connections(self.inventory.path, hosts)
         self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
         services = self.inventory.services_to_provision({r.cell.values["broker"] for r in runs},
                                                         {r.cell.values["backend"] for r in runs})
@@ -274,8 +214,16 @@ class Sweep:
         self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
                                  list(self.exp.workload.requirements))
         try:
+            self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
+            self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
+            failed = self.agents.start(hosts)
+            if failed:
+                raise HostError("starting the cmx agent failed: "
+                                + "; ".join(f"{h}: unreachable: {why}" for h, why in failed.items()))
             return self._execute_provisioned(runs)
         finally:
+            if self.agents is not None:
+                self.agents.close()
             if services:
                 self.handler.stage(None, "stopping the services the sweep started")
                 warning = stop_services(self.inventory, services, self.results_dir)
@@ -349,47 +297,36 @@ class Sweep:
         art_dir = self.results_dir / "artifacts" / run.run_id
         art_dir.mkdir(parents=True, exist_ok=True)
         spec = self.spec(run, targets)
-        secrets = self.secrets(run)
         with db.connect(self.db_path) as con:
             db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
                                 cell_id=run.cell.cell_id, repeat=run.repeat, workload=spec.workload,
                                 dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None)
-        common = {"cmx_run_id": run.run_id, "cmx_run_hosts": ",".join(targets.hosts), "cmx_lib_key": self.lib_key}
-        service = registry.get(self.exp.workload.name).service_module
-        if service:
-            common |= {"cmx_service_host": self.inventory.service_host(), "cmx_service_module": service,
-                       "cmx_service_port": int(spec.service_url.rsplit(":", 1)[1])}
         stages: dict[str, float] = {}
         run_t0 = time.monotonic()
+        conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
-        started = run_playbook(
-            "run.yml", self.inventory.path, art_dir / "ansible" / "run",
-            extravars={**common, "cmx_workers": ",".join(targets.workers), "cmx_driver": targets.driver,
-                       "cmx_spec": spec.model_dump(mode="json"), "cmx_sampler_args": targets.sampler_args,
-                       "cmx_drive_timeout": int(spec.run_timeout_s + 30)},
-            secrets=secrets, timeout=spec.run_timeout_s + 300, cancel=lambda: self._interrupted)
+        started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.driver,
+                                  drive_timeout=spec.run_timeout_s + 30,
+                                  ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
+                                  cancel=lambda: self._interrupted)
         stages.update(start_drive_stages(started))
 
         self.handler.stage(run, "stop + fetch")
         with ClockServer() as clock:  # hosts measure their clock offset against it while collecting
-            stopped = run_playbook(
-                "run_stop.yml", self.inventory.path, art_dir / "ansible" / "stop",
-                extravars={**common, "cmx_artifacts_dir": str(art_dir.resolve()),
-                           "cmx_stop_grace": self._stop_grace(started), "cmx_driver": targets.driver,
-                           "cmx_clock_port": clock.port},
-                secrets=secrets, timeout=600)
+            stopped = finish_and_collect(self.agents, run.run_id, list(targets.hosts), targets.driver,
+                                         self._stop_grace(started), clock.port,
+                                         {h: conns[h].keep_files for h in targets.hosts}, art_dir)
         stages.update(stop_collect_stages(stopped))
-        collect_error = None
+        collect_error, t0 = None, time.monotonic()
         try:
-            take_local_packs(stopped, art_dir)
             for tgz in art_dir.glob("*.tgz"):
                 with tarfile.open(tgz) as tar:
                     tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
                 tgz.unlink()
-        except OSError as exc:  # a full or read-only results disk: the run fails saying so
-            collect_error = f"collecting the artifacts into {art_dir} failed: {exc.strerror or exc}"
-        started = explain_begin_failures(started, art_dir)
+        except (OSError, tarfile.TarError) as exc:  # a full or read-only results disk: the run fails saying so
+            collect_error = f"collecting the artifacts into {art_dir} failed: {getattr(exc, 'strerror', None) or exc}"
+        stages["collect"] = round(stages["collect"] + time.monotonic() - t0, 3)
 
         self.handler.stage(run, "ingest")
         t0 = time.monotonic()
@@ -397,26 +334,23 @@ class Sweep:
         metrics: dict = {}
         driver: dict = {}
         ingest_error = None
-        try:
-            with db.connect(self.db_path) as con:
+        with db.connect(self.db_path) as con:  # one connection for the ingest and the run's end
+            try:
                 got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
                 metrics, driver = got.metrics, got.driver
                 if driver.get("status") == "ok":
                     ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
-            with db.connect(self.db_path) as con:
                 metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
-        except Exception as exc:
-            ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
-        ingest_error = collect_error or ingest_error
-        if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
-            driver["error"] = (f"{driver.get('error')}: "
-                               + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
-        stages["ingest"] = time.monotonic() - t0
-
-        status, error = self._status(started, stopped, driver, ingest_error)
-        if status is RunStatus.OK and metrics.get("tasks_failed"):
-            status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
-        with db.connect(self.db_path) as con:
+            except Exception as exc:
+                ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            ingest_error = collect_error or ingest_error
+            if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
+                driver["error"] = (f"{driver.get('error')}: "
+                                   + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
+            status, error = self._status(started, stopped, driver, ingest_error)
+            if status is RunStatus.OK and metrics.get("tasks_failed"):
+                status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
+            stages["ingest"] = time.monotonic() - t0
             metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)
         try:
@@ -428,13 +362,27 @@ class Sweep:
             pass
         return RunOutcome(run, status, error, metrics, stages)
 
-    def _stop_grace(self, started: PlaybookResult) -> float:
+    def _payloads(self, run: Run, targets: RunTargets, spec: RunSpec) -> dict[str, dict]:
+        """What ``begin`` gets on each host (on the agent's stdin: it holds the secrets)."""
+        secrets, conns = self.secrets(run), self.agents.conns
+        service = registry.get(self.exp.workload.name).service_module
+        service_host = self.inventory.service_host() if service else None
+        return {h: {"spec": spec.model_dump(mode="json"), "secrets": secrets,
+                    "sampler_args": targets.sampler_args.get(h, ""),
+                    "service": {"module": service, "port": int(spec.service_url.rsplit(":", 1)[1])}
+                    if h == service_host else None,
+                    "worker": {"ready_timeout": conns[h].worker_ready_timeout} if h in targets.workers else None,
+                    "driver": h == targets.driver}
+                for h in targets.hosts}
+
+    def _stop_grace(self, started: StepResult) -> float:
         """A drive that ended normally left drained workers: nothing to finish, a short grace."""
         if started.ok and not self._interrupted:
             return min(self.stop_grace_s, DRAINED_STOP_GRACE_S)
         return self.stop_grace_s
 
-    def _status(self, started: PlaybookResult, stopped: PlaybookResult, driver: dict,
+    def _status(self, started: StepResult, stopped: StepResult, driver: dict,
                 ingest_error: str | None) -> tuple[RunStatus, str | None]:
         return decide_status(interrupted=self._interrupted, started=started, stopped=stopped, driver=driver,
                              ingest_error=ingest_error, run_timeout_s=self.exp.limits.run_timeout)
+

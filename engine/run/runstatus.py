@@ -1,7 +1,7 @@
 """The run's status, decided from typed outcomes only (never from the words of a message).
 
 ``ok``, ``failed``, ``timeout`` (the run passed ``limits.run_timeout``: the driver's own deadline,
-or the drive step's Ansible timeout) and ``interrupted`` (Ctrl-C or SIGTERM of ``cmx run``) are
+or the drive step's own bound, engine/run/runsteps.py) and ``interrupted`` (Ctrl-C or SIGTERM of ``cmx run``) are
 stored; ``running`` and ``abandoned`` are what ``cmx status`` says of a run without an end,
 depending on whether the sweep that started it is still alive.
 """
@@ -29,7 +29,7 @@ class _Failure(Protocol):
 
 
 class _Playbook(Protocol):
-    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    status: str  # successful, failed, timeout, canceled (as ansible-runner says them)
     failures: Sequence[_Failure]
 
     @property
@@ -38,7 +38,7 @@ class _Playbook(Protocol):
     def summary(self) -> str: ...
 
 
-#: The task of run.yml that runs the driver (its Ansible ``timeout`` is the run's outer bound).
+#: The step that runs the driver (runsteps.DRIVE_TASK; its bound is the run's outer bound).
 DRIVE_TASK = "Run the driver"
 
 

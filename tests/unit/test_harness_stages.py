@@ -1,7 +1,6 @@
 """Pure pieces of the harness's own measurement and housekeeping (issue 11)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,30 +11,22 @@ from pathlib import Path
 import duckdb
 
 from cmx.engine.hosts import ansible
-from cmx.engine.hosts.ansible import PlaybookResult
-from cmx.engine.run.runner import (DRIVE_TASK, FINISH_TASK, record_harness_overhead, start_drive_stages,
-                           stop_collect_stages)
+from cmx.engine.run.runner import record_harness_overhead
+from cmx.engine.run.runsteps import StepResult, start_drive_stages, stop_collect_stages
 from cmx.workloads.drive.publisher import BATCH, batch_size
 
 
-def _result(seconds, task_started=None, stdout=None):
-    return PlaybookResult("successful", 0, (), seconds, task_started or {}, stdout or {})
-
-
-def test_start_is_until_the_driver_task_began_and_drive_the_rest():
-    assert start_drive_stages(_result(10.0, {"Begin": 0.4, DRIVE_TASK: 3.5})) == {"start": 3.5, "drive": 6.5}
-    # No driver task (the start failed): everything was start.
-    assert start_drive_stages(_result(4.0, {"Begin": 0.4})) == {"start": 4.0, "drive": 0.0}
+def test_start_is_until_the_drive_began_and_drive_the_rest():
+    assert start_drive_stages(StepResult("successful", (), 10.0, {"drive": 3.5})) == {"start": 3.5, "drive": 6.5}
+    # No drive (the start failed): everything was start.
+    assert start_drive_stages(StepResult("failed", (), 4.0)) == {"start": 4.0, "drive": 0.0}
 
 
 def test_stop_ends_when_the_slowest_host_had_stopped():
-    out = {(FINISH_TASK, "h1"): json.dumps({"seconds": {"stop": 0.4, "reset": 0.3}}),
-           (FINISH_TASK, "h2"): "noise\n" + json.dumps({"seconds": {"stop": 1.2}}),
-           ("Fetch", "h1"): ""}
-    assert stop_collect_stages(_result(5.0, {FINISH_TASK: 0.8}, out)) == {"stop": 2.0, "collect": 3.0}
-    # Unreadable reports: stop is until the finish task began.
-    assert stop_collect_stages(_result(5.0, {FINISH_TASK: 0.8}, {(FINISH_TASK, "h1"): "?"})) == \
-        {"stop": 0.8, "collect": 4.2}
+    reports = {"h1": {"seconds": {"stop": 0.4, "reset": 0.3}}, "h2": {"seconds": {"stop": 1.2}}}
+    assert stop_collect_stages(StepResult("successful", (), 5.0, {}, reports)) == {"stop": 1.2, "collect": 3.8}
+    # No host reported (none answered): nothing counts as stopping, all of it as collecting.
+    assert stop_collect_stages(StepResult("failed", (), 5.0)) == {"stop": 0.0, "collect": 5.0}
 
 
 def test_harness_overhead_is_wall_minus_tasks_in_flight():

@@ -1,4 +1,5 @@
-"""Per-host control of one run, called by the Ansible roles: ``python -m cmx.workloads.host.hostctl CMD``.
+"""Per-host control of one run: functions the host's agent (workloads/host/agent.py) calls, and
+the same as commands, by hand: ``python -m cmx.workloads.host.hostctl CMD``.
 
 Every command works in the run dir given by ``--run-dir`` (the per-host work dir's
 ``runs/<run_id>``), tracks what it starts by pid files there, and is safe to call twice.
@@ -30,14 +31,29 @@ import psutil
 
 from cmx.workloads.files import write_atomic
 
+#: Every process started here, each the leader of its own session and process group: the agent
+#: (workloads/host/agent.py) reaps them and, when its lease ends, stops whole groups.
+SPAWNED: list[subprocess.Popen] = []
 
-def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str) -> subprocess.Popen:
-    """Start ``cmd`` in its own session (out of Ansible's and the terminal's process group)."""
+
+def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str | None, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start ``cmd`` in its own session (out of the agent's and the terminal's process group)."""
     with open(run_dir / log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=os.environ.copy())
-    write_atomic(run_dir / pidfile, str(proc.pid))
+    SPAWNED.append(proc)
+    if pidfile:
+        write_atomic(run_dir / pidfile, str(proc.pid))
     return proc
+
+
+def reap() -> None:
+    """Collect the exit of every spawned process that ended (no zombie stays behind)."""
+    SPAWNED[:] = [p for p in SPAWNED if p.poll() is None]
+
+
+def _never() -> bool:
+    return False
 
 
 def _tail(path: Path, lines: int = 5) -> str:
@@ -47,7 +63,7 @@ def _tail(path: Path, lines: int = 5) -> str:
         return "(no log)"
 
 
-def start_worker(run_dir: Path, host: str, ready_timeout: float) -> int:
+def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_never) -> int:
     from cmx.workloads.dimensions import worker_argv
     from cmx.workloads.spec import RunSpec, node_name
 
@@ -73,11 +89,14 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float) -> int:
             print(f"worker on {host} not ready after {ready_timeout:g}s: {_tail(run_dir / 'worker.log')}",
                   file=sys.stderr)
             return 1
-        time.sleep(0.05)
+        if cancelled():
+            print(f"worker on {host}: the run was stopped before the worker was ready", file=sys.stderr)
+            return 1
+        time.sleep(0.02)
     return 0
 
 
-def start_service(run_dir: Path, module: str, port: int, ready_timeout: float) -> int:
+def start_service(run_dir: Path, module: str, port: int, ready_timeout: float, cancelled=_never) -> int:
     """Start the workload's service (``python -m MODULE --port PORT``) and wait until it listens."""
     import socket
 
@@ -89,7 +108,7 @@ def start_service(run_dir: Path, module: str, port: int, ready_timeout: float) -
             return 0
         except OSError:
             pass
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None or time.monotonic() > deadline or cancelled():
             print(f"service {module} on port {port} did not start: {_tail(run_dir / 'service.log')}", file=sys.stderr)
             return 1
         time.sleep(0.05)
@@ -101,12 +120,20 @@ def start_sampler(run_dir: Path, host: str, sampler_args: list[str]) -> int:
     return 0
 
 
+def start_driver(run_dir: Path, warm: bool = False) -> subprocess.Popen:
+    """Start the driver in its own process group, its output in driver.log; it writes driver.pid
+    itself, so ``stop`` can end it even when whoever started it is gone. ``warm``: imported now,
+    run when ``go`` is written on its stdin (workloads/host/drivewarm.py)."""
+    module = "cmx.workloads.drive.driver"
+    if warm:
+        return _spawn([sys.executable, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None,
+                      stdin=subprocess.PIPE)
+    return _spawn([sys.executable, "-m", module], run_dir, "driver.log", None)
+
+
 def drive(run_dir: Path) -> int:
-    """Run the driver in the foreground, its output in driver.log; it writes driver.pid itself,
-    so ``stop`` can end it even when whoever called us is gone (an SSH session cut, a timeout)."""
-    with open(run_dir / "driver.log", "ab") as out:
-        return subprocess.call([sys.executable, "-m", "cmx.workloads.drive.driver"], cwd=run_dir,
-                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    """Run the driver until it ends; its exit code."""
+    return start_driver(run_dir).wait()
 
 
 def reset(run_dir: Path) -> int:
@@ -137,49 +164,79 @@ def _gone(p: psutil.Process) -> bool:
         return True
 
 
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Poll until every process is gone (zombies included) or ``timeout`` s passed; the rest."""
-    deadline = time.monotonic() + timeout
-    alive = [p for p in procs if not _gone(p)]
-    while alive and time.monotonic() < deadline:
+def _wait_gone(procs: list[psutil.Process], timeout: float, seen: dict | None = None) -> list[psutil.Process]:
+    """Poll until every process is gone (zombies included) or ``timeout`` s passed; the rest.
+    ``seen`` gets, for each process, how many seconds it took to go."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    alive = procs
+    while True:
+        still = [p for p in alive if not _gone(p)]
+        if seen is not None:
+            seen.update({p.pid: round(time.monotonic() - t0, 3) for p in alive if p not in still})
+        alive = still
+        if not alive or time.monotonic() >= deadline:
+            return alive
         time.sleep(0.02)
-        alive = [p for p in alive if not _gone(p)]
-    return alive
 
 
-def _stop_trees(pids: list[int], grace: float) -> list[int]:
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):  # absent (never started, or a sampler that left cleanly), half-written
+        return None
+
+
+def _stop_trees(pids: list[int], grace: float, also: list[int] = (), seen: dict | None = None) -> list[int]:
     """TERM the given processes together (Celery's warm shutdown stops its own pool), wait up to
-    ``grace`` s, then KILL whatever is left of them and of the descendants they had."""
-    procs = []
-    for pid in pids:
+    ``grace`` s for them, their descendants and ``also`` (processes that end on their own once the
+    others did, such as the worker's supervisor), then KILL whatever is left, whole process groups;
+    ``also`` a moment later, so that the supervisor still records how its worker ended."""
+    procs, after = [], []
+    for pid in [*pids, *also]:
         try:
             root = psutil.Process(pid)
             procs += [root, *root.children(recursive=True)]
-            root.send_signal(signal.SIGTERM)
+            if pid in pids:
+                root.send_signal(signal.SIGTERM)
+            else:
+                after.append(root)
         except psutil.NoSuchProcess:
             pass
-    alive = _wait_gone(procs, grace)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    _wait_gone(alive, 5)
+    alive = _wait_gone(procs, grace, seen)
+    if alive:
+        _kill([p for p in alive if p not in after])
+        _kill(_wait_gone(alive, 0.5))
+        _wait_gone(alive, 5)
     return [p.pid for p in procs]
 
 
+def _kill(procs: list[psutil.Process]) -> None:
+    """KILL the processes and the process groups they lead."""
+    for p in procs:
+        try:
+            leader = os.getpgid(p.pid) == p.pid
+            p.kill()
+            if leader:
+                os.killpg(p.pid, signal.SIGKILL)
+        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
+            pass
+
+
 def stop(run_dir: Path, grace: float) -> int:
-    """Stop the run's processes: workers, services and driver together, then the sampler (so it
-    sees them end; it leaves within a tick of its TERM). Every descendant goes too; nothing
-    started for the run survives. ``grace`` bounds the warm shutdown: the engine gives a short
-    one after a drive that finished (a drained worker has nothing left to finish: every row it
-    recorded is on disk within the recorder's flush interval) and a long one otherwise."""
-    stopped = []
-    t0 = time.monotonic()
-    for group in (("worker.pid", "service.pid", "driver.pid"), ("sampler.pid",)):
-        pids = [int((run_dir / name).read_text().strip()) for name in group if (run_dir / name).exists()]
-        stopped += _stop_trees(pids, grace)
-    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0}))
+    """Stop the run's processes, all together: workers, services, driver and sampler (each in its
+    own process group), and every descendant; nothing started for the run survives, and a process
+    that exited counts as gone even before it is reaped. ``grace`` bounds the warm shutdown: the
+    engine gives a short one after a drive that finished (a drained worker has nothing left to
+    finish: every row it recorded is on disk within the recorder's flush interval) and a long one
+    otherwise."""
+    t0, t_wall = time.monotonic(), time.time()
+    pids = [_read_pid(run_dir / name) for name in ("worker.pid", "service.pid", "driver.pid", "sampler.pid")]
+    supervisor = _read_pid(run_dir / "supervisor.pid")
+    gone_after: dict[int, float] = {}
+    stopped = _stop_trees([p for p in pids if p], grace, [supervisor] if supervisor else [], gone_after)
+    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0, "at": t_wall,
+                                                    "gone_after_s": gone_after}))
     return 0
 
 

@@ -1,9 +1,11 @@
-"""A run's start and end on one host, each as one command (one Ansible task instead of six).
+"""A run's start and end on one host, each as one call (from the host's agent, workloads/host/agent.py,
+or ``hostctl begin`` / ``hostctl finish`` by hand).
 
-``hostctl begin`` reads one JSON document on stdin (spec, secrets, sampler args, whether this host
-runs the service and a worker), so neither the secrets nor the spec travel in a command line;
-``hostctl finish`` stops everything, resets the queues, records the facts and packs the run dir,
-and prints how long each step took (JSON on stdout) for the engine's stage seconds.
+``begin`` takes one JSON document (spec, secrets, sampler args, whether this host runs the service
+and a worker; the agent gets it on its stdin, ``hostctl begin`` on its own), so neither the
+secrets nor the spec travel in a command line; ``finish`` stops everything, resets the queues,
+records the facts and packs the run dir, and says how long each step took for the engine's stage
+seconds.
 
 Secrets: ``begin`` writes them to ``secrets.json`` (mode 0600) in the run dir; every later hostctl
 command of the run loads them into its own environment (so the processes it starts inherit them,
@@ -47,22 +49,37 @@ def load_secrets(run_dir: Path) -> None:
             os.environ[k] = str(v)
 
 
-def begin(run_dir: Path, host: str, payload: dict) -> int:
+def _never() -> bool:
+    return False
+
+
+def begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=None) -> int:
     """Write the spec and secrets, start the sampler, the service and the worker (where they run).
-    Ansible does not log this task (its arguments hold the secrets), so what fails goes to
-    ``begin.log`` in the run dir, which the run's artifacts bring back."""
+    What fails goes to ``begin.log`` in the run dir, which the run's artifacts bring back (its last
+    line is the error the engine shows). ``cancelled`` (the run is being stopped) ends the waits;
+    ``prepared()`` is called once the spec and the secrets are in place (the agent starts the
+    driver's imports then)."""
     import contextlib
     import traceback
 
     with open(run_dir / "begin.log", "a") as log, contextlib.redirect_stderr(log):
         try:
-            return _begin(run_dir, host, payload)
+            return _begin(run_dir, host, payload, cancelled, prepared)
         except Exception:
             traceback.print_exc()
             return 1
 
 
-def _begin(run_dir: Path, host: str, payload: dict) -> int:
+def begin_error(run_dir: Path) -> str:
+    """The last line ``begin`` wrote to begin.log: what failed."""
+    try:
+        lines = [ln.strip() for ln in (run_dir / "begin.log").read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    return lines[-1][:400] if lines else "failed (begin.log is empty)"
+
+
+def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=None) -> int:
     from cmx.workloads.host import hostctl
 
     write_atomic(run_dir / "spec.json", json.dumps(payload["spec"], indent=2) + "\n")
@@ -70,24 +87,43 @@ def _begin(run_dir: Path, host: str, payload: dict) -> int:
     load_secrets(run_dir)
     # No queue reset here: run ids are unique per execution (engine/plan/planner.py), so the run's
     # queues are new, and finish deletes them after the run.
-    hostctl.start_sampler(run_dir, host, shlex.split(payload.get("sampler_args") or ""))
+    args = (payload.get("sampler_args") or "").replace("{run_dir}", str(run_dir))
+    hostctl.start_sampler(run_dir, host, shlex.split(args))
+    if prepared is not None:
+        prepared()
     service = payload.get("service")
     if service and hostctl.start_service(run_dir, service["module"], int(service["port"]),
-                                         float(service.get("ready_timeout", 60))):
+                                         float(service.get("ready_timeout", 60)), cancelled):
         return 1
     worker = payload.get("worker")
-    if worker:
-        return hostctl.start_worker(run_dir, host, float(worker.get("ready_timeout", 60)))
-    return 0
+    if worker and not cancelled():
+        return hostctl.start_worker(run_dir, host, float(worker.get("ready_timeout", 60)), cancelled)
+    return 1 if cancelled() else 0
 
 
 def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None, keep: bool) -> int:
-    """Stop, reset (one host), record the facts, delete the secrets, pack the run dir into
-    ``<run_dir>.tgz``; each step runs even when an earlier one failed, and says so."""
+    """:func:`finish_report` as a command: its report as JSON on stdout, its errors on stderr."""
+    report = finish_report(run_dir, host, grace, reset, clock_port, keep)
+    for line in report.pop("errors"):
+        print(line, file=sys.stderr)
+    if report["rc"] == 0:
+        print(json.dumps(report))
+    return report["rc"]
+
+
+def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None,
+                  keep: bool) -> dict:
+    """Stop the run's processes while, beside them, the queues are reset (one host) and the facts
+    recorded (clock offset included); then delete the secrets and pack the run dir into
+    ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
+    {"rc", "seconds": {step: s}, "failed": [step], "errors": [line], "pack"}."""
+    import threading
+
     from cmx.workloads.host import hostctl
 
     seconds: dict[str, float] = {}
     failed: list[str] = []
+    errors: list[str] = []
 
     def step(name: str, fn) -> None:
         t0 = time.monotonic()
@@ -95,24 +131,32 @@ def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int 
             fn()
         except Exception as exc:  # the later steps still matter (no stray process, artifacts)
             failed.append(name)
-            print(f"{name} failed on {host}: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+            errors.append(f"{name} failed on {host}: {type(exc).__name__}: {exc}".splitlines()[0])
         seconds[name] = round(time.monotonic() - t0, 4)
 
+    def collect() -> None:  # needs none of the run's processes: overlaps their shutdown
+        if reset:
+            step("reset", lambda: hostctl.reset(run_dir))
+        step("facts", lambda: hostctl.facts(run_dir, host, clock_port))
+
+    beside = threading.Thread(target=collect, daemon=True)
+    beside.start()
     step("stop", lambda: hostctl.stop(run_dir, grace))
-    if reset:
-        step("reset", lambda: hostctl.reset(run_dir))
-    step("facts", lambda: hostctl.facts(run_dir, host, clock_port))
+    beside.join(120)
+    if beside.is_alive():
+        failed.append("facts")
+        errors.append(f"resetting the queues or recording the facts on {host} took over 120 s")
+    hostctl.reap()
     (run_dir / SECRETS).unlink(missing_ok=True)
     t0 = time.monotonic()
     tar = subprocess.run(["tar", "-czf", f"{run_dir}.tgz", "-C", str(run_dir), "."], capture_output=True, text=True)
     seconds["tar"] = round(time.monotonic() - t0, 4)
     if tar.returncode != 0:
-        print(f"packing {run_dir} failed: {tar.stderr.strip()}", file=sys.stderr)
-        return 1
+        errors.append(f"packing {run_dir} failed: {tar.stderr.strip()}")
+        return {"rc": 1, "seconds": seconds, "failed": [*failed, "tar"], "errors": errors, "pack": None}
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
-    print(json.dumps({"seconds": seconds, "failed": failed, "pack": f"{run_dir}.tgz"}))
-    return 0
+    return {"rc": 0, "seconds": seconds, "failed": failed, "errors": errors, "pack": f"{run_dir}.tgz"}
 
 
 def read_payload() -> dict:

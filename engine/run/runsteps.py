@@ -1,0 +1,185 @@
+"""One run's steps on its hosts, through the hosts' agents (engine/hosts/agents.py): begin on every
+host, then the drive on the driver host; afterwards finish on every host and bring the packs back.
+
+Each step's outcome is typed like a playbook's (status, failures naming host and step), which is
+what engine/run/runstatus.py decides a run's status from.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from cmx.engine.hosts.agents import AgentLost, Agents, wait
+
+BEGIN_TASK = "Begin the run on the host (spec, secrets, sampler, service, worker)."
+DRIVE_TASK = "Run the driver until the workload is done or the run times out."
+FINISH_TASK = "Finish the run on the host (stop, reset, facts, pack)."
+FETCH_TASK = "Fetch the run dir to the controller."
+#: Seconds the controller waits beyond a step's own bound before it calls a host unresponsive.
+SLACK_S = 60.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    host: str
+    task: str
+    message: str
+    unreachable: bool = False
+    timed_out: bool = False
+
+    def __str__(self) -> str:
+        kind = "unreachable" if self.unreachable else "failed"
+        return f"{self.host}: {kind} at '{self.task}': {self.message}"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    status: str  # successful, failed, timeout, canceled
+    failures: tuple[Failure, ...] = ()
+    seconds: float = 0.0
+    #: Seconds from the step's start to the start of a part of it ("drive").
+    marks: dict[str, float] = field(default_factory=dict)
+    #: finish: what each host reported ({"seconds": {step: s}, "failed": [...], "pack": path}).
+    reports: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful"
+
+    def summary(self) -> str:
+        if self.failures:
+            return "; ".join(str(f) for f in self.failures)
+        return f"the run's step {self.status}"
+
+
+def _lost(host: str, task: str, exc: Exception) -> Failure:
+    return Failure(host, task, f"the cmx agent on {host} is gone: {exc}", unreachable=True)
+
+
+def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driver: str, drive_timeout: float,
+                    ready_timeout: float, cancel: Callable[[], bool]) -> StepResult:
+    """``begin`` on every host together; once all began, the drive. Bounded by the hosts' own
+    timeouts plus :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once."""
+    t0 = time.monotonic()
+    failures: list[Failure] = []
+    lost = agents.start(list(payloads))  # an agent lost since the last run comes back
+    failures += [Failure(h, BEGIN_TASK, f"cannot reach the cmx agent: {why}", unreachable=True)
+                 for h, why in lost.items()]
+    pending = {}
+    for host, payload in payloads.items():
+        if host in lost:
+            continue
+        try:
+            pending[host] = agents[host].request("begin", run_id=run_id, payload=payload)
+        except AgentLost as exc:
+            failures.append(_lost(host, BEGIN_TASK, exc))
+    try:
+        for host, p in pending.items():
+            try:
+                reply = wait(p, ready_timeout * 2 + SLACK_S, cancel)
+            except AgentLost as exc:
+                failures.append(_lost(host, BEGIN_TASK, exc))
+                continue
+            except TimeoutError as exc:
+                failures.append(Failure(host, BEGIN_TASK, str(exc), timed_out=True))
+                continue
+            if not reply.get("ok") or reply.get("rc"):
+                failures.append(Failure(host, BEGIN_TASK, reply.get("error") or "failed"))
+        if failures:
+            return StepResult("failed", tuple(failures), time.monotonic() - t0)
+        marks = {"drive": time.monotonic() - t0}
+        try:
+            reply = wait(agents[driver].request("drive", run_id=run_id, timeout=drive_timeout),
+                         drive_timeout + SLACK_S, cancel)
+        except AgentLost as exc:
+            return StepResult("failed", (_lost(driver, DRIVE_TASK, exc),), time.monotonic() - t0, marks)
+        except TimeoutError:
+            return StepResult("timeout", (), time.monotonic() - t0, marks)
+        if reply.get("timed_out"):
+            failure = Failure(driver, DRIVE_TASK, f"the driver ran past {drive_timeout:g} s and was stopped",
+                              timed_out=True)
+            return StepResult("failed", (failure,), time.monotonic() - t0, marks)
+        if not reply.get("ok") or reply.get("rc"):
+            message = reply.get("error") or f"the driver exited with code {reply.get('rc')} (see driver.log)"
+            return StepResult("failed", (Failure(driver, DRIVE_TASK, message),), time.monotonic() - t0, marks)
+        return StepResult("successful", (), time.monotonic() - t0, marks)
+    except InterruptedError:
+        return StepResult("canceled", tuple(failures), time.monotonic() - t0)
+
+
+def finish_and_collect(agents: Agents, run_id: str, hosts: list[str], driver: str, grace: float, clock_port: int,
+                       keep: dict[str, bool], art_dir: Path) -> StepResult:
+    """``finish`` on every host together (stop, reset on the driver host, facts, pack); each pack
+    comes back as soon as its host finished: moved from where it is for a local host, streamed by
+    the agent otherwise. Every wait is bounded."""
+    t0 = time.monotonic()
+    lost = agents.start(hosts)  # a host that lost its agent still gets its run's processes stopped
+    failures = [Failure(h, FINISH_TASK, f"cannot reach the cmx agent: {why}", unreachable=True)
+                for h, why in lost.items()]
+    reports: dict[str, dict] = {}
+
+    def one(host: str) -> list[Failure]:
+        agent = agents[host]
+        try:
+            report = wait(agent.request("finish", run_id=run_id, grace=grace, reset=host == driver,
+                                        clock_port=clock_port, keep=keep.get(host, False)), 600)
+        except (AgentLost, TimeoutError) as exc:
+            return [_lost(host, FINISH_TASK, exc)]
+        reports[host] = report
+        if not report.get("ok") or report.get("rc"):
+            why = "; ".join(report.get("errors") or []) or report.get("error") or "failed"
+            return [Failure(host, FINISH_TASK, why)]
+        found = [Failure(host, FINISH_TASK, line) for line in report.get("errors") or []]
+        target = art_dir / f"{host}.tgz"
+        try:
+            if agent.conn.local:
+                shutil.move(report["pack"], target)
+            else:
+                reply = wait(agent.request("fetch-pack", dest=target, run_id=run_id, keep=keep.get(host, False)),
+                             600)
+                if not reply.get("ok"):
+                    found.append(Failure(host, FETCH_TASK, reply.get("error") or "failed"))
+        except (AgentLost, TimeoutError) as exc:
+            found.append(_lost(host, FETCH_TASK, exc))
+        except OSError as exc:  # a full or read-only results disk
+            found.append(Failure(host, FETCH_TASK, f"writing {target} failed: {exc.strerror or exc}"))
+        return found
+
+    with ThreadPoolExecutor(max_workers=max(len(hosts), 1)) as pool:
+        for found in pool.map(one, [h for h in hosts if h not in lost]):
+            failures += found
+    status = "failed" if failures else "successful"
+    return StepResult(status, tuple(failures), time.monotonic() - t0, {}, reports)
+
+
+def start_drive_stages(started: StepResult) -> dict[str, float]:
+    """start (until the drive began) and drive."""
+    at = started.marks.get("drive", started.seconds)
+    return {"start": round(at, 3), "drive": round(started.seconds - at, 3)}
+
+
+def stop_collect_stages(stopped: StepResult) -> dict[str, float]:
+    """stop (until the slowest host had stopped its processes, as its finish reported) and
+    collect (the rest: reset, facts, pack, fetch)."""
+    stop_s = max([float((r.get("seconds") or {}).get("stop", 0.0)) for r in stopped.reports.values()] or [0.0])
+    at = min(stop_s, stopped.seconds)
+    return {"stop": round(at, 3), "collect": round(stopped.seconds - at, 3)}
+
+
+def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
+    """Store and return the run's wall time minus the time its tasks were in flight (first sent
+    to last finished): what the harness cost this run."""
+    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM tasks WHERE run_id = ?",
+                               [run_id]).fetchone()
+    value = max(wall_s - (in_flight or 0.0), 0.0)
+    con.execute("INSERT INTO metrics VALUES (?, 'harness_overhead_s', ?, 's')", [run_id, value])
+    return value
+
+
+def finish_reports(stopped: StepResult) -> dict[str, dict]:
+    """What each host's finish said it did (its steps' seconds, what failed), for run.json."""
+    return {h: {k: r.get(k) for k in ("seconds", "failed", "pack")} for h, r in stopped.reports.items()}

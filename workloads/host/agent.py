@@ -1,0 +1,292 @@
+"""The cmx agent of one host: started once per sweep, it runs every run's start, drive and finish.
+
+    python -m cmx.workloads.host.agent --host NAME --workdir DIR [--lease 20]
+
+The controller (engine/hosts/agents.py) starts it after provisioning (a local process, or through
+one ``ssh`` per host) and talks to it in JSON lines: a request on stdin ``{"id": N, "cmd": ...}``
+gets one answer on stdout ``{"id": N, "ok": true|false, ...}``; an answer with ``"bytes": K`` is
+followed by K raw bytes (a run's pack). Commands:
+
+  ping        keeps the lease (no answer without an id)
+  begin       run_id, payload: hostrun.begin (spec, secrets, sampler, service, worker; with
+              "driver": true the driver's imports start too); {"rc", "error"}
+  drive       run_id, timeout: the driver, until it ends or the timeout; {"rc", "timed_out"}
+  finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack)
+  fetch-pack  run_id, keep: the run's pack, as bytes
+  quit        stop what runs, answer, exit
+
+Secrets arrive inside ``begin``'s payload on stdin: never in a command line, environment of a
+visible command or log. Each command but ping and quit runs in its own thread, so pings are
+answered during a drive.
+
+The lease: everything the agent started (workers and their children, samplers, services,
+drivers: whole process groups) is stopped, and the agent exits, when its stdin ends (the controller
+died, SSH dropped), on SIGTERM/SIGHUP/SIGINT, or when nothing arrived for ``--lease`` seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LEASE_S = 20.0
+#: Seconds a stopped run's processes get when the lease ends (no one waits for their results).
+LEASE_STOP_GRACE_S = 2.0
+
+
+@dataclass
+class RunState:
+    run_dir: Path
+    lock: threading.Lock = field(default_factory=threading.Lock)  # begin and finish, one at a time
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    driver: object = None  # the driver's Popen while it runs
+
+
+class Agent:
+    def __init__(self, host: str, workdir: Path, lease_s: float, out) -> None:
+        self.host, self.workdir, self.lease_s = host, workdir, lease_s
+        self.out = out
+        self.write_lock = threading.Lock()
+        self.state_lock = threading.Lock()
+        self.last_seen = time.monotonic()
+        self.runs: dict[str, RunState] = {}
+        self.ended = threading.Event()
+        self.why = ""
+
+    # -- protocol -------------------------------------------------------------------------
+    def send(self, msg: dict, pack: Path | None = None) -> None:
+        line = (json.dumps(msg) + "\n").encode()
+        try:
+            with self.write_lock:
+                self.out.write(line)
+                if pack is not None:
+                    with open(pack, "rb") as f:
+                        while chunk := f.read(1 << 20):
+                            self.out.write(chunk)
+                self.out.flush()
+        except (BrokenPipeError, OSError, ValueError):  # the controller is gone
+            self.end("the controller stopped reading")
+
+    def handle(self, line: bytes) -> None:
+        self.last_seen = time.monotonic()
+        try:
+            msg = json.loads(line)
+            cmd = msg["cmd"]
+        except (ValueError, KeyError, TypeError):
+            self.send({"ok": False, "error": "not a JSON command line"})
+            return
+        if cmd == "ping":
+            if "id" in msg:
+                self.send({"id": msg["id"], "ok": True, "pid": os.getpid()})
+            return
+        if cmd == "quit":
+            self.send({"id": msg.get("id"), "ok": True})
+            self.end("asked to quit")
+            return
+        handler = {"begin": self.begin, "drive": self.drive, "finish": self.finish,
+                   "fetch-pack": self.fetch_pack}.get(cmd)
+        if handler is None:
+            self.send({"id": msg.get("id"), "ok": False, "error": f"unknown command {cmd!r}"})
+            return
+        threading.Thread(target=self._answer, args=(handler, msg), daemon=True).start()
+
+    def _answer(self, handler, msg: dict) -> None:
+        try:
+            reply = handler(msg)
+        except Exception as exc:  # the controller says which host and step failed
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
+        reply = {"ok": True, **reply}
+        pack, unlink = reply.pop("_pack", None), reply.pop("_unlink", False)
+        self.send({"id": msg.get("id"), **reply}, pack)
+        if pack is not None and unlink:  # sent: the controller keeps the artifacts
+            pack.unlink(missing_ok=True)
+
+    # -- commands -------------------------------------------------------------------------
+    def _state(self, run_id: str) -> RunState:
+        if not run_id or "/" in run_id or run_id.startswith("."):
+            raise ValueError(f"bad run id {run_id!r}")
+        with self.state_lock:
+            if run_id not in self.runs:
+                run_dir = self.workdir / "runs" / run_id
+                run_dir.mkdir(parents=True, exist_ok=True)
+                self.runs[run_id] = RunState(run_dir)
+            return self.runs[run_id]
+
+    def _enter(self, state: RunState) -> None:
+        """What hostctl's command line sets up for every command of a run."""
+        os.environ["CMX_RUN_DIR"], os.environ["CMX_HOST"] = str(state.run_dir), self.host
+
+    def begin(self, msg: dict) -> dict:
+        from cmx.workloads.host import hostctl, hostrun
+
+        state = self._state(msg["run_id"])
+        with state.lock:
+            if state.cancelled.is_set():
+                return {"rc": 1, "error": "the run was stopped before it began"}
+            self._enter(state)
+
+            def warm() -> None:  # the driver's imports overlap the worker's start
+                state.driver = hostctl.start_driver(state.run_dir, warm=True)
+
+            rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set,
+                               warm if msg["payload"].get("driver") else None)
+        return {"rc": rc, "error": hostrun.begin_error(state.run_dir) if rc else None}
+
+    def drive(self, msg: dict) -> dict:
+        from cmx.workloads.host import hostctl, hostrun
+
+        state = self._state(msg["run_id"])
+        with state.lock:
+            if state.cancelled.is_set():
+                return {"rc": 1, "timed_out": False, "error": "the run was stopped before it drove"}
+            self._enter(state)
+            hostrun.load_secrets(state.run_dir)
+            proc = state.driver
+            if proc is not None and proc.poll() is None:  # imported during begin: it starts now
+                proc.stdin.write(b"go\n")
+                proc.stdin.close()
+            else:
+                state.driver = proc = hostctl.start_driver(state.run_dir)
+        deadline = time.monotonic() + float(msg.get("timeout") or 3600)
+        timed_out = False
+        while proc.poll() is None:
+            if state.cancelled.is_set() or time.monotonic() > deadline:
+                timed_out = not state.cancelled.is_set()
+                _end_group(proc, 2.0)
+                break
+            time.sleep(0.02)
+        return {"rc": proc.returncode, "timed_out": timed_out}
+
+    def finish(self, msg: dict) -> dict:
+        from cmx.workloads.host import hostrun
+
+        state = self._state(msg["run_id"])
+        state.cancelled.set()  # a begin or drive still under way ends now
+        if state.driver is not None and state.driver.poll() is None:  # one never told to go, or cancelled
+            _end_group(state.driver, 2.0)
+        with state.lock:
+            self._enter(state)
+            hostrun.load_secrets(state.run_dir)  # reset needs the broker's URL
+            try:
+                report = hostrun.finish_report(state.run_dir, self.host, float(msg.get("grace", 10)),
+                                               bool(msg.get("reset")), msg.get("clock_port"), bool(msg.get("keep")))
+            finally:
+                _forget_secrets()
+                with self.state_lock:
+                    self.runs.pop(msg["run_id"], None)
+        return report
+
+    def fetch_pack(self, msg: dict) -> dict:
+        pack = self.workdir / "runs" / f"{msg['run_id']}.tgz"
+        return {"bytes": pack.stat().st_size, "_pack": pack, "_unlink": not msg.get("keep")}
+
+    # -- the lease ------------------------------------------------------------------------
+    def end(self, why: str) -> None:
+        if not self.ended.is_set():
+            self.why = why
+            self.ended.set()
+
+    def watch(self) -> None:
+        while not self.ended.wait(0.5):
+            if time.monotonic() - self.last_seen > self.lease_s:
+                self.end(f"no word from the controller for {self.lease_s:g} s")
+
+    def stop_everything(self) -> None:
+        """Stop every run still under way on this host: its driver, then its processes together
+        (hostctl.stop), then whatever is left of every process group the agent started."""
+        from cmx.workloads.host import hostctl, hostrun
+
+        with self.state_lock:
+            states = list(self.runs.values())
+        for state in states:
+            state.cancelled.set()
+            if state.driver is not None:
+                _end_group(state.driver, LEASE_STOP_GRACE_S)
+            try:
+                hostctl.stop(state.run_dir, LEASE_STOP_GRACE_S)
+            except Exception as exc:  # the groups below still go
+                print(f"stopping {state.run_dir} failed: {exc}", file=sys.stderr)
+            (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
+        for proc in list(hostctl.SPAWNED):
+            if proc.poll() is None:
+                _end_group(proc, LEASE_STOP_GRACE_S)
+        hostctl.reap()
+
+
+def _end_group(proc, grace: float) -> None:
+    """TERM the process group ``proc`` leads, KILL it after ``grace`` s; reap ``proc``."""
+    import subprocess
+
+    if proc.stdin is not None:  # a warm driver leaves on its own when its stdin ends
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # members of the group that outlived its leader
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _forget_secrets() -> None:
+    from cmx.workloads.host.hostrun import SECRET_VARS
+
+    for name in SECRET_VARS:
+        os.environ.pop(name, None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cmx.workloads.host.agent", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--workdir", type=Path, required=True)
+    ap.add_argument("--lease", type=float, default=LEASE_S, help="seconds without word before it stops all")
+    args = ap.parse_args(argv)
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but answers on the protocol stream
+    agent = Agent(args.host, args.workdir.resolve(), args.lease, out)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: agent.end(f"signal {signal.Signals(signum).name}"))
+
+    def read() -> None:
+        stdin = sys.stdin.buffer
+        while not agent.ended.is_set():
+            line = stdin.readline()
+            if not line:
+                agent.end("its stdin ended (the controller is gone)")
+                return
+            if line.strip():
+                agent.handle(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    threading.Thread(target=agent.watch, daemon=True).start()
+    agent.send({"hello": True, "host": args.host, "pid": os.getpid()})
+    while not agent.ended.wait(0.5):  # the main thread waits, so signals are handled at once
+        pass
+    agent.stop_everything()
+    print(f"cmx agent on {args.host}: stopped ({agent.why})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    # Not sys.exit: the reader thread may sit in stdin.readline() holding stdin's lock, which
+    # makes the interpreter's shutdown abort. Everything the agent started is stopped by now.
+    os._exit(code)
