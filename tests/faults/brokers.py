@@ -21,11 +21,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_port(port: int, up: bool, timeout: float) -> None:
+def _wait_port(port: int, up: bool, timeout: float, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            socket.create_connection((host, port), timeout=0.5).close()
             if up:
                 return
         except OSError:
@@ -39,21 +39,22 @@ class PrivateRedis:
     """``redis-server`` on a free loopback port, configured as roles/redis provisions one
     (no persistence: a restart loses what was queued, as it would for a sweep's own Redis)."""
 
-    def __init__(self, root: Path):
-        self.root, self.port = root, free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+    def __init__(self, root: Path, bind: str = "127.0.0.1"):
+        self.root, self.bind, self.port = root, bind, free_port()
+        self.url = f"redis://{bind}:{self.port}/0"
         self.pidfile = root / "redis.pid"
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                        "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(self.pidfile),
+        subprocess.run(["redis-server", "--port", str(self.port), "--bind", self.bind, "--save", "",
+                        "--appendonly", "no", "--protected-mode", "no", "--daemonize", "yes", "--pidfile", str(self.pidfile),
                         "--logfile", str(self.root / "redis.log"), "--dir", str(self.root)], check=True)
-        _wait_port(self.port, True, 10)
+        _wait_port(self.port, True, 10, self.bind)
 
     def stop(self) -> None:
-        subprocess.run(["redis-cli", "-p", str(self.port), "shutdown", "nosave"], capture_output=True, timeout=10)
-        _wait_port(self.port, False, 10)
+        subprocess.run(["redis-cli", "-h", self.bind, "-p", str(self.port), "shutdown", "nosave"],
+                       capture_output=True, timeout=10)
+        _wait_port(self.port, False, 10, self.bind)
 
     def restart(self) -> None:
         self.stop()

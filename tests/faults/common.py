@@ -22,6 +22,21 @@ def cmx_run(exp: Path, db: Path, *args: str) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[str, str]:
+    """Wait for `cmx run` like its user: its output; a sweep that hangs past ``timeout`` is
+    stopped (SIGTERM, then SIGKILL) and fails the test."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(f"`cmx run` still running after {timeout:g}s: {out[-2000:]} {err[-2000:]}") from None
+
+
 def seed(db: Path, experiment: str) -> list[tuple]:
     """One run already stored (as an earlier sweep would have left it), to check it survives."""
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -42,8 +57,10 @@ class Fault(threading.Thread):
     file ``worker_config.json`` in its run dir on ``driver_dir``: the workers are about to
     consume), then ``delay`` s later calls ``inject(run_id)`` once. ``at`` is when it did."""
 
-    def __init__(self, driver_dir: Path, delay: float, inject: Callable[[str], None], timeout: float = 600):
+    def __init__(self, driver_dir: Path, delay: float, inject: Callable[[str], None], timeout: float = 600,
+                 which: Callable[[Path], bool] = lambda run_dir: True):
         super().__init__(daemon=True)
+        self.which = which  # of the runs, the one to hit (given its run dir on the driver host)
         self.driver_dir, self.delay, self.inject, self.timeout = driver_dir, delay, inject, timeout
         self.run_id: str | None = None
         self.at: float | None = None
@@ -60,6 +77,8 @@ class Fault(threading.Thread):
         try:
             while time.monotonic() < deadline and not self._done.is_set():
                 for checked in (self.driver_dir / "runs").glob("*/worker_config.json"):
+                    if not self.which(checked.parent):
+                        continue
                     time.sleep(self.delay)
                     self.run_id = checked.parent.name
                     self.at = time.time()
@@ -68,6 +87,16 @@ class Fault(threading.Thread):
                 time.sleep(0.1)
         except BaseException as exc:  # said by the test, not lost in a thread
             self.error = exc
+
+
+def tasks_of(run_dir: Path) -> int | None:
+    """The ``tasks`` param of the run whose run dir this is (from its spec.json)."""
+    import json
+
+    try:
+        return json.loads((run_dir / "spec.json").read_text())["params"].get("tasks")
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def metrics(db: Path, run_id: str) -> dict[str, float]:
@@ -96,3 +125,12 @@ def assert_nothing_left(db: Path, wait_s: float = 5.0) -> None:
     while (left := run_processes(db)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, [" ".join(p.cmdline()) for p in left if p.is_running()]
+
+
+def cmx_status(db: Path) -> str:
+    """What `cmx status` tells the user (it must open the database and exit 0)."""
+    from tests.conftest import cmx
+
+    proc = cmx("status", "--db", str(db), timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout + proc.stderr

@@ -83,7 +83,7 @@ def test_the_broker_restarted_mid_run(tmp_path, place, broker):
     fault = common.Fault(workdir, delay=3.0, inject=lambda run_id: server.restart())
     fault.start()
     proc = common.cmx_run(exp, db, "--inventory", str(inv))
-    out, err = proc.communicate(timeout=600)
+    out, err = common.finish(proc)
     fault.finish()
     assert fault.error is None, fault.error
     assert fault.at, "the first run never got under way"
