@@ -46,9 +46,11 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        # protected-mode off: reached on a test bridge (tests/nethosts.py), not only on loopback
         subprocess.run(["redis-server", "--port", str(self.port), "--bind", self.bind, "--save", "",
-                        "--appendonly", "no", "--protected-mode", "no", "--daemonize", "yes", "--pidfile", str(self.pidfile),
-                        "--logfile", str(self.root / "redis.log"), "--dir", str(self.root)], check=True)
+                        "--appendonly", "no", "--protected-mode", "no", "--daemonize", "yes",
+                        "--pidfile", str(self.pidfile), "--logfile", str(self.root / "redis.log"),
+                        "--dir", str(self.root)], check=True)
         _wait_port(self.port, True, 10, self.bind)
 
     def stop(self) -> None:
