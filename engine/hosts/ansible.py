@@ -13,6 +13,11 @@ ENGINE_DIR = Path(__file__).resolve().parent  # engine/hosts: playbooks, host re
 PROJECT_DIR = ENGINE_DIR.parents[1]
 PLAYBOOKS = ENGINE_DIR / "playbooks"
 ROLES = PROJECT_DIR / "roles"
+#: Ansible's own ssh_args plus keepalives: a host that drops off the network mid-run (its
+#: link down, powered off) ends its persistent SSH connection within 15 s, so the next task on
+#: it fails as unreachable instead of hanging on the dead connection until the playbook's
+#: timeout (tests/faults/test_ssh_dropped.py). ANSIBLE_SSH_ARGS in the environment wins.
+SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=5 -o ServerAliveCountMax=3"
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_SSH_ARGS": os.environ.get("ANSIBLE_SSH_ARGS") or SSH_ARGS,
         **secrets,
     }
     failures: list[Failure] = []

@@ -44,12 +44,46 @@ def broker_version(app: Celery) -> str:
         return f"unknown ({type(exc).__name__})"
 
 
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What a broker (or a Redis backend) going away mid-run raises, over the clients the run uses."""
+    import amqp.exceptions
+    import redis.exceptions
+    from kombu.exceptions import OperationalError
+
+    return (ConnectionError, TimeoutError, OperationalError, amqp.exceptions.ConnectionError,
+            redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def _where(url: str) -> str:
+    """host:port of a service URL, never its credentials."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.removeprefix("db+"))
+        return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    except ValueError:
+        return "?"
+
+
+def connection_lost(exc: BaseException, spec: RunSpec | None) -> str | None:
+    """The run's error when ``exc`` is a connection to the broker or backend lost mid-run (a
+    restart, a crash, the network): which services the run was using and where, then what the
+    client said. None for any other exception."""
+    if spec is None or not isinstance(exc, _connection_errors()):
+        return None
+    services = [f"broker {spec.broker} at {_where(os.environ.get('CMX_BROKER_URL', ''))}"]
+    if spec.backend in ("redis", "postgres"):
+        services.append(f"backend {spec.backend} at {_where(os.environ.get('CMX_BACKEND_URL', ''))}")
+    return (f"lost the connection to the {' or the '.join(services)} mid-run: "
+            + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+
+
 def main(argv: list[str] | None = None) -> int:
     run_dir, host = run_dir_from_env(), host_from_env()
     write_atomic(run_dir / "driver.pid", str(os.getpid()))
     started = time.time()
     result: dict = {"status": "failed", "error": None, "started_at": started}
-    ctx = None
+    ctx = spec = None
     try:
         spec = RunSpec.load(run_dir)
         workload = registry.get(spec.workload)
@@ -65,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except WorkerProblem as exc:
         result.update(error=str(exc), silent_worker_hosts=exc.hosts if exc.silent else [])
     except Exception as exc:
-        result["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        result["error"] = connection_lost(exc, spec) or f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         traceback.print_exc(file=sys.stderr)
     finally:
         if ctx is not None and ctx.watchdog is not None:
