@@ -1,8 +1,8 @@
 """A run's start and end on one host, each as one call (from the host's agent, workloads/host/agent.py,
-or ``hostctl begin`` / ``hostctl finish`` by hand).
+or ``hostcli begin`` / ``hostcli finish`` by hand).
 
 ``begin`` takes one JSON document (spec, secrets, sampler args, whether this host runs the service
-and a worker; the agent gets it on its stdin, ``hostctl begin`` on its own), so neither the
+and a worker; the agent gets it on its stdin, ``hostcli begin`` on its own), so neither the
 secrets nor the spec travel in a command line; ``finish`` stops everything, resets the queues,
 records the facts and packs the run dir, and says how long each step took for the engine's stage
 seconds.
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from cmx.workloads.files import write_atomic
+from cmx.workloads.host import hostctl
 
 SECRETS = "secrets.json"
 #: The environment variables that carry secrets (URLs with passwords) to host processes.
@@ -80,7 +81,7 @@ def begin_error(run_dir: Path) -> str:
 
 
 def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=None) -> int:
-    from cmx.workloads.host import hostctl
+
 
     write_atomic(run_dir / "spec.json", json.dumps(payload["spec"], indent=2) + "\n")
     write_secrets(run_dir, payload.get("secrets") or {})
@@ -119,7 +120,7 @@ def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_por
     {"rc", "seconds": {step: s}, "failed": [step], "errors": [line], "pack"}."""
     import threading
 
-    from cmx.workloads.host import hostctl
+
 
     seconds: dict[str, float] = {}
     failed: list[str] = []
