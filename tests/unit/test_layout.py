@@ -169,3 +169,42 @@ def test_pending_lists_are_current():
     components = cycles(import_graph(include_functions=True))
     stale = [names for names in PENDING_CYCLES if not any(_within(c, names) for c in components)]
     assert not stale, f"remove from PENDING_CYCLES, no cycle left there: {stale}"
+
+
+#: The rooms and what each may import (besides itself): the data's one-way path. The shipped
+#: package (cmx.workloads) imports nothing of the controller's; analysis reads results, never
+#: the reverse; the CLI is the one room that composes them all.
+ROOMS = {
+    "cmx.workloads": set(),
+    "cmx.engine.errors": set(),
+    "cmx.engine.limits": {"cmx.workloads"},
+    "cmx.engine.model": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits"},
+    "cmx.engine.plan": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},
+    "cmx.engine.hosts": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},
+    "cmx.engine.results": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits"},
+    "cmx.engine.run": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
+                       "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results"},
+    "cmx.analysis": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
+                     "cmx.engine.results"},
+    "cmx.engine.cli": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
+                       "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results", "cmx.engine.run",
+                       "cmx.analysis"},
+}
+
+
+def _room(module: str) -> str | None:
+    return max((r for r in ROOMS if module == r or module.startswith(r + ".")), key=len, default=None)
+
+
+def test_every_module_is_in_a_room_and_imports_only_rooms_upstream():
+    wrong = []
+    for module, targets in import_graph(include_functions=True).items():
+        room = _room(module)
+        if room is None and module not in ("cmx.engine", "cmx.analysis"):  # the package markers
+            wrong.append(f"{module}: in no room (add it to ROOMS)")
+            continue
+        for target in sorted(targets):
+            there = _room(target)
+            if there not in (room, None) and there not in ROOMS.get(room, set()):
+                wrong.append(f"{module} imports {target} ({there} is downstream of {room})")
+    assert not wrong, "\n".join(wrong)
