@@ -95,7 +95,10 @@ def test_deep_nesting(tmp_path, style):
         body = "fixed: {celery.x: " + "[" * 100_000 + "]" * 100_000 + "}\n"
     else:
         body = "fixed:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200))
-    assert "levels deep" in refused(tmp_path, HEAD + body)[0]
+    message = refused(tmp_path, HEAD + body)[0]
+    # cmx's own depth bound, or PyYAML's (6.0.4 and later stop flow nesting in the scanner first)
+    assert "levels deep" in message or "maximum nesting depth" in message, message
+    assert message.startswith(str(tmp_path / "exp.yaml") + ":"), message
 
 
 def test_zip_of_an_empty_mapping(tmp_path):
