@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from cmx.engine.hosts.outcome import Failure, Outcome
+
 ENGINE_DIR = Path(__file__).resolve().parent  # engine/hosts: playbooks, host requirements
 PROJECT_DIR = ENGINE_DIR.parents[1]
 PLAYBOOKS = ENGINE_DIR / "playbooks"
@@ -21,20 +23,7 @@ SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterva
 
 
 @dataclass(frozen=True)
-class Failure:
-    host: str
-    task: str
-    message: str
-    unreachable: bool = False
-    timed_out: bool = False  # the task hit its own Ansible `timeout:` (the result's `timedout` key)
-
-    def __str__(self) -> str:
-        kind = "unreachable" if self.unreachable else "failed"
-        return f"{self.host}: {kind} at '{self.task}': {self.message}"
-
-
-@dataclass(frozen=True)
-class PlaybookResult:
+class PlaybookResult(Outcome):
     status: str  # ansible-runner's: successful, failed, timeout, canceled
     rc: int
     failures: tuple[Failure, ...]
@@ -44,13 +33,7 @@ class PlaybookResult:
     #: ansible-runner's count of changed tasks per host (the PLAY RECAP's changed=N).
     changed_per_host: tuple[tuple[str, int], ...] = ()
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "successful"
-
-    def summary(self) -> str:
-        if self.failures:
-            return "; ".join(str(f) for f in self.failures)
+    def _what(self) -> str:
         return f"ansible-playbook {self.status} (rc={self.rc})"
 
 

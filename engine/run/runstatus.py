@@ -8,7 +8,8 @@ depending on whether the sweep that started it is still alive.
 from __future__ import annotations
 
 import enum
-from typing import Protocol, Sequence
+
+from cmx.engine.hosts.outcome import Outcome
 
 
 class RunStatus(str, enum.Enum):
@@ -22,27 +23,11 @@ class RunStatus(str, enum.Enum):
 RUNNING, ABANDONED = "running", "abandoned"
 
 
-class _Failure(Protocol):
-    task: str
-    message: str
-    timed_out: bool
-
-
-class _Playbook(Protocol):
-    status: str  # successful, failed, timeout, canceled (as ansible-runner says them)
-    failures: Sequence[_Failure]
-
-    @property
-    def ok(self) -> bool: ...
-
-    def summary(self) -> str: ...
-
-
 #: The step that runs the driver (runsteps.DRIVE_TASK; its bound is the run's outer bound).
 DRIVE_TASK = "Run the driver"
 
 
-def decide(*, interrupted: bool, started: _Playbook, stopped: _Playbook, driver: dict,
+def decide(*, interrupted: bool, started: Outcome, stopped: Outcome, driver: dict,
            ingest_error: str | None, run_timeout_s: float) -> tuple[RunStatus, str | None]:
     """The status and error of a run, from the typed outcome of each of its steps."""
     if interrupted:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from cmx.engine.hosts.agents import AgentLost, Agents, wait
+from cmx.engine.hosts.outcome import Failure, Outcome
 
 BEGIN_TASK = "Begin the run on the host (spec, secrets, sampler, service, worker)."
 DRIVE_TASK = "Run the driver until the workload is done or the run times out."
@@ -24,20 +25,7 @@ SLACK_S = 60.0
 
 
 @dataclass(frozen=True)
-class Failure:
-    host: str
-    task: str
-    message: str
-    unreachable: bool = False
-    timed_out: bool = False
-
-    def __str__(self) -> str:
-        kind = "unreachable" if self.unreachable else "failed"
-        return f"{self.host}: {kind} at '{self.task}': {self.message}"
-
-
-@dataclass(frozen=True)
-class StepResult:
+class StepResult(Outcome):
     status: str  # successful, failed, timeout, canceled
     failures: tuple[Failure, ...] = ()
     seconds: float = 0.0
@@ -46,13 +34,7 @@ class StepResult:
     #: finish: what each host reported ({"seconds": {step: s}, "failed": [...], "pack": path}).
     reports: dict[str, dict] = field(default_factory=dict)
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "successful"
-
-    def summary(self) -> str:
-        if self.failures:
-            return "; ".join(str(f) for f in self.failures)
+    def _what(self) -> str:
         return f"the run's step {self.status}"
 
 

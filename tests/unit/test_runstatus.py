@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 
-from cmx.engine.hosts.ansible import Failure, PlaybookResult
+from cmx.engine.hosts.ansible import PlaybookResult
+from cmx.engine.hosts.outcome import Failure
 from cmx.engine.run.runstatus import RunStatus, controller_alive, controller_identity, decide
 
 OK = PlaybookResult("successful", 0, (), 1.0)
