@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from cmx.workloads.drive.raw_broker import RabbitRaw, RedisRaw, Schedule
+from cmx.workloads.drive.raw_broker import RabbitRaw, RedisRaw, schedule_for
 from cmx.workloads.catalog.throughput import ThroughputParams
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def _publish(broker, params):
     pubs: list[tuple] = []
     broker.reset()
     began = time.time()
-    broker.publish(PublishOnly(), params, Schedule(params), pubs)
+    broker.publish(PublishOnly(), params, schedule_for(params), pubs)
     returned = time.time()
     return began, returned, sorted(p[5] for p in pubs)
 
@@ -71,7 +71,7 @@ def test_redis_one_call_per_message(queue):
     try:
         pubs: list[tuple] = []
         broker.reset()
-        broker.publish(PublishOnly(), params, Schedule(params), pubs)
+        broker.publish(PublishOnly(), params, schedule_for(params), pubs)
         assert redis.Redis(host="127.0.0.1").llen(queue) == 300
     finally:
         broker.close()

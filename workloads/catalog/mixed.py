@@ -57,31 +57,24 @@ class Mixed(Workload):
             _sleep(seconds, blocking)
 
     def drive(self, ctx, params: MixedParams):
+        from cmx.workloads.drive.pacing import Pacer
         from cmx.workloads.instrument import INTENDED_HEADER
 
         short, long = ctx.app.tasks[SHORT], ctx.app.tasks[LONG]
         ctx.wait_for_workers()
         ctx.start_consuming()
         countdown = params.countdown_s or None
-        t0 = time.time() + 0.05
-        interval = 1.0 / params.rate
-        behind = 0
+        pacer = Pacer(params.rate)
         with ctx.app.producer_or_acquire() as producer:
             for i in range(params.tasks):
-                intended = t0 + i * interval
-                delay = intended - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                elif delay < -interval:
-                    behind += 1
+                intended = pacer.wait(i)
                 is_long = params.long_every and i % params.long_every == 0
                 task, seconds = (long, params.long_s) if is_long else (short, params.short_s)
                 task.apply_async((seconds, params.blocking), producer=producer, countdown=countdown,
                                  headers={INTENDED_HEADER: intended})
                 if i % 100 == 0:
                     ctx.check_deadline("publishing the mix")
-        if behind:
-            ctx.notes.append(f"driver fell behind the target rate on {behind} of {params.tasks} publishes")
+        pacer.note_behind(ctx, params.tasks)
         ctx.wait_completed(params.tasks)
         end = time.monotonic() + params.settle_s
         while time.monotonic() < end:

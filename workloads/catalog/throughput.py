@@ -92,6 +92,7 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
     without kwargs or options; ``celery`` is a plain ``apply_async`` loop."""
     import time
 
+    from cmx.workloads.drive.pacing import Pacer
     from cmx.workloads.instrument import INTENDED_HEADER
 
     ctx.wait_for_workers()
@@ -121,22 +122,14 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
                 # the deadline check is cheap relative to a publish; keep runs bounded
             ctx.check_deadline("publishing the backlog")
         else:
-            t0 = time.time() + 0.05
-            interval = 1.0 / rate
-            behind = 0
+            pacer = Pacer(rate)
             for i in range(tasks):
-                intended = t0 + i * interval
-                delay = intended - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                elif delay < -interval:
-                    behind += 1
+                intended = pacer.wait(i)
                 task.apply_async(args, kwargs, producer=producer, headers={INTENDED_HEADER: intended}, **options)
                 if i % 1000 == 0:
                     ctx.check_deadline("publishing the stream")
-            if behind:
-                ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
-            ctx.metric("publish_behind", behind, "tasks")
+            pacer.note_behind(ctx, tasks)
+            ctx.metric("publish_behind", pacer.behind, "tasks")
     if mode == "backlog":
         ctx.start_consuming()
     ctx.wait_completed(tasks)

@@ -23,10 +23,11 @@ import resource
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from cmx.workloads import kinds
 from cmx.workloads.clientname import client_name
+from cmx.workloads.drive.pacing import Pacer
 from cmx.workloads.instrument import recorder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,25 +71,9 @@ class Tally:
                 self.done.set()
 
 
-class Schedule:
+def schedule_for(params: "ThroughputParams") -> Pacer:
     """When to send message ``i``: now (backlog) or at the stream's rate, with the intended time."""
-
-    def __init__(self, params: "ThroughputParams"):
-        self.stream = params.mode == "stream"
-        self.t0 = time.time() + 0.05
-        self.interval = 1.0 / params.rate
-        self.behind = 0
-
-    def wait(self, i: int) -> float | str:
-        if not self.stream:
-            return ""
-        intended = self.t0 + i * self.interval
-        delay = intended - time.time()
-        if delay > 0:
-            time.sleep(delay)
-        elif delay < -self.interval:
-            self.behind += 1
-        return intended
+    return Pacer(params.rate if params.mode == "stream" else None)
 
 
 def batch_size(params: "ThroughputParams") -> int:
@@ -105,6 +90,32 @@ def stamp_batch(pubs: list, batch: list[tuple[str, float | str]], began: float, 
         pubs.append((task_id, TASK_NAME, host, pid, intended, began + (acked - began) * (k + 1) / n))
 
 
+def publish_batches(ctx, params, schedule: Pacer, pubs: list, send: Callable[[bytes], object],
+                    flush: Callable[[], object] = lambda: None) -> None:
+    """Send ``params.tasks`` raw messages paced by ``schedule``, ``batch_size`` at a time: ``send``
+    each, then ``flush`` (which returns once the broker acknowledged the batch; not called for
+    batches of one, whose ``send`` is acknowledged itself), then their ``pub`` rows."""
+    host, pid, payload = ctx.host, os.getpid(), "x" * params.payload_bytes
+    size = batch_size(params)
+    batch: list[tuple[str, float | str]] = []
+    began = 0.0
+    for i in range(params.tasks):
+        intended = schedule.wait(i)
+        if not batch:
+            began = time.time()
+        task_id = str(uuid.uuid4())
+        send(encode(task_id, began, payload))
+        batch.append((task_id, intended))
+        if size > 1:
+            if len(batch) < size and i < params.tasks - 1:
+                continue
+            flush()
+        stamp_batch(pubs, batch, began, time.time(), host, pid)
+        batch = []
+        if i % 1000 < size:
+            ctx.check_deadline("publishing raw messages")
+
+
 # --------------------------------------------------------------------------------------- redis
 class RedisRaw:
     def __init__(self, url: str, queue: str, name: str):
@@ -117,30 +128,13 @@ class RedisRaw:
     def reset(self) -> None:
         self.client.delete(self.queue)
 
-    def publish(self, ctx, params, schedule: Schedule, pubs: list) -> None:
-        host, pid, payload = ctx.host, os.getpid(), "x" * params.payload_bytes
-        size = batch_size(params)
+    def publish(self, ctx, params, schedule: Pacer, pubs: list) -> None:
+        if batch_size(params) == 1:  # each LPUSH returns with Redis's reply: acknowledged
+            publish_batches(ctx, params, schedule, pubs, lambda body: self.client.lpush(self.queue, body))
+            return
         pipe = self.client.pipeline(transaction=False)
-        batch: list[tuple[str, float | str]] = []
-        began = 0.0
-        for i in range(params.tasks):
-            intended = schedule.wait(i)
-            if not batch:
-                began = time.time()
-            task_id = str(uuid.uuid4())
-            body = encode(task_id, began, payload)
-            batch.append((task_id, intended))
-            if size == 1:
-                self.client.lpush(self.queue, body)  # returns with Redis's reply: acknowledged
-            else:
-                pipe.lpush(self.queue, body)
-                if len(batch) < size and i < params.tasks - 1:
-                    continue
-                pipe.execute()  # returns once Redis has answered every LPUSH of the batch
-            stamp_batch(pubs, batch, began, time.time(), host, pid)
-            batch = []
-            if i % 1000 < size:
-                ctx.check_deadline("publishing raw messages")
+        # execute() returns once Redis has answered every LPUSH of the batch
+        publish_batches(ctx, params, schedule, pubs, lambda body: pipe.lpush(self.queue, body), pipe.execute)
 
     def consume(self, host: str, tally: Tally, rows: list) -> None:
         import redis
@@ -189,30 +183,13 @@ class RabbitRaw:
         self.channel.queue_delete(self.queue)
         self.channel.queue_declare(self.queue, durable=self.args is not None, arguments=self.args)
 
-    def publish(self, ctx, params, schedule: Schedule, pubs: list) -> None:
-        host, pid, payload = ctx.host, os.getpid(), "x" * params.payload_bytes
-        size = batch_size(params)
-        if size == 1:
+    def publish(self, ctx, params, schedule: Pacer, pubs: list) -> None:
+        if batch_size(params) == 1:
             self.channel.confirm_delivery()  # each basic_publish then returns with the broker's ack
-        batch: list[tuple[str, float | str]] = []
-        began = 0.0
-        for i in range(params.tasks):
-            intended = schedule.wait(i)
-            if not batch:
-                began = time.time()
-            task_id = str(uuid.uuid4())
-            self.channel.basic_publish("", self.queue, encode(task_id, began, payload))
-            batch.append((task_id, intended))
-            if size > 1:
-                if len(batch) < size and i < params.tasks - 1:
-                    continue
-                # A synchronous method on the same channel: the broker answers it only after
-                # handling every publish the channel sent before it.
-                self.channel.queue_declare(self.queue, passive=True)
-            stamp_batch(pubs, batch, began, time.time(), host, pid)
-            batch = []
-            if i % 1000 < size:
-                ctx.check_deadline("publishing raw messages")
+        # A synchronous method on the same channel: the broker answers it only after handling
+        # every publish the channel sent before it.
+        publish_batches(ctx, params, schedule, pubs, lambda body: self.channel.basic_publish("", self.queue, body),
+                        lambda: self.channel.queue_declare(self.queue, passive=True))
 
     def consume(self, host: str, tally: Tally, rows: list) -> None:
         pid = os.getpid()
@@ -267,7 +244,7 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
                                 name=f"raw-consumer-{i}") for i in range(consumers)]
     try:
         broker.reset()
-        schedule = Schedule(params)
+        schedule = schedule_for(params)
         if schedule.stream:  # consumers run while the stream is published
             for t in threads:
                 t.start()
@@ -279,8 +256,7 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
             ctx.check_deadline(f"consuming {params.tasks} raw messages ({tally.count} so far)")
             if not any(t.is_alive() for t in threads):
                 raise RuntimeError(f"every raw consumer died after {tally.count} of {params.tasks} messages")
-        if schedule.behind:
-            ctx.notes.append(f"driver fell behind the target rate on {schedule.behind} of {params.tasks} publishes")
+        schedule.note_behind(ctx, params.tasks)
         ctx.metric("publish_behind", schedule.behind, "tasks")
         ctx.metric("publish_batch", batch_size(params), "messages")
     finally:
