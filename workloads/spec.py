@@ -23,7 +23,10 @@ from cmx.workloads.dimensions import ON_HOSTS, Dimension, owned_settings
 # broker_transport_options is the user's (visibility_timeout...): the harness adds only the name its
 # connections carry (client_name on Redis, client_properties.connection_name on AMQP: see
 # workloads/app.py name_clients), merged into the user's mapping, so the probes count the run's own
-# clients. Should it ever need another, refuse only that key, not the whole mapping.
+# clients. Those keys alone are refused (OWNED_KEYS), not the whole mapping: a user's name would
+# be overwritten silently.
+_CLIENT_NAME = ("set by the harness: every connection of a run carries the run's name, by which "
+                "the sampler counts the run's own connections")
 _FROM_INVENTORY = "set by the harness from the {} dimension and the inventory"
 OWNED_SETTINGS: dict[str, str] = {
     **owned_settings(),  # worker_pool, worker_concurrency...: the dimensions' own (workloads/dimensions.py)
@@ -45,12 +48,30 @@ OWNED_SETTINGS: dict[str, str] = {
     "worker_hijack_root_logger": "set by the harness (it captures the worker's log)",
     "worker_redirect_stdouts": "set by the harness (it captures the worker's log)",
 }
+#: Keys inside a mapping setting that the harness sets; the rest of the mapping is the user's.
+OWNED_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "broker_transport_options": (("client_name",), ("client_properties", "connection_name")),
+    "database_engine_options": (("connect_args", "application_name"),),
+}
 
 
 def owned_setting_problem(setting: str) -> str | None:
     """Why ``celery.<setting>`` may not be given (None when it may)."""
     reason = OWNED_SETTINGS.get(setting)
     return f"celery.{setting}: {reason}" if reason else None
+
+
+def owned_key_problem(setting: str, value: Any) -> str | None:
+    """Why ``value`` of ``celery.<setting>`` may not be given: it holds a key the harness sets."""
+    for path in OWNED_KEYS.get(setting, ()):
+        inner = value
+        for key in path:
+            if not isinstance(inner, dict) or key not in inner:
+                break
+            inner = inner[key]
+        else:
+            return f"celery.{setting}.{'.'.join(path)}: {_CLIENT_NAME}"
+    return None
 
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -93,7 +114,7 @@ class RunSpec(_DimensionFields):
     @field_validator("celery")
     @classmethod
     def _no_owned_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        problems = [p for p in map(owned_setting_problem, sorted(value)) if p]
+        problems = [p for k in sorted(value) if (p := owned_setting_problem(k) or owned_key_problem(k, value[k]))]
         if problems:
             raise ValueError("; ".join(problems))
         return value

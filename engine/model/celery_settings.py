@@ -14,7 +14,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from cmx.workloads.spec import OWNED_SETTINGS, owned_setting_problem
+from cmx.workloads.spec import OWNED_SETTINGS, owned_key_problem, owned_setting_problem
 
 PREFIX = "celery."
 
@@ -93,8 +93,12 @@ def _fits(kind: str, value: Any) -> bool:
 def check_value(name: str, value: Any) -> Any:
     """``value`` unchanged when it has the type Celery declares for ``name`` (``celery.SETTING``);
     else ValueError with a one-line message. Assumes ``name`` passed :func:`name_problem`."""
-    types, nullable = _table()[name[len(PREFIX):]]
+    setting = name[len(PREFIX):]
+    types, nullable = _table()[setting]
     if (value is None and nullable) or any(_fits(kind, value) for kind in types):
+        problem = owned_key_problem(setting, value)
+        if problem:
+            raise ValueError(problem)
         return value
     wanted = " or ".join(dict.fromkeys(_WORDS[kind] for kind in types))
     if nullable:

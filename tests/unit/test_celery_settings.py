@@ -146,3 +146,25 @@ def test_each_type_refuses_what_is_not_of_it(name, value, message):
         check_value(name, value)
     assert str(info.value) == f"{name}: {message}"
     assert check_value("celery.broker_connection_timeout", 3) == 3  # an integer is a number
+
+
+def test_the_name_the_runs_connections_carry_is_refused_not_overwritten(tmp_path):
+    # The harness names every connection of a run (the sampler counts them by it); a user's
+    # name used to be replaced silently. The rest of the mapping stays the user's.
+    path = write(tmp_path, """
+        fixed:
+          celery.broker_transport_options: {visibility_timeout: 60, client_name: mine}
+        matrix:
+          celery.database_engine_options:
+            - {echo: true}
+            - {connect_args: {application_name: mine, connect_timeout: 5}}
+    """)
+    why = ("set by the harness: every connection of a run carries the run's name, by which the "
+           "sampler counts the run's own connections")
+    assert problems(path) == [
+        f"{path}:4:36: celery.broker_transport_options.client_name: {why}",
+        f"{path}:8:7: celery.database_engine_options.connect_args.application_name: {why}",
+    ]
+    with pytest.raises(ValueError, match="client_properties.connection_name: set by the harness"):
+        RunSpec(run_id="r", experiment="e", cell_id="c", repeat=1, workload="throughput",
+                celery={"broker_transport_options": {"client_properties": {"connection_name": "x"}}})
