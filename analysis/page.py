@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 import json
 
+from cmx.engine.model.cells import value_text
 from cmx.engine.results import metricdefs
 from cmx.analysis.summary import caption, fmt
 
@@ -66,7 +67,7 @@ def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: d
                 pitfall_notes: tuple[str, ...] = ()) -> str:
     """The whole page; ``charts`` are :class:`cmx.analysis.report.Chart` values; ``extra_html`` (sections
     already escaped) follows the summary table; ``pitfall_notes`` warn of Celery's known traps."""
-    same = ", ".join(f"{html.escape(k)}={html.escape(str(v))}" for k, v in fixed.items())
+    same = ", ".join(f"{html.escape(k)}={html.escape(value_text(v))}" for k, v in fixed.items())
     sections = "".join(
         f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
         f'<div class="chart" id="chart-{i}"></div></section>' for i, c in enumerate(charts))

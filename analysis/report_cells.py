@@ -7,6 +7,7 @@ import json
 
 from cmx.analysis import stats
 from cmx.analysis.views import dimension_columns
+from cmx.engine.model.cells import value_text
 from cmx.engine.results import metricdefs
 
 
@@ -50,7 +51,7 @@ def cells_of(con, experiment: str, revision: int, varying: list[str], shown: tup
             FROM cell_summary WHERE experiment = ? AND revision = ? GROUP BY cell_id ORDER BY {order}""",
             [experiment, revision]).fetchall():
         cell = dict(zip(["cell_id", "runs", "ok_runs", "failed_runs", "timeout_runs", "lost_tasks", *varying], row))
-        cell["label"] = " / ".join("–" if cell[d] is None else str(cell[d]) for d in varying) or cell["cell_id"]
+        cell["label"] = " / ".join("–" if cell[d] is None else value_text(cell[d]) for d in varying) or cell["cell_id"]
         cell["medians"] = {}
         cells[cell["cell_id"]] = cell
     for cell_id, metric, median, n in con.execute(

@@ -12,7 +12,7 @@ from rich.text import Text
 from cmx.analysis import stats
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import sql
-from cmx.engine.model.cells import Cell
+from cmx.engine.model.cells import Cell, value_text
 
 
 @dataclass
@@ -139,7 +139,7 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         shown = s.shown if s.shown is not None else headline
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
-        table.add_row(*[Text(str(s.cell.values.get(d))) for d in dims], ok, lost,
+        table.add_row(*[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims], ok, lost,
                       *[with_interval(n, s.metrics.get(n), s.ok) if n in shown else Text("n/a") for n in headline])
     said = caption(headline)
     table.caption = Text("median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "

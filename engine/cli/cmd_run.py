@@ -12,6 +12,7 @@ from rich.text import Text
 
 from cmx.engine.cli.common import MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
 from cmx.engine.errors import HostError, InputError, Problem
+from cmx.engine.model.cells import value_text
 from cmx.analysis import views
 from cmx.engine.results import db
 
@@ -83,7 +84,8 @@ def plan(
     for d in dims:
         table.add_column(d)
     for c in cells:
-        table.add_row(c.cell_id, *[Text(str(c.values.get(d))) for d in dims])  # data, never markup
+        table.add_row(c.cell_id, *[Text(value_text(c.values[d]) if d in c.values else "–")  # data, never markup
+                                   for d in dims])
     out.print(table)
     same = {k: v for k, v in cells[0].values.items() if k not in dims}
     if same:

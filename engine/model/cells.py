@@ -40,6 +40,20 @@ def canonical(value: Any) -> str:
         return json.dumps(repr(value))
 
 
+def value_text(value: Any) -> str:
+    """A dimension's value as the experiment file would write it (YAML flow style): ``null``,
+    ``true``, ``{visibility_timeout: 60}``; for progress lines and tables, never for storage."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {value_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(value_text, value)) + "]"
+    return str(value)
+
+
 def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
     """The cell's stable id: 12 hex chars of sha256 over the workload name and normalised values.
 

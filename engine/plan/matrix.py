@@ -9,12 +9,12 @@ import json
 from fnmatch import fnmatchcase
 from typing import Any
 
-from cmx.engine.model.cells import Cell, canonical
+from cmx.engine.model.cells import Cell, canonical, value_text
 
 
 def _spellings(name: str, value: Any) -> set[str]:
     """The ways a user may write ``dim=value`` on the command line (heartbeat=0, heartbeat=0.0)."""
-    forms = {str(value), canonical(value), json.dumps(value)}
+    forms = {str(value), canonical(value), json.dumps(value), value_text(value)}  # value_text: as labels show it
     if isinstance(value, float) and value.is_integer():
         forms.add(str(int(value)))
     return {f"{name}={form}" for form in forms}

@@ -93,10 +93,11 @@ class ProgressLines:
         if run is None:
             self._say(stage)
         else:
-            now = self.now()
-            self.run_started.setdefault(run.run_id, now)
+            if run.run_id in self.run_started:
+                return  # a later stage of a run: it started at its first
+            self.run_started[run.run_id] = now = self.now()
             if not self.done and len(self.run_started) == 1:
-                self.started = now  # the ETA counts from the first run, not from provisioning
+                self.started = now  # the ETA counts from the first run's start, not from provisioning
 
     def run_finished(self, outcome: RunOutcome) -> None:
         now = self.now()

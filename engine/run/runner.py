@@ -21,6 +21,7 @@ from cmx.engine.results import db
 from cmx.engine.plan import ratesearch
 from cmx.engine.hosts.agents import Agents
 from cmx.engine.hosts.connection import connections
+from cmx.engine.model.cells import value_text
 from cmx.engine.model.experiment import Experiment
 from cmx.engine.results.ingest import HostInfo, ingest_run
 from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
@@ -82,8 +83,10 @@ def _dims(run: Run) -> dict:
 
 def run_label(run: Run, varying: list[str]) -> str:
     vals = run.cell.values
-    # an include may add a dimension the other cells lack
-    return " ".join(f"{k}={vals[k]}" for k in varying if k in vals) + f" #{run.repeat}"
+    # An include may add a dimension the other cells lack. When none varies (one cell, or --only
+    # picked one), the cell id says which.
+    shown = " ".join(f"{k}={value_text(vals[k])}" for k in varying if k in vals) or f"cell {run.cell.cell_id}"
+    return f"{shown} #{run.repeat}"
 
 
 @dataclass

@@ -24,7 +24,7 @@ def test_lines_without_a_terminal():
     buf = io.StringIO()
     console = Console(file=buf, width=160)
     assert isinstance(handler_for(console, ["pool"]), ProgressLines)  # a StringIO is no terminal
-    ticks = iter([0.0, 10.0, 13.2, 13.2, 20.0, 21.5, 21.5])
+    ticks = iter([0.0, 10.0, 13.2, 13.2, 21.5, 21.5])
     lines = ProgressLines(console, ["pool"], now=lambda: next(ticks))
     runs = [Run(f"r{i}", "e", Cell(f"c{i}", {"pool": p}), 1) for i, p in enumerate(("solo", "threads"))]
     lines.sweep_started(2, 0)                                   # t = 0
@@ -32,7 +32,7 @@ def test_lines_without_a_terminal():
     lines.stage(runs[0], "start + drive")                       # t = 10: the first run starts
     lines.run_finished(RunOutcome(runs[0], RunStatus.OK, None))  # t = 13.2
     lines.stage(runs[1], "start + drive")                       # t = 13.2
-    lines.stage(runs[1], "ingest")                              # t = 20 (the run's start is kept)
+    lines.stage(runs[1], "ingest")                              # (the run's start is kept)
     lines.run_finished(RunOutcome(runs[1], RunStatus.FAILED, "boom"))  # t = 21.5
     out = buf.getvalue().splitlines()
     assert out[0] == "2 run(s) to do"
@@ -40,3 +40,34 @@ def test_lines_without_a_terminal():
     assert out[2] == f"[1/2] pool=solo #1 ok in 3.2 s · ETA {clock(13.2 + 3.2, 13.2)}"
     assert out[3] == "[2/2] pool=threads #1 failed in 8.3 s · done"
     assert out[4] == "    r1: boom"
+
+
+def test_eta_counts_from_the_first_runs_start_not_its_last_stage():
+    """A run reports several stages; the ETA after the first run is its whole duration times the
+    runs left (it once restarted at each stage, promising a 12-run sweep done in a minute)."""
+    buf = io.StringIO()
+    ticks = iter([0.0, 10.0, 70.0])
+    lines = ProgressLines(Console(file=buf, width=160), ["pool"], now=lambda: next(ticks))
+    run = Run("r0", "e", Cell("c0", {"pool": "solo"}), 1)
+    lines.sweep_started(12, 0)                             # t = 0
+    for stage in ("start + drive", "stop + collect", "ingest"):
+        lines.stage(run, stage)                            # t = 10 at the first, no clock read after
+    lines.run_finished(RunOutcome(run, RunStatus.OK, None))  # t = 70
+    assert buf.getvalue().splitlines()[-1] == f"[1/12] pool=solo #1 ok in 60.0 s · ETA {clock(70 + 60 * 11, 70)}"
+
+
+def test_a_run_is_labelled_as_the_file_writes_its_values_and_the_label_selects_it():
+    from cmx.engine.plan.matrix import cells_for_only
+    from cmx.engine.run.runner import run_label
+
+    values = {"celery.task_acks_late": True, "celery.worker_max_tasks_per_child": None,
+              "celery.broker_transport_options": {"visibility_timeout": 60, "priority_steps": [0, 9]}}
+    cell = Cell("c0", values)
+    label = run_label(Run("r0", "e", cell, 2), list(values))
+    assert label == ("celery.task_acks_late=true celery.worker_max_tasks_per_child=null "
+                     "celery.broker_transport_options={visibility_timeout: 60, priority_steps: [0, 9]} #2")
+    assert run_label(Run("r0", "e", cell, 1), []) == "cell c0 #1"  # nothing varies: which cell it is
+    # a scalar as a progress line shows it, --only takes back (a mapping holds commas, which
+    # --only splits on: select its cell by cell id)
+    for part in ("celery.task_acks_late=true", "celery.worker_max_tasks_per_child=null"):
+        assert cells_for_only([cell, Cell("c1", {})], part) == [cell], part
