@@ -7,9 +7,11 @@ machine may be loaded.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
+import redis
 
 from tests.conftest import REPO, metrics_by, query, sweep
 
@@ -58,10 +60,13 @@ def test_max_tasks_per_child_of_1_collapses_throughput(tmp_path):
 
 
 def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
-    # The restore sweep every second (kombu's default is ~100 s) and keys of our own, so a 2 s
-    # visibility_timeout restores only this run's messages, never another consumer's.
-    options = ("unacked_restore_interval: 1, unacked_restore_throttle: 1, unacked_key: cmx_pitfall_unacked, "
-               "unacked_index_key: cmx_pitfall_unacked_index, unacked_mutex_key: cmx_pitfall_unacked_mutex")
+    # The restore sweep every second (kombu's default is ~100 s) and keys of this test's own, so
+    # a 2 s visibility_timeout restores only its messages, never another consumer's: not even those
+    # of a full-size visibility-timeout.yaml sweeping beside it (its 3600 s cell once counted 600
+    # duplicates when this test shared its keys).
+    keys = f"cmx_pitfall_test_{os.getpid()}"
+    options = (f"unacked_restore_interval: 1, unacked_restore_throttle: 1, unacked_key: {keys}, "
+               f"unacked_index_key: {keys}_index, unacked_mutex_key: {keys}_mutex")
     db = sweep(tmp_path, "pitfall-visibility", f"""
         workload:
           name: mixed
@@ -73,6 +78,7 @@ def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
             - {{visibility_timeout: 3600, {options}}}
         limits: {{run_timeout: 2m}}
     """)
+    redis.Redis.from_url("redis://127.0.0.1:6379/0").delete(keys, f"{keys}_index", f"{keys}_mutex")
     m = {json.loads(key)["visibility_timeout"]: cell
          for key, cell in metrics_by(db, '"celery.broker_transport_options"').items()}  # stored as JSON text
     short, default = m[2], m[3600]
