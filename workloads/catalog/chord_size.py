@@ -34,11 +34,11 @@ class ChordSize(Workload):
                         "tasks_completed")
 
     def register_tasks(self, app):
-        @app.task(name="cmx.chord_size.part")
+        @app.task(name="cmx.chord_size.part", shared=False)
         def part(i: int) -> int:
             return i
 
-        @app.task(name="cmx.chord_size.join")
+        @app.task(name="cmx.chord_size.join", shared=False)
         def join(results: list[int]) -> int:
             return len(results)
 

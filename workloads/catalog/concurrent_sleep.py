@@ -28,7 +28,7 @@ class ConcurrentSleep(Workload):
                         "peak_rss_per_slot_bytes")
 
     def register_tasks(self, app):
-        @app.task(name="cmx.concurrent_sleep.sleep")
+        @app.task(name="cmx.concurrent_sleep.sleep", shared=False)
         def sleep(seconds: float) -> None:
             time.sleep(seconds)
 

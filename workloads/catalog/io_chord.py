@@ -77,14 +77,14 @@ class IoChord(Workload):
                         "backend_connections_max")
 
     def register_tasks(self, app):
-        @app.task(name="cmx.io_chord.waitinate")
+        @app.task(name="cmx.io_chord.waitinate", shared=False)
         def waitinate(request_id: str, sleep_min_s: float, sleep_max_s: float) -> dict:
             started = time.time()
             query = urlencode({"id": request_id, "min": sleep_min_s, "max": sleep_max_s})
             answer = call(f"/sleep?{query}", timeout=sleep_max_s + 60)
             return {**answer, "task_started_at": started, "task_finished_at": time.time()}
 
-        @app.task(name="cmx.io_chord.summarize")
+        @app.task(name="cmx.io_chord.summarize", shared=False)
         def summarize(results: list[dict]) -> dict:
             return {"count": len(results), "slept_s": sum(r["slept_s"] for r in results),
                     "first_started_at": min(r["task_started_at"] for r in results),

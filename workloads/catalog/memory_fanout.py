@@ -64,7 +64,7 @@ class MemoryFanout(Workload):
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "worker_vmhwm_max_bytes")
 
     def register_tasks(self, app):
-        @app.task(name="cmx.memory_fanout.fanout")
+        @app.task(name="cmx.memory_fanout.fanout", shared=False)
         def fanout(params: dict) -> int:
             digests = run_units(MemoryFanoutParams.model_validate(params))
             return len(digests)

@@ -48,11 +48,11 @@ class Mixed(Workload):
     def register_tasks(self, app):
         # time.sleep: cooperative in gevent/eventlet workers (they patch it), blocking in prefork;
         # blocking=True stands for CPU work or an unpatched C call: nothing else runs meanwhile.
-        @app.task(name=SHORT)
+        @app.task(name=SHORT, shared=False)
         def short(seconds: float, blocking: bool = False) -> None:
             _sleep(seconds, blocking)
 
-        @app.task(name=LONG)
+        @app.task(name=LONG, shared=False)
         def long(seconds: float, blocking: bool = False) -> None:
             _sleep(seconds, blocking)
 

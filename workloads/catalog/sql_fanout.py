@@ -160,7 +160,7 @@ class SqlFanout(Workload):
         _connect_preopen_signals()
         pool = None
 
-        @app.task(name="cmx.sql_fanout.query")
+        @app.task(name="cmx.sql_fanout.query", shared=False)
         def query(rows: int, index: int, request_key: int) -> list[list]:
             nonlocal pool
             if pool is None:

@@ -64,7 +64,7 @@ class Throughput(Workload):
         return tuple(m for m in self.headline_metrics if not m.startswith(drop))
 
     def register_tasks(self, app):
-        @app.task(name="cmx.throughput.noop")
+        @app.task(name="cmx.throughput.noop", shared=False)
         def noop(payload):
             return None
 
