@@ -33,6 +33,9 @@ CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count", "client")
 CONNECTION_KINDS = tuple(SERVICES)
 #: rabbitmqctl boots an Erlang VM (~0.5 CPU-second a call): never run it more often than this.
 RABBITMQCTL_MIN_PERIOD_S = 5.0
+#: The management API's connection list changes only at its stats collection (1 s at the least,
+#: as cmx's role sets it): asking more often only loads the broker.
+RABBIT_API_MIN_PERIOD_S = 1.0
 PROBE_TIMEOUT_S = 10.0
 #: How long exit waits for a probe in flight (its rows so far are kept either way).
 PROBE_JOIN_S = 2.0
@@ -110,6 +113,8 @@ class RedisProbe(ConnectionProbe):
 
 class RabbitApiProbe(ConnectionProbe):
     """GET /api/connections of the management plugin; base URL (with credentials) in CMX_RABBITMQ_API."""
+
+    min_period_s = RABBIT_API_MIN_PERIOD_S
 
     def __init__(self, role: str, kind: str, run_id: str | None, base_url: str) -> None:
         super().__init__(role, kind, run_id)

@@ -2,7 +2,7 @@
 
     python -m cmx.workloads.host.sampler --run-dir DIR --host NAME [--interval 0.2] [--pss-every 5]
         [--pss-budget 0.3] [--watch ROLE=PIDFILE]... [--watch-port ROLE=PORT]...
-        [--connections ROLE=KIND]... [--conn-interval 1.0]
+        [--connections ROLE=KIND]... [--conn-interval 0.25]
 
 Shipped to every host (Linux: it reads /proc): imports only the standard library and psutil;
 redis and psycopg2 are imported lazily, by the connection probes that need them. Its parts:
@@ -66,7 +66,7 @@ class SamplerConfig:
     watches: tuple[PidfileWatch, ...] = ()
     ports: tuple[tuple[str, int], ...] = ()
     connections: tuple[tuple[str, str], ...] = ()
-    conn_interval_s: float = 1.0
+    conn_interval_s: float = 0.25
 
 
 class _Stop:
@@ -300,7 +300,7 @@ def parse_args(argv: list[str] | None) -> SamplerConfig:
                         type=_role_value("PORT", _port))
     parser.add_argument("--connections", action="append", default=[], metavar="ROLE=KIND",
                         type=_role_value("KIND", _kind))
-    parser.add_argument("--conn-interval", type=_positive(float), default=1.0)
+    parser.add_argument("--conn-interval", type=_positive(float), default=0.25)
     args = parser.parse_args(argv)
     return SamplerConfig(
         run_dir=args.run_dir, host=args.host, interval_s=args.interval, pss_every=args.pss_every,
