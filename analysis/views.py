@@ -1,5 +1,5 @@
-"""The analysis views (``analysis/sql/*.sql``): run_summary, cell_summary, latency_percentiles,
-memory_timeseries, connection_maxima, memory_per_task, latency_spectrum, rate_timeseries.
+"""The analysis views (``analysis/sql/*.sql``): run_summary, cell_summary, steady_tasks,
+latency_percentiles, memory_timeseries, connection_maxima, memory_per_task, latency_spectrum, rate_timeseries.
 
 Each file is one ``CREATE OR REPLACE VIEW`` that any DuckDB client can run (``.read`` in the
 duckdb shell). They read the results' own tables and views (``runs``, and ``task_times`` from
@@ -22,7 +22,7 @@ from cmx.engine.results.metricdefs import RUN_SUMMARY_COLUMNS
 
 SQL_DIR = Path(__file__).with_name("sql")
 #: Installed in this order: later views may read earlier ones.
-VIEWS = ("run_summary", "cell_summary", "latency_percentiles", "memory_timeseries", "connection_maxima",
+VIEWS = ("run_summary", "cell_summary", "steady_tasks", "latency_percentiles", "memory_timeseries", "connection_maxima",
          "memory_per_task", "latency_spectrum", "rate_timeseries")
 
 _CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW", re.IGNORECASE)

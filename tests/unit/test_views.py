@@ -84,6 +84,11 @@ def test_latency_leaves_out_warmup_and_lost_tasks(tmp_path):
         add_run(con, "e", "r1", {"pool": "solo"}, tasks=tasks, warmup_s=1.5)
     (r,) = rows(path, "SELECT tasks, p50_s, max_s FROM latency_percentiles")
     assert r == {"tasks": 2, "p50_s": 2.0, "max_s": 3.0}
+    # one rule (steady_tasks) for both latency views: the per-cell spectrum takes the same tasks
+    (s,) = rows(path, "SELECT runs, tasks, p50_s, max_s FROM latency_spectrum")
+    assert s == {"runs": 1, "tasks": 2, "p50_s": 2.0, "max_s": 3.0}
+    assert rows(path, "SELECT task_id, latency_s FROM steady_tasks ORDER BY task_id") == [
+        {"task_id": "c", "latency_s": 1.0}, {"task_id": "d", "latency_s": 3.0}]
 
 
 def test_memory_timeseries_sums_per_role_and_tick(tmp_path):
