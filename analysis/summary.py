@@ -21,6 +21,7 @@ class CellSummary:
     runs: int = 0
     ok: int = 0
     lost: float = 0.0
+    unseen: float = 0.0  # tasks not seen run on a host whose records did not arrive (may have run)
     metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
     #: The metrics that mean something for this cell (its workload's headline for its params);
     #: None: all of them. A backlog cell's "latency" is its queue position, so it is not shown.
@@ -61,6 +62,8 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
             s.ok += status == "ok"
         if name == "tasks_lost" and value:
             s.lost += value
+        if name == "tasks_unseen" and value:
+            s.unseen += value
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)
     for (cell_id, name), vals in values.items():
@@ -139,6 +142,8 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         shown = s.shown if s.shown is not None else headline
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
+        if s.unseen:  # a host's records missing: these may have run there, or not
+            lost += f" [yellow](+{s.unseen:,.0f} unseen)[/yellow]"
         table.add_row(*[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims], ok, lost,
                       *[with_interval(n, s.metrics.get(n), s.ok) if n in shown else Text("n/a") for n in headline])
     said = caption(headline)

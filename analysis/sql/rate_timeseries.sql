@@ -9,7 +9,7 @@ WITH origin AS (
 done AS (
     SELECT t.run_id, CAST(floor(t.finished_at - o.t0) AS BIGINT) AS second, count(*) AS completed
     FROM tasks t JOIN origin o USING (run_id)
-    WHERE t.finished_at IS NOT NULL AND t.state <> 'LOST'
+    WHERE t.finished_at IS NOT NULL AND t.state NOT IN ('LOST', 'UNSEEN')
     GROUP BY ALL
 ),
 depth AS (

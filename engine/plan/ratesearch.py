@@ -79,7 +79,7 @@ def steps(con, run_id: str) -> list[Step]:
             SELECT *, percent_rank() OVER (PARTITION BY step ORDER BY intended_at) AS pos FROM t
         )
         SELECT step, count(*) AS sent,
-            count(*) FILTER (WHERE state <> 'LOST' AND latency_s IS NOT NULL) AS finished,
+            count(*) FILTER (WHERE state NOT IN ('LOST', 'UNSEEN') AND latency_s IS NOT NULL) AS finished,
             quantile_cont(latency_s, 0.99) AS p99,
             median(latency_s) FILTER (WHERE pos >= 0.75) - median(latency_s) FILTER (WHERE pos <= 0.25) AS growth
         FROM r GROUP BY step ORDER BY step""", [step_s, run_id]).fetchall()

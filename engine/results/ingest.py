@@ -33,6 +33,8 @@ class HostInfo:
     """What the controller knows of a host of the run, beside what the host reported itself."""
 
     groups: tuple[str, ...]
+    #: Whether all of the host's records reached the controller (its pack fetched and unpacked).
+    collected: bool = True
 
 
 @dataclass
@@ -75,12 +77,16 @@ def _stage(con, kind: str, files: list[Path]) -> None:
 def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo]) -> Ingested:
     """Insert everything of one run into the database and compute its metrics (one transaction)."""
     host_dirs = [art_dir / h for h in sorted(hosts) if (art_dir / h).is_dir()]
+    # A host whose records did not all arrive (it dropped off, its pack was cut) may have run what
+    # looks unrun: such tasks are UNSEEN, not LOST.
+    every = len(host_dirs) == len(hosts) and all(h.collected for h in hosts.values())
+    unrun = "LOST" if every else "UNSEEN"
     out = Ingested()
     con.execute("BEGIN")
     try:
         for kind in ("pub", "recv", "exec"):
             _stage(con, kind, [f for d in host_dirs for f in sorted(d.glob(f"{kind}-*.csv"))])
-        con.execute(sql("ingest_tasks.sql"), {"run_id": run_id})
+        con.execute(sql("ingest_tasks.sql"), {"run_id": run_id, "unrun": unrun})
         for table in ("samples", "peaks", "connections"):
             _stage(con, table, [d / f"{table}.csv" for d in host_dirs if (d / f"{table}.csv").exists()])
             con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])

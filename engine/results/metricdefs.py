@@ -37,7 +37,10 @@ PROCESS_ROLES = ("worker", "driver", "broker", "backend", "service")
 METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("tasks_published", "tasks", _N, "published", "tasks the driver published"),
     MetricDef("tasks_completed", "tasks", _N, "completed", "distinct tasks that ran to an end"),
-    MetricDef("tasks_lost", "tasks", _L, "lost", "published and never executed"),
+    MetricDef("tasks_lost", "tasks", _L, "lost",
+              "published and never executed (NULL when a host's records were not collected: tasks_unseen)"),
+    MetricDef("tasks_unseen", "tasks", _L, "unseen",
+              "published, not seen executing, and a host's records were not collected: they may have run"),
     MetricDef("tasks_duplicated", "tasks", _L, "duplicated", "executions beyond the first of a task"),
     MetricDef("tasks_redelivered", "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
     MetricDef("tasks_failed", "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),

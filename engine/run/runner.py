@@ -322,18 +322,21 @@ class Sweep:
                                          {h: conns[h].keep_files for h in targets.hosts}, art_dir)
         stages.update(stop_collect_stages(stopped))
         collect_error, t0 = None, time.monotonic()
-        try:
-            for tgz in art_dir.glob("*.tgz"):
+        collected: set[str] = set()  # hosts whose records are all here
+        for tgz in sorted(art_dir.glob("*.tgz")):
+            try:
                 with tarfile.open(tgz) as tar:
                     tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
                 tgz.unlink()
-        except (OSError, tarfile.TarError) as exc:  # a full or read-only results disk: the run fails saying so
-            collect_error = f"collecting the artifacts into {art_dir} failed: {getattr(exc, 'strerror', None) or exc}"
+                collected.add(tgz.name.removesuffix(".tgz"))
+            except (OSError, tarfile.TarError) as exc:  # a full or read-only results disk: the run fails saying so
+                collect_error = collect_error or (f"collecting the artifacts into {art_dir} failed: "
+                                                  f"{getattr(exc, 'strerror', None) or exc}")
         stages["collect"] = round(stages["collect"] + time.monotonic() - t0, 3)
 
         self.handler.stage(run, "ingest")
         t0 = time.monotonic()
-        hosts = {h: HostInfo(groups=self.inventory.groups_of(h)) for h in targets.hosts}
+        hosts = {h: HostInfo(groups=self.inventory.groups_of(h), collected=h in collected) for h in targets.hosts}
         metrics: dict = {}
         driver: dict = {}
         ingest_error = None

@@ -104,14 +104,18 @@ def metrics(db: Path, run_id: str) -> dict[str, float]:
 
 
 def assert_accounting(db: Path, run_id: str) -> dict[str, float]:
-    """published = completed + lost, each as the tasks table says (no task counted twice)."""
+    """published = completed + lost + unseen, each as the tasks table says (no task counted twice);
+    lost is unknown (NULL) when some tasks are unseen (a host's records were not collected)."""
     m = metrics(db, run_id)
-    ((published, completed, lost),) = query(db, """
+    ((published, completed, lost, unseen),) = query(db, """
         SELECT count(DISTINCT task_id) FILTER (WHERE sent_at IS NOT NULL),
-               count(DISTINCT task_id) FILTER (WHERE state <> 'LOST'), count(*) FILTER (WHERE state = 'LOST')
+               count(DISTINCT task_id) FILTER (WHERE state NOT IN ('LOST', 'UNSEEN')),
+               count(*) FILTER (WHERE state = 'LOST'), count(*) FILTER (WHERE state = 'UNSEEN')
         FROM tasks WHERE run_id = ?""", [run_id])
-    assert (m["tasks_published"], m["tasks_completed"], m["tasks_lost"]) == (published, completed, lost), m
-    assert m["tasks_published"] == m["tasks_completed"] + m["tasks_lost"], m
+    assert not (lost and unseen), (lost, unseen)  # one run's unrun tasks are all one or the other
+    assert (m["tasks_published"], m["tasks_completed"], m["tasks_unseen"]) == (published, completed, unseen), m
+    assert m["tasks_lost"] == (None if unseen else lost), m
+    assert m["tasks_published"] == m["tasks_completed"] + lost + unseen, m
     return m
 
 

@@ -48,6 +48,7 @@ def test_metrics_have_exact_values(artifacts):
     m = got.metrics
     assert (m["tasks_published"], m["tasks_completed"], m["tasks_lost"], m["tasks_duplicated"],
             m["tasks_redelivered"]) == (4, 3, 1, 1, 1)
+    assert m["tasks_unseen"] == 0  # every host's records arrived: the unrun task is LOST
     assert m["publish_rate"] == pytest.approx(4 / 3)      # 4 sent over 100..103
     assert m["consume_rate"] == pytest.approx(4 / 5)      # 4 executions over 110..115
     assert m["makespan_s"] == pytest.approx(5)
@@ -75,6 +76,25 @@ def test_tasks_rows_one_per_execution_and_lost_ones_kept(artifacts):
     assert rows == [("t1", "SUCCESS", 104, False), ("t1", "SUCCESS", 104, True), ("t2", "SUCCESS", 104, False),
                     ("t3", "SUCCESS", 104, False), ("t4", "LOST", None, False)]
     assert hosts == [("w1", "workers", 2, "redis 7.0")]
+
+
+@pytest.mark.parametrize("why", ["no records", "cut pack"])
+def test_a_host_whose_records_are_missing_leaves_unrun_tasks_unseen_not_lost(artifacts, why):
+    """w2 ran tasks too, but its records never arrived: t4 may have run there. It is UNSEEN,
+    tasks_lost is unknown (NULL), and what was seen still adds up."""
+    tmp, run = artifacts
+    hosts = {"w1": HostInfo(groups=("workers",)), "w2": HostInfo(groups=("workers",))}
+    if why == "cut pack":
+        (run / "w2").mkdir()
+        hosts["w2"] = HostInfo(groups=("workers",), collected=False)
+    with db.connect(tmp / "r.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, hosts).metrics
+        states = con.execute("SELECT task_id, state FROM tasks WHERE state <> 'SUCCESS'").fetchall()
+        host_done = con.execute("SELECT count(*) FROM tasks WHERE host IS NOT NULL").fetchone()[0]
+    assert states == [("t4", "UNSEEN")]
+    assert (m["tasks_published"], m["tasks_completed"], m["tasks_unseen"], m["tasks_lost"]) == (4, 3, 1, None)
+    assert (m["tasks_duplicated"], m["tasks_failed"], m["makespan_s"]) == (1, 0, 5)  # as when all arrived
+    assert host_done == 4
 
 
 def test_warmup_leaves_early_tasks_out_of_rates_not_counts(artifacts):

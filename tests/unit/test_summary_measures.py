@@ -34,6 +34,15 @@ def test_backlog_cells_hide_latency_and_the_caption_says_from_where_to_where():
     assert "service time: finished − started" in " ".join(text.split())
 
 
+def test_tasks_unseen_show_beside_lost_not_as_lost():
+    cell = _cell("s", "stream")
+    sums = [CellSummary(cell, runs=2, ok=1, lost=3, unseen=1200)]
+    console = Console(width=250, record=True)
+    console.print(render("t", sums, ("consume_rate",)))
+    row = next(line for line in console.export_text().splitlines() if "1/2" in line)
+    assert "3 (+1,200 unseen)" in row, row
+
+
 def test_only_backlog_cells_drop_the_latency_columns():
     headline, _ = cell_headlines(registry.get("throughput"), [_cell("b", "backlog")])
     assert not any(m.startswith("latency_") for m in headline)

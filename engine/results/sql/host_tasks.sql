@@ -5,7 +5,7 @@ INSERT INTO host_tasks
 WITH w AS (SELECT DISTINCT unnest($workers::VARCHAR[]) AS host),
 n AS (
     SELECT w.host, count(DISTINCT t.task_id) AS done
-    FROM w LEFT JOIN tasks t ON t.run_id = $run_id AND t.host = w.host AND t.state <> 'LOST'
+    FROM w LEFT JOIN tasks t ON t.run_id = $run_id AND t.host = w.host AND t.state NOT IN ('LOST', 'UNSEEN')
     GROUP BY w.host
 )
 SELECT $run_id, host, done, done / nullif(sum(done) OVER (), 0) FROM n;

@@ -6,9 +6,10 @@
 WITH t AS (SELECT * FROM task_times WHERE run_id = $run_id),
 first_sent AS (SELECT min(sent_at) AS t0 FROM t),
 steady AS (SELECT t.* FROM t, first_sent WHERE t.sent_at IS NULL OR t.sent_at >= first_sent.t0 + $warmup_s),
-ran AS (SELECT * FROM steady WHERE state <> 'LOST'),
+ran AS (SELECT * FROM steady WHERE state NOT IN ('LOST', 'UNSEEN')),
 published AS (SELECT count(DISTINCT task_id) AS n FROM t WHERE sent_at IS NOT NULL),
-done AS (SELECT count(DISTINCT task_id) AS n FROM t WHERE state <> 'LOST'),
+executed AS (SELECT * FROM t WHERE state NOT IN ('LOST', 'UNSEEN')),
+done AS (SELECT count(DISTINCT task_id) AS n FROM executed),
 conn_ticks AS (
     SELECT role, host, ts, sum(count) AS n FROM connections WHERE run_id = $run_id GROUP BY ALL
 ),
@@ -23,15 +24,19 @@ worker_peaks AS (
 )
 SELECT 'tasks_published', (SELECT n FROM published)
 UNION ALL SELECT 'tasks_completed', (SELECT n FROM done)
-UNION ALL SELECT 'tasks_lost', (SELECT count(*) FROM t WHERE state = 'LOST')
-UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) FROM t WHERE state <> 'LOST')
+-- A host's records not collected (it dropped off, its pack was lost): its tasks are UNSEEN, not
+-- LOST, and tasks_lost is unknown (NULL), never a count of tasks that may well have run.
+UNION ALL SELECT 'tasks_lost',
+    (SELECT CASE WHEN count(*) FILTER (WHERE state = 'UNSEEN') = 0 THEN count(*) FILTER (WHERE state = 'LOST') END FROM t)
+UNION ALL SELECT 'tasks_unseen', (SELECT count(*) FROM t WHERE state = 'UNSEEN')
+UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) FROM executed)
 UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered) FROM t)
-UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM t WHERE state NOT IN ('SUCCESS', 'LOST'))
+UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM executed WHERE state <> 'SUCCESS')
 UNION ALL SELECT 'publish_rate',
     (SELECT count(DISTINCT task_id) / nullif(max(sent_at) - min(sent_at), 0) FROM steady WHERE sent_at IS NOT NULL)
 UNION ALL SELECT 'consume_rate',
     (SELECT count(*) / nullif(max(finished_at) - min(started_at), 0) FROM ran)
-UNION ALL SELECT 'makespan_s', (SELECT max(finished_at) - min(started_at) FROM t WHERE state <> 'LOST')
+UNION ALL SELECT 'makespan_s', (SELECT max(finished_at) - min(started_at) FROM executed)
 UNION ALL SELECT 'latency_p50_s', (SELECT quantile_cont(finished_at - origin_at, 0.50) FROM ran)
 UNION ALL SELECT 'latency_p95_s', (SELECT quantile_cont(finished_at - origin_at, 0.95) FROM ran)
 UNION ALL SELECT 'latency_p99_s', (SELECT quantile_cont(finished_at - origin_at, 0.99) FROM ran)
