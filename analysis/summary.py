@@ -132,12 +132,14 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
     cells = [s.cell for s in summaries]
     dims = varying_dimensions(cells) or ["pool"]
     table = Table(title=Text(title), title_justify="left", caption_justify="left")
+    # A narrow terminal folds a value onto more lines, never cuts it to "celer…": the dimensions
+    # say which cell a row is, the intervals what its median rests on.
     for d in dims:
-        table.add_column(d)
+        table.add_column(d, overflow="fold")
     table.add_column("runs ok", justify="right")
-    table.add_column("lost", justify="right")
+    table.add_column("lost", justify="right", overflow="fold")
     for name in headline:
-        table.add_column(metricdefs.get(name).label, justify="right")
+        table.add_column(metricdefs.get(name).label, justify="right", overflow="fold")
     for s in summaries:
         shown = s.shown if s.shown is not None else headline
         ok = f"{s.ok}/{s.runs}" if s.ok == s.runs else f"[red]{s.ok}/{s.runs}[/red]"

@@ -43,6 +43,20 @@ def test_tasks_unseen_show_beside_lost_not_as_lost():
     assert "3 (+1,200 unseen)" in row, row
 
 
+def test_a_narrow_terminal_folds_values_and_never_cuts_them():
+    from cmx.analysis.stats import summarize
+
+    cells = [Cell("a", {"celery.broker_transport_options": {"visibility_timeout": 60}, "pool": "prefork"}),
+             Cell("b", {"celery.broker_transport_options": {"visibility_timeout": 3600}, "pool": "threads"})]
+    headline = ("consume_rate", "latency_p50_s", "latency_p99_s", "peak_pss_bytes", "peak_rss_bytes")
+    sums = [CellSummary(c, runs=3, ok=3, metrics={k: summarize([1.0, 2.0, 3.0]) for k in headline}) for c in cells]
+    console = Console(width=90, record=True)
+    console.print(render("t", sums, headline))
+    text = console.export_text()
+    assert "…" not in text, text
+    assert all(len(line) <= 90 for line in text.splitlines()), text
+
+
 def test_only_backlog_cells_drop_the_latency_columns():
     headline, _ = cell_headlines(registry.get("throughput"), [_cell("b", "backlog")])
     assert not any(m.startswith("latency_") for m in headline)
