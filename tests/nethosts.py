@@ -41,12 +41,32 @@ class NetHost:
     address: str
 
 
+#: Tags this process has handed out: every NetHosts gets its own, even one made right after
+#: another whose namespaces the kernel is still tearing down.
+_TAKEN: set[int] = set()
+
+
+def _free_tag() -> int:
+    """A tag (20..219) no bridge, veth or namespace here uses yet, searched from the pid so that
+    concurrent test processes start far apart."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    start = os.getpid() % 200
+    for k in range(200):
+        tag = (start + k) % 200 + 20
+        if tag not in _TAKEN and f"cmxbr{tag}" not in links and f"cmx{tag}v" not in links \
+                and f"cmx{tag}h" not in spaces:
+            _TAKEN.add(tag)
+            return tag
+    raise RuntimeError("no free test-host tag: leftover cmx* links or namespaces (ip -o link; ip netns)")
+
+
 class NetHosts:
-    """``n`` hosts ``h1..hn`` at 10.213.X.11.. on bridge ``cmxbrX`` (X from the pid: unique per run)."""
+    """``n`` hosts ``h1..hn`` at 10.213.X.11.. on bridge ``cmxbrX`` (X free here, unique per instance)."""
 
     def __init__(self, root: Path, n: int):
         self.root = root
-        self.tag = os.getpid() % 200 + 20
+        self.tag = _free_tag()
         self.subnet = f"10.213.{self.tag}"
         self.bridge = f"cmxbr{self.tag}"
         self.hosts = [NetHost(f"h{i}", f"cmx{self.tag}h{i}", f"{self.subnet}.{10 + i}") for i in range(1, n + 1)]
@@ -103,6 +123,17 @@ class NetHosts:
         """A cluster dir user postgres can reach (not under root's 0700 temp dirs), unique per run."""
         return f"/var/lib/cmx-postgres/test{self.tag}-{h.name}"
 
+    def _kill_all(self, h: NetHost, timeout: float = 10) -> None:
+        """SIGKILL every process in the host's namespace and wait (bounded) until none is left."""
+        deadline = time.monotonic() + timeout
+        while (pids := self.pids(h)) and time.monotonic() < deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
     def pids(self, h: NetHost) -> list[int]:
         """Every process running in the host's namespace."""
         out = subprocess.run(["ip", "netns", "pids", h.ns], capture_output=True, text=True).stdout
@@ -131,13 +162,12 @@ class NetHosts:
         return path
 
     def __exit__(self, *exc) -> None:
-        for h in self.hosts:
-            for pid in self.pids(h) if shutil.which("ip") else []:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        for i, h in enumerate(self.hosts, 1):
+            self._kill_all(h)
             subprocess.run(["ip", "netns", "del", h.ns], capture_output=True)
+            # Deleting our end of the pair removes both, even while the kernel still holds the
+            # namespace; otherwise the link outlives this instance.
+            subprocess.run(["ip", "link", "del", f"cmx{self.tag}v{i}"], capture_output=True)
             shutil.rmtree(self.postgres_dir(h), ignore_errors=True)
             shutil.rmtree(f"/var/lib/cmx-rabbitmq/test{self.tag}-{h.name}", ignore_errors=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
