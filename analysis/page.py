@@ -29,6 +29,8 @@ def _cell_flags(cell: dict) -> str:
         flags.append(f"{cell['timeout_runs']} timeout")
     if cell["lost_tasks"]:
         flags.append(f"{cell['lost_tasks']:,.0f} tasks lost")
+    if cell.get("unseen_tasks"):
+        flags.append(f"{cell['unseen_tasks']:,.0f} tasks unseen (a host's records not collected)")
     return ", ".join(flags)
 
 

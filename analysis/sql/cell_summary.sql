@@ -1,7 +1,8 @@
 -- cell_summary: per experiment, revision, cell and metric, statistics over the cell's *ok* runs only
 -- (n, median, min, max, stddev, IQR), beside the cell's dimension columns.
 -- Failed and timed-out runs are counted, never averaged in; lost tasks are summed over every run
--- of the cell (a lost task is a finding even in a failed run). Every run ever stored counts:
+-- of the cell (a lost task is a finding even in a failed run), and so are unseen ones (a host's
+-- records not collected: they may have run there). Every run ever stored counts:
 -- a failed run that a resumed sweep repeated successfully still shows as one failed run.
 -- A cell none of whose runs produced metrics still has one row, with metric NULL.
 -- Runs of different revisions (definitions) of an experiment are never pooled: each is its own row.
@@ -21,9 +22,11 @@ counts AS (
     FROM runs GROUP BY experiment, revision, cell_id
 ),
 lost AS (
-    SELECT r.experiment, r.revision, r.cell_id, sum(m.value) AS lost_tasks
+    SELECT r.experiment, r.revision, r.cell_id,
+        sum(m.value) FILTER (WHERE m.name = 'tasks_lost') AS lost_tasks,
+        sum(m.value) FILTER (WHERE m.name = 'tasks_unseen') AS unseen_tasks
     FROM runs r JOIN metrics m USING (run_id)
-    WHERE m.name = 'tasks_lost'
+    WHERE m.name IN ('tasks_lost', 'tasks_unseen')
     GROUP BY r.experiment, r.revision, r.cell_id
 ),
 stats AS (
@@ -39,7 +42,8 @@ stats AS (
     GROUP BY r.experiment, r.revision, r.cell_id, m.name
 )
 SELECT cells.*, s.metric, s.n, s.median, s.min, s.max, s.stddev, s.iqr,
-    c.runs, c.ok_runs, c.failed_runs, c.timeout_runs, coalesce(l.lost_tasks, 0) AS lost_tasks
+    c.runs, c.ok_runs, c.failed_runs, c.timeout_runs, coalesce(l.lost_tasks, 0) AS lost_tasks,
+    coalesce(l.unseen_tasks, 0) AS unseen_tasks
 FROM cells
 JOIN counts c USING (experiment, revision, cell_id)
 LEFT JOIN stats s USING (experiment, revision, cell_id)

@@ -117,3 +117,28 @@ def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
     page = summary_table(cells, varying, shown)
     backlog_row = next(r for r in page.split("<tr") if ">backlog<" in r)
     assert "n/a" in backlog_row and "1.000 s" in backlog_row
+
+
+def test_cell_summary_and_report_page_count_unseen_tasks_apart_from_lost(tmp_path):
+    # A run whose worker's records were not collected: its unrun tasks are unseen and tasks_lost
+    # is unknown (NULL). The cell sums them apart, and the report's row says so.
+    from cmx.analysis.page import summary_table
+    from cmx.analysis.report import build_charts, table_metrics
+    from cmx.engine.results import db
+    from tests.results_fixture import add_run
+
+    path = tmp_path / "u.duckdb"
+    with db.connect(path) as con:
+        add_run(con, "e", "r1", {"pool": "threads"}, status="failed",
+                metrics={"tasks_lost": None, "tasks_unseen": 7})
+        add_run(con, "e", "r2", {"pool": "solo"}, metrics={"tasks_lost": 2, "tasks_unseen": 0})
+    with views.connect(path, read_only=True) as con:
+        got = dict(con.execute("SELECT DISTINCT pool, (lost_tasks, unseen_tasks) FROM cell_summary").fetchall())
+        cells, varying, _, _ = build_charts(con, "e")
+        shown = table_metrics(con, "e")
+    assert got == {"threads": (0, 7), "solo": (2, 0)}
+    page = summary_table(cells, varying, shown)
+    threads = next(r for r in page.split("<tr") if ">threads<" in r)
+    solo = next(r for r in page.split("<tr") if ">solo<" in r)
+    assert "7 tasks unseen" in threads and "tasks lost" not in threads
+    assert "2 tasks lost" in solo and "unseen" not in solo
