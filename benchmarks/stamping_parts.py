@@ -40,12 +40,17 @@ VARIANTS = ("off", "receivers", "full")
 TARGET_PCT = 2.0
 
 
-def trial(pool: str, variant: str, n: int) -> None:
-    """One worker process: publish n tasks, consume them, print `rate R cpu C` and exit."""
-    if pool == "gevent":
+def trial(pool: str, variant: str, n: int, rows_dir: str) -> None:
+    """One worker process: publish n tasks, consume them, print `rate R cpu C` and exit. The task
+    counts itself in this process, so the pool must run tasks here (not prefork's children)."""
+    if pool == "gevent":  # as `celery worker -P gevent` patches before anything else is imported
         from gevent import monkey
 
         monkey.patch_all()
+    elif pool == "eventlet":
+        import eventlet
+
+        eventlet.monkey_patch()
     sys.path.insert(0, str(REPO))
     from celery import Celery, signals
     from kombu import Queue
@@ -56,7 +61,8 @@ def trial(pool: str, variant: str, n: int) -> None:
     queue = f"cmx-stamping-parts.{os.getpid()}"
     app = Celery("parts", broker=BROKER, set_as_current=True)
     app.conf.update(task_default_queue=queue, task_queues=(Queue(queue),), task_ignore_result=True,
-                    worker_prefetch_multiplier=4, worker_enable_remote_control=False, worker_hijack_root_logger=False, worker_redirect_stdouts=False)
+                    worker_prefetch_multiplier=4, worker_enable_remote_control=False,
+                    worker_hijack_root_logger=False, worker_redirect_stdouts=False)
     done = {"k": 0}
 
     @app.task(name="parts.noop", shared=False)
@@ -70,7 +76,7 @@ def trial(pool: str, variant: str, n: int) -> None:
             os._exit(0)
 
     if variant == "full":
-        instrument.install(app, Recorder(Path(tempfile.mkdtemp(prefix="cmx-parts-")), "bench"))
+        instrument.install(app, Recorder(Path(rows_dir), "bench"))
     elif variant == "receivers":
         for sig in (signals.task_received, signals.task_prerun, signals.task_postrun):
             sig.connect(lambda **_: None, weak=False)
@@ -82,8 +88,9 @@ def trial(pool: str, variant: str, n: int) -> None:
 
 
 def run_trial(pool: str, variant: str, n: int) -> tuple[float, float] | None:
-    proc = subprocess.run([sys.executable, __file__, "--trial", pool, variant, str(n)], capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=600)
+    with tempfile.TemporaryDirectory(prefix="cmx-stamping-parts-") as rows_dir:  # the recorder's CSV files
+        proc = subprocess.run([sys.executable, __file__, "--trial", pool, variant, str(n), rows_dir],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
     m = re.search(r"rate ([\d.]+) cpu ([\d.]+)", proc.stdout)
     if not m:
         print(f"  ! {pool} {variant}: no result ({proc.stderr.strip()[-300:]})")
@@ -92,8 +99,9 @@ def run_trial(pool: str, variant: str, n: int) -> tuple[float, float] | None:
 
 
 def _clean() -> None:
-    """Remove what the trials left in Redis db 14: their emptied queues' bindings and the (empty)
-    unacked index every consumer of the database shares; nothing else uses db 14."""
+    """Remove what the trials left in Redis db 14: their queues (a failed trial's still holds
+    messages), their bindings and the unacked index the database's consumers share; nothing else
+    uses db 14."""
     import redis
 
     r = redis.Redis.from_url(BROKER)
@@ -102,11 +110,12 @@ def _clean() -> None:
 
 
 def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] == "--trial":
-        trial(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    if len(sys.argv) == 6 and sys.argv[1] == "--trial":
+        trial(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pool", default="solo", choices=("solo", "threads", "gevent", "eventlet", "prefork"))
+    ap.add_argument("--pool", default="solo", choices=("solo", "threads", "gevent", "eventlet"),
+                    help="prefork runs tasks in child processes: benchmarks/stamping.py measures it")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--tasks", type=int, default=12_000)
     ap.add_argument("--variants", default=",".join(VARIANTS))
@@ -120,13 +129,15 @@ def main() -> None:
     rng = random.Random(args.seed)
     got: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     t0 = time.monotonic()
-    for _ in range(args.rounds):
-        order = variants[:]
-        rng.shuffle(order)
-        for v in order:
-            if (r := run_trial(args.pool, v, args.tasks)) is not None:
-                got[v].append(r)
-    _clean()
+    try:
+        for _ in range(args.rounds):
+            order = variants[:]
+            rng.shuffle(order)
+            for v in order:
+                if (r := run_trial(args.pool, v, args.tasks)) is not None:
+                    got[v].append(r)
+    finally:
+        _clean()
     print(f"{args.pool}: {args.rounds} rounds x {len(variants)} variants of {args.tasks} no-op tasks "
           f"(redis, shuffled, seed {args.seed}) in {time.monotonic() - t0:.0f} s; medians:")
     base_rate = statistics.median(r for r, _ in got["off"]) if got["off"] else float("nan")
