@@ -44,7 +44,9 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     workload = registry.get(spec.workload)
     own = workload.setup(workload.Params.model_validate(spec.params))
     if own is None:
-        app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True)
+        # Its task class stamps every task (workloads/instrument.py), the user's shared_task too.
+        app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True,
+                     task_cls=instrument.StampedTask)
     else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
         app = own
         app.set_current()

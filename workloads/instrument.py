@@ -1,17 +1,36 @@
-"""Celery signal handlers that stamp every task where it happens, plus the ``cmx_progress`` command.
+"""Stamps every task where it happens, plus the ``cmx_progress`` command.
 
 Stamps are taken on the host that did the work (publisher, consumer, executor) with ``time.time()``
 and buffered by a :class:`~cmx.workloads.recorder.Recorder`; the publish time also travels in the
 message header ``cmx_sent_at`` so the executing side knows it without asking anyone.
+
+Two ways to the same rows, the same moments:
+
+- **cmx's own Task class** (:class:`StampedTask`, the task class of every app cmx creates: the
+  built-in workloads and the user's ``shared_task`` modules). Its Request stamps the receipt when
+  the consumer builds it; its ``__call__`` (Celery's tracer calls a custom one in place of ``run``)
+  stamps the start; its ``after_return`` (called after the result is stored, where
+  ``task_postrun`` fires) stamps the finish and the state. A task that raises Retry, Ignore or
+  Reject gets no ``after_return``: it is stamped finished as it raises (before Celery stores the
+  retry state). This path skips Celery's signal dispatch, which cost more than the stamps (issue
+  #11: benchmarks/stamping_parts.py).
+- **Celery's signals** ``task_received``, ``task_prerun``, ``task_postrun``, for an app whose task
+  classes are not cmx's (the user's own app, or a ``shared_task(base=...)``).
+
+The publish is stamped by ``before_task_publish`` either way.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 
-from celery import Celery, signals
+from celery import Celery, Task, signals
+from celery.exceptions import Ignore, Reject, Retry
+from celery.states import IGNORED, REJECTED, RETRY
 from celery.worker import state as worker_state
+from celery.worker.request import Request
 from celery.worker.control import control_command
 
 from cmx.workloads.recorder import Recorder
@@ -23,6 +42,7 @@ _recorder: Recorder | None = None
 _started: dict[str, float] = {}
 _capturing = False  # workloads/drive/publisher.py is building a template message: stamp it, record nothing
 _stamping = True  # per-task stamps on (install(stamping=False) is for measuring their cost)
+_by_class = False  # StampedTask stamps (True), or the signal handlers do (install decides)
 _time = time.time
 
 
@@ -31,22 +51,32 @@ def stamping() -> bool:
 
 
 def install(app: Celery, recorder: Recorder, stamping: bool = True) -> None:
-    """Connect the handlers (once per process) so every publish and execution is recorded.
-    ``stamping=False`` leaves the per-task handlers out (only to measure what they cost:
-    benchmarks/overhead.py --instrument); the run then has no per-task rows."""
-    global _recorder, _stamping
+    """Connect the handlers (once per process) so every publish and execution is recorded; call
+    once the app's tasks are registered. ``stamping=False`` leaves the per-task stamps out (only to
+    measure what they cost: benchmarks/overhead.py --instrument); the run then has no per-task rows."""
+    global _recorder, _stamping, _by_class
     if _recorder is not None:
         _recorder = recorder
         return
     _recorder, _stamping = recorder, stamping
+    # Evaluated with stamping off too (it finalizes the app): on and off differ by the stamps alone.
+    by_class = stamped_by_class(app)
     if stamping:
         signals.before_task_publish.connect(_on_publish, weak=False)
-        signals.task_received.connect(_on_received, weak=False)
-        signals.task_prerun.connect(_on_prerun, weak=False)
-        signals.task_postrun.connect(_on_postrun, weak=False)
+        _by_class = by_class
+        if not _by_class:
+            signals.task_received.connect(_on_received, weak=False)
+            signals.task_prerun.connect(_on_prerun, weak=False)
+            signals.task_postrun.connect(_on_postrun, weak=False)
     signals.worker_process_shutdown.connect(_flush, weak=False)
     signals.worker_shutdown.connect(_flush, weak=False)
     signals.worker_ready.connect(_on_ready, weak=False)
+
+
+def stamped_by_class(app: Celery) -> bool:
+    """Whether every task of the app (Celery's built-in ones too) is a :class:`StampedTask`, so the
+    classes stamp and the signals need not."""
+    return all(isinstance(task, StampedTask) for task in app.tasks.values())
 
 
 def recorder() -> Recorder:
@@ -75,13 +105,87 @@ def _on_publish(sender=None, headers=None, **_):
     rec.add("pub", (headers["id"], headers.get("task", sender), rec.host, rec.pid, headers.get(INTENDED_HEADER, ""), now))
 
 
-# The three handlers below run for every task a worker takes (Celery's own dispatch of each
-# signal costs more than they do): a clock read, a tuple, one list append; no lock, no system
-# call, no formatting (benchmarks/stamping.py measures what they cost).
+# What runs for every task a worker takes: a clock read, a tuple, one list append; no lock, no
+# system call, no formatting (benchmarks/stamping_parts.py measures what it costs).
+
+def _received(task_id: str) -> None:
+    rec = _recorder
+    rec.add("recv", (task_id, rec.host, rec.pid, _time()))
+
+
+def _sent_and_redelivered(req) -> tuple:
+    """From the request of an execution: when its message was sent, whether it was redelivered."""
+    delivery = req.delivery_info
+    return getattr(req, SENT_HEADER, None) or "", 1 if delivery and delivery.get("redelivered") else 0
+
+
+def _executed(task_id: str, name: str, sent, redelivered: int, started: float, finished: float, state) -> None:
+    rec = _recorder
+    rec.add("exec", (task_id, name, rec.host, rec.pid, sent, started, finished, state or "", redelivered))
+
+
+class StampedRequest(Request):
+    """The worker's Request for a :class:`StampedTask`: stamps the receipt as the consumer builds
+    it (where ``task_received`` would fire: a request revoked then has a receipt and no execution,
+    which ingest ignores)."""
+    __slots__ = ()
+
+    def __init__(self, message, **kwargs):
+        super().__init__(message, **kwargs)
+        if _by_class:
+            _received(self.id)
+
+
+_RAISED_STATE = {Retry: RETRY, Ignore: IGNORED, Reject: REJECTED}
+
+#: (task id, thread or greenlet) -> (sent, redelivered, started) of the executions this process
+#: has in flight, from ``__call__`` to ``after_return`` (which gets the task id, and runs in the
+#: same thread: no request lookup a second time). Two deliveries of one task running at once
+#: (a duplicate) run in two threads: two keys.
+_running: dict[tuple[str, int], tuple] = {}
+
+
+class StampedTask(Task):
+    """The task class of every app cmx creates: stamps start and finish without signals."""
+    Request = StampedRequest
+
+    def __call__(self, *args, **kwargs):
+        req = self.request_stack.top
+        if req is None or req.called_directly or (key := (req.id, _thread_id())) in _running:
+            return super().__call__(*args, **kwargs)  # called as a function, not by Celery's tracer
+        if not _by_class:  # stamping off, or the signals stamp
+            return self.run(*args, **kwargs)
+        _running[key] = (*_sent_and_redelivered(req), _time())
+        try:
+            return self.run(*args, **kwargs)
+        except (Retry, Ignore, Reject) as exc:  # states Celery gives no after_return
+            self._finished(req.id, next(s for cls, s in _RAISED_STATE.items() if isinstance(exc, cls)))
+            raise
+        except Exception:
+            raise  # FAILURE: after_return stamps it, once Celery has stored it
+        except BaseException:  # the tracer's postrun would say no state
+            self._finished(req.id, None)
+            raise
+
+    def after_return(self, status, retval, task_id, args, kwargs, einfo):
+        """Celery calls it after storing the result (SUCCESS, FAILURE), where task_postrun fires."""
+        if _by_class:
+            self._finished(task_id, status)
+
+    def _finished(self, task_id: str, state) -> None:
+        finished = _time()
+        ran = _running.pop((task_id, _thread_id()), None)
+        if ran is None:  # failed before __call__ (before_start, say): finished as it started
+            ran = (*_sent_and_redelivered(self.request), finished)
+        _executed(task_id, self.name, ran[0], ran[1], ran[2], finished, state)
+
+
+def _thread_id() -> int:
+    return threading.get_ident()  # looked up per call: gevent and eventlet patch it to the greenlet's
+
 
 def _on_received(sender=None, request=None, **_):
-    rec = _recorder
-    rec.add("recv", (request.id, rec.host, rec.pid, _time()))
+    _received(request.id)
 
 
 def _on_prerun(task_id=None, **_):
@@ -90,12 +194,8 @@ def _on_prerun(task_id=None, **_):
 
 def _on_postrun(task_id=None, task=None, state=None, **_):
     finished = _time()
-    req = task.request
-    delivery = req.delivery_info
-    rec = _recorder
-    rec.add("exec", (task_id, task.name, rec.host, rec.pid, getattr(req, SENT_HEADER, None) or "",
-                     _started.pop(task_id, finished), finished, state or "",
-                     1 if delivery and delivery.get("redelivered") else 0))
+    _executed(task_id, task.name, *_sent_and_redelivered(task.request), _started.pop(task_id, finished), finished,
+              state)
 
 
 def _on_ready(sender=None, **_):

@@ -1,12 +1,18 @@
-"""Per-process, in-memory buffers of measurement rows, written to CSV files in the run dir.
+"""Per-process, in-memory buffers of measurement rows, written to files in the run dir.
 
 No network call per task, and no lock, system call or formatting on the per-task path: a row is
 one tuple appended to a list (``list.append`` is atomic, so the threads of a threads-pool worker
 share the lists without a lock). A background flusher takes what the lists hold every
-:data:`FLUSH_INTERVAL_S` and appends it to ``<kind>-<pid>.csv`` (one ``csv.writer`` call per
-kind); the process also flushes when it shuts down and at exit. The flusher takes a *prefix* of
+:data:`FLUSH_INTERVAL_S` and appends it to ``<kind>-<pid>.rows`` as one ``marshal`` frame per
+kind; the process also flushes when it shuts down and at exit. The flusher takes a *prefix* of
 each list (copy the first n rows, then delete exactly those n), so rows appended meanwhile stay
 for the next flush: no row is lost or written twice.
+
+Why frames and not CSV during the run: the flusher runs in the measured process, under its GIL,
+and formatting floats for CSV cost ~3 µs per task row against ~0.2 µs for a frame (issue #11's
+stamping budget is ~13 µs per task). :func:`write_csv` turns the frames into the CSV layout ingest
+reads (``<kind>-<pid>.csv``, header :data:`HEADERS`), on the host once the run's processes have
+stopped (workloads/host/hostrun.py ``finish_report``, before packing).
 
 What a hard kill loses: a process killed with SIGKILL (or a warm shutdown that outlasts its grace
 period and is then killed) loses the rows recorded since its last flush, at most the last
@@ -21,10 +27,12 @@ from __future__ import annotations
 
 import atexit
 import csv
+import marshal
 import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 HEADERS: dict[str, tuple[str, ...]] = {
@@ -37,6 +45,7 @@ HEADERS: dict[str, tuple[str, ...]] = {
 }
 
 FLUSH_INTERVAL_S = 0.5  # also the most a SIGKILLed process can lose
+FRAMES = ".rows"  # <kind>-<pid>.rows: the run's marshal frames, until write_csv
 
 _live: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
@@ -86,7 +95,7 @@ class Recorder:
         self._flusher = None
 
     def flush(self, kind: str | None = None) -> None:
-        """Append buffered rows to this process's CSV files (header written once per file)."""
+        """Append buffered rows to this process's frame files (one frame per kind and flush)."""
         if os.getpid() != self.pid:  # forked without the hook having run: not our rows
             return
         with self._flush_lock:
@@ -97,12 +106,40 @@ class Recorder:
                     continue
                 chunk = rows[:n]
                 del rows[:n]  # rows appended since len() are past n: kept for the next flush
-                path = self.run_dir / f"{k}-{self.pid}.csv"
-                with path.open("a", newline="") as f:
-                    w = csv.writer(f)
-                    if f.tell() == 0:  # a new file ("a" opens at its end)
-                        w.writerow(HEADERS[k])
-                    w.writerows(chunk)
+                with (self.run_dir / f"{k}-{self.pid}{FRAMES}").open("ab") as f:
+                    marshal.dump(chunk, f)
+
+
+def read_frames(path: Path) -> Iterator[list[tuple]]:
+    """The frames of a frame file, in order (a frame: the rows of one flush). A last frame cut
+    short (its process was killed while writing it) ends the file: those rows are the ones a hard
+    kill loses."""
+    with path.open("rb") as f:
+        while True:
+            try:
+                yield marshal.load(f)
+            except (EOFError, ValueError, TypeError):
+                return
+
+
+def write_csv(run_dir: Path) -> int:
+    """Turn every ``<kind>-<pid>.rows`` in ``run_dir`` into ``<kind>-<pid>.csv`` (appended to one
+    that exists, header written once) and remove the frames; call once the writers have stopped.
+    Returns the number of rows written."""
+    written = 0
+    for frames in sorted(Path(run_dir).glob(f"*{FRAMES}")):
+        kind = frames.name.split("-", 1)[0]
+        if kind not in HEADERS:
+            continue
+        with frames.with_suffix(".csv").open("a", newline="") as f:
+            w = csv.writer(f)
+            if f.tell() == 0:  # a new file ("a" opens at its end)
+                w.writerow(HEADERS[kind])
+            for rows in read_frames(frames):
+                w.writerows(rows)
+                written += len(rows)
+        frames.unlink()
+    return written
 
 
 def _after_fork_in_child() -> None:

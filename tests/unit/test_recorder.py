@@ -1,6 +1,7 @@
-"""The stamp recorder and the worker-side handlers: every row written exactly once, in the CSV
-layout ingest reads, from threads, across a fork, and (but for the last flush interval) across a
-SIGKILL."""
+"""The stamp recorder and the worker-side signal handlers: every row written exactly once (as
+frames during the run, as the CSV layout ingest reads once converted), from threads, across a
+fork, and (but for the last flush interval) across a SIGKILL. tests/unit/test_stamps.py runs a
+real worker both ways."""
 from __future__ import annotations
 
 import csv
@@ -18,7 +19,7 @@ from celery import Celery, signals
 from cmx.engine.results import db
 from cmx.engine.results.ingest import HostInfo, ingest_run
 from cmx.workloads import instrument, recorder as recorder_mod
-from cmx.workloads.recorder import HEADERS, Recorder
+from cmx.workloads.recorder import HEADERS, Recorder, write_csv
 
 
 def read(path):
@@ -43,10 +44,14 @@ def test_rows_from_many_threads_are_written_once_each_while_flushing(tmp_path, m
     for w in workers:
         w.join()
     rec.flush()
+    write_csv(tmp_path)
+    rec.add("recv", ("late", "h1", rec.pid, 0.0))  # a row after a conversion: appended, no second header
+    rec.flush()
+    write_csv(tmp_path)
     rows = read(tmp_path / f"recv-{os.getpid()}.csv")
     assert rows[0] == list(HEADERS["recv"])
     ids = [r[0] for r in rows[1:]]
-    assert len(ids) == per_thread * threads
+    assert len(ids) == per_thread * threads + 1 and ids[-1] == "late"
     assert len(set(ids)) == len(ids)
     assert rows.count(list(HEADERS["recv"])) == 1  # one header, however many flushes
 
@@ -63,6 +68,7 @@ def test_a_forked_child_writes_only_its_own_rows(tmp_path):
             os._exit(0)
     os.waitpid(pid, 0)
     rec.flush()
+    write_csv(tmp_path)
     assert [r[0] for r in read(tmp_path / f"exec-{os.getpid()}.csv")[1:]] == ["parent-row"]
     assert [r[0] for r in read(tmp_path / f"exec-{pid}.csv")[1:]] == ["child-row"]
 
@@ -85,6 +91,7 @@ def test_a_sigkilled_process_loses_at_most_the_last_flush_interval(tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
+    write_csv(tmp_path)
     rows = read(tmp_path / f"pub-{proc.pid}.csv")
     assert len(rows) == 1001 and rows[0] == list(HEADERS["pub"])
 
@@ -101,6 +108,7 @@ def stamped(tmp_path, monkeypatch):
     monkeypatch.setattr(instrument, "_recorder", None)
     monkeypatch.setattr(instrument, "_stamping", True)
     monkeypatch.setattr(instrument, "_started", {})
+    monkeypatch.setattr(instrument, "_by_class", False)
     rec = Recorder(tmp_path / "w1", "w1")
     (tmp_path / "w1").mkdir()
     instrument.install(app, rec)
@@ -133,6 +141,7 @@ def test_handlers_record_every_field_and_ingest_reads_them(stamped, tmp_path):
         finally:
             task.pop_request()
     rec.flush()
+    write_csv(tmp_path / "w1")
     pid = str(os.getpid())
     pub = read(tmp_path / "w1" / f"pub-{pid}.csv")
     recv = read(tmp_path / "w1" / f"recv-{pid}.csv")

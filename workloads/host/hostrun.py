@@ -115,12 +115,12 @@ def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int 
 def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None,
                   keep: bool) -> dict:
     """Stop the run's processes while, beside them, the queues are reset (one host) and the facts
-    recorded (clock offset included); then delete the secrets and pack the run dir into
-    ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
+    recorded (clock offset included); then write the stamps as CSV, delete the secrets and pack
+    the run dir into ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
     {"rc", "seconds": {step: s}, "failed": [step], "errors": [line], "pack"}."""
     import threading
 
-
+    from cmx.workloads.recorder import write_csv
 
     seconds: dict[str, float] = {}
     failed: list[str] = []
@@ -148,6 +148,8 @@ def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_por
         failed.append("facts")
         errors.append(f"resetting the queues or recording the facts on {host} took over 120 s")
     hostctl.reap()
+    # The stamps' frames become the CSV files ingest reads, once every writer has stopped.
+    step("rows", lambda: write_csv(run_dir))
     (run_dir / SECRETS).unlink(missing_ok=True)
     t0 = time.monotonic()
     tar = subprocess.run(["tar", "-czf", f"{run_dir}.tgz", "-C", str(run_dir), "."], capture_output=True, text=True)
