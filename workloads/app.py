@@ -70,6 +70,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     app.conf.update(harness)
     name_clients(app, spec, client)
     workload.register_tasks(app)
+    instrument.register_wake(app)
     # throughput's params.stamping: false leaves the per-task stamps out, to measure their cost.
     instrument.install(app, Recorder(run_dir, host), stamping=bool(spec.params.get("stamping", True)))
     failures.install(run_dir)

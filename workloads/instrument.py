@@ -37,6 +37,10 @@ from cmx.workloads.recorder import Recorder
 
 SENT_HEADER = "cmx_sent_at"
 INTENDED_HEADER = "cmx_intended_at"
+#: The harness's own task: the driver sends one per worker to the hold queue to end the wait for a
+#: message that delays ``add_consumer`` (workloads/drive/workerwatch.py ``start_consuming``).
+#: Never stamped, never counted (cmx_progress); its class is Celery's, not :class:`StampedTask`.
+WAKE_TASK = "cmx.wake"
 
 _recorder: Recorder | None = None
 _started: dict[str, float] = {}
@@ -76,7 +80,16 @@ def install(app: Celery, recorder: Recorder, stamping: bool = True) -> None:
 def stamped_by_class(app: Celery) -> bool:
     """Whether every task of the app (Celery's built-in ones too) is a :class:`StampedTask`, so the
     classes stamp and the signals need not."""
-    return all(isinstance(task, StampedTask) for task in app.tasks.values())
+    return all(isinstance(task, StampedTask) for name, task in app.tasks.items() if name != WAKE_TASK)
+
+
+def register_wake(app: Celery) -> None:
+    """The :data:`WAKE_TASK` on the app (before :func:`install`): it does nothing, stores nothing."""
+    app.task(name=WAKE_TASK, base=Task, ignore_result=True, shared=False)(_wake)
+
+
+def _wake() -> None:
+    return None
 
 
 def recorder() -> Recorder:
@@ -97,6 +110,8 @@ def capturing():
 
 
 def _on_publish(sender=None, headers=None, **_):
+    if headers.get("task") == WAKE_TASK:
+        return
     now = _time()
     headers[SENT_HEADER] = now
     if _capturing:
@@ -185,7 +200,8 @@ def _thread_id() -> int:
 
 
 def _on_received(sender=None, request=None, **_):
-    _received(request.id)
+    if request.name != WAKE_TASK:
+        _received(request.id)
 
 
 def _on_prerun(task_id=None, **_):
@@ -194,6 +210,9 @@ def _on_prerun(task_id=None, **_):
 
 def _on_postrun(task_id=None, task=None, state=None, **_):
     finished = _time()
+    if task.name == WAKE_TASK:
+        _started.pop(task_id, None)
+        return
     _executed(task_id, task.name, *_sent_and_redelivered(task.request), _started.pop(task_id, finished), finished,
               state)
 
@@ -215,7 +234,8 @@ def _flush(**_):
 
 @control_command()
 def cmx_progress(state):
-    """How many tasks this worker accepted, has running, and has finished (counted by Celery)."""
-    accepted = sum(worker_state.total_count.values())
-    active = len(worker_state.active_requests)
+    """How many tasks this worker accepted, has running, and has finished (counted by Celery; the
+    harness's :data:`WAKE_TASK` left out)."""
+    accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
+    active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
     return {"accepted": accepted, "active": active, "completed": accepted - active}

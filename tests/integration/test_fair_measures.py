@@ -168,3 +168,31 @@ def test_sql_fanout_workers_connect_to_the_database_before_the_first_timed_reque
     ours = {pid: t for pid, t in seen.items() if t >= began}
     assert ours, "no worker connection seen"
     assert max(ours.values()) < first_timed, (sorted(ours.values()), first_timed)
+
+
+def test_a_green_pools_backlog_starts_when_released_and_the_wake_is_not_counted(tmp_path):
+    """gevent and eventlet workers take ``add_consumer`` on a connection of their own and ran it
+    only when their consumer's wait on the hold queue timed out (2 s): a backlog's queue wait held
+    ~1.9 s of harness, against ~0.02 s for threads. The driver's wake message (a harness task to
+    the hold queue) ends that wait; it is neither stamped nor counted."""
+    tasks = 200
+    db = sweep(tmp_path, "green-release", """
+        workload:
+          name: throughput
+          params: {tasks: %d, mode: backlog}
+        fixed: {backend: none, concurrency: 2}
+        matrix: {pool: [gevent, eventlet, threads], broker: [redis, rabbitmq]}
+        limits: {run_timeout: 2m}
+    """ % tasks)
+    rows = query(db, """
+        SELECT r.pool, r.broker, count(*) FILTER (WHERE t.name = 'cmx.wake'), count(*) FILTER (WHERE t.state = 'SUCCESS'),
+               min(t.started_at) - max(t.sent_at)
+        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""")
+    assert len(rows) == 6
+    for pool, broker, wakes, done, first_start_after_last_send in rows:
+        assert wakes == 0 and done == tasks, (pool, broker, wakes, done)
+        # Released at once: well under the 2 s poll the green pools waited out before.
+        assert first_start_after_last_send < 1.0, (pool, broker, first_start_after_last_send)
+    for (pool, broker), m in metrics_by(db, "pool, broker").items():
+        assert m["tasks_published"] == m["tasks_completed"] == tasks, (pool, broker)
+        assert m["tasks_lost"] == 0 and m["tasks_duplicated"] == 0, (pool, broker)

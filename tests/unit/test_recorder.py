@@ -126,7 +126,7 @@ def test_handlers_record_every_field_and_ingest_reads_them(stamped, tmp_path):
 
     class Req:  # what task_received carries: the worker's Request
         def __init__(self, task_id):
-            self.id = task_id
+            self.id, self.name = task_id, "t.noop"
 
     for task_id, redelivered in (("a", False), ("b", True)):
         headers = {"id": task_id, "task": "t.noop"}

@@ -1,6 +1,7 @@
 """Per-task stamps from a real Celery worker, both ways: through cmx's task class (every app cmx
 creates) and through Celery's signals (a user's own app). Each way must give the same rows for
-the same tasks: every execution once, with its state, in the CSV layout ingest reads."""
+the same tasks: every execution once, with its state, in the CSV layout ingest reads, and none
+for the harness's wake task."""
 from __future__ import annotations
 
 import csv
@@ -53,9 +54,11 @@ WORKER = textwrap.dedent("""
     def ignore():
         raise Ignore()
 
+    instrument.register_wake(app)
     instrument.install(app, Recorder(Path(run_dir), "h1"))
     print("by_class", instrument._by_class, flush=True)
     assert ok(5) == 5  # a direct call: no execution by a worker, no row
+    app.send_task(instrument.WAKE_TASK)  # the harness's: runs first, stamped nowhere
     for i in range(3):
         ok.delay(i)
     for t in (fail, retry, ignore):
@@ -104,7 +107,7 @@ def test_both_ways_stamp_every_execution_once_with_its_state(tmp_path, way, pool
     pub, recv, ex = (read(tmp_path / f"{kind}-{pid}.csv") for kind in ("pub", "recv", "exec"))
     assert (pub[0], recv[0], ex[0]) == (list(HEADERS["pub"]), list(HEADERS["recv"]), list(HEADERS["exec"]))
     rows = [dict(zip(HEADERS["exec"], r)) for r in ex[1:]]
-    assert Counter((r["name"], r["state"]) for r in rows) == EXPECTED
+    assert Counter((r["name"], r["state"]) for r in rows) == EXPECTED  # no cmx.wake among them
     assert {r[1] for r in pub[1:]} == {name for name, _ in EXPECTED}
     sent: dict[str, set[float]] = {}  # the retry's second publish has the first's task id
     for r in pub[1:]:
