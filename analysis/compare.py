@@ -211,13 +211,20 @@ def host_warnings(con, base: Side, cont: Side) -> list[str]:
             for i, fact in enumerate(facts) if a[i] and b[i] and a[i] != b[i]]
 
 
-def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = False) -> CompareResult:
-    """Per metric either side has: n, median and interval per side, change %, p-value, verdict."""
+def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = False,
+            margin_pct: float = stats.MARGIN_PCT, metrics: tuple[str, ...] = ()) -> CompareResult:
+    """Per metric either side has (or only ``metrics``): n, median and interval per side, change %,
+    p-value, verdict under :mod:`cmx.analysis.stats`' rule with an equivalence margin of ``margin_pct``."""
     base = resolve(con, baseline, "baseline", pool_cells)
     cont = resolve(con, contender, "contender", pool_cells)
     a, b = _values(con, base.run_ids), _values(con, cont.run_ids)
     rows = []
-    for name in _metric_names(con, [base, cont], set(a) | set(b)):
+    names = _metric_names(con, [base, cont], set(a) | set(b))
+    missing = [m for m in metrics if m not in names]
+    if missing:
+        raise SelectionError(f"--metric {missing[0]}: neither side has it (they have: {', '.join(names)})")
+    for name in (m for m in names if not metrics or m in metrics):
         better = metricdefs.get(name).better.value
-        rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better)))
+        rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better,
+                                                                         margin_pct=margin_pct)))
     return CompareResult(base, cont, rows, host_warnings(con, base, cont))

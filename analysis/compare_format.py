@@ -12,25 +12,55 @@ from cmx.analysis import stats
 from cmx.analysis.compare import CompareResult, MetricComparison
 from cmx.analysis.summary import fmt, span
 
-MARKERS = {"better": "▲ better", "worse": "▼ worse", "same": "= same", "differs": "≠ differs",
-           stats.N_TOO_SMALL: "n too small"}
-COLUMNS = ("metric", "better if", "baseline", "contender", "change", "p", "verdict")
-INTERVAL_NOTE = ("median [95 % bootstrap interval of the median] (n ok runs); change: of the medians; "
-                 "p: Mann-Whitney U, two-sided; same when the change's interval crosses 0 or p > 0.05")
+MARKERS = {stats.BETTER: "▲ better", stats.WORSE: "▼ worse", stats.SAME: "= same", stats.DIFFERS: "≠ differs",
+           stats.INCONCLUSIVE: "? inconclusive", stats.N_TOO_SMALL: "n too small"}
+COLUMNS = ("metric", "better if", "baseline", "contender", "change [95 %]", "p", "verdict")
+
+
+def interval_note(margin_pct: float) -> str:
+    """What the columns and verdicts mean (the table's caption)."""
+    return ("median [95 % bootstrap interval of the median] (n ok runs); change: of the medians, with its 95 % "
+            "interval; p: Mann-Whitney U, two-sided. Verdicts: better/worse = p ≤ 0.05 and the change's interval "
+            f"excludes 0; same = the change's whole interval lies within ±{margin_pct:g} % (--margin); "
+            "inconclusive = neither shown (the runs a side that would tell are given); "
+            "unstable = a side's runs spread over 10 % of their mean")
 
 
 def _side(metric: str, s: stats.Summary) -> str:
     if not s.n:
         return "–"
-    return f"{fmt(metric, s.median)} [{span(metric, s.low, s.high)}] (n={s.n})"
+    shaky = ", unstable" if s.unstable else ""
+    return f"{fmt(metric, s.median)} [{span(metric, s.low, s.high)}] (n={s.n}{shaky})"
+
+
+def _pct(v: float) -> str:
+    return f"{v:+.1f}%" if abs(v) < 1e4 else f"{v:+.2g}%"
+
+
+def verdict_text(r: stats.Comparison) -> str:
+    """``▼ worse``, ``? inconclusive: 4 runs a side would tell``, ``= same (unstable contender)``."""
+    text = MARKERS.get(r.verdict, r.verdict)
+    if r.verdict == stats.INCONCLUSIVE and r.runs_needed:
+        more = "more than " if r.runs_needed >= stats.RUNS_NEEDED_CAP else ""
+        text += f": {more}{r.runs_needed} runs a side would tell"
+    shaky = [name for name, s in (("baseline", r.baseline), ("contender", r.contender)) if s.unstable]
+    if shaky and r.verdict != stats.N_TOO_SMALL:
+        text += f" (unstable {' and '.join(shaky)})"
+    return text
 
 
 def _row(m: MetricComparison) -> list[str]:
     r = m.result
-    pct = "–" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+    pct = "–" if r.change_pct is None else _pct(r.change_pct)
+    if r.change_low is not None and r.change_pct is not None:
+        pct += f" [{_pct(r.change_low)}, {_pct(r.change_high)}]"
     p = "–" if r.p_value is None else f"{r.p_value:.3f}"
     return [m.metric, m.better if m.better != "neither" else "", _side(m.metric, r.baseline),
-            _side(m.metric, r.contender), pct, p, MARKERS.get(r.verdict, r.verdict)]
+            _side(m.metric, r.contender), pct, p, verdict_text(r)]
+
+
+def _margin(res: CompareResult) -> float:
+    return res.metrics[0].result.margin_pct if res.metrics else stats.MARGIN_PCT
 
 
 def _title(res: CompareResult) -> str:
@@ -39,7 +69,7 @@ def _title(res: CompareResult) -> str:
 
 def as_table(res: CompareResult) -> Table:
     """A rich table; worse rows in red, better in green; what was pooled above it."""
-    caption = "\n".join([*res.notes, INTERVAL_NOTE])
+    caption = "\n".join([*res.notes, interval_note(_margin(res))])
     table = Table(title=Text(_title(res)), title_justify="left", caption=Text(caption), caption_justify="left")
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("metric", "better if", "verdict") else "right")
@@ -54,7 +84,7 @@ def as_markdown(res: CompareResult) -> str:
     lines += [f"_{n}_" for n in res.notes] + ([""] if res.notes else [])
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---", "---", *["---:"] * 4, "---"]) + "|"]
     lines += ["| " + " | ".join(_row(m)) + " |" for m in res.metrics]
-    return "\n".join([*lines, "", INTERVAL_NOTE]) + "\n"
+    return "\n".join([*lines, "", interval_note(_margin(res))]) + "\n"
 
 
 def as_csv(res: CompareResult) -> str:
@@ -63,17 +93,23 @@ def as_csv(res: CompareResult) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["metric", "better", "baseline_n", "baseline_median", "baseline_low", "baseline_high",
                 "contender_n", "contender_median", "contender_low", "contender_high", "change_pct", "p_value",
-                "verdict"])
+                "verdict", "margin_pct", "change_low_pct", "change_high_pct", "baseline_unstable",
+                "contender_unstable", "runs_needed"])
     for m in res.metrics:
         r = m.result
         w.writerow([m.metric, m.better, r.baseline.n, r.baseline.median, r.baseline.low, r.baseline.high,
                     r.contender.n, r.contender.median, r.contender.low, r.contender.high, r.change_pct, r.p_value,
-                    r.verdict])
+                    r.verdict, r.margin_pct, r.change_low, r.change_high, r.baseline.unstable,
+                    r.contender.unstable, r.runs_needed])
     return buf.getvalue()
 
 
 def as_json(res: CompareResult) -> str:
-    """The contract: a list of {metric, baseline{n,median,low,high}, contender{…}, change_pct, p_value, verdict}."""
+    """The contract: a list of {metric, baseline{n,median,low,high,unstable}, contender{…}, change_pct,
+    p_value, margin_pct, verdict}, plus the change's interval and, when inconclusive, the runs a side
+    that would tell."""
     return json.dumps([{"metric": m.metric, "baseline": m.result.baseline.as_dict(),
                         "contender": m.result.contender.as_dict(), "change_pct": m.result.change_pct,
-                        "p_value": m.result.p_value, "verdict": m.result.verdict} for m in res.metrics], indent=2)
+                        "p_value": m.result.p_value, "margin_pct": m.result.margin_pct, "verdict": m.result.verdict,
+                        "change_low_pct": m.result.change_low, "change_high_pct": m.result.change_high,
+                        "runs_needed": m.result.runs_needed} for m in res.metrics], indent=2)

@@ -1,42 +1,71 @@
-"""Statistics for comparing two samples of runs: medians, seeded bootstrap intervals, the
-Mann-Whitney U test and the verdict rule. Pure Python (no numpy/scipy: samples are a handful of
-runs, so exactness matters more than speed). Formatting lives elsewhere.
+"""Statistics for runs: medians with seeded bootstrap intervals, the comparison of two samples and
+the one verdict rule that ``cmx compare``, ``cmx trend`` and ``cmx recommend`` share. The tests
+and resampling are scipy's (``scipy.stats.mannwhitneyu``, ``scipy.stats.bootstrap``);
+formatting lives elsewhere.
 
-The rule, as in pyperf's ``compare_to`` but with the interval made explicit:
-- fewer than :data:`MIN_N` runs on either side: no verdict ("n too small");
-- ``same`` when the 95 % bootstrap interval of the difference of medians contains 0, or the
-  two-sided Mann-Whitney p-value is above :data:`ALPHA`;
-- otherwise ``better`` / ``worse`` by the metric's direction (``differs`` when it has none).
+The rule: a verdict never says more than the runs show.
+- fewer than :data:`MIN_N` runs on either side: no verdict (``n too small``);
+- ``same`` only when the 95 % interval of the change lies inside the equivalence margin
+  (±:data:`MARGIN_PCT` % by default): shown equivalent, not merely "not shown different";
+- ``better`` / ``worse`` (by the metric's direction; ``differs`` when it has none) when the
+  two-sided Mann-Whitney p is at most :data:`ALPHA` and the change's interval excludes 0;
+- ``inconclusive`` otherwise, with the runs a side that would let a change of the observed size
+  show (:attr:`Comparison.runs_needed`). With 3 runs a side the smallest exact p is 0.1, so a
+  clear difference there is inconclusive, and says that 4 runs a side would show it.
+A side whose runs spread widely (coefficient of variation over :data:`UNSTABLE_CV`, as pyperf
+warns) is flagged ``unstable``.
 """
 from __future__ import annotations
 
-import itertools
 import math
-import random
-import statistics
+import warnings
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
 
 RESAMPLES = 2000
 SEED = 13            # fixed: the same data always gives the same interval
 CONFIDENCE = 0.95
 ALPHA = 0.05
 MIN_N = 3
-EXACT_LIMIT = 50_000  # enumerate every split up to this many (C(16, 8) = 12,870), else the normal approximation
+MARGIN_PCT = 5.0     # the equivalence margin of "same", in % of the baseline's median
+UNSTABLE_CV = 0.10   # pyperf warns above a standard deviation of 10 % of the mean
+EXACT_LIMIT = 50_000  # exact permutation p-values up to this many splits (C(16, 8) = 12,870)
+RUNS_NEEDED_CAP = 1000
 
 N_TOO_SMALL = "n too small"
+BETTER, WORSE, SAME, DIFFERS, INCONCLUSIVE = "better", "worse", "same", "differs", "inconclusive"
+#: Every verdict, in the order a reader weighs them.
+VERDICTS = (WORSE, BETTER, DIFFERS, INCONCLUSIVE, SAME, N_TOO_SMALL)
+#: What each verdict means, for --help, the README and the tables' captions.
+MEANINGS = {
+    BETTER: "shown better: Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0",
+    WORSE: "shown worse: the same evidence, the other direction",
+    SAME: "shown the same: the change's whole 95 % interval lies within ±margin",
+    INCONCLUSIVE: "neither shown: more runs a side would tell (the table says how many)",
+    DIFFERS: "shown different, for a metric with no better direction",
+    N_TOO_SMALL: f"fewer than {MIN_N} ok runs on a side: no verdict",
+}
 
 
 @dataclass(frozen=True)
 class Summary:
-    """n, median and the 95 % bootstrap interval of the median of one sample."""
+    """n, median and the 95 % bootstrap interval of the median of one sample; ``cv``: its
+    coefficient of variation (None below 2 runs or at a zero mean)."""
 
     n: int
     median: float | None
     low: float | None
     high: float | None
+    cv: float | None = None
+
+    @property
+    def unstable(self) -> bool:
+        return self.cv is not None and self.cv > UNSTABLE_CV
 
     def as_dict(self) -> dict:
-        return {"n": self.n, "median": self.median, "low": self.low, "high": self.high}
+        return {"n": self.n, "median": self.median, "low": self.low, "high": self.high, "unstable": self.unstable}
 
 
 @dataclass(frozen=True)
@@ -44,122 +73,157 @@ class Comparison:
     baseline: Summary
     contender: Summary
     change_pct: float | None      # 100 × (contender − baseline) / |baseline| of the medians
-    diff_low: float | None        # 95 % bootstrap interval of contender − baseline medians
+    change_low: float | None      # 95 % interval of change_pct (None when the baseline's median is 0)
+    change_high: float | None
+    diff_low: float | None        # 95 % interval of contender − baseline medians
     diff_high: float | None
     p_value: float | None
-    verdict: str                  # better | worse | same | differs | n too small
+    verdict: str                  # one of VERDICTS
+    margin_pct: float = MARGIN_PCT
+    runs_needed: int | None = None  # inconclusive: runs a side that would let this change show
+
+    @property
+    def unstable(self) -> bool:
+        return self.baseline.unstable or self.contender.unstable
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 1]."""
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+def _clean(values) -> np.ndarray:
+    return np.asarray([float(v) for v in values if v is not None and not _nan(v)], dtype=float)
 
 
-def _boot_medians(values: list[float], rng: random.Random, resamples: int) -> list[float]:
-    n = len(values)
-    return [statistics.median(rng.choices(values, k=n)) for _ in range(resamples)]
+def _nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
 
 
-def summarize(values: list[float], resamples: int = RESAMPLES, seed: int = SEED) -> Summary:
+def _cv(x: np.ndarray) -> float | None:
+    if len(x) < 2:
+        return None
+    mean = float(np.mean(x))
+    if mean == 0:
+        return None
+    return float(np.std(x, ddof=1) / abs(mean))
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(SEED)
+
+
+def _bootstrap(data: tuple, statistic, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile-bootstrap interval (scipy), vectorized over leading axes, seeded."""
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")  # degenerate (all-equal) samples: the interval is the point
+        res = sps.bootstrap(data, statistic, n_resamples=resamples, vectorized=True, axis=-1,
+                            confidence_level=CONFIDENCE, method="percentile", rng=_rng())
+    return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
+
+
+def _median(x, axis=-1):
+    return np.median(x, axis=axis)
+
+
+def summarize(values: list[float], resamples: int = RESAMPLES) -> Summary:
     """n, median and percentile-bootstrap interval of the median (seeded, so reproducible)."""
-    values = [float(v) for v in values if v is not None]
-    if not values:
+    x = _clean(values)
+    if len(x) == 0:
         return Summary(0, None, None, None)
-    med = statistics.median(values)
-    if len(values) == 1:
+    med = float(np.median(x))
+    if len(x) == 1:
         return Summary(1, med, med, med)
-    boots = sorted(_boot_medians(values, random.Random(seed), resamples))
-    tail = (1 - CONFIDENCE) / 2
-    return Summary(len(values), med, _percentile(boots, tail), _percentile(boots, 1 - tail))
+    low, high = _bootstrap((x,), _median, resamples)
+    # A percentile interval of the median always holds the median; clip float noise.
+    return Summary(len(x), med, min(float(low), med), max(float(high), med), _cv(x))
 
 
-def diff_interval(a: list[float], b: list[float], resamples: int = RESAMPLES,
-                  seed: int = SEED) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of median(b) − median(a), each side resampled apart."""
-    rng = random.Random(seed)
-    diffs = sorted(statistics.median(rng.choices(b, k=len(b))) - statistics.median(rng.choices(a, k=len(a)))
-                   for _ in range(resamples))
-    tail = (1 - CONFIDENCE) / 2
-    return _percentile(diffs, tail), _percentile(diffs, 1 - tail)
-
-
-def _ranks(values: list[float]) -> list[float]:
-    """1-based ranks, ties given their mid-rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def mann_whitney_p(a: list[float], b: list[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney U test (equivalently Wilcoxon rank-sum).
-
-    Exact when every split of the pooled ranks can be enumerated (ties keep their mid-ranks, so
-    this is the exact permutation distribution of the rank sum); otherwise the normal
-    approximation with tie correction and continuity correction."""
-    n1, n2 = len(a), len(b)
-    if not n1 or not n2:
+def mann_whitney_p(a, b) -> float:
+    """Two-sided p-value of the Mann-Whitney U test: exact without ties; with ties the exact
+    permutation distribution of the mid-ranks while every split can be enumerated; else scipy's
+    normal approximation (tie- and continuity-corrected)."""
+    x, y = _clean(a), _clean(b)
+    if not len(x) or not len(y):
         return 1.0
-    ranks = _ranks([*a, *b])
-    r1 = sum(ranks[:n1])
-    mean = n1 * (n1 + n2 + 1) / 2
-    observed = abs(r1 - mean)
-    if observed < 1e-12:
+    pooled = np.concatenate([x, y])
+    if len(np.unique(pooled)) == 1:
         return 1.0
-    if math.comb(n1 + n2, n1) <= EXACT_LIMIT:
-        total = extreme = 0
-        for combo in itertools.combinations(ranks, n1):
-            total += 1
-            if abs(sum(combo) - mean) >= observed - 1e-9:
-                extreme += 1
-        return extreme / total
-    n = n1 + n2
-    counts: dict[float, int] = {}
-    for r in ranks:
-        counts[r] = counts.get(r, 0) + 1
-    ties = sum(t ** 3 - t for t in counts.values())
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
-    if var <= 0:
-        return 1.0
-    z = (observed - 0.5) / math.sqrt(var)
-    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+    ties = len(np.unique(pooled)) < len(pooled) and min(len(x), len(y)) > 1  # (scipy permutes ≥ 2 a side)
+    if math.comb(len(pooled), len(x)) <= EXACT_LIMIT:
+        method = sps.PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if ties else "exact"
+    else:
+        method = "asymptotic"
+    return float(min(1.0, sps.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue))
+
+
+def _diff(x, y, axis=-1):
+    return np.median(y, axis=axis) - np.median(x, axis=axis)
+
+
+def _change(x, y, axis=-1):
+    base = np.median(x, axis=axis)
+    return 100.0 * (np.median(y, axis=axis) - base) / np.abs(base)
+
+
+def _min_n_for_alpha() -> int:
+    """The fewest runs a side whose exact two-sided p can reach ALPHA (4 at 0.05: 2/70)."""
+    n = MIN_N
+    while 2 / math.comb(2 * n, n) > ALPHA:
+        n += 1
+    return n
+
+
+MIN_N_SHOWN = _min_n_for_alpha()
+
+
+def runs_needed(n: int, change: float | None, low: float | None, high: float | None, margin: float) -> int | None:
+    """Runs a side that would let a change of the observed size show, scaling the interval's
+    half-width by √(n/n'): shown different (the interval clear of 0) or, for a change inside the
+    margin, shown the same (the interval inside it), whichever needs fewer."""
+    if change is None or low is None or high is None or not all(map(math.isfinite, (change, low, high))):
+        return None
+    half = (high - low) / 2
+    if half <= 0:
+        return max(MIN_N_SHOWN, n + 1)
+    targets = [t for t in (abs(change), margin - abs(change)) if t > 0]
+    if not targets:
+        return None
+    need = min(math.ceil(n * (half / t) ** 2) for t in targets)
+    return min(RUNS_NEEDED_CAP, max(MIN_N_SHOWN, n + 1, need))
 
 
 def compare_samples(baseline: list[float], contender: list[float], better: str,
-                    resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
+                    resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT) -> Comparison:
     """The whole comparison of one metric; ``better`` is 'higher', 'lower' or 'neither'."""
-    a = [float(v) for v in baseline if v is not None]
-    b = [float(v) for v in contender if v is not None]
-    sa, sb = summarize(a, resamples, seed), summarize(b, resamples, seed)
+    a, b = _clean(baseline), _clean(contender)
+    sa, sb = summarize(a, resamples), summarize(b, resamples)
     change = None
     if sa.median is not None and sb.median is not None and sa.median != 0:
         change = 100.0 * (sb.median - sa.median) / abs(sa.median)
     elif sa.median == 0 and sb.median == 0:
         change = 0.0
-    if not a or not b:
-        return Comparison(sa, sb, change, None, None, None, N_TOO_SMALL)
-    low, high = diff_interval(a, b, resamples, seed)
+    if min(len(a), len(b)) < MIN_N:  # no verdict; a one-run side has no interval to resample
+        p = mann_whitney_p(a, b) if len(a) and len(b) else None
+        return Comparison(sa, sb, change, None, None, None, None, p, N_TOO_SMALL, margin_pct)
+    d_low, d_high = (float(v) for v in _bootstrap((a, b), _diff, resamples))
+    c_low = c_high = None
+    if sa.median != 0:
+        lo, hi = _bootstrap((a, b), _change, resamples)
+        c_low, c_high = min(float(lo), change), max(float(hi), change)  # the interval holds its estimate
+    elif d_low == d_high == 0:
+        c_low = c_high = 0.0  # zero against zero in every resample
     p = mann_whitney_p(a, b)
-    return Comparison(sa, sb, change, low, high, p, verdict(len(a), len(b), low, high, p, better))
+    v = verdict(len(a), len(b), c_low, c_high, d_low, d_high, p, better, margin_pct)
+    need = runs_needed(min(len(a), len(b)), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
+    return Comparison(sa, sb, change, c_low, c_high, d_low, d_high, p, v, margin_pct, need)
 
 
-def verdict(n_a: int, n_b: int, diff_low: float, diff_high: float, p: float, better: str) -> str:
+def verdict(n_a: int, n_b: int, change_low: float | None, change_high: float | None, diff_low: float,
+            diff_high: float, p: float, better: str, margin_pct: float = MARGIN_PCT) -> str:
+    """The one rule (module docstring): same only when shown within the margin, better/worse
+    only when shown different, inconclusive otherwise."""
     if min(n_a, n_b) < MIN_N:
         return N_TOO_SMALL
-    if diff_low <= 0 <= diff_high or p > ALPHA:
-        return "same"
-    if better not in ("higher", "lower"):
-        return "differs"
-    return "better" if (diff_low > 0) == (better == "higher") else "worse"
+    if change_low is not None and change_high is not None and -margin_pct <= change_low and change_high <= margin_pct:
+        return SAME
+    if p <= ALPHA and (diff_low > 0 or diff_high < 0):
+        if better not in ("higher", "lower"):
+            return DIFFERS
+        return BETTER if (diff_low > 0) == (better == "higher") else WORSE
+    return INCONCLUSIVE

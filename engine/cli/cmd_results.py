@@ -202,6 +202,10 @@ def report(
               soft_wrap=True)
 
 
+class FailOn(str, Enum):
+    worse = "worse"
+
+
 class CompareFormat(str, Enum):
     table = "table"
     markdown = "markdown"
@@ -221,14 +225,27 @@ def compare(
     tag: list[str] = typer.Option([], "--tag", help="On both sides, only the runs of sweeps run with this "
                                   "KEY=VALUE (`cmx run --tag`; repeatable: all must match). One side alone: "
                                   "tag.KEY=VALUE in its selection."),
+    margin: float = typer.Option(5.0, "--margin", min=0.0, metavar="PCT",
+                                 help="Equivalence margin: `same` only when the change's whole 95 % interval lies "
+                                 "within ±PCT % of the baseline's median."),
+    metric: list[str] = typer.Option([], "--metric", "-m", metavar="M",
+                                     help="Compare (and gate on) only this metric (repeatable)."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="`worse`: exit 1 when any compared metric "
+                                             "is shown worse (a CI gate); 0 otherwise."),
 ):
-    """Compare two cells like for like: per metric n, median with its 95 % interval, change %, p-value, verdict.
+    """Compare two cells like for like: per metric n, median with its 95 % interval, change % with its interval, p-value, verdict.
 
     Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells pools them, and says so).
 
-    The verdict is better/worse only when the change's bootstrap interval excludes 0 and the Mann-Whitney p ≤ 0.05, else same; with fewer than 3 ok runs on a side it says "n too small".
+    Verdicts never say more than the runs show:
+    better / worse: shown, i.e. Mann-Whitney p ≤ 0.05 (two-sided, exact) and the change's 95 % bootstrap interval excludes 0;
+    same: shown the same, i.e. the change's whole interval lies within ±--margin % (default 5);
+    inconclusive: neither shown; the table says how many runs a side would tell (with 3 runs a side the smallest p is 0.1, so a difference needs 4);
+    n too small: fewer than 3 ok runs on a side.
+    A side whose runs spread over 10 % of their mean is flagged unstable.
 
     Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
+    Exit codes: 0, or 1 with --fail-on worse when a metric is worse, 2 on bad input.
     """
     from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
     from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
@@ -237,7 +254,7 @@ def compare(
         tags = db.parse_tags(tag)
         base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
         with views.connect(db_path, read_only=True) as con:
-            res = compare_runs(con, base, cont, pool_cells=pool_cells)
+            res = compare_runs(con, base, cont, pool_cells=pool_cells, margin_pct=margin, metrics=tuple(metric))
     except (FileNotFoundError, ValueError, InputError) as exc:
         fail(exc)
     for warning in res.warnings:
@@ -253,4 +270,10 @@ def compare(
         sys.stdout.write(as_markdown(res))
     else:
         out.print(as_table(res))
+    from cmx.analysis.stats import WORSE
+
+    worse = [m.metric for m in res.metrics if m.result.verdict == WORSE]
+    if fail_on is FailOn.worse and worse:
+        err.print(f"compare: worse: {', '.join(worse)} (--fail-on worse)", markup=False, highlight=False)
+        raise typer.Exit(1)
 

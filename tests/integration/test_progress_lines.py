@@ -66,7 +66,10 @@ def test_compare_on_the_sweep(sweep):
     rate = rows["consume_rate"]
     assert rate["baseline"]["n"] == rate["contender"]["n"] == 3
     assert rate["baseline"]["low"] <= rate["baseline"]["median"] <= rate["baseline"]["high"]
-    assert rate["verdict"] in ("better", "worse", "same")  # with 3 against 3 the smallest p is 0.1: "same"
-    assert rate["p_value"] >= 0.1 and rate["verdict"] == "same"
+    # With 3 against 3 the smallest p is 0.1: never better or worse, and "same" only when shown within ±5 %.
+    assert rate["p_value"] >= 0.1 and rate["verdict"] in ("same", "inconclusive")
+    assert rate["margin_pct"] == 5.0 and "unstable" in rate["baseline"]
+    if rate["verdict"] == "inconclusive":
+        assert rate["runs_needed"] >= 4
     p = cmx("compare", "prog", "prog:pool=threads", "--db", str(db))
     assert p.returncode == 2 and "baseline selects 2 cells: pool in {solo, threads}" in p.stderr

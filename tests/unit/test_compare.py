@@ -10,6 +10,8 @@ import statistics
 
 import pytest
 
+from hypothesis import given, settings, strategies as st
+
 from cmx.analysis import stats
 from cmx.analysis.compare import Selection, SelectionError, compare, parse_selection
 from cmx.engine.results import db
@@ -86,12 +88,94 @@ def test_summary_is_seeded_and_small_n():
 
 
 def test_verdict_rule():
-    assert stats.verdict(5, 5, 1, 2, 0.01, "higher") == "better"
-    assert stats.verdict(5, 5, 1, 2, 0.01, "lower") == "worse"
-    assert stats.verdict(5, 5, -1, 2, 0.01, "higher") == "same"      # interval crosses zero
-    assert stats.verdict(5, 5, 1, 2, 0.2, "higher") == "same"        # p above 0.05
-    assert stats.verdict(2, 5, 1, 2, 0.01, "higher") == "n too small"
-    assert stats.verdict(5, 5, 1, 2, 0.01, "neither") == "differs"
+    # (n_a, n_b, change interval %, diff interval, p, better, margin)
+    assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "higher") == "better"
+    assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "lower") == "worse"
+    assert stats.verdict(5, 5, -10, 20, -1, 2, 0.01, "higher") == "inconclusive"   # interval crosses zero
+    assert stats.verdict(5, 5, 10, 20, 1, 2, 0.2, "higher") == "inconclusive"      # p above 0.05
+    assert stats.verdict(5, 5, -4, 4.9, -1, 2, 0.2, "higher") == "same"            # shown within ±5 %
+    assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher") == "inconclusive"    # not all of it
+    assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher", margin_pct=6) == "same"
+    assert stats.verdict(10, 10, 0.8, 1.2, 1, 2, 0.001, "higher") == "same"        # different, but within the margin
+    assert stats.verdict(2, 5, 10, 20, 1, 2, 0.01, "higher") == "n too small"
+    assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "neither") == "differs"
+
+
+# -- the rule at n = 3, 5 and 10: clear, absent and borderline differences -------------------------
+
+def test_n3_a_clear_difference_is_inconclusive_never_same():
+    """With 3 runs a side the smallest exact two-sided p is 0.1: the old rule called a +900 % change
+    "same". Now it is inconclusive, and says that 4 runs a side would show it."""
+    r = stats.compare_samples([1, 1.1, 1.2], [10, 11, 12], "higher")
+    assert (r.verdict, r.p_value, r.runs_needed) == ("inconclusive", pytest.approx(0.1), 4)
+    assert r.change_pct == pytest.approx(900) and r.change_low > 500
+    # The issue's user task made 3× slower between two tagged sweeps of 3 runs each.
+    r = stats.compare_samples([494, 490, 500], [161, 160, 165], "higher")
+    assert r.verdict == "inconclusive" and r.runs_needed == 4 and r.change_pct == pytest.approx(-67.4, abs=0.1)
+    # 4x at 3 runs a side, either direction, any metric direction: never "same".
+    for a, b in (([100, 104, 98], [400, 410, 395]), ([400, 410, 395], [100, 104, 98])):
+        for better in ("higher", "lower", "neither"):
+            assert stats.compare_samples(a, b, better).verdict == "inconclusive"
+
+
+def test_n3_absent_and_noisy():
+    r = stats.compare_samples([100, 101, 99], [100.5, 99.5, 100], "higher")
+    assert r.verdict == "same" and -5 <= r.change_low <= r.change_high <= 5 and not r.unstable
+    r = stats.compare_samples([80, 100, 120], [85, 105, 118], "higher")  # CV 20 %: nothing can be shown
+    assert r.verdict == "inconclusive" and r.baseline.unstable and r.contender.unstable
+    assert r.runs_needed > 4
+
+
+def test_n5_clear_absent_borderline():
+    base = [100, 102, 98, 101, 99]
+    r = stats.compare_samples(base, [2 * v for v in base], "higher")
+    assert (r.verdict, r.p_value) == ("better", pytest.approx(2 / 252))
+    assert stats.compare_samples(base, [2 * v for v in base], "lower").verdict == "worse"
+    assert stats.compare_samples(base, [100.5, 101, 99, 100, 99.5], "higher").verdict == "same"
+    # +3 % against ±4 % of noise with overlapping runs: not shown either way; more runs would tell.
+    r = stats.compare_samples(base, [98, 104, 101, 108, 103], "higher")
+    assert r.verdict == "inconclusive" and 5 < r.runs_needed < 30, r
+
+
+def test_n10_clear_absent_borderline():
+    base = [100, 101, 99, 100.5, 99.5, 100.2, 99.8, 100.4, 99.6, 100.1]
+    assert stats.compare_samples(base, [v * 1.10 for v in base], "higher").verdict == "better"
+    assert stats.compare_samples(base, [v * 1.10 for v in base], "lower").verdict == "worse"
+    assert stats.compare_samples(base, list(reversed(base)), "higher").verdict == "same"
+    # Shifted by 1 %: shown different (p < 0.001) but within the ±5 % margin, so practically the same...
+    r = stats.compare_samples(base, [v * 1.01 for v in base], "higher")
+    assert r.p_value < 0.05 and r.verdict == "same"
+    # ...unless the user asks for a tighter margin.
+    assert stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.5).verdict == "better"
+    # Borderline: +4.5 % whose interval reaches past the margin; shown better, not called the same.
+    r = stats.compare_samples(base, [v * 1.045 + (1.5 if i % 2 else -1.5) for i, v in enumerate(base)], "higher")
+    assert r.change_high > 5 and r.verdict == "better"
+
+
+def test_zero_baselines():
+    assert stats.compare_samples([0, 0, 0], [0, 0, 0], "lower").verdict == "same"
+    r = stats.compare_samples([0, 0, 0, 0, 0], [3, 4, 3, 5, 3], "lower")  # tasks_lost 0 → 3
+    assert (r.verdict, r.change_pct) == ("worse", None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.1, 1e6), min_size=1, max_size=8), st.lists(st.floats(0.1, 1e6), min_size=1, max_size=8),
+       st.floats(0.5, 50))
+def test_same_never_says_more_than_the_margin(a, b, margin):
+    r = stats.compare_samples(a, b, "higher", margin_pct=margin)
+    if r.verdict == "same":
+        assert -margin <= r.change_low <= r.change_pct <= r.change_high <= margin
+    if r.verdict in ("better", "worse"):
+        assert r.p_value <= 0.05 and (r.diff_low > 0 or r.diff_high < 0)
+        assert (len(a), len(b)) != (3, 3)  # the exact p cannot reach 0.05 at 3 a side
+    if min(len(a), len(b)) < 3:
+        assert r.verdict == "n too small"
+
+
+def test_unstable_is_a_cv_over_ten_percent():
+    assert not stats.summarize([100, 105, 95]).unstable           # CV 5 %
+    assert stats.summarize([100, 125, 75]).unstable               # CV 25 %
+    assert not stats.summarize([7.0]).unstable and not stats.summarize([0, 0, 0]).unstable
 
 
 # -- selections and the database -----------------------------------------------------------------
@@ -124,11 +208,15 @@ def test_twice_the_rate_with_n5_is_better_and_significant(known_db):
     assert res.warnings == ["hosts differ: kernel is 6.8 in the baseline but 6.1 in the contender"]
 
 
-def test_identical_selections_are_the_same(known_db):
+def test_identical_selections_are_the_same_where_the_runs_show_it(known_db):
+    """Two sides are resampled apart: a cell against itself is "same" when its runs are tight enough
+    to hold the change within ±5 %; its latency (CV 16 %) cannot, so that is inconclusive."""
     got, res = by_metric(known_db, "k:pool=threads", "k:pool=threads")
     for m in got.values():
-        assert m.result.verdict == "same", m
-        assert m.result.p_value == 1.0
+        assert m.result.p_value == 1.0 and m.result.change_pct == 0
+    assert got["consume_rate"].result.verdict == "same"  # CV 1.6 %
+    lat = got["latency_p99_s"].result
+    assert lat.verdict == "inconclusive" and lat.baseline.unstable and lat.runs_needed > 5
     assert res.warnings == [] and res.notes == []
 
 
@@ -187,9 +275,11 @@ def test_cli_json_contract_and_formats(known_db):
     p = cmx("compare", "k:pool=threads", "k:pool=solo", "--db", str(known_db), "--format", "json")
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
-    assert all(set(r) == {"metric", "baseline", "contender", "change_pct", "p_value", "verdict"} for r in rows)
+    contract = {"metric", "baseline", "contender", "change_pct", "p_value", "margin_pct", "verdict"}
+    assert all(contract <= set(r) for r in rows)
     rate = next(r for r in rows if r["metric"] == "consume_rate")
-    assert set(rate["baseline"]) == {"n", "median", "low", "high"}
+    assert set(rate["baseline"]) == {"n", "median", "low", "high", "unstable"}
+    assert rate["margin_pct"] == 5.0 and rate["baseline"]["unstable"] is False
     assert (rate["baseline"]["n"], rate["baseline"]["median"], rate["contender"]["median"]) == (5, 100, 200)
     assert rate["verdict"] == "better" and rate["p_value"] < 0.05
     assert "warning: hosts differ: kernel" in p.stderr
@@ -197,7 +287,8 @@ def test_cli_json_contract_and_formats(known_db):
     rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(p.stdout))}
     assert rows["consume_rate"]["verdict"] == "better" and rows["consume_rate"]["contender_n"] == "5"
     p = cmx("compare", "k:pool=threads", "k:pool=solo", "--db", str(known_db), "--format", "markdown")
-    assert "| consume_rate | higher | 100/s [" in p.stdout and "(n=5) | +100.0% | 0.008 | ▲ better |" in p.stdout
+    assert "| consume_rate | higher | 100/s [" in p.stdout and "(n=5) | +100.0% [" in p.stdout
+    assert "| 0.008 | ▲ better |" in p.stdout
     p = cmx("compare", "k:pool=threads", "k:pool=solo", "--db", str(known_db))
     assert p.returncode == 0 and "▲ better" in p.stdout and "bootstrap" in p.stdout
 
@@ -232,3 +323,22 @@ def test_a_selection_spanning_revisions_is_refused_when_runs_have_a_revision(tmp
         res = compare(con, parse_selection("v:pool=threads,revision=2"), parse_selection("v:pool=solo,revision=2"))
         rate = next(m for m in res.metrics if m.metric == "consume_rate").result
         assert (rate.baseline.n, rate.baseline.median, rate.contender.median) == (3, 104, 204)
+
+
+def test_cli_gate_metric_and_margin(known_db):
+    """--fail-on worse exits 1 only on a metric shown worse; --metric narrows what is compared and gated."""
+    gate = ("--db", str(known_db), "--format", "json", "--fail-on", "worse")
+    p = cmx("compare", "k:pool=solo", "k:pool=threads", *gate)  # half the rate: worse
+    assert p.returncode == 1 and "worse: consume_rate" in p.stderr, p.stderr
+    p = cmx("compare", "k:pool=threads", "k:pool=solo", *gate)  # twice the rate: better
+    assert p.returncode == 0, p.stderr
+    p = cmx("compare", "k:pool=solo", "k:pool=threads", *gate, "--metric", "tasks_lost")
+    assert p.returncode == 0 and [r["metric"] for r in json.loads(p.stdout)] == ["tasks_lost"]
+    p = cmx("compare", "k:pool=solo", "k:pool=threads", "--db", str(known_db), "--metric", "no_such")
+    assert p.returncode == 2 and "--metric no_such: neither side has it" in p.stderr and "Traceback" not in p.stderr
+    p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "json",
+            "--margin", "40")
+    lat = next(r for r in json.loads(p.stdout) if r["metric"] == "latency_p99_s")
+    assert (lat["margin_pct"], lat["verdict"], lat["baseline"]["unstable"]) == (40.0, "same", True)
+    p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "markdown")
+    assert "? inconclusive: 171 runs a side would tell (unstable baseline and contender)" in p.stdout, p.stdout
