@@ -27,6 +27,7 @@ import threading
 import time
 
 from celery import Celery, Task, signals
+from celery.app import builtins
 from celery.exceptions import Ignore, Reject, Retry
 from celery.states import IGNORED, REJECTED, RETRY
 from celery.worker import state as worker_state
@@ -81,6 +82,14 @@ def stamped_by_class(app: Celery) -> bool:
     """Whether every task of the app (Celery's built-in ones too) is a :class:`StampedTask`, so the
     classes stamp and the signals need not."""
     return all(isinstance(task, StampedTask) for name, task in app.tasks.items() if name != WAKE_TASK)
+
+
+def own_tasks(app: Celery) -> list[str]:
+    """The names of the run's own tasks (the workload's, the user's), sorted: neither Celery's
+    built-in ones (``celery.chord_unlock``..., defined in ``celery.app.builtins``) nor the
+    harness's :data:`WAKE_TASK`."""
+    return sorted(name for name, task in app.tasks.items()
+                  if name != WAKE_TASK and task.__module__ != builtins.__name__)
 
 
 def register_wake(app: Celery) -> None:

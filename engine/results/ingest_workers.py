@@ -1,6 +1,10 @@
 """Ingest of what the run's workers did and ran with: completed tasks per worker host (and the
 metric ``host_share_min``), each worker's reported configuration, and why a worker ended.
 
+A task-level setting is reported once per task of the run, under the key
+``task.<task name>.<setting>`` (workloads/effective.py ``task_key``), in the same table: no new
+column, so databases and queries of today's ``worker_config`` read on unchanged.
+
 Apart from :mod:`cmx.engine.results.ingest` because it needs the run's worker hosts, which only the runner
 knows (a host of the ``workers`` group may be a broker host that ran no worker in this run).
 """

@@ -137,3 +137,48 @@ def test_validate_names_a_missing_module_and_an_unknown_task(tmp_path):
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2 and "RuntimeError: not importable" in proc.stderr, proc.stderr
     assert f"{project / 'broken.py'}:3" in proc.stderr, proc.stderr
+
+
+def test_a_task_that_sets_its_own_option_against_the_cell_fails_its_run(tmp_path):
+    """`@shared_task(acks_late=False)` runs without late acks whatever `celery.task_acks_late`
+    says: the run fails naming the task, the setting and both values, rather than record `true`.
+    The same task without its own option runs, and each task's value is stored per task; on a pool
+    that drops time limits (threads) it runs without the cell's `task_time_limit`, and fails so."""
+    project = tmp_path / "project"
+    write(project / "early.py", "from celery import shared_task\n\n\n"
+                                "@shared_task(acks_late=False)\ndef work(n):\n    return n\n")
+    write(project / "plain.py", "from celery import shared_task\n\n\n"
+                                "@shared_task\ndef work(n):\n    return n\n")
+    exp = write(project / "acks.yaml", """
+        name: own-task-options
+        workload: {name: tasks, params: {module: early.py, task: early.work, args: [1], tasks: 20}}
+        fixed: {broker: redis, pool: prefork, concurrency: 1, celery.task_acks_late: true, celery.task_time_limit: 60}
+        zip:
+          - {params.module: [early.py, plain.py], params.task: [early.work, plain.work]}
+        include:  # threads hands no time limit to where it acts: the task runs without one
+          - {params.module: plain.py, params.task: plain.work, pool: threads}
+        limits: {run_timeout: 2m}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the early run failed
+    runs = {(task, pool): (run_id, status, error) for run_id, task, pool, status, error in query(
+        db, 'SELECT run_id, "params.task", pool, status, error FROM runs')}
+
+    def stored(run_id: str) -> dict:
+        return {key: json.loads(value) for key, value in query(
+            db, "SELECT key, value FROM worker_config WHERE run_id = ? AND key LIKE 'task.%'", [run_id])}
+
+    run_id, status, error = runs["early.work", "prefork"]
+    assert status == "failed", error
+    assert "cell asks celery.task_acks_late True; task early.work runs False" in error, error
+    assert stored(run_id) == {"task.early.work.task_acks_late": False, "task.early.work.task_time_limit": 60}
+
+    run_id, status, error = runs["plain.work", "prefork"]
+    assert status == "ok", error
+    assert stored(run_id) == {"task.plain.work.task_acks_late": True, "task.plain.work.task_time_limit": 60}
+    assert dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ?", [run_id]))["tasks_completed"] == 20
+
+    run_id, status, error = runs["plain.work", "threads"]
+    assert status == "failed" and "cell asks celery.task_time_limit 60; task plain.work runs None" in error, error
+    assert "task_acks_late" not in error, error

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from cmx.workloads.catalog import usercode
 from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.instrument import own_tasks
 
 
 class UserTasksParams(WorkloadParams):
@@ -66,7 +67,7 @@ def find_task(app, name: str, folder) -> Any:
                     raise  # the module is there but needs something missing: say that, not "no task"
                 continue
     if name not in app.tasks:
-        mine = sorted(t for t in app.tasks if not t.startswith("celery."))
+        mine = own_tasks(app)
         raise KeyError(f"no task registered as {name!r} (registered: {', '.join(mine) or 'none'})")
     return app.tasks[name]
 

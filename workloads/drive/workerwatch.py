@@ -16,6 +16,7 @@ from celery import Celery
 
 from cmx.workloads import kinds
 from cmx.workloads.dimensions import ON_WORKER
+from cmx.workloads.effective import parse_task_key
 from cmx.workloads.instrument import WAKE_TASK
 from cmx.workloads.spec import RunSpec, worker_client_name
 
@@ -67,9 +68,17 @@ def _same(wanted: Any, actual: Any) -> bool:
 
 
 def mismatches(want: dict[str, Any], config: dict[str, Any]) -> list[str]:
-    """'cell asks KEY X; worker runs Y' for every key where the worker runs something else."""
-    return [f"cell asks {key} {wanted!r}; worker runs {config.get(key)!r}"
-            for key, wanted in want.items() if not _same(wanted, config.get(key))]
+    """'cell asks KEY X; worker runs Y' for every key where the worker runs something else, and
+    'cell asks celery.SETTING X; task T runs Y' for every task of the run that runs a task-level
+    setting of the cell otherwise (its own option, an annotation, a pool that drops it)."""
+    bad = [f"cell asks {key} {wanted!r}; worker runs {config.get(key)!r}"
+           for key, wanted in want.items() if not _same(wanted, config.get(key))]
+    for key, actual in sorted(config.items()):
+        task_setting = parse_task_key(key)
+        if task_setting is not None and (wanted_key := "celery." + task_setting[1]) in want:
+            if not _same(want[wanted_key], actual):
+                bad.append(f"cell asks {wanted_key} {want[wanted_key]!r}; task {task_setting[0]} runs {actual!r}")
+    return bad
 
 
 def worker_configs(app: Celery, spec: RunSpec, timeout_s: float) -> dict[str, dict]:
