@@ -50,7 +50,8 @@ def validate(
 ):
     """Check an experiment (and its inventory) without touching any host.
 
-    Prints nothing and exits 0 when it is valid; otherwise prints FILE:LINE:COL: message lines and exits 2.
+    Prints nothing and exits 0 when it is valid (but one line on stderr when no inventory is named
+    and the built-in localhost inventory is used); otherwise prints FILE:LINE:COL: message lines and exits 2.
     Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
     naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
