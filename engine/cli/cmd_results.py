@@ -184,6 +184,7 @@ def report(
     """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.
 
     With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.
+    Without --db, an experiment only `cmx run --smoke` has run is reported from results/smoke.duckdb (said on stderr).
     """
     import time
 
