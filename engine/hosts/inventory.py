@@ -219,7 +219,8 @@ def _missing_in_file(in_file: str, path: Path, experiment_file: str | Path) -> P
         pass
     hint = ""
     if not Path(in_file).is_absolute() and Path(in_file).exists():
-        hint = f"; from the current folder it is {os.path.relpath(Path(in_file).resolve(), Path(experiment_file).resolve().parent)}"
+        spelled = os.path.relpath(Path(in_file).resolve(), Path(experiment_file).resolve().parent)
+        hint = f"; from the current folder it is {spelled}"
     return Problem(f"inventory: {path} not found (a relative inventory is found from the experiment file's "
                    f"folder{hint})", str(experiment_file), line, col)
 

@@ -34,7 +34,8 @@ SHIPPED = ("roles/", "experiments/", "docs/cmx.schema.json", "inventory/local.ym
 def _run(cmd: list[str], cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
                           env=env)
-    assert proc.returncode == 0, f"{' '.join(cmd)} (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    said = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, f"{' '.join(cmd)} (exit {proc.returncode}):\n{said}"
     return proc
 
 
@@ -56,7 +57,8 @@ def test_the_wheel_in_a_fresh_venv_goes_from_init_to_a_report_in_an_empty_folder
     for f in files:
         (src / f).parent.mkdir(parents=True, exist_ok=True)
         (src / f).write_bytes((REPO / f).read_bytes())
-    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(src)], tmp_path, 900)  # sdist, then the wheel from it
+    # the sdist, then the wheel built from the sdist: both must carry everything
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(src)], tmp_path, 900)
     [wheel], [sdist] = dist.glob("*.whl"), dist.glob("*.tar.gz")
     assert wheel.name == f"celery_matrix-{VERSION}-py3-none-any.whl"
     wanted = {f for f in files if f.startswith(SHIPPED) and "__pycache__" not in f}

@@ -65,7 +65,8 @@ def test_a_missing_inventory_named_in_the_file_is_found_from_its_folder_and_said
 
 @pytest.mark.parametrize("case", ["option", "file", "no-workers"])
 def test_bad_inventory_is_one_line_exit_2_and_nothing_written(tmp_path, case):
-    exp = write(tmp_path / "experiments" / "e.yaml", EXPERIMENT + ("inventory: ../nope.yml\n" if case == "file" else ""))
+    named = "inventory: ../nope.yml\n" if case == "file" else ""
+    exp = write(tmp_path / "experiments" / "e.yaml", EXPERIMENT + named)
     args = ["run", "experiments/e.yaml"]
     if case == "option":
         args += ["--inventory", "nope.yml"]
