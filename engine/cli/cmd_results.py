@@ -184,6 +184,7 @@ def report(
     """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.
 
     With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.
+    Without --db, an experiment only `cmx run --smoke` has run is reported from results/smoke.duckdb (said on stderr).
     """
     import time
 
@@ -193,6 +194,7 @@ def report(
     target = out_dir or Path("reports") / experiment
     try:
         tags = db.parse_tags(tag)
+        db_path = _smoke_db_if_only_there(experiment, db_path)
         with views.connect(db_path, read_only=True) as con:
             rep = write_report(con, experiment, target, revision, tags)
     except (FileNotFoundError, LookupError, InputError) as exc:
@@ -200,6 +202,25 @@ def report(
     out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
               f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False,
               soft_wrap=True)
+
+
+def _has_runs(path: Path, experiment: str) -> bool:
+    if not path.is_file():
+        return False
+    with db.connect(path, read_only=True) as con:
+        return con.execute("SELECT count(*) FROM runs WHERE experiment = ?", [experiment]).fetchone()[0] > 0
+
+
+def _smoke_db_if_only_there(experiment: str, db_path: Path) -> Path:
+    """Without --db, an experiment only `cmx run --smoke` has run yet (cmx init's first steps) is
+    reported from the smoke database, and the report says so on stderr; else ``db_path``."""
+    from cmx.engine.plan.smoke import SMOKE_DB
+
+    if db_path != db.DEFAULT_DB or _has_runs(db_path, experiment) or not _has_runs(SMOKE_DB, experiment):
+        return db_path
+    err.print(f"{experiment} has no runs in {db_path}: reporting its smoke runs, in {SMOKE_DB}", markup=False,
+              highlight=False, soft_wrap=True)
+    return SMOKE_DB
 
 
 class FailOn(str, Enum):

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cmx.engine.cli.common import MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
+from cmx.engine.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
 from cmx.engine.errors import HostError, InputError, Problem
 from cmx.engine.model.cells import value_text
 from cmx.analysis import views
@@ -22,7 +22,8 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
     from cmx.engine.cli.checks import check_against_inventory
     from cmx.engine.model.load import load_experiment
-    from cmx.engine.hosts.inventory import load_inventory
+    from cmx.engine.hosts.inventory import choose_inventory, load_inventory
+    from cmx.engine.paths import BUILTIN_INVENTORY
     from cmx.engine.limits import DEFAULT_MAX_CELLS
     from cmx.engine.model.cells import expand
 
@@ -32,7 +33,11 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     cells = expand(exp)
     inv = None
     if need_inventory:
-        inv = load_inventory(inventory or Path(exp.inventory), secrets_dir=results_dir)
+        path = choose_inventory(inventory, exp.inventory, file)
+        if path == BUILTIN_INVENTORY:
+            err.print(f"{file}: no inventory named (--inventory, inventory:, ./inventory/local.yml): using the "
+                      f"built-in localhost inventory, {path}", markup=False, highlight=False, soft_wrap=True)
+        inv = load_inventory(path, secrets_dir=results_dir)
         check_against_inventory(exp, cells, inv)
     return exp, cells, inv
 
@@ -40,13 +45,13 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
 @app.command()
 def validate(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Check against this inventory "
-                                             "instead of the experiment's own."),
+    inventory: Optional[Path] = INVENTORY_OPTION,
     max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Check an experiment (and its inventory) without touching any host.
 
-    Prints nothing and exits 0 when it is valid; otherwise prints FILE:LINE:COL: message lines and exits 2.
+    Prints nothing and exits 0 when it is valid (but one line on stderr when no inventory is named
+    and the built-in localhost inventory is used); otherwise prints FILE:LINE:COL: message lines and exits 2.
     Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
     naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
@@ -96,8 +101,7 @@ def plan(
 @app.command()
 def run(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
-    inventory: Optional[Path] = typer.Option(None, "--inventory", "-i", help="Ansible inventory (default: the "
-                                             "experiment's `inventory`, else inventory/local.yml)."),
+    inventory: Optional[Path] = INVENTORY_OPTION,
     db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),

@@ -21,6 +21,9 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
+INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", help="The Ansible inventory (file or folder). Without "
+                                "it: the experiment's `inventory:` (relative to the experiment file), else "
+                                "./inventory/local.yml, else the built-in localhost inventory (said on stderr).")
 MAX_CELLS_OPTION = typer.Option(None, "--max-cells", min=1, help="Refuse a matrix of more cells than this "
                                 "(default 10,000: a guard against a typo that multiplies the sweep).")
 RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "

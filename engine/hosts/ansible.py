@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cmx.engine.hosts.outcome import Failure, Outcome
-
-ENGINE_DIR = Path(__file__).resolve().parent  # engine/hosts: playbooks, host requirements
-PROJECT_DIR = ENGINE_DIR.parents[1]
-PLAYBOOKS = ENGINE_DIR / "playbooks"
-ROLES = PROJECT_DIR / "roles"
+from cmx.engine.paths import PLAYBOOKS, ROLES
 #: Ansible's own ssh_args plus keepalives: a host that drops off the network mid-run (its
 #: link down, powered off) ends its persistent SSH connection within 15 s, so the next task on
 #: it fails as unreachable instead of hanging on the dead connection until the playbook's

@@ -13,6 +13,7 @@ from cmx.engine import limits
 from cmx.engine.errors import InputError, Problem
 from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
 from cmx.engine.model.yamlpos import check_yaml_syntax
+from cmx.engine.paths import BUILTIN_INVENTORY, LOCAL_INVENTORY
 from cmx.workloads import kinds
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
@@ -183,6 +184,47 @@ def _yaml_files(path: Path) -> list[Path]:
     return found[:limits.MAX_INVENTORY_FILES]
 
 
+def choose_inventory(option: Path | None, in_file: str | None, experiment_file: str | Path) -> Path:
+    """The inventory a sweep uses, the first of: ``--inventory`` (``option``, relative to the current
+    folder as every command-line path is); the experiment's ``inventory:`` (relative to the
+    experiment file's folder, as its tasks module and workload files are); ``inventory/local.yml``
+    in the current folder; the built-in localhost inventory. One that is named but missing is bad
+    input, never silently replaced by the next."""
+    import os
+
+    if option is not None:
+        if not option.exists():
+            raise InputError(Problem("inventory not found (named by --inventory)", str(option)))
+        return option
+    if in_file:
+        folder = Path(experiment_file).parent
+        path = Path(os.path.normpath(folder / Path(in_file).expanduser()))
+        if not path.exists():
+            raise InputError(_missing_in_file(in_file, path, experiment_file))
+        return path
+    return LOCAL_INVENTORY if LOCAL_INVENTORY.exists() else BUILTIN_INVENTORY
+
+
+def _missing_in_file(in_file: str, path: Path, experiment_file: str | Path) -> Problem:
+    """One line at the file's ``inventory:``; when the name was meant from the current folder (as
+    before 0.2), it says how to write it relative to the experiment file."""
+    import os
+
+    from cmx.engine.model.yamlpos import load_yaml
+
+    line = col = None
+    try:
+        line, col = load_yaml(experiment_file)[1].of(("inventory",))
+    except InputError:
+        pass
+    hint = ""
+    if not Path(in_file).is_absolute() and Path(in_file).exists():
+        spelled = os.path.relpath(Path(in_file).resolve(), Path(experiment_file).resolve().parent)
+        hint = f"; from the current folder it is {spelled}"
+    return Problem(f"inventory: {path} not found (a relative inventory is found from the experiment file's "
+                   f"folder{hint})", str(experiment_file), line, col)
+
+
 def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:
     """Parse an inventory (a file or a directory) with Ansible; bad or incomplete inventories and
     ill-typed cmx variables raise InputError naming the file (and the host and variable)."""
@@ -193,8 +235,7 @@ def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inv
 
     path = Path(path)
     if not (path.is_file() or path.is_dir()):
-        raise InputError(Problem("inventory not found (copy inventory/lab.example.yml, or pass --inventory)",
-                                 str(path)))
+        raise InputError(Problem("inventory not found", str(path)))
     for file in _yaml_files(path):
         check_yaml_syntax(file)  # Ansible would only warn, at length, and then see no hosts
     loader = vault_loader()

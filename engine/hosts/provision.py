@@ -15,19 +15,18 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable
 
-from cmx.engine.hosts.ansible import ENGINE_DIR, PROJECT_DIR, PlaybookResult, run_playbook
+from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
+from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC
 from cmx.workloads.kinds import SERVICES
-
-WORKLOADS_SRC = PROJECT_DIR / "workloads"
 _CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
 
 
 def host_requirements() -> list[str]:
     """``name==version`` for every host requirement, at the controller's installed versions."""
     pins = []
-    for line in (ENGINE_DIR / "host-requirements.txt").read_text().splitlines():
+    for line in HOST_REQUIREMENTS.read_text().splitlines():
         name = line.split("#", 1)[0].strip()
         if not name:
             continue

@@ -83,7 +83,9 @@ class Experiment(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
-    inventory: str = "inventory/local.yml"
+    #: Relative to this file's folder; none named: --inventory, else ./inventory/local.yml, else the
+    #: built-in localhost inventory (engine/hosts/inventory.py: choose_inventory).
+    inventory: str | None = None
     repeats: int = Field(1, ge=1, le=limits.MAX_REPEATS, strict=True)
     workload: WorkloadSpec
     fixed: dict[str, Any] = {}

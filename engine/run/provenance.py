@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cmx.engine.errors import InputError, Problem
+from cmx.engine.paths import ROOT, is_checkout
 
 if TYPE_CHECKING:
     from cmx.engine.model.experiment import Experiment
     from cmx.engine.hosts.inventory import Inventory
     from cmx.engine.model.cells import Cell
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
 GIT_TIMEOUT_S = 5.0
 
 
@@ -35,14 +35,19 @@ def cmx_version() -> str:
         import tomllib
 
         try:
-            return tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["project"]["version"]
+            return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
         except (OSError, KeyError, tomllib.TOMLDecodeError):
             return "unknown"
 
 
-def git_state(repo: Path = PROJECT_DIR, timeout: float = GIT_TIMEOUT_S) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout cmx runs from; (None, None) when it is not a git checkout,
-    git is missing, or git does not answer within ``timeout`` seconds."""
+def git_state(repo: Path | None = None, timeout: float = GIT_TIMEOUT_S) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout cmx runs from (or of ``repo``); (None, None) when it is not a
+    git checkout, git is missing, or git does not answer within ``timeout`` seconds. An installed
+    cmx has no commit of its own: git would answer for whatever repository holds its venv."""
+    if repo is None:
+        if not is_checkout():
+            return None, None
+        repo = ROOT
     def git(*args: str) -> str | None:
         try:
             proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,

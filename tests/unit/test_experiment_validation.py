@@ -56,7 +56,7 @@ def test_a_full_file_loads(tmp_path):
 
 def test_defaults(tmp_path):
     exp = load_experiment(write(tmp_path, HEAD))
-    assert (exp.description, exp.inventory, exp.repeats, exp.on_error) == ("", "inventory/local.yml", 1, "continue")
+    assert (exp.description, exp.inventory, exp.repeats, exp.on_error) == ("", None, 1, "continue")  # none named: choose_inventory
     assert exp.limits == Limits(run_timeout=600.0, warmup=0.0)
     assert (exp.fixed, exp.matrix, exp.zip, exp.exclude, exp.include) == ({}, {}, [], [], [])
 

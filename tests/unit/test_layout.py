@@ -177,18 +177,20 @@ def test_pending_lists_are_current():
 ROOMS = {
     "cmx.workloads": set(),
     "cmx.engine.errors": set(),
+    "cmx.engine.paths": set(),
     "cmx.engine.limits": {"cmx.workloads"},
     "cmx.engine.model": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits"},
     "cmx.engine.plan": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},
-    "cmx.engine.hosts": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},
+    "cmx.engine.hosts": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
+                         "cmx.engine.paths"},
     "cmx.engine.results": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits"},
     "cmx.engine.run": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
-                       "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results"},
+                       "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results", "cmx.engine.paths"},
     "cmx.analysis": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
                      "cmx.engine.results"},
     "cmx.engine.cli": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
                        "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results", "cmx.engine.run",
-                       "cmx.analysis"},
+                       "cmx.analysis", "cmx.engine.paths"},
 }
 
 

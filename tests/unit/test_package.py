@@ -1,0 +1,78 @@
+"""cmx as a package (issue 25): its own files are found where an install and a checkout both keep
+them, its version is the one pyproject.toml and CHANGELOG.md name, an install claims no git
+commit, and `cmx report` of an experiment only smoke-run reports the smoke runs.
+(tests/integration/test_installed_wheel.py builds, installs and runs the wheel itself.)"""
+from __future__ import annotations
+
+import re
+import tomllib
+
+import duckdb
+
+from cmx.engine import paths
+from cmx.engine.cli import cmd_results
+from cmx.engine.plan.smoke import SMOKE_DB
+from cmx.engine.results import db
+from cmx.engine.run import provenance
+from tests.conftest import REPO, cmx
+from tests.results_fixture import add_run
+
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_cmx_finds_its_own_files_beside_its_engine():
+    assert paths.ROOT == REPO  # from a checkout; an install mirrors these folders under cmx/
+    assert {p.name for p in paths.ROLES.iterdir()} >= {"python_env", "redis", "rabbitmq", "postgres"}
+    assert all((paths.ROLES / r / "tasks" / "main.yml").is_file() for r in ("python_env", "redis"))
+    assert (paths.PLAYBOOKS / "provision.yml").is_file() and paths.HOST_REQUIREMENTS.is_file()
+    assert (paths.WORKLOADS / "worker_app.py").is_file() and paths.BUILTIN_INVENTORY.is_file()
+    assert (paths.EXPERIMENTS / "quickstart.yaml").is_file() and paths.SCHEMA.is_file()
+
+
+def test_shipped_experiments_name_inventories_that_exist_from_their_own_folder():
+    """Each resolves the same way in a checkout and an install (both keep inventory/ beside experiments/)."""
+    from cmx.engine.model.yamlpos import load_yaml
+
+    named = {}
+    for exp in sorted(paths.EXPERIMENTS.rglob("*.yaml")):
+        inventory = load_yaml(exp)[0].get("inventory")
+        if inventory:
+            named[exp.name] = (exp.parent / inventory).resolve()
+    assert named, "no shipped experiment names an inventory (then this test proves nothing)"
+    assert all(p.is_file() and p.parent == paths.BUILTIN_INVENTORY.parent for p in named.values()), named
+
+
+def test_version_is_semantic_and_the_changelog_starts_with_it():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    assert provenance.cmx_version() == VERSION
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    assert "keepachangelog.com" in changelog and "semver.org" in changelog
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+    assert released and released[0] == VERSION, released
+    proc = cmx("--version", timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split()[:2] == ["cmx", VERSION], proc.stdout
+
+
+def test_an_install_claims_no_git_commit(monkeypatch):
+    """An install may sit inside someone else's repository: git there is not cmx's commit."""
+    assert provenance.git_state()[0]  # this checkout has one
+    monkeypatch.setattr(provenance, "is_checkout", lambda: False)
+    assert provenance.git_state() == (None, None)
+
+
+def _db_with(path, experiment: str) -> None:
+    with db.connect(path) as con:
+        add_run(con, experiment, f"{experiment}-r1", {"pool": "threads"})
+
+
+def test_report_without_db_reports_an_experiment_only_smoke_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cmd_results._smoke_db_if_only_there("demo", db.DEFAULT_DB) == db.DEFAULT_DB  # nothing anywhere
+    _db_with(SMOKE_DB, "demo")
+    assert cmd_results._smoke_db_if_only_there("demo", db.DEFAULT_DB) == SMOKE_DB
+    assert cmd_results._smoke_db_if_only_there("other", db.DEFAULT_DB) == db.DEFAULT_DB
+    assert cmd_results._smoke_db_if_only_there("demo", tmp_path / "given.duckdb") == tmp_path / "given.duckdb"
+    _db_with(db.DEFAULT_DB, "demo")  # real runs: those are the report
+    assert cmd_results._smoke_db_if_only_there("demo", db.DEFAULT_DB) == db.DEFAULT_DB
+    with duckdb.connect(str(SMOKE_DB), read_only=True) as con:  # left as it was
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
