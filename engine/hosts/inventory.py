@@ -187,7 +187,8 @@ def _yaml_files(path: Path) -> list[Path]:
 def choose_inventory(option: Path | None, in_file: str | None, experiment_file: str | Path) -> Path:
     """The inventory a sweep uses, the first of: ``--inventory`` (``option``, relative to the current
     folder as every command-line path is); the experiment's ``inventory:`` (relative to the
-    experiment file's folder, as its tasks module and workload files are); ``inventory/local.yml``
+    experiment file's folder, as its tasks module and workload files are; else, as before 0.2, from
+    the current folder); ``inventory/local.yml``
     in the current folder; the built-in localhost inventory. One that is named but missing is bad
     input, never silently replaced by the next."""
     import os
@@ -199,6 +200,10 @@ def choose_inventory(option: Path | None, in_file: str | None, experiment_file: 
     if in_file:
         folder = Path(experiment_file).parent
         path = Path(os.path.normpath(folder / Path(in_file).expanduser()))
+        if not path.exists() and not Path(in_file).is_absolute() and Path(in_file).exists():
+            # Written from the current folder, as files before 0.2 were (DESIGN's own example
+            # `inventory: inventory/local.yml`): still found, so no existing file breaks.
+            return Path(in_file)
         if not path.exists():
             raise InputError(_missing_in_file(in_file, path, experiment_file))
         return path
@@ -206,10 +211,7 @@ def choose_inventory(option: Path | None, in_file: str | None, experiment_file: 
 
 
 def _missing_in_file(in_file: str, path: Path, experiment_file: str | Path) -> Problem:
-    """One line at the file's ``inventory:``; when the name was meant from the current folder (as
-    before 0.2), it says how to write it relative to the experiment file."""
-    import os
-
+    """One line at the file's ``inventory:``."""
     from cmx.engine.model.yamlpos import load_yaml
 
     line = col = None
@@ -217,12 +219,8 @@ def _missing_in_file(in_file: str, path: Path, experiment_file: str | Path) -> P
         line, col = load_yaml(experiment_file)[1].of(("inventory",))
     except InputError:
         pass
-    hint = ""
-    if not Path(in_file).is_absolute() and Path(in_file).exists():
-        spelled = os.path.relpath(Path(in_file).resolve(), Path(experiment_file).resolve().parent)
-        hint = f"; from the current folder it is {spelled}"
     return Problem(f"inventory: {path} not found (a relative inventory is found from the experiment file's "
-                   f"folder{hint})", str(experiment_file), line, col)
+                   "folder, or else from the current folder)", str(experiment_file), line, col)
 
 
 def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:

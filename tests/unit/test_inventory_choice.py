@@ -50,16 +50,23 @@ def test_the_built_in_inventory_is_localhost_in_every_group_without_ssh(tmp_path
     assert inv.broker_url("redis").startswith("redis://127.0.0.1:")
 
 
-def test_a_missing_inventory_named_in_the_file_is_found_from_its_folder_and_said_so(tmp_path, monkeypatch):
+def test_an_inventory_named_in_the_file_is_found_from_its_folder_else_from_the_current_one(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "inventory" / "lab.yml", "all: {}\n")  # there from the current folder, not from the file's
-    exp = write(tmp_path / "experiments" / "e.yaml", EXPERIMENT + "inventory: inventory/lab.yml\n")
+    write(tmp_path / "inventory" / "lab.yml", "all: {}\n")
+    write(tmp_path / "experiments" / "e.yaml", EXPERIMENT + "inventory: ../inventory/lab.yml\n")
+    assert choose_inventory(None, "../inventory/lab.yml", "experiments/e.yaml") == Path("inventory/lab.yml")
+    # As written before 0.2 (and in DESIGN's example): from the current folder, still found.
+    assert choose_inventory(None, "inventory/lab.yml", "experiments/e.yaml") == Path("inventory/lab.yml")
+    # The file's folder wins where both have one.
+    write(tmp_path / "experiments" / "inventory" / "lab.yml", "all: {}\n")
+    assert choose_inventory(None, "inventory/lab.yml", "experiments/e.yaml") == Path("experiments/inventory/lab.yml")
+    exp = write(tmp_path / "experiments" / "f.yaml", EXPERIMENT + "inventory: nowhere/lab.yml\n")
     with pytest.raises(InputError) as info:
-        choose_inventory(None, "inventory/lab.yml", "experiments/e.yaml")
+        choose_inventory(None, "nowhere/lab.yml", "experiments/f.yaml")
     [problem] = info.value.problems
-    assert str(problem) == ("experiments/e.yaml:3:12: inventory: experiments/inventory/lab.yml not found (a "
-                            "relative inventory is found from the experiment file's folder; from the current "
-                            "folder it is ../inventory/lab.yml)")
+    assert str(problem) == ("experiments/f.yaml:3:12: inventory: experiments/nowhere/lab.yml not found (a "
+                            "relative inventory is found from the experiment file's folder, or else from the "
+                            "current folder)")
     assert exp.exists()
 
 
