@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import duckdb
 
-from cmx.engine.results import dbfile
+from cmx.engine.results import dbfile, migrate
 from cmx.engine.errors import HostError, InputError, Problem
 from cmx.workloads.dimensions import DIMENSIONS
 
@@ -67,7 +67,8 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
     while True:
         try:
             if not read_only and not new:
-                dbfile.check_ours(path)  # read-only first: another tool's file is never written
+                # Read-only first: another tool's file, or a newer cmx's, is never written.
+                migrate.refuse_newer(dbfile.check_ours(path), path)
             con = duckdb.connect(str(path), read_only=read_only, config=dbfile.CONFIG)
             break
         except duckdb.Error as exc:
@@ -83,7 +84,7 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
     try:
         if not read_only:
             try:
-                con.execute(sql("schema.sql"))
+                migrate.upgrade(con)
             except duckdb.Error as exc:
                 raise InputError(Problem(f"not a cmx results database, or a newer one ({_first_line(exc)}): "
                                          "pass --db with a file that cmx wrote", str(path))) from None
@@ -92,12 +93,16 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
         elif not _has_view(con, "runs"):
             raise InputError(Problem("not a cmx results database (it has no runs view): run a sweep into "
                                      "it, or pass --db with a file that cmx wrote", str(path)))
-        elif not _has_column(con, "runs", "revision"):
-            # Written by an older cmx: add the new columns once (additions only), then read.
-            con.close()
-            with connect(path, wait_s=wait_s):
-                pass
-            con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
+        else:
+            found = migrate.versions(con)
+            migrate.refuse_newer(found, path)
+            if migrate.pending(found) or not _has_column(con, "runs", "revision"):
+                # Written by an older cmx: upgrade it once (additions only: cmx.engine.results.migrate),
+                # then read it as this cmx wrote it.
+                con.close()
+                with connect(path, wait_s=wait_s):
+                    pass
+                con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
         if _has_view(con, "runs"):
             # Stored when writable, for this connection only when read-only.
             install_result_views(con, temporary=read_only)
