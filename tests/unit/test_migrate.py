@@ -109,3 +109,24 @@ def test_newer_names_the_first_table_past_what_this_cmx_knows():
     assert migrate.newer({"a": 1}, known) is None  # older: an upgrade, not a refusal
     assert migrate.newer({"a": 3, "b": 1}, known) == ("a", 3, 2)
     assert migrate.newer({"c": 1}, known) == ("c", 1, 0)
+
+
+def test_an_older_database_that_cannot_be_written_is_named_with_what_to_do(tmp_path, steps, monkeypatch):
+    path = tmp_path / "old.duckdb"
+    shutil.copy(FIXTURE, path)
+    with duckdb.connect(str(path), read_only=True) as con:
+        version = migrate.versions(con)["tasks"]
+    steps(migrate.Step("tasks", version, version + 1, "ALTER TABLE tasks ADD COLUMN retries INTEGER"))
+    migrate.current()  # known before writing fails (a read-only file system, say)
+
+    def cannot_write(con):
+        raise duckdb.IOException("Read-only file system")
+
+    monkeypatch.setattr(migrate, "upgrade", cannot_write)
+    digest = _sha(path)
+    with pytest.raises(InputError) as info:
+        with db.connect(path, read_only=True):
+            pass
+    assert str(info.value) == f"{path}: written by an older cmx: this one adds its columns once, but cannot write " \
+                              "it (Read-only file system): copy it somewhere writable and pass --db with the copy"
+    assert _sha(path) == digest
