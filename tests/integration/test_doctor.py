@@ -141,3 +141,34 @@ def test_a_host_python_that_is_not_there_fails_naming_it(tmp_path):
     assert failed == ["✗ python           localhost: /nonexistent/python3: not found there — fix: install python"
                       f"{'%d.%d' % sys.version_info[:2]} on localhost, or set python_env_interpreter "
                       "to one"], proc.stdout
+
+
+def test_services_up_starts_what_does_not_answer_and_waits_for_it(tmp_path):
+    """In a network namespace of its own (its loopback empty), Redis is started by the same code
+    `cmx services up` runs, and answers. (Only Redis: a second RabbitMQ or PostgreSQL on this
+    machine would share the running ones' data directories.)"""
+    import os
+    import signal
+    import subprocess
+
+    from tests.nethosts import missing
+    from tests.prereqs import require
+
+    require(missing())
+    ns = f"cmxsvc{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        code = ("from cmx.engine.hosts import localservices as ls\n"
+                "ls.LOCAL = tuple(s for s in ls.LOCAL if s.name == 'Redis')\n"
+                "assert not ls.answers(6379)\n"
+                "print(ls.up(print)); print(ls.answers(6379)); print(ls.up(print))\n")
+        proc = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == ["starting Redis (127.0.0.1:6379)", "['Redis']", "True", "[]"]
+    finally:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+        for pid in pids:  # the Redis this test started, in its namespace only
+            os.kill(int(pid), signal.SIGTERM)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -39,6 +39,16 @@ def test_the_steps_of_each_table_chain_up_from_the_baseline():
     assert at == migrate.current()
 
 
+def test_schema_sql_never_lowers_a_version():
+    """A later schema change is a Step; a version set in schema.sql with INSERT OR REPLACE would
+    undo a step's at every open (and the step would run again)."""
+    import re
+
+    text = re.sub(r"--[^\n]*", "", migrate.SCHEMA_SQL.read_text())
+    assert not re.search(r"INSERT\s+OR\s+REPLACE\s+INTO\s+cmx_schema", text, re.IGNORECASE), \
+        "schema.sql sets a version with INSERT OR REPLACE: add a Step to migrate.STEPS instead"
+
+
 def test_a_step_runs_once_on_an_old_database_and_keeps_its_rows(tmp_path, steps):
     path = tmp_path / "old.duckdb"
     shutil.copy(FIXTURE, path)
