@@ -227,8 +227,19 @@ def url_task(what: str, url: str, var: str, inv_path: str, probe: Callable[[], N
 
 def _backend_probe(url: str) -> Callable[[], None]:
     scheme = urlsplit(url.removeprefix("db+")).scheme
-    service = next(s.name for s in kinds.SERVICES.values() if scheme in s.schemes)
-    return lambda: check_backend(service, url, timeout=5.0)
+    service = next((s.name for s in kinds.SERVICES.values() if scheme in s.schemes), None)
+    def probe() -> None:
+        if service not in ("redis", "postgres"):  # what check_backend can ask
+            raise ValueError(f"cmx speaks no {scheme}:// to a backend or database")
+        check_backend(service, url, timeout=5.0)
+
+    return probe
+
+
+def _served(target: str, url: str) -> bool:
+    """Whether some kind of ``target`` (broker, backend) talks to a server at this URL's scheme."""
+    scheme = urlsplit(url.removeprefix("db+")).scheme
+    return any(scheme in kinds.schemes(target, name) for name in kinds.TARGETS[target])
 
 
 def rabbit_api_probe(url: str) -> Callable[[], None]:
@@ -263,7 +274,7 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
         group, var = SERVED_BY[target]
         used = needs.brokers if target == "broker" else needs.backends
         if used is None:
-            urls = [u for u in _urls(inv, target) if kinds.default_port(urlsplit(u.removeprefix("db+")).scheme)]
+            urls = [u for u in _urls(inv, target) if _served(target, u)]  # a run picks among these by scheme
             tasks += [url_task(target, u, var, path, probe(u)) for u in urls]
             continue
         for name in sorted(used):

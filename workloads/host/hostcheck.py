@@ -51,9 +51,9 @@ def main(argv: list[str]) -> None:
 def script() -> str:
     """The program ``python3 - ARGS`` runs on a host: this module and the clock's, loaded from
     their source, without cmx installed there."""
-    here = Path(__file__).resolve()
-    sources = {"cmx.workloads.clock": (here.parent.parent / "clock.py").read_text(),
-               "cmx_hostcheck": here.read_text()}
+    from cmx.workloads import clock
+
+    sources = {"cmx.workloads.clock": Path(clock.__file__).read_text(), "cmx_hostcheck": Path(__file__).read_text()}
     return ("import sys, types\n"
             "for name, src in %r.items():\n"
             "    mod = types.ModuleType(name)\n"
