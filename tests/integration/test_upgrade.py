@@ -54,6 +54,10 @@ def test_a_database_of_0_1_0_is_read_then_appended_to_and_keeps_every_row(old_db
     assert proc.returncode == 0, proc.stderr
     assert "consume_rate" in proc.stdout and "674/s" in proc.stdout  # rabbitmq's median, as 0.1.0 stored it
 
+    proc = cmx("sql", "SELECT count(*) AS n, count(DISTINCT broker) AS brokers FROM run_summary", "--db", str(old_db),
+               "--format", "csv", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.split() == ["n,brokers", "4,2"], proc.stdout + proc.stderr
+
     old = _tables(FIXTURE)
     proc = cmx("run", str(EXPERIMENT), "--inventory", str(REPO / "inventory" / "local.yml"), "--db", str(old_db),
                "--no-resume", "--only", "broker=redis", "--tag", "after=upgrade", timeout=600)
