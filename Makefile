@@ -14,8 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
-services:
-	@.ci/services-up
+# Redis, RabbitMQ and PostgreSQL on loopback, installed and started where missing (cmx services up).
+services: $(VENV)/.installed
+	@$(BIN)/cmx services up
 
 quickstart: setup
 	$(BIN)/cmx run experiments/quickstart.yaml

@@ -6,6 +6,7 @@ uncertainty rtt / 2. Cheap (milliseconds), and precise enough to trust or flag c
 """
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import threading
@@ -43,6 +44,12 @@ class ClockServer:
                 continue
             if len(data) == REQUEST.size:
                 self.sock.sendto(REPLY.pack(REQUEST.unpack(data)[0], time.time()), peer)
+
+
+def controller_address() -> str:
+    """The controller as this host sees it: the SSH client's address, or loopback when local."""
+    ssh = os.environ.get("SSH_CLIENT") or os.environ.get("SSH_CONNECTION") or ""
+    return ssh.split()[0] if ssh else "127.0.0.1"
 
 
 def measure(host: str, port: int, samples: int = 8, timeout: float = 0.5) -> tuple[float | None, float | None, str]:

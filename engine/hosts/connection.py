@@ -23,7 +23,7 @@ CONNECT_TIMEOUT_S = 10
 _VARS = ("ansible_connection", "ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file",
          "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_become", "ansible_become_user",
          "ansible_become_method", "ansible_password", "ansible_ssh_pass", "cmx_workdir", "cmx_keep_host_files",
-         "celery_worker_ready_timeout")
+         "celery_worker_ready_timeout", "python_env_interpreter")
 _LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -40,6 +40,7 @@ class Connection:
     become_user: str | None = None  # sudo -n -u USER when ansible_become is true
     keep_files: bool = False  # cmx_keep_host_files: the run dir and its pack stay on the host too
     worker_ready_timeout: float = 60.0  # celery_worker_ready_timeout
+    interpreter: str = "python3"  # python_env_interpreter: the Python the host's venv is made from
 
     def agent_command(self, lib_key: str, lease_s: float) -> list[str]:
         """The argv that starts this host's agent (through ssh unless local)."""
@@ -54,12 +55,16 @@ class Connection:
         if self.become_user:  # sudo resets the environment: keep the address the clock is measured against
             command = (f"sudo -n -u {shlex.quote(self.become_user)} -- env SSH_CLIENT=\"$SSH_CLIENT\" "
                        f"SSH_CONNECTION=\"$SSH_CONNECTION\" {command}")
+        return [*self.ssh_argv(), command]
+
+    def ssh_argv(self) -> list[str]:
+        """``ssh … -- ADDRESS``: the command line that reaches this host (a remote command follows)."""
         ssh = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         ssh += ["-p", str(self.port)] if self.port else []
         ssh += ["-l", self.user] if self.user else []
         ssh += ["-i", os.path.expanduser(self.key_file)] if self.key_file else []
-        return [*ssh, *self.ssh_args, "--", self.address, command]
+        return [*ssh, *self.ssh_args, "--", self.address]
 
 
 def connections(inventory_path: Path, hosts: list[str]) -> dict[str, Connection]:
@@ -97,6 +102,7 @@ def _connection(name: str, vals: dict, where: str) -> Connection:
     workdir = str(vals.get("cmx_workdir") or f"/var/tmp/cmx/{name}")
     become = _true(vals.get("ansible_become"))
     common = {"keep_files": _true(vals.get("cmx_keep_host_files")),
+              "interpreter": str(vals.get("python_env_interpreter") or "python3"),
               "worker_ready_timeout": _seconds(name, "celery_worker_ready_timeout",
                                                vals.get("celery_worker_ready_timeout", 60), where)}
     if become and str(vals.get("ansible_become_method") or "sudo") != "sudo":

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import duckdb
 
-from cmx.engine.results import dbfile
+from cmx.engine.results import dbfile, migrate
 from cmx.engine.errors import HostError, InputError, Problem
 from cmx.workloads.dimensions import DIMENSIONS
 
@@ -67,7 +67,8 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
     while True:
         try:
             if not read_only and not new:
-                dbfile.check_ours(path)  # read-only first: another tool's file is never written
+                # Read-only first: another tool's file, or a newer cmx's, is never written.
+                migrate.refuse_newer(dbfile.check_ours(path), path)
             con = duckdb.connect(str(path), read_only=read_only, config=dbfile.CONFIG)
             break
         except duckdb.Error as exc:
@@ -80,10 +81,25 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
                                          "writing to it?): wait for it, or pass another --db", str(path)))
             raise InputError(Problem(f"cannot open it as a results database ({_first_line(exc)}): "
                                      "pass --db with a DuckDB file that cmx wrote", str(path))) from None
+    if read_only and _older(con, path):
+        # Written by an older cmx: upgrade it once (additions only: cmx.engine.results.migrate), then
+        # read it as this cmx wrote it.
+        con.close()
+        try:
+            with connect(path, wait_s=wait_s):
+                pass
+        except (InputError, HostError) as exc:
+            root = exc
+            while root.__context__ is not None:  # the error of the write itself, under its wrappers
+                root = root.__context__
+            raise InputError(Problem(f"written by an older cmx: this one adds its columns once, but cannot write "
+                                     f"it ({_first_line(root)}): copy it somewhere writable and pass --db with the "
+                                     "copy", str(path))) from None
+        con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
     try:
         if not read_only:
             try:
-                con.execute(sql("schema.sql"))
+                migrate.upgrade(con)
             except duckdb.Error as exc:
                 raise InputError(Problem(f"not a cmx results database, or a newer one ({_first_line(exc)}): "
                                          "pass --db with a file that cmx wrote", str(path))) from None
@@ -92,12 +108,6 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
         elif not _has_view(con, "runs"):
             raise InputError(Problem("not a cmx results database (it has no runs view): run a sweep into "
                                      "it, or pass --db with a file that cmx wrote", str(path)))
-        elif not _has_column(con, "runs", "revision"):
-            # Written by an older cmx: add the new columns once (additions only), then read.
-            con.close()
-            with connect(path, wait_s=wait_s):
-                pass
-            con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
         if _has_view(con, "runs"):
             # Stored when writable, for this connection only when read-only.
             install_result_views(con, temporary=read_only)
@@ -113,6 +123,20 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
                         f"there, then `cmx run` again resumes; runs already stored are kept") from None
     finally:
         con.close()
+
+
+def _older(con, path: Path) -> bool:
+    """True when a cmx database needs this cmx's upgrade; refuses one a newer cmx wrote (InputError,
+    ``con`` closed). False for a file without runs: the caller refuses it as not cmx's."""
+    try:
+        if not _has_view(con, "runs"):
+            return False
+        found = migrate.versions(con)
+        migrate.refuse_newer(found, path)
+    except BaseException:
+        con.close()
+        raise
+    return migrate.pending(found) or not _has_column(con, "runs", "revision")
 
 
 _WRITE_FAILURES = ("No space left on device", "Disk quota exceeded", "Read-only file system")

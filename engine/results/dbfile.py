@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from cmx.engine.errors import InputError, Problem
+from cmx.engine.results import migrate
 
 #: Every DuckDB file has this at byte 8 (after an 8-byte checksum of its first block).
 MAGIC, MAGIC_OFFSET = b"DUCK", 8
@@ -58,18 +59,21 @@ def check_header(path: Path, read_only: bool) -> bool:
     return False
 
 
-def check_ours(path: Path) -> None:
+def check_ours(path: Path) -> dict[str, int]:
     """Refuse a DuckDB file that holds tables but not cmx's, opening it read-only (it is not
-    changed). Raises duckdb.Error when the file is locked, for the caller to wait and retry."""
+    changed); return its tables' versions (``cmx_schema``) for the caller to check. Raises
+    duckdb.Error when the file is locked, for the caller to wait and retry."""
     con = duckdb.connect(str(path), read_only=True, config=CONFIG)
     try:
         tables = {name for (name,) in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary").fetchall()}
         views = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND NOT temporary").fetchone()[0]
+        found = migrate.versions(con)
     finally:
         con.close()
     if (tables or views) and not tables & set(OURS):
         raise _refuse(path, f"a DuckDB database of another tool (tables: {', '.join(sorted(tables)[:5]) or 'none'})")
+    return found
 
 
 def sandbox(con: duckdb.DuckDBPyConnection) -> None:

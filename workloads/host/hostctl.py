@@ -228,12 +228,6 @@ def stop(run_dir: Path, grace: float) -> int:
     return 0
 
 
-def _controller_address() -> str:
-    """The controller as this host sees it: the SSH client's address, or loopback when local."""
-    ssh = os.environ.get("SSH_CLIENT") or os.environ.get("SSH_CONNECTION") or ""
-    return ssh.split()[0] if ssh else "127.0.0.1"
-
-
 def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -259,9 +253,9 @@ def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
         "clock_offset_s": None, "clock_uncertainty_s": None, "clock_method": "not measured",
     }
     if clock_port:
-        from cmx.workloads.clock import measure
+        from cmx.workloads.clock import controller_address, measure
 
-        offset, uncertainty, how = measure(_controller_address(), clock_port)
+        offset, uncertainty, how = measure(controller_address(), clock_port)
         data.update(clock_offset_s=offset, clock_uncertainty_s=uncertainty, clock_method=how)
     write_atomic(run_dir / "facts.json", json.dumps(data, indent=2))
     return 0

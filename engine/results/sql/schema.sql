@@ -1,4 +1,6 @@
--- celery-matrix results database, schema version 1.
+-- celery-matrix results database: the schema as cmx 0.1.0 wrote it (the baseline). A later change is a
+-- step in engine/results/migrate.py (STEPS), applied after this file; each table's version is in
+-- cmx_schema, which only ever goes up (a version here never lowers one a step has raised).
 -- Append-only: rows are inserted, never updated or deleted. Timestamps of tasks and samples are
 -- Unix epoch seconds (DOUBLE) so that latencies are plain subtractions.
 
@@ -74,7 +76,8 @@ ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS git_dirty BOOLEAN;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS definition_hash VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS inventory_hash VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS revision INTEGER;
-INSERT OR REPLACE INTO cmx_schema VALUES ('sweeps', 2), ('runs', 2);
+INSERT INTO cmx_schema VALUES ('sweeps', 2), ('runs', 2)
+    ON CONFLICT DO UPDATE SET version = greatest(version, excluded.version);
 
 -- Who runs each sweep (host name, pid and the pid's start time), so that `cmx status` tells a
 -- run still under way (its controller alive) from an abandoned one (no end, controller gone).
@@ -92,12 +95,12 @@ INSERT OR IGNORE INTO cmx_schema VALUES ('host_tasks', 1), ('worker_config', 1);
 -- Run order (#13): each run's position in its sweep's planned order, and the --shuffle seed.
 ALTER TABLE run_starts ADD COLUMN IF NOT EXISTS seq INTEGER;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS shuffle_seed BIGINT;
-INSERT OR REPLACE INTO cmx_schema VALUES ('run_starts', 2);
+INSERT INTO cmx_schema VALUES ('run_starts', 2) ON CONFLICT DO UPDATE SET version = greatest(version, excluded.version);
 
 -- connections v2: counts are of the run's own named clients only, one row per client role
 -- (worker, driver) per probe; `client` is NULL in rows of older runs (then: every client of the server).
 ALTER TABLE connections ADD COLUMN IF NOT EXISTS client VARCHAR;
-INSERT OR REPLACE INTO cmx_schema VALUES ('connections', 2);
+INSERT INTO cmx_schema VALUES ('connections', 2) ON CONFLICT DO UPDATE SET version = greatest(version, excluded.version);
 
 -- sweeps (also version 2): `cmx run --tag KEY=VALUE` (a JSON object of them) and `--note TEXT`.
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS tags JSON;

@@ -1,0 +1,321 @@
+"""``cmx doctor``: can a sweep run on this inventory? Every host and service it needs, checked in
+parallel, each check bounded, one line each with the fix.
+
+Hosts, through the connection a sweep uses (engine/hosts/connection.py: a local process, or the
+same ``ssh``): reach, the Python its venv would be made from (the controller's major.minor: the
+wheelhouse is built for it), ``sudo -n`` where the inventory asks become, free disk under the work
+dir, and its clock against the controller's (workloads/host/hostcheck.py runs there). Services,
+from the controller as the sweep's preflight reaches them (engine/hosts/preflight.py): broker and
+backend URLs with their credentials, RabbitMQ's management API (the sampler's probe,
+workloads/host/connprobes.py), the workload's PostgreSQL. URLs are printed redacted, and every
+line is scrubbed of the inventory's passwords besides.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import unquote, urlsplit
+
+from cmx.engine.hosts import localservices
+from cmx.engine.hosts.connection import CONNECT_TIMEOUT_S, Connection
+from cmx.engine.hosts.inventory import GROUPS, SERVED_BY, Inventory
+from cmx.engine.hosts.preflight import check_backend, check_broker, redact
+from cmx.workloads import kinds
+from cmx.workloads.host import hostcheck
+
+#: A host needs this much free under its work dir: the venv and wheelhouse (~300 MB) and the runs'
+#: artifacts until they are fetched.
+MIN_FREE_BYTES = 1 << 30
+#: A clock further off than this is corrected, but says the host keeps no time (no NTP).
+CLOCK_WARN_S = 1.0
+#: Bound of one service check (its client's own connect timeout is 5 s, the API probe's 10 s).
+SERVICE_BOUND_S = 20.0
+#: Bound of one host's check: ssh's connect timeout, sudo's, the clock's 8 exchanges, the rest.
+HOST_BOUND_S = CONNECT_TIMEOUT_S + hostcheck.SUDO_TIMEOUT_S + 15.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+OK, FAIL, WARN = "ok", "fail", "warn"
+_MARKS = {OK: ("✓", "ok"), FAIL: ("✗", "FAIL"), WARN: ("!", "warn")}
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    where: str
+    state: str
+    detail: str
+    fix: str = ""
+
+
+def line(check: Check, unicode: bool = True) -> str:
+    """``✓ what  where: detail`` (``— fix: …`` when it failed or warns)."""
+    mark = _MARKS[check.state][0 if unicode else 1]
+    text = f"{mark} {check.what:<16} {check.where}: {check.detail}"
+    return text + (f" — fix: {check.fix}" if check.fix and check.state != OK else "")
+
+
+def exit_code(checks: list[Check]) -> int:
+    """0 when a sweep can run (warnings allowed), 1 when any check failed."""
+    return 1 if any(c.state == FAIL for c in checks) else 0
+
+
+def scrub(text: str, secrets: set[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def secrets_of(inv: Inventory) -> set[str]:
+    """Every password the inventory holds (in URLs, or ``*_password``), to keep out of any line."""
+    found = set()
+    for variables in inv.hostvars.values():
+        for key, value in variables.items():
+            for item in value if isinstance(value, list) else [value]:
+                if key.endswith("_password") and item:
+                    found.add(str(item))
+                elif isinstance(item, str) and "://" in item:
+                    password = urlsplit(item.removeprefix("db+")).password
+                    if password:
+                        found |= {password, unquote(password)}
+    return {s for s in found if len(s) >= 3}  # "***" itself, and no common short word
+
+
+@dataclass(frozen=True)
+class Task:
+    """One bounded check, run in a thread of its own; ``run`` returns its lines."""
+
+    what: str
+    where: str
+    bound_s: float
+    run: Callable[[], list[Check]]
+
+
+def run_all(tasks: list[Task]) -> list[Check]:
+    """Every task at once; a task past its bound is a failed line. Lines come in the tasks' order."""
+    results: list[list[Check] | None] = [None] * len(tasks)
+
+    def work(i: int, task: Task) -> None:
+        try:
+            results[i] = task.run()
+        except Exception as exc:  # a check never stops the others: its failure is its line
+            results[i] = [Check(task.what, task.where, FAIL, f"{type(exc).__name__}: {_first_line(exc)}")]
+
+    threads = [threading.Thread(target=work, args=(i, t), daemon=True, name=f"cmx-doctor-{i}")
+               for i, t in enumerate(tasks)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for thread, task in zip(threads, tasks):
+        thread.join(max(0.0, started + task.bound_s - time.monotonic()))
+    return [c for i, task in enumerate(tasks) for c in (results[i] or [
+        Check(task.what, task.where, FAIL, f"no answer within {task.bound_s:g} s", "see that it is up and reachable")])]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+# ------------------------------------------------------------------------------------ hosts
+
+def controller_python() -> str:
+    return "%d.%d" % sys.version_info[:2]
+
+
+def host_task(conn: Connection, clock_port: int, inv_path: str) -> Task:
+    return Task("reach", conn.host, HOST_BOUND_S, lambda: check_host(conn, clock_port, inv_path))
+
+
+def check_host(conn: Connection, clock_port: int, inv_path: str) -> list[Check]:
+    args = json.dumps({"workdir": conn.workdir, "become": conn.become_user, "clock_port": clock_port})
+    remote = [conn.interpreter, "-", args]
+    argv = remote if conn.local else [*conn.ssh_argv(), shlex.join(remote)]
+    try:
+        proc = subprocess.run(argv, input=hostcheck.script(), capture_output=True, text=True,
+                              timeout=HOST_BOUND_S - 2)
+    except subprocess.TimeoutExpired:
+        proc = None
+    except OSError as exc:  # no ssh client, or a local interpreter that is not there
+        proc = subprocess.CompletedProcess(argv, 127, "", str(exc))
+    reach = Check("reach", conn.host, OK, "local connection (no SSH)" if conn.local else f"ssh {conn.address}")
+    if not conn.local and (proc is None or proc.returncode == 255):
+        why = "no answer in time" if proc is None else _last_line(proc.stderr) or "ssh exit 255"
+        return [Check("reach", conn.host, FAIL, f"ssh {conn.address}: {why}",
+                      f"make `{shlex.join([*conn.ssh_argv(), 'true'])}` work (host up, sshd, key; "
+                      f"ansible_host, ansible_port, ansible_user in {inv_path})")]
+    checks = [reach]
+    want = controller_python()
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc is not None and proc.returncode == 0 else None
+    except (ValueError, IndexError):
+        found = None
+    if found is None:
+        why = "no answer in time" if proc is None else "not found there" if proc.returncode == 127 else \
+            _last_line(proc.stderr) or f"exit {proc.returncode}"
+        return checks + [Check("python", conn.host, FAIL, f"{conn.interpreter}: {why}",
+                               f"install python{want} on {conn.host}, or set python_env_interpreter to one")]
+    version = found["python"]
+    same = version.rsplit(".", 1)[0] == want
+    checks.append(Check("python", conn.host, OK if same else FAIL, f"{conn.interpreter} is Python {version}",
+                        "" if same else f"set python_env_interpreter for {conn.host} to a python{want} "
+                        "(the controller's: the hosts' wheels are built for it)"))
+    if conn.become_user:
+        checks.append(Check("become", conn.host, OK if found.get("become") else FAIL,
+                            f"sudo -n -u {conn.become_user}" + ("" if found.get("become") else
+                                                                f": {found.get('become_error') or 'refused'}"),
+                            f"give the connecting user passwordless sudo to {conn.become_user} on {conn.host}, "
+                            "or drop ansible_become"))
+    free = found["disk_free"]
+    checks.append(Check("disk", conn.host, OK if free >= MIN_FREE_BYTES else FAIL,
+                        f"{free / (1 << 30):.1f} GiB free under {found['disk_path']} (work dir {conn.workdir})",
+                        f"free space there, or set cmx_workdir to a disk with {MIN_FREE_BYTES >> 30} GiB free"))
+    checks.append(_clock(conn.host, found.get("clock")))
+    return checks
+
+
+def _clock(host: str, clock) -> Check:
+    offset, uncertainty, how = clock or (None, None, "not measured")
+    if offset is None:
+        return Check("clock", host, WARN, f"offset unknown ({how})",
+                     "let UDP from the host reach this machine: latencies across hosts are corrected by it")
+    state = WARN if abs(offset) > CLOCK_WARN_S else OK
+    return Check("clock", host, state, f"offset {offset * 1000:+.1f} ms ± {uncertainty * 1000:.1f} ms vs this machine",
+                 "run NTP (chrony or systemd-timesyncd) on the host")
+
+
+def _last_line(text: str) -> str:
+    lines = [s for s in (text or "").strip().splitlines() if s.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+# --------------------------------------------------------------------------------- services
+
+def _fix(url: str, var: str, inv_path: str) -> str:
+    """Where the URL is this machine's: the exact commands that start it; else where to look."""
+    parts = urlsplit(url.removeprefix("db+"))
+    service = next((s for s in kinds.SERVICES.values() if parts.scheme in s.schemes), None)
+    local = localservices.for_kind(service.name) if service else None
+    if parts.hostname in LOOPBACK and local is not None:
+        port = parts.port or service.schemes[parts.scheme]
+        if port == local.port:
+            return f"start it: `cmx services up` (runs: {localservices.command_text(local)})"
+        return (f"nothing answers on port {port}: `cmx services up` starts {local.name} on "
+                f"127.0.0.1:{local.port}; point {var} in {inv_path} there")
+    return f"is it running, and is {var} in {inv_path} right?"
+
+
+def url_task(what: str, url: str, var: str, inv_path: str, probe: Callable[[], None]) -> Task:
+    where = redact(url)
+
+    def run() -> list[Check]:
+        try:
+            probe()
+        except Exception as exc:
+            cause = exc.__cause__ or exc
+            return [Check(what, where, FAIL, f"does not answer: {type(cause).__name__}: {_first_line(cause)}",
+                          _fix(url, var, inv_path))]
+        return [Check(what, where, OK, "answers")]
+
+    return Task(what, where, SERVICE_BOUND_S, run)
+
+
+def _backend_probe(url: str) -> Callable[[], None]:
+    scheme = urlsplit(url.removeprefix("db+")).scheme
+    service = next((s.name for s in kinds.SERVICES.values() if scheme in s.schemes), None)
+    def probe() -> None:
+        if service not in ("redis", "postgres"):  # what check_backend can ask
+            raise ValueError(f"cmx speaks no {scheme}:// to a backend or database")
+        check_backend(service, url, timeout=5.0)
+
+    return probe
+
+
+def _served(target: str, url: str) -> bool:
+    """Whether some kind of ``target`` (broker, backend) talks to a server at this URL's scheme."""
+    scheme = urlsplit(url.removeprefix("db+")).scheme
+    return any(scheme in kinds.schemes(target, name) for name in kinds.TARGETS[target])
+
+
+def rabbit_api_probe(url: str) -> Callable[[], None]:
+    """The sampler's own probe of the management API (GET /api/connections with the credentials)."""
+    from cmx.workloads.host.connprobes import RabbitApiProbe
+
+    return lambda: RabbitApiProbe("broker", "rabbitmq", None, url).client_names()
+
+
+def _urls(inv: Inventory, target: str) -> list[str]:
+    group, var = SERVED_BY[target]
+    hosts = inv.hosts_of(group)
+    given = inv.hostvars.get(hosts[0], {}).get(var) if hosts else None
+    return [str(u) for u in ([given] if isinstance(given, str) else given or [])]
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a sweep will use: the broker and backend kinds (None: every URL the inventory gives),
+    whether its workload queries the services host's database, and the hosts it runs on."""
+
+    brokers: frozenset[str] | None = None
+    backends: frozenset[str] | None = None
+    database: bool | None = None
+    hosts: tuple[str, ...] | None = None
+
+
+def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
+    path = str(inv.path)
+    tasks: list[Task] = []
+    for target, probe in (("broker", lambda u: lambda: check_broker(u, timeout=5.0)), ("backend", _backend_probe)):
+        group, var = SERVED_BY[target]
+        used = needs.brokers if target == "broker" else needs.backends
+        if used is None:
+            urls = [u for u in _urls(inv, target) if _served(target, u)]  # a run picks among these by scheme
+            tasks += [url_task(target, u, var, path, probe(u)) for u in urls]
+            continue
+        for name in sorted(used):
+            kind = kinds.TARGETS[target][name]
+            if kind.service is None:
+                continue
+            url = inv.given_url(group, var, kinds.schemes(target, name))
+            if url:
+                tasks.append(url_task(f"{target} {name}", url, var, path, probe(url)))
+            else:  # a sweep starts its own (its role): nothing to reach yet
+                tasks.append(Task(f"{target} {name}", inv.hosts_of(group)[0], 1.0, lambda t=target, n=name, g=group: [
+                    Check(f"{t} {n}", inv.hosts_of(g)[0], OK, f"no {var} for it: the sweep starts its own there")]))
+    amqp = [u for u in _urls(inv, "broker") if urlsplit(u).scheme in kinds.SERVICES["rabbitmq"].schemes]
+    rabbit_used = any(kinds.BROKERS[b].service == "rabbitmq" for b in needs.brokers) if needs.brokers is not None \
+        else bool(amqp)
+    api = inv.hostvars.get(inv.hosts_of("brokers")[0], {}).get("rabbitmq_api_url") if inv.hosts_of("brokers") else None
+    if rabbit_used and api:
+        tasks.append(url_task("rabbitmq api", api, "rabbitmq_api_url", path, rabbit_api_probe(api)))
+    elif rabbit_used and amqp:
+        tasks.append(Task("rabbitmq api", redact(amqp[0]), 1.0, lambda: [Check(
+            "rabbitmq api", redact(amqp[0]), WARN, "no rabbitmq_api_url: connection counts come from rabbitmqctl "
+            "(~0.5 CPU-second a call on the broker host)", f"give rabbitmq_api_url for the brokers host in {path}")]))
+    database = _database_url(inv)
+    if needs.database or (needs.database is None and database):
+        if database:
+            tasks.append(url_task("database", database, "database_url", path, _backend_probe(database)))
+        else:
+            host = (inv.hosts_of("services") or ("group 'services'",))[0]
+            tasks.append(Task("database", host, 1.0, lambda: [Check(
+                "database", host, FAIL, "the workload queries a database and none is given",
+                f"give database_url to a host of group 'services' in {path}")]))
+    return tasks
+
+
+def _database_url(inv: Inventory) -> str | None:
+    hosts = inv.hosts_of("services")
+    url = inv.hostvars.get(hosts[0], {}).get("database_url") if hosts else None
+    return str(url) if url else None
+
+
+def hosts_needed(inv: Inventory, needs: Needs) -> list[str]:
+    if needs.hosts is not None:
+        return list(needs.hosts)
+    return list(dict.fromkeys(h for g in GROUPS for h in inv.hosts_of(g)))

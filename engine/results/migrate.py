@@ -1,0 +1,107 @@
+"""Results that survive upgrades: each table's version in ``cmx_schema``, and the steps that bring
+an older database up to this cmx's.
+
+A user's database holds months of results, so a database written by an earlier release must open
+in this one, its rows kept as they are. ``sql/schema.sql`` is the schema as cmx 0.1.0 wrote it
+(the baseline, idempotent: ``CREATE TABLE IF NOT EXISTS``, ``ADD COLUMN IF NOT EXISTS``); every
+later change is one :class:`Step` appended to :data:`STEPS`. A new database and an old one take the
+same path: the baseline, then each step whose ``from_version`` is the table's version, in order.
+Steps only add (columns, tables, views): rows are never rewritten or deleted.
+
+When: on every writable open (``db.connect``). A read-only open (``cmx status``, ``report``,
+``compare``, ``sql``) of an older database opens it writable once to upgrade it, then reads: the
+views read the new columns, and a second reader finds it current. A database that a newer cmx
+wrote (a table at a version this cmx does not know) is refused before anything writes to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import duckdb
+
+from cmx.engine.errors import InputError, Problem
+
+SCHEMA_SQL = Path(__file__).with_name("sql") / "schema.sql"
+
+
+@dataclass(frozen=True)
+class Step:
+    """``sql`` takes ``table`` from ``from_version`` to ``to_version`` (``from_version`` 0: the
+    table is new). It must only add: ``ALTER TABLE … ADD COLUMN``, ``CREATE TABLE``."""
+
+    table: str
+    from_version: int
+    to_version: int
+    sql: str
+
+
+#: Applied in this order after ``schema.sql``. Adding a migration is one entry here, e.g.
+#: ``Step("tasks", 1, 2, "ALTER TABLE tasks ADD COLUMN retries INTEGER")`` (rows stored before
+#: read NULL in it). tests/integration/test_upgrade.py opens the 0.1.0 fixture with every step.
+STEPS: tuple[Step, ...] = ()
+
+
+def versions(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """``{table: version}`` as ``cmx_schema`` of ``con`` says ({} when it has none)."""
+    if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'cmx_schema' AND NOT temporary").fetchone():
+        return {}
+    return dict(con.execute("SELECT table_name, version FROM cmx_schema").fetchall())
+
+
+@lru_cache(maxsize=1)
+def current() -> dict[str, int]:
+    """The version of each table this cmx writes: those of a new database (baseline, then steps)."""
+    con = duckdb.connect(":memory:")
+    try:
+        upgrade(con)
+        return versions(con)
+    finally:
+        con.close()
+
+
+def newer(found: dict[str, int], known: dict[str, int] | None = None) -> tuple[str, int, int] | None:
+    """(table, its version in the file, the version this cmx knows; 0: unknown table) of the first
+    table a newer cmx wrote, or None."""
+    known = current() if known is None else known
+    for table, version in sorted(found.items()):
+        if version > known.get(table, 0):
+            return table, version, known.get(table, 0)
+    return None
+
+
+def refuse_newer(found: dict[str, int], path: Path | str) -> None:
+    """InputError (exit 2) for a database written by a newer cmx; nothing is written to it."""
+    hit = newer(found)
+    if hit:
+        table, version, known = hit
+        knows = f"version {known}" if known else "no such table"
+        raise InputError(Problem(f"written by a newer cmx (table {table} at version {version}; this cmx knows "
+                                 f"{knows}): open it with that cmx or a later one; left untouched", str(path)))
+
+
+def pending(found: dict[str, int]) -> bool:
+    """True when the database lacks a table or a step of this cmx (an upgrade would change it)."""
+    return any(found.get(table, 0) < version for table, version in current().items())
+
+
+def upgrade(con: duckdb.DuckDBPyConnection) -> None:
+    """The baseline, then every step the database has not had, in one transaction (all or none)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(SCHEMA_SQL.read_text())
+        have = versions(con)
+        for step in STEPS:
+            if have.get(step.table, 0) != step.from_version:
+                continue  # had it already (a later version), or steps out of order: test_migrate checks
+            con.execute(step.sql)
+            con.execute("INSERT OR REPLACE INTO cmx_schema VALUES (?, ?)", [step.table, step.to_version])
+            have[step.table] = step.to_version
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # the failure was the commit itself: nothing left to undo
+        raise
