@@ -57,6 +57,6 @@ def test_the_cause_of_a_silent_worker(tmp_path):
     (tmp_path / "h2").mkdir()
     (tmp_path / "h2" / "worker.exit").write_text(json.dumps({"at": 200.0, "exit_code": 0}))
     assert exit_text(tmp_path / "h3") == "exited, signal 9 (SIGKILL)"
-    assert worker_causes(tmp_path, ["h3"], noticed_at=110.0) == "worker on host h3 exited, signal 9 (SIGKILL)"
+    assert worker_causes(tmp_path, ["h3"], noticed_at=110.0) == "worker on h3 exited, signal 9 (SIGKILL)"
     assert "hung" in worker_causes(tmp_path, ["h2"], noticed_at=110.0)  # ended by the run's stop, later
     assert "no exit record" in worker_causes(tmp_path, ["h4"], noticed_at=110.0)
