@@ -214,8 +214,9 @@ class Watchdog:
     :data:`LOST_AFTER_S` (its host down, the agent gone). A solo worker answers no control
     message while it runs a task, nor does a gevent or eventlet worker while a task blocks its
     event loop (CPU, an unpatched call: experiments/pitfalls/gevent-heartbeat.yaml), so their
-    silence only counts once their last answer showed them idle; the run's timeout still bounds
-    the wait."""
+    silence counts only before they took a task of the run, and never while their last answer
+    showed them busy: once they work, their host's word of their end tells a dead one from a
+    busy one, and the run's timeout bounds a hung one."""
 
     def __init__(self, app: Celery, spec: RunSpec, events=_no_events, lost_after_s: float = LOST_AFTER_S):
         self.app, self.spec, self.events, self.lost_after_s = app, spec, events, lost_after_s
@@ -257,14 +258,20 @@ class Watchdog:
         busy = {n: False for n in nodes}
         asked = 0.0
         while not self._stop.wait(EVENTS_EVERY_S):
+            events = self.events()
             try:
-                check_alive(self.spec, self.events())
+                check_alive(self.spec, events)
             except WorkerProblem as problem:
                 return self._fail(problem)
             if not self._silence.is_set() or time.monotonic() - asked < 1.0:
                 continue
             asked = time.monotonic()
             seen = seen or {n: asked for n in nodes}
+            # Once its host says it took a task of the run, a one-thread or green worker's silence
+            # is its work: between two long tasks it may answer "idle" and fall silent again for
+            # as long as the next one lasts (a solo worker confirmed at the start barrier from its
+            # first receipt may not answer at all). Its death its host reports (check_alive).
+            took = {node_name(self.spec.run_id, e.host) for e in events if e.kind == CONSUMING}
             try:
                 answers = _replies(self.app.control.broadcast("cmx_progress", destination=nodes, reply=True,
                                                               timeout=1.0, limit=len(nodes)))
@@ -276,7 +283,7 @@ class Watchdog:
                     seen[node] = now
                     busy[node] = isinstance(answer, dict) and answer.get("active", 0) > 0
             lost = [n for n in nodes if now - seen[n] > self.lost_after_s
-                    and not (self.spec.pool in SILENT_WHEN_BUSY and busy[n])]
+                    and not (self.spec.pool in SILENT_WHEN_BUSY and (busy[n] or n in took))]
             if lost:
                 return self._fail(WorkerProblem(
                     "; ".join(f"worker {n} on host {host_of(n)} stopped answering for "
