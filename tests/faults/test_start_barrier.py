@@ -24,22 +24,7 @@ BOUND_S = 8
 
 
 def _inventory(tmp_path):
-    hosts = tmp_path / "hosts"
-    inv = write(tmp_path / "inv.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-          hosts:
-            w1: {{cmx_workdir: {hosts}/w1}}
-            w2: {{cmx_workdir: {hosts}/w2, celery_worker_ready_timeout: {BOUND_S}}}
-          children:
-            brokers: {{hosts: {{w1: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            drivers: {{hosts: {{w1: }}}}
-            workers: {{hosts: {{w2: }}}}
-    """)
-    return inv, hosts
+    return common.two_hosts(tmp_path, ("w2",), f"celery_worker_ready_timeout: {BOUND_S}")
 
 
 def test_a_solo_worker_busy_in_its_first_task_counts_as_consuming(tmp_path):

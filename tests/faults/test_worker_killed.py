@@ -28,21 +28,7 @@ NAME = "worker-killed"
 def test_a_worker_killed_mid_run(tmp_path):
     db = tmp_path / "results" / "cmx.duckdb"
     before = common.seed(db, NAME)
-    hosts = tmp_path / "hosts"
-    inv = write(tmp_path / "inv.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-          hosts:
-            w1: {{cmx_workdir: {hosts}/w1}}
-            w2: {{cmx_workdir: {hosts}/w2}}
-          children:
-            brokers: {{hosts: {{w1: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            drivers: {{hosts: {{w1: }}}}
-            workers: {{hosts: {{w1: , w2: }}}}
-    """)
+    inv, hosts = common.two_hosts(tmp_path, ("w1", "w2"))
     exp = write(tmp_path / "kill.yaml", f"""
         name: {NAME}
         # the first run streams for 30 s; w2's worker is killed 3 s in. The second is the next run.
@@ -110,23 +96,9 @@ POOLS = {"prefork": 2, "threads": 2, "gevent": 2, "eventlet": 2, "solo": 1}
 
 def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path):
     db = tmp_path / "results" / "cmx.duckdb"
-    hosts = tmp_path / "hosts"
     # The worker runs on w2, the driver on w1: word of the death must travel from w2's agent
     # through the controller to the driver's.
-    inv = write(tmp_path / "inv.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-          hosts:
-            w1: {{cmx_workdir: {hosts}/w1}}
-            w2: {{cmx_workdir: {hosts}/w2}}
-          children:
-            brokers: {{hosts: {{w1: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            drivers: {{hosts: {{w1: }}}}
-            workers: {{hosts: {{w2: }}}}
-    """)
+    inv, hosts = common.two_hosts(tmp_path, ("w2",))
     exp = write(tmp_path / "busy.yaml", f"""
         name: {BUSY}
         workload: {{name: concurrent_sleep, params: {{tasks: 3, sleep_s: 600}}}}
