@@ -141,7 +141,7 @@ def cmx_status(db: Path) -> str:
 
 
 def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tuple[Path, Path]:
-    """An inventory where this machine plays w1 (driver, and the broker at its Redis) and w2,
+    """An inventory where this machine plays w1 (driver, and the broker: its Redis and RabbitMQ) and w2,
     each with a work dir of its own under ``tmp_path/hosts``; ``workers`` are the worker hosts,
     ``w2_vars`` more of w2's variables (``k: v, ...``). Returns (inventory, hosts dir)."""
     from tests.conftest import write
@@ -158,7 +158,7 @@ def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tu
             w1: {{cmx_workdir: {hosts}/w1}}
             w2: {{cmx_workdir: {hosts}/w2{extra}}}
           children:
-            brokers: {{hosts: {{w1: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
+            brokers: {{hosts: {{w1: {{broker_url: ["redis://127.0.0.1:6379/0", "amqp://guest:guest@127.0.0.1:5672//"]}}}}}}
             drivers: {{hosts: {{w1: }}}}
             workers: {{hosts: {{{", ".join(f"{w}: " for w in workers)}}}}}
     """)

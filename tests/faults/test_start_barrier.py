@@ -5,7 +5,7 @@ what confirms it; a worker that is truly silent (stopped, hung) still fails the 
 such.
 
 The driver runs on w1 and the worker on w2 (this machine playing both, through real Ansible and
-the machine's Redis): the word travels from w2's agent through the controller to the driver. The
+the machine's Redis or RabbitMQ): the word travels from w2's agent through the controller to the driver. The
 barrier's bound is the worker host's ``celery_worker_ready_timeout``, made small here.
 """
 from __future__ import annotations
@@ -27,14 +27,15 @@ def _inventory(tmp_path):
     return common.two_hosts(tmp_path, ("w2",), f"celery_worker_ready_timeout: {BOUND_S}")
 
 
-def test_a_solo_worker_busy_in_its_first_task_counts_as_consuming(tmp_path):
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_a_solo_worker_busy_in_its_first_task_counts_as_consuming(tmp_path, broker):
     db = tmp_path / "results" / "cmx.duckdb"
     inv, _ = _inventory(tmp_path)
     # Each task sleeps longer than the barrier waits: the worker cannot answer it before then.
     exp = write(tmp_path / "solo.yaml", f"""
         name: solo-long-first-task
         workload: {{name: concurrent_sleep, params: {{tasks: 3, sleep_s: {BOUND_S + 3}}}}}
-        fixed: {{pool: solo, concurrency: 1, broker: redis}}
+        fixed: {{pool: solo, concurrency: 1, broker: {broker}}}
         limits: {{run_timeout: 3m}}
     """)
     proc = common.cmx_run(exp, db, "--inventory", str(inv))

@@ -94,7 +94,8 @@ BUSY = "busy-worker-killed"
 POOLS = {"prefork": 2, "threads": 2, "gevent": 2, "eventlet": 2, "solo": 1}
 
 
-def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path):
+@pytest.mark.parametrize("broker", ["redis", pytest.param("rabbitmq", marks=pytest.mark.slow)])
+def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path, broker):
     db = tmp_path / "results" / "cmx.duckdb"
     # The worker runs on w2, the driver on w1: word of the death must travel from w2's agent
     # through the controller to the driver's.
@@ -102,7 +103,7 @@ def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path):
     exp = write(tmp_path / "busy.yaml", f"""
         name: {BUSY}
         workload: {{name: concurrent_sleep, params: {{tasks: 3, sleep_s: 600}}}}
-        fixed: {{broker: redis}}
+        fixed: {{broker: {broker}}}
         zip:
           - {{pool: {list(POOLS)}, concurrency: {list(POOLS.values())}}}
         limits: {{run_timeout: 5m}}
