@@ -174,10 +174,8 @@ class Sweep:
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
             worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
-            # The driver waits for the workers (to answer, to consume) as long as a worker may
-            # take to start: the inventory's celery_worker_ready_timeout, not a fixed minute.
-            worker_start_timeout_s=max([self.agents.conns[h].worker_ready_timeout for h in targets.workers]
-                                       or [60.0]),
+            # The driver waits for workers to answer and consume as long as one may take to start.
+            worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
             service_url=self._service_url(),
         )
 
