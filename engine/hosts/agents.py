@@ -3,7 +3,9 @@
 Started once after provisioning, each through its host's own connection (engine/hosts/connection.py),
 each in a session of its own (a Ctrl-C at the terminal reaches the controller only, which then
 stops the run through the agents). Requests are JSON lines; a reader thread per agent matches
-answers to requests; one thread pings every agent every ``PING_EVERY_S`` so that its lease holds.
+answers to requests and keeps the worker events an agent sends unasked (a worker ended or took
+its first task: workloads/workerevents.py) per run, for :meth:`Agents.events`; one thread pings
+every agent every ``PING_EVERY_S`` so that its lease holds.
 If the controller dies, the agents' stdin ends and they stop everything they started.
 """
 from __future__ import annotations
@@ -37,8 +39,9 @@ class _Pending:
 
 
 class Agent:
-    def __init__(self, conn: Connection, argv: list[str], log: Path):
-        self.conn, self.argv, self.log = conn, argv, log
+    def __init__(self, conn: Connection, argv: list[str], log: Path,
+                 on_event: Callable[[str, dict], None] = lambda run_id, event: None):
+        self.conn, self.argv, self.log, self.on_event = conn, argv, log, on_event
         self.proc: subprocess.Popen | None = None
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
@@ -90,6 +93,9 @@ class Agent:
                     continue
                 if msg.get("hello"):
                     self._hello.set()
+                    continue
+                if "event" in msg and "id" not in msg:
+                    self.on_event(str(msg.get("run_id")), msg["event"])
                     continue
                 with self._lock:
                     pending = self._pending.pop(msg.get("id"), None)
@@ -185,11 +191,14 @@ class Agent:
             self.proc.wait(5)
 
 
-def wait(pending: _Pending, timeout: float, cancel: Callable[[], bool] | None = None) -> dict:
+def wait(pending: _Pending, timeout: float, cancel: Callable[[], bool] | None = None,
+         tick: Callable[[], None] | None = None) -> dict:
     """The answer; AgentLost when the agent went away, TimeoutError after ``timeout`` s,
-    InterruptedError as soon as ``cancel()`` is true."""
+    InterruptedError as soon as ``cancel()`` is true. ``tick()`` is called while waiting, every 50 ms."""
     deadline = time.monotonic() + timeout
     while not pending.done.wait(0.05):
+        if tick:
+            tick()
         if cancel and cancel():
             raise InterruptedError("cancelled")
         if time.monotonic() > deadline:
@@ -205,6 +214,8 @@ class Agents:
     def __init__(self, conns: dict[str, Connection], lib_key: str, log_dir: Path, lease_s: float = 20.0):
         self.conns, self.lib_key, self.log_dir, self.lease_s = conns, lib_key, log_dir, lease_s
         self.agents: dict[str, Agent] = {}
+        self._events: dict[str, list[dict]] = {}
+        self._events_lock = threading.Lock()
         self._stop = threading.Event()
         self._pinger = threading.Thread(target=self._ping, daemon=True, name="agent-pings")
 
@@ -216,7 +227,8 @@ class Agents:
             if h in self.agents and self.agents[h].alive:
                 continue
             conn = self.conns[h]
-            agent = Agent(conn, conn.agent_command(self.lib_key, self.lease_s), self.log_dir / f"{h}.log")
+            agent = Agent(conn, conn.agent_command(self.lib_key, self.lease_s), self.log_dir / f"{h}.log",
+                          self._on_event)
             try:
                 agent.start()
             except OSError as exc:
@@ -232,6 +244,19 @@ class Agents:
         if not self._pinger.is_alive() and not self._stop.is_set():
             self._pinger.start()
         return failed
+
+    def _on_event(self, run_id: str, event: dict) -> None:
+        with self._events_lock:
+            self._events.setdefault(run_id, []).append(event)
+
+    def events(self, run_id: str) -> list[dict]:
+        """The worker events of the run the agents sent so far, in arrival order."""
+        with self._events_lock:
+            return list(self._events.get(run_id, ()))
+
+    def forget(self, run_id: str) -> None:
+        with self._events_lock:
+            self._events.pop(run_id, None)
 
     def __getitem__(self, host: str) -> Agent:
         return self.agents[host]

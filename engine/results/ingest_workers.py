@@ -44,7 +44,7 @@ def ingest_workers(con, run_id: str, art_dir: Path, workers: tuple[str, ...], dr
 
 def worker_causes(art_dir: Path, hosts: list[str], noticed_at: float | None) -> str:
     """Why the workers on ``hosts`` stopped answering, from the worker.exit their supervisors
-    wrote, e.g. "worker on host h3 exited, signal 9 (SIGKILL)". A worker that ended only after
+    wrote, e.g. "worker on h3 exited, signal 9 (SIGKILL)". A worker that ended only after
     the driver gave up on it (``noticed_at``) was alive but silent: the run's stop ended it."""
     parts = []
     for host in dict.fromkeys(hosts):
@@ -54,7 +54,7 @@ def worker_causes(art_dir: Path, hosts: list[str], noticed_at: float | None) -> 
             how = "left no exit record (its host down or unreachable?)"
         elif noticed_at is not None and ended is not None and ended > noticed_at + 1.0:
             how = "was still running but not answering (hung?) until the run's stop ended it"
-        parts.append(f"worker on host {host} {how}")
+        parts.append(f"worker on {host} {how}")
     return "; ".join(parts)
 
 

@@ -174,6 +174,8 @@ class Sweep:
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
             worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
+            # The driver waits for workers to answer and consume as long as one may take to start.
+            worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
             service_url=self._service_url(),
         )
 
@@ -363,9 +365,11 @@ class Sweep:
             write_atomic(art_dir / "run.json", json.dumps(
                 {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id,
                  "repeat": run.repeat, "status": status.value, "error": error, "stage_seconds": stages,
-                 "values": _dims(run), "finish": finish_reports(stopped)}, indent=2))
+                 "values": _dims(run), "finish": finish_reports(stopped),
+                 "worker_events": list(started.worker_events)}, indent=2))
         except OSError:  # a full results disk: the database already holds the run's end
             pass
+        self.agents.forget(run.run_id)
         return RunOutcome(run, status, error, metrics, stages)
 
     def _payloads(self, run: Run, targets: RunTargets, spec: RunSpec) -> dict[str, dict]:

@@ -1,5 +1,8 @@
 """One run's steps on its hosts, through the hosts' agents (engine/hosts/agents.py): begin on every
 host, then the drive on the driver host; afterwards finish on every host and bring the packs back.
+While the driver runs, what a worker's host saw of its worker (it ended, it took its first task:
+workloads/workerevents.py) is passed on to the driver's agent as it arrives: the driver may run on
+another host, and a busy or dead worker cannot say so itself.
 
 Each step's outcome is typed like a playbook's (status, failures naming host and step), which is
 what engine/run/runstatus.py decides a run's status from.
@@ -33,6 +36,8 @@ class StepResult(Outcome):
     marks: dict[str, float] = field(default_factory=dict)
     #: finish: what each host reported ({"seconds": {step: s}, "failed": [...], "pack": path}).
     reports: dict[str, dict] = field(default_factory=dict)
+    #: start and drive: the worker events the hosts sent (workloads/workerevents.py, as JSON).
+    worker_events: tuple[dict, ...] = ()
 
     def _what(self) -> str:
         return f"the run's step {self.status}"
@@ -74,23 +79,47 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
         if failures:
             return StepResult("failed", tuple(failures), time.monotonic() - t0)
         marks = {"drive": time.monotonic() - t0}
+        relay = _Relay(agents, run_id, driver)
         try:
             reply = wait(agents[driver].request("drive", run_id=run_id, timeout=drive_timeout),
-                         drive_timeout + SLACK_S, cancel)
+                         drive_timeout + SLACK_S, cancel, tick=relay)
         except AgentLost as exc:
-            return StepResult("failed", (_lost(driver, DRIVE_TASK, exc),), time.monotonic() - t0, marks)
+            return StepResult("failed", (_lost(driver, DRIVE_TASK, exc),), time.monotonic() - t0, marks,
+                              worker_events=relay.events())
         except TimeoutError:
-            return StepResult("timeout", (), time.monotonic() - t0, marks)
+            return StepResult("timeout", (), time.monotonic() - t0, marks, worker_events=relay.events())
+        done = {"seconds": time.monotonic() - t0, "marks": marks, "worker_events": relay.events()}
         if reply.get("timed_out"):
             failure = Failure(driver, DRIVE_TASK, f"the driver ran past {drive_timeout:g} s and was stopped",
                               timed_out=True)
-            return StepResult("failed", (failure,), time.monotonic() - t0, marks)
+            return StepResult("failed", (failure,), **done)
         if not reply.get("ok") or reply.get("rc"):
             message = reply.get("error") or f"the driver exited with code {reply.get('rc')} (see driver.log)"
-            return StepResult("failed", (Failure(driver, DRIVE_TASK, message),), time.monotonic() - t0, marks)
-        return StepResult("successful", (), time.monotonic() - t0, marks)
+            return StepResult("failed", (Failure(driver, DRIVE_TASK, message),), **done)
+        return StepResult("successful", (), **done)
     except InterruptedError:
         return StepResult("canceled", tuple(failures), time.monotonic() - t0)
+
+
+class _Relay:
+    """Passes the run's worker events on to the driver's agent as they arrive (its answer is not
+    awaited: the driver reads the file the agent writes)."""
+
+    def __init__(self, agents: Agents, run_id: str, driver: str):
+        self.agents, self.run_id, self.driver = agents, run_id, driver
+        self.sent = 0
+
+    def __call__(self) -> None:
+        new = self.agents.events(self.run_id)[self.sent:]
+        if new:
+            try:
+                self.agents[self.driver].request("tell", run_id=self.run_id, events=new)
+            except AgentLost:  # the drive's own wait says so
+                return
+            self.sent += len(new)
+
+    def events(self) -> tuple[dict, ...]:
+        return tuple(self.agents.events(self.run_id))
 
 
 def finish_and_collect(agents: Agents, run_id: str, hosts: list[str], driver: str, grace: float, clock_port: int,

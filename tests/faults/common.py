@@ -138,3 +138,28 @@ def cmx_status(db: Path) -> str:
     proc = cmx("status", "--db", str(db), timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.stdout + proc.stderr
+
+
+def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tuple[Path, Path]:
+    """An inventory where this machine plays w1 (driver, and the broker: its Redis and RabbitMQ) and w2,
+    each with a work dir of its own under ``tmp_path/hosts``; ``workers`` are the worker hosts,
+    ``w2_vars`` more of w2's variables (``k: v, ...``). Returns (inventory, hosts dir)."""
+    from tests.conftest import write
+
+    hosts = tmp_path / "hosts"
+    extra = f", {w2_vars}" if w2_vars else ""
+    inv = write(tmp_path / "inv.yml", f"""
+        all:
+          vars:
+            ansible_connection: local
+            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+          hosts:
+            w1: {{cmx_workdir: {hosts}/w1}}
+            w2: {{cmx_workdir: {hosts}/w2{extra}}}
+          children:
+            brokers: {{hosts: {{w1: {{broker_url: ["redis://127.0.0.1:6379/0", "amqp://guest:guest@127.0.0.1:5672//"]}}}}}}
+            drivers: {{hosts: {{w1: }}}}
+            workers: {{hosts: {{{", ".join(f"{w}: " for w in workers)}}}}}
+    """)
+    return inv, hosts

@@ -9,8 +9,11 @@ and checks how soon the run gives up.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -25,21 +28,7 @@ NAME = "worker-killed"
 def test_a_worker_killed_mid_run(tmp_path):
     db = tmp_path / "results" / "cmx.duckdb"
     before = common.seed(db, NAME)
-    hosts = tmp_path / "hosts"
-    inv = write(tmp_path / "inv.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-          hosts:
-            w1: {{cmx_workdir: {hosts}/w1}}
-            w2: {{cmx_workdir: {hosts}/w2}}
-          children:
-            brokers: {{hosts: {{w1: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            drivers: {{hosts: {{w1: }}}}
-            workers: {{hosts: {{w1: , w2: }}}}
-    """)
+    inv, hosts = common.two_hosts(tmp_path, ("w1", "w2"))
     exp = write(tmp_path / "kill.yaml", f"""
         name: {NAME}
         # the first run streams for 30 s; w2's worker is killed 3 s in. The second is the next run.
@@ -72,8 +61,9 @@ def test_a_worker_killed_mid_run(tmp_path):
     assert [(n, s) for n, s, *_ in runs] == [(3000, "failed"), (100, "ok")], runs
     (_, _, error, run_id), (_, _, _, next_id) = runs
     assert run_id == fault.run_id
-    assert f"worker cmx-{run_id}@w2 on host w2 stopped answering" in error, error
-    assert "worker on host w2 exited, signal 9 (SIGKILL)" in error, error
+    # w2's host tells of the death at once (its supervisor), before the 10 s of silence count.
+    assert f"worker on w2 exited, signal 9 (SIGKILL) (pid {killed['pid']})" in error, error
+    assert "stopped answering" not in error, error
     assert "w1 " not in error, error  # the live worker is not blamed
 
     # Honest accounting: every published task is completed or lost; the dead worker did some
@@ -94,4 +84,76 @@ def test_a_worker_killed_mid_run(tmp_path):
     status = common.cmx_status(db)
     assert "failed" in status and "Traceback" not in status, status
     assert common.stored(db, NAME) == before  # the database opens; the earlier run is intact
+    common.assert_nothing_left(db)
+
+
+BUSY = "busy-worker-killed"
+#: Every pool with every slot busy in a task that sleeps far longer than the test: a one-thread
+#: pool (solo) or a green one (gevent, eventlet) answers no control message then, so only the
+#: worker's host can tell that it died.
+POOLS = {"prefork": 2, "threads": 2, "gevent": 2, "eventlet": 2, "solo": 1}
+
+
+@pytest.mark.parametrize("broker", ["redis", pytest.param("rabbitmq", marks=pytest.mark.slow)])
+def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path, broker):
+    db = tmp_path / "results" / "cmx.duckdb"
+    # The worker runs on w2, the driver on w1: word of the death must travel from w2's agent
+    # through the controller to the driver's.
+    inv, hosts = common.two_hosts(tmp_path, ("w2",))
+    exp = write(tmp_path / "busy.yaml", f"""
+        name: {BUSY}
+        workload: {{name: concurrent_sleep, params: {{tasks: 3, sleep_s: 600}}}}
+        fixed: {{broker: {broker}}}
+        zip:
+          - {{pool: {list(POOLS)}, concurrency: {list(POOLS.values())}}}
+        limits: {{run_timeout: 5m}}
+        on_error: continue
+    """)
+    killed: dict[str, dict] = {}  # run_id -> pid, at
+    stop = threading.Event()
+
+    def kill_busy_workers() -> None:
+        """Each run: once its worker took its tasks (its first receipt is on disk) and a moment
+        more for every slot to start its sleep, SIGKILL the worker."""
+        while not stop.wait(0.1):
+            for recv in (hosts / "w2" / "runs").glob("*/recv-*.rows"):
+                run_dir = recv.parent
+                if run_dir.name in killed:
+                    continue
+                time.sleep(2.0)
+                pid = int((run_dir / "worker.pid").read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed[run_dir.name] = {"pid": pid, "at": time.time()}
+
+    killer = threading.Thread(target=kill_busy_workers, daemon=True)
+    killer.start()
+    proc = common.cmx_run(exp, db, "--inventory", str(inv))
+    out, err = common.finish(proc)
+    stop.set()
+    killer.join(5)
+    common.assert_no_traceback(out, err)
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+
+    runs = query(db, """SELECT pool, status, error, run_id, epoch(finished_at) FROM runs
+                        WHERE experiment = ? ORDER BY started_at""", [BUSY])
+    assert [(p, s) for p, s, *_ in runs] == [(p, "failed") for p in POOLS], runs
+    for pool, _, error, run_id, finished in runs:
+        assert run_id in killed, (pool, "its worker was never seen busy", error)
+        assert "worker on w2 exited, signal 9 (SIGKILL)" in error, (pool, error)
+        assert f"pid {killed[run_id]['pid']}" in error, (pool, error)
+        assert "stopped answering" not in error and "timeout" not in error, (pool, error)
+        driver = json.loads((db.parent / "artifacts" / run_id / "w1" / "driver.json").read_text())
+        noticed = driver["finished_at"] - killed[run_id]["at"]
+        assert noticed <= 10, (pool, noticed)
+        # The run's end (stored once its processes are stopped and its artifacts are in) too:
+        # 1.2-2.5 s after the kill here.
+        (stages,) = query(db, "SELECT stage_seconds FROM run_ends WHERE run_id = ?", [run_id])[0]
+        assert finished - killed[run_id]["at"] <= 10, (pool, finished - killed[run_id]["at"], stages)
+        m = common.assert_accounting(db, run_id)
+        assert m["tasks_published"] == 3 and m["tasks_completed"] == 0, (pool, m)
+        # The fact itself comes back with the run: host, pid, signal, time.
+        events = json.loads((db.parent / "artifacts" / run_id / "run.json").read_text())["worker_events"]
+        exits = [e for e in events if e["kind"] == "exited"]
+        assert [(e["host"], e["pid"], e["signal"]) for e in exits] == [("w2", killed[run_id]["pid"], "SIGKILL")]
+        assert abs(exits[0]["at"] - killed[run_id]["at"]) < 2, (pool, exits)
     common.assert_nothing_left(db)

@@ -127,9 +127,8 @@ def test_a_worker_killed_mid_run_fails_its_run_within_30_s_with_the_cause(lab):
     assert [(n, s) for n, s, *_ in rows] == [(3000, "failed"), (100, "ok")], rows
     _, _, error, run_id, finished = rows[0]
     assert run_id == killed["run_id"]
-    assert f"worker cmx-{run_id}@h3 on host h3 stopped answering" in error, error
-    assert "worker on host h3 exited, signal 9 (SIGKILL)" in error, error
-    # The driver gives the run up within 30 s of the kill (the watchdog's 10 s and a poll); the
+    assert f"worker on h3 exited, signal 9 (SIGKILL) (pid {killed['pid']})" in error, error
+    # The driver gives the run up within 30 s of the kill (h3's agent tells it in about a second); the
     # end is stored once the run's processes are stopped on every host and its artifacts fetched
     # (that stage, timed in stage_seconds, is Ansible over SSH: tens of seconds on a loaded box).
     driver = json.loads((db.parent / "artifacts" / run_id / "h1" / "driver.json").read_text())

@@ -57,6 +57,55 @@ def test_the_cause_of_a_silent_worker(tmp_path):
     (tmp_path / "h2").mkdir()
     (tmp_path / "h2" / "worker.exit").write_text(json.dumps({"at": 200.0, "exit_code": 0}))
     assert exit_text(tmp_path / "h3") == "exited, signal 9 (SIGKILL)"
-    assert worker_causes(tmp_path, ["h3"], noticed_at=110.0) == "worker on host h3 exited, signal 9 (SIGKILL)"
+    assert worker_causes(tmp_path, ["h3"], noticed_at=110.0) == "worker on h3 exited, signal 9 (SIGKILL)"
     assert "hung" in worker_causes(tmp_path, ["h2"], noticed_at=110.0)  # ended by the run's stop, later
     assert "no exit record" in worker_causes(tmp_path, ["h4"], noticed_at=110.0)
+
+
+def test_a_workers_end_and_first_receipt_as_its_host_sees_them(tmp_path):
+    from cmx.workloads import workerevents as we
+
+    assert we.observe(tmp_path, "w2") == []
+    (tmp_path / "recv-41.rows").write_bytes(b"")  # the recorder's file before its first flush
+    assert we.observe(tmp_path, "w2") == []
+    (tmp_path / "recv-41.rows").write_bytes(b"frame")
+    (tmp_path / "worker.exit").write_text(json.dumps({"pid": 41, "at": 100.0, "signal": "SIGKILL",
+                                                      "signal_number": 9}))
+    exited, consuming = we.observe(tmp_path, "w2")
+    assert (consuming.kind, consuming.host) == (we.CONSUMING, "w2")
+    assert exited == we.WorkerEvent(we.EXITED, "w2", 100.0, 41, None, "SIGKILL", 9)
+    assert exited.text() == "worker on w2 exited, signal 9 (SIGKILL)"
+    assert we.WorkerEvent(we.EXITED, "w3", 1.0, 7, exit_code=1).text() == "worker on w3 exited with code 1"
+
+
+def test_events_passed_on_twice_are_recorded_once(tmp_path):
+    from dataclasses import asdict
+
+    from cmx.workloads import workerevents as we
+
+    died = we.WorkerEvent(we.EXITED, "w2", 100.0, 41, None, "SIGKILL", 9)
+    took = we.WorkerEvent(we.CONSUMING, "w2", 90.0)
+    we.record(tmp_path, [asdict(took)])
+    assert we.record(tmp_path, [asdict(took), asdict(died)]) == [took, died]
+    assert we.read(tmp_path) == [took, died]
+    # a replacement worker (another pid) on the same host is another end
+    again = we.WorkerEvent(we.EXITED, "w2", 200.0, 42, 0)
+    assert we.merge([took, died], [died, again]) == [took, died, again]
+
+
+def test_a_dead_worker_of_the_run_fails_it_with_how_it_ended():
+    import pytest
+
+    from cmx.workloads import workerevents as we
+    from cmx.workloads.drive.workerwatch import WorkerProblem, check_alive
+    from cmx.workloads.spec import node_name
+
+    spec = _spec(pool="solo", worker_nodes=[node_name("r1", "w1"), node_name("r1", "w2")])
+    took = we.WorkerEvent(we.CONSUMING, "w2", 90.0)
+    other_run = we.WorkerEvent(we.EXITED, "w9", 95.0, 5, None, "SIGKILL", 9)  # not a worker of this run
+    check_alive(spec, [took, other_run])
+    died = we.WorkerEvent(we.EXITED, "w2", 100.0, 41, None, "SIGKILL", 9)
+    with pytest.raises(WorkerProblem) as caught:
+        check_alive(spec, [took, died])
+    assert str(caught.value) == "worker on w2 exited, signal 9 (SIGKILL) (pid 41)"
+    assert caught.value.hosts == ["w2"] and not caught.value.silent

@@ -16,7 +16,8 @@ from kombu import Queue
 
 from cmx.workloads import kinds
 from cmx.workloads.base import DriveTimeout
-from cmx.workloads.drive.workerwatch import Watchdog, check_configs, start_consuming, worker_configs
+from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
+                                             worker_configs)
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import RunSpec
 
@@ -37,6 +38,16 @@ class DriveContext:
     #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
     consuming_at: float | None = None
     watchdog: Watchdog | None = None
+
+    def worker_events(self) -> list:
+        """What the workers' hosts said of them so far (workloads/workerevents.py)."""
+        return reported(self.run_dir, self.host)
+
+    def _watch(self) -> Watchdog:
+        """The run's watchdog, started once: from then on a worker's exit fails the run."""
+        if self.watchdog is None:
+            self.watchdog = Watchdog(self.app, self.spec, self.worker_events).__enter__()
+        return self.watchdog
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -61,10 +72,12 @@ class DriveContext:
     def wait_for_workers(self) -> None:
         """Block until every worker node of the run answers a ping, then check that each runs
         what the cell asks (its own report, stored as worker_config.json)."""
+        self._watch()
         want = set(self.spec.worker_nodes)
         limit = min(self.deadline, time.monotonic() + self.spec.worker_start_timeout_s)
         seen: set[str] = set()
         while True:
+            check_alive(self.spec, self.worker_events())
             for reply in self.app.control.ping(destination=sorted(want), timeout=0.5) or []:
                 seen.update(reply)
             if want <= seen:
@@ -73,17 +86,18 @@ class DriveContext:
                 missing = ", ".join(sorted(want - seen))
                 raise RuntimeError(f"workers did not answer within {self.spec.worker_start_timeout_s:g}s: {missing} "
                                    "(see worker.log in the run's artifacts)")
-        configs = worker_configs(self.app, self.spec, timeout_s=max(5.0, min(30.0, self.remaining())))
+        configs = worker_configs(self.app, self.spec, timeout_s=max(5.0, min(30.0, self.remaining())),
+                                 events=self.worker_events)
         write_atomic(self.run_dir / "worker_config.json", json.dumps(configs, indent=2, sort_keys=True))
         check_configs(self.spec, configs)
 
     def start_consuming(self) -> None:
         """Tell every worker to consume the run's queue (they start on an empty hold queue) and
-        return once each has confirmed it does; from then on a dead worker fails the run."""
+        return once each has confirmed it does; from then on a silent worker fails the run too."""
+        watchdog = self._watch()
         limit = max(1.0, min(self.spec.worker_start_timeout_s, self.remaining()))
-        self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit)
-        if self.watchdog is None:
-            self.watchdog = Watchdog(self.app, self.spec).__enter__()
+        self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit, events=self.worker_events)
+        watchdog.watch_silence()
 
     def completed(self) -> int:
         """Tasks finished so far over all workers of the run, as counted by Celery itself."""

@@ -2,7 +2,9 @@
 the workload is released, and none dies unnoticed while the driver waits.
 
 Control replies are checked one node at a time: a broadcast that one worker missed (or answered
-late) must not let the run go on with fewer workers than ``machines`` says.
+late) must not let the run go on with fewer workers than ``machines`` says. What a worker cannot
+answer itself (it is busy in a task on a one-thread pool, or dead) comes from its host instead:
+the worker events (workloads/workerevents.py) its host's agent saw and the controller passed on.
 """
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ from cmx.workloads import kinds
 from cmx.workloads.dimensions import ON_WORKER
 from cmx.workloads.effective import parse_task_key
 from cmx.workloads.instrument import WAKE_TASK
-from cmx.workloads.spec import RunSpec, worker_client_name
+from cmx.workloads.spec import RunSpec, node_name, worker_client_name
+from cmx.workloads.workerevents import CONSUMING, EXITED, WorkerEvent, merge, observe, read
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
 LOST_AFTER_S = 10.0
 #: Pools whose worker may answer nothing while it runs a task (one process, one thread).
 SILENT_WHEN_BUSY = ("solo", "gevent", "eventlet")
+#: How often the watchdog looks for a worker's end its host reported (a file read).
+EVENTS_EVERY_S = 0.2
 
 
 class WorkerProblem(Exception):
@@ -38,6 +43,25 @@ class WorkerProblem(Exception):
 
 def host_of(node: str) -> str:
     return node.split("@", 1)[1]
+
+
+def _no_events() -> list[WorkerEvent]:
+    return []
+
+
+def reported(run_dir, host: str) -> list[WorkerEvent]:
+    """The worker events the driver knows of: those the controller passed on (other hosts'), and
+    what this host's own worker of the run shows in the run dir they share."""
+    return merge(read(run_dir), observe(run_dir, host))
+
+
+def check_alive(spec: RunSpec, events: list[WorkerEvent]) -> None:
+    """Raise :class:`WorkerProblem` naming how each ended when a worker of the run has exited."""
+    nodes = set(spec.worker_nodes)
+    dead = [e for e in events if e.kind == EXITED and node_name(spec.run_id, e.host) in nodes]
+    if dead:
+        raise WorkerProblem("; ".join(f"{e.text()} (pid {e.pid})" for e in dead), [e.host for e in dead],
+                            silent=False)
 
 
 def _replies(replies: list[dict] | None) -> dict[str, Any]:
@@ -81,12 +105,13 @@ def mismatches(want: dict[str, Any], config: dict[str, Any]) -> list[str]:
     return bad
 
 
-def worker_configs(app: Celery, spec: RunSpec, timeout_s: float) -> dict[str, dict]:
+def worker_configs(app: Celery, spec: RunSpec, timeout_s: float, events=_no_events) -> dict[str, dict]:
     """Every worker's effective configuration, {node: config}; a worker that does not answer fails."""
     want = set(spec.worker_nodes)
     got: dict[str, dict] = {}
     limit = time.monotonic() + timeout_s
     while want - set(got):
+        check_alive(spec, events())
         missing = sorted(want - set(got))
         got |= {n: c for n, c in _replies(app.control.broadcast(
             "cmx_config", arguments={"settings": sorted(spec.celery)}, destination=missing, reply=True,
@@ -118,19 +143,28 @@ def consuming(app: Celery, nodes: list[str], queue: str) -> set[str]:
             if isinstance(queues, list) and any(q.get("name") == queue for q in queues)}
 
 
-def start_consuming(app: Celery, spec: RunSpec, timeout_s: float) -> float:
+def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_events) -> float:
     """Tell every worker to consume the run's queue and wait until each one confirms it does.
 
     ``add_consumer`` answers "ok" before the worker has added the queue (Celery schedules it on
     the worker's loop; gevent and eventlet run it only once their wait for a message on the hold
     queue returns, up to 2 s later unless :func:`wake` sends one), so its replies prove nothing:
     each worker is asked for its ``active_queues`` until the run's queue is in it, and asked to
-    add the queue again when a round passes without it.
+    add the queue again when a round passes without it. A worker that already took a task of the
+    run consumes too, whether or not it can answer: a solo worker runs its first task (which may
+    last longer than this wait) as soon as it adds the queue, and answers nothing meanwhile; its
+    host's word of that first receipt (``events()``, kind ``consuming``) confirms it. A worker
+    that exits fails the wait at once (``events()``, kind ``exited``).
     Returns when all consume (``time.time()``): the workload's clock starts there."""
     want, confirmed = set(spec.worker_nodes), set()
     limit = time.monotonic() + timeout_s
     asked: dict[str, float] = {}
     while confirmed != want:
+        seen = events()
+        check_alive(spec, seen)
+        confirmed |= want & {node_name(spec.run_id, e.host) for e in seen if e.kind == CONSUMING}
+        if confirmed == want:
+            break
         now = time.monotonic()
         again = sorted(n for n in want - confirmed if now - asked.get(n, -1e9) > 3.0)
         if again:
@@ -182,17 +216,22 @@ def wake_redis_consumers(app: Celery, spec: RunSpec) -> int:
 
 # -- a dead worker is noticed within seconds -------------------------------------------------------
 class Watchdog:
-    """Asks every worker for its progress each second while the driver waits; a worker that
-    answers nothing for :data:`LOST_AFTER_S` interrupts the driver's main thread (SIGUSR1) with
-    :class:`WorkerProblem`. A solo worker answers no control message while it runs a task, nor
-    does a gevent or eventlet worker while a task blocks its event loop (CPU, an unpatched call:
-    experiments/pitfalls/gevent-heartbeat.yaml), so their silence only counts once their last
-    answer showed them idle; the run's timeout still bounds the wait."""
+    """Fails the run (the driver's main thread gets SIGUSR1, which raises :class:`WorkerProblem`)
+    as soon as a worker of the run has exited (``events()``, looked at every
+    :data:`EVENTS_EVERY_S`: its host's supervisor says so whatever its pool was doing), and, once
+    :meth:`watch_silence` was called (the workers consume), when a worker answers nothing for
+    :data:`LOST_AFTER_S` (its host down, the agent gone). A solo worker answers no control
+    message while it runs a task, nor does a gevent or eventlet worker while a task blocks its
+    event loop (CPU, an unpatched call: experiments/pitfalls/gevent-heartbeat.yaml), so their
+    silence counts only before they took a task of the run, and never while their last answer
+    showed them busy: once they work, their host's word of their end tells a dead one from a
+    busy one, and the run's timeout bounds a hung one."""
 
-    def __init__(self, app: Celery, spec: RunSpec, lost_after_s: float = LOST_AFTER_S):
-        self.app, self.spec, self.lost_after_s = app, spec, lost_after_s
+    def __init__(self, app: Celery, spec: RunSpec, events=_no_events, lost_after_s: float = LOST_AFTER_S):
+        self.app, self.spec, self.events, self.lost_after_s = app, spec, events, lost_after_s
         self.problem: WorkerProblem | None = None
         self._stop = threading.Event()
+        self._silence = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="cmx-watchdog", daemon=True)
         self._armed = False
 
@@ -209,16 +248,39 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def watch_silence(self) -> None:
+        self._silence.set()
+
     def _on_signal(self, signum, frame) -> None:
         if self._armed and self.problem is not None:
             self._armed = False
             raise self.problem
 
+    def _fail(self, problem: WorkerProblem) -> None:
+        self.problem = problem
+        if self._armed:
+            os.kill(os.getpid(), signal.SIGUSR1)
+
     def _watch(self) -> None:
         nodes = list(self.spec.worker_nodes)
-        seen = {n: time.monotonic() for n in nodes}
+        seen: dict[str, float] = {}
         busy = {n: False for n in nodes}
-        while not self._stop.wait(1.0):
+        asked = 0.0
+        while not self._stop.wait(EVENTS_EVERY_S):
+            events = self.events()
+            try:
+                check_alive(self.spec, events)
+            except WorkerProblem as problem:
+                return self._fail(problem)
+            if not self._silence.is_set() or time.monotonic() - asked < 1.0:
+                continue
+            asked = time.monotonic()
+            seen = seen or {n: asked for n in nodes}
+            # Once its host says it took a task of the run, a one-thread or green worker's silence
+            # is its work: between two long tasks it may answer "idle" and fall silent again for
+            # as long as the next one lasts (a solo worker confirmed at the start barrier from its
+            # first receipt may not answer at all). Its death its host reports (check_alive).
+            took = {node_name(self.spec.run_id, e.host) for e in events if e.kind == CONSUMING}
             try:
                 answers = _replies(self.app.control.broadcast("cmx_progress", destination=nodes, reply=True,
                                                               timeout=1.0, limit=len(nodes)))
@@ -230,11 +292,8 @@ class Watchdog:
                     seen[node] = now
                     busy[node] = isinstance(answer, dict) and answer.get("active", 0) > 0
             lost = [n for n in nodes if now - seen[n] > self.lost_after_s
-                    and not (self.spec.pool in SILENT_WHEN_BUSY and busy[n])]
+                    and not (self.spec.pool in SILENT_WHEN_BUSY and (busy[n] or n in took))]
             if lost:
-                self.problem = WorkerProblem(
+                return self._fail(WorkerProblem(
                     "; ".join(f"worker {n} on host {host_of(n)} stopped answering for "
-                              f"{now - seen[n]:.0f}s" for n in lost), [host_of(n) for n in lost])
-                if self._armed:
-                    os.kill(os.getpid(), signal.SIGUSR1)
-                return
+                              f"{now - seen[n]:.0f}s" for n in lost), [host_of(n) for n in lost]))

@@ -13,7 +13,13 @@ followed by K raw bytes (a run's pack). Commands:
   drive       run_id, timeout: the driver, until it ends or the timeout; {"rc", "timed_out"}
   finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack)
   fetch-pack  run_id, keep: the run's pack, as bytes
+  tell        run_id, events: worker events from other hosts, for this host's driver (its run
+              dir's worker_events.json: workloads/workerevents.py)
   quit        stop what runs, answer, exit
+
+Unasked, the agent sends ``{"event": {...}, "run_id": ...}`` when a run's worker on this host
+ends or first takes a task of the run (:func:`cmx.workloads.workerevents.observe`, every
+:data:`WATCH_EVERY_S`), until the run's finish begins: a busy or dead worker says neither itself.
 
 Secrets arrive inside ``begin``'s payload on stdin: never in a command line, environment of a
 visible command or log. Each command but ping and quit runs in its own thread, so pings are
@@ -32,12 +38,14 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 LEASE_S = 20.0
 #: Seconds a stopped run's processes get when the lease ends (no one waits for their results).
 LEASE_STOP_GRACE_S = 2.0
+#: How often the run dirs are looked at for a worker's end or first receipt (a few stat calls).
+WATCH_EVERY_S = 0.2
 
 
 @dataclass
@@ -46,6 +54,8 @@ class RunState:
     lock: threading.Lock = field(default_factory=threading.Lock)  # begin and finish, one at a time
     cancelled: threading.Event = field(default_factory=threading.Event)
     driver: object = None  # the driver's Popen while it runs
+    reported: set = field(default_factory=set)  # keys of the worker events sent to the controller
+    events_lock: threading.Lock = field(default_factory=threading.Lock)  # worker_events.json, one writer
 
 
 class Agent:
@@ -90,7 +100,7 @@ class Agent:
             self.end("asked to quit")
             return
         handler = {"begin": self.begin, "drive": self.drive, "finish": self.finish,
-                   "fetch-pack": self.fetch_pack}.get(cmd)
+                   "fetch-pack": self.fetch_pack, "tell": self.tell}.get(cmd)
         if handler is None:
             self.send({"id": msg.get("id"), "ok": False, "error": f"unknown command {cmd!r}"})
             return
@@ -181,6 +191,30 @@ class Agent:
                 with self.state_lock:
                     self.runs.pop(msg["run_id"], None)
         return report
+
+    def tell(self, msg: dict) -> dict:
+        from cmx.workloads import workerevents
+
+        state = self._state(msg["run_id"])
+        with state.events_lock:
+            known = workerevents.record(state.run_dir, list(msg.get("events") or []))
+        return {"events": len(known)}
+
+    def watch_workers(self) -> None:
+        """Send every new worker event of the runs under way (not once their finish began: the
+        stop ends the worker on purpose)."""
+        from cmx.workloads import workerevents
+
+        while not self.ended.wait(WATCH_EVERY_S):
+            with self.state_lock:
+                runs = list(self.runs.items())
+            for run_id, state in runs:
+                if state.cancelled.is_set():
+                    continue
+                for event in workerevents.observe(state.run_dir, self.host):
+                    if event.key not in state.reported:
+                        state.reported.add(event.key)
+                        self.send({"event": asdict(event), "run_id": run_id})
 
     def fetch_pack(self, msg: dict) -> dict:
         pack = self.workdir / "runs" / f"{msg['run_id']}.tgz"
@@ -276,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=read, daemon=True).start()
     threading.Thread(target=agent.watch, daemon=True).start()
+    threading.Thread(target=agent.watch_workers, daemon=True).start()
     agent.send({"hello": True, "host": args.host, "pid": os.getpid()})
     while not agent.ended.wait(0.5):  # the main thread waits, so signals are handled at once
         pass

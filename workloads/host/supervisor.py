@@ -35,13 +35,12 @@ def describe(status: int) -> dict:
 
 def exit_text(run_dir: Path) -> str | None:
     """'exited, signal SIGKILL' / 'exited with code 1' from the run dir's worker.exit, if any."""
+    from cmx.workloads.workerevents import how_it_ended  # not at the top: the supervisor itself never needs it
+
     try:
-        info = json.loads((Path(run_dir) / "worker.exit").read_text())
-    except (OSError, ValueError):
+        return how_it_ended(json.loads((Path(run_dir) / "worker.exit").read_text()))
+    except (OSError, ValueError, AttributeError):
         return None
-    if info.get("signal"):
-        return f"exited, signal {info.get('signal_number', '?')} ({info['signal']})"
-    return f"exited with code {info.get('exit_code')}"
 
 
 def _subreaper() -> None:
