@@ -60,7 +60,7 @@ def raw_stamp_reads(root: Path) -> list[str]:
     """`FILE: statement` for each statement that reads `tasks` and names one of its stamps."""
     stamp = re.compile(r"\b(?:" + "|".join(_stamp_columns()) + r")\b")
     found = []
-    for room in ("engine", "analysis", "workloads"):
+    for room in ("engine", "analysis", "workloads", "benchmarks"):
         for path in sorted((root / room).rglob("*")):
             rel = path.relative_to(root).as_posix()
             if path.suffix not in (".py", ".sql") or rel in MAY_READ_RAW:
