@@ -12,24 +12,29 @@
 CREATE OR REPLACE VIEW rate_timeseries AS
 WITH ends AS (
     SELECT run_id, min(sent_at) AS t0,
-           max(finished_at) FILTER (WHERE finished_at IS NOT NULL AND state NOT IN ('LOST', 'UNSEEN')) AS t1
+           max(finished_at) FILTER (WHERE state NOT IN ('LOST', 'UNSEEN')) AS t1
     FROM task_times GROUP BY run_id
 ),
-depth_end AS (SELECT run_id, max(ts) AS t FROM queue_depth_times GROUP BY run_id),
-span AS (
-    SELECT run_id, t0, greatest(coalesce(t1, d.t, t0), t0) AS t1,
-           greatest((greatest(coalesce(t1, d.t, t0), t0) - t0) / 40, 0.001) AS raw
-    FROM ends LEFT JOIN depth_end d USING (run_id)
-    WHERE t0 IS NOT NULL
+span AS (  -- from the first send to the last finish (the last depth sample when nothing finished)
+    SELECT e.run_id, e.t0, greatest(coalesce(e.t1, d.t, e.t0), e.t0) AS t1
+    FROM ends e LEFT JOIN (SELECT run_id, max(ts) AS t FROM queue_depth_times GROUP BY run_id) d USING (run_id)
+    WHERE e.t0 IS NOT NULL
+),
+scale AS (  -- a 40th of the run (1 ms at least) and the power of ten below it
+    SELECT *, pow(10, floor(log10(raw))) AS p FROM (SELECT *, greatest((t1 - t0) / 40, 0.001) AS raw FROM span)
 ),
 width AS (
     SELECT run_id, t0, t1, w, greatest(CAST(ceil((t1 - t0) / w) AS BIGINT), 1) AS n
-    FROM (SELECT *, pow(10, floor(log10(raw))) AS p FROM span),
-         LATERAL (SELECT p * CASE WHEN raw <= p THEN 1 WHEN raw <= 2 * p THEN 2 WHEN raw <= 5 * p THEN 5 ELSE 10 END AS w)
+    FROM (SELECT *, p * CASE WHEN raw <= p THEN 1 WHEN raw <= 2 * p THEN 2 WHEN raw <= 5 * p THEN 5 ELSE 10 END AS w
+          FROM scale)
 ),
 grid AS (  -- the last bucket's index, after folding a narrow last bucket into the one before
     SELECT *, CASE WHEN n > 1 AND (t1 - t0) - (n - 1) * w < w / 2 THEN n - 2 ELSE n - 1 END AS last
     FROM width
+),
+buckets AS (
+    SELECT run_id, k, k * w AS start, CASE WHEN k = last THEN (t1 - t0) - k * w ELSE w END AS width_s
+    FROM (SELECT *, unnest(range(0, last + 1)) AS k FROM grid)
 ),
 done AS (
     SELECT t.run_id, least(greatest(CAST(floor((t.finished_at - g.t0) / g.w) AS BIGINT), 0), g.last) AS k,
@@ -43,15 +48,8 @@ depth AS (
     FROM queue_depth_times q JOIN grid g USING (run_id)
     WHERE q.ts BETWEEN g.t0 AND g.t1
     GROUP BY ALL
-),
-buckets AS (
-    SELECT run_id, unnest(range(0, last + 1)) AS k, w, t0, t1, last FROM grid
 )
-SELECT b.run_id, round(b.k * b.w, 6) AS second,
-       CASE WHEN b.k = b.last THEN (b.t1 - b.t0) - b.k * b.w ELSE b.w END AS width_s,
-       coalesce(d.completed, 0) AS completed,
-       coalesce(d.completed, 0) / nullif(CASE WHEN b.k = b.last THEN (b.t1 - b.t0) - b.k * b.w ELSE b.w END, 0)
-           AS rate,
-       q.queue_depth
+SELECT b.run_id, round(b.start, 6) AS second, b.width_s, coalesce(d.completed, 0) AS completed,
+       coalesce(d.completed, 0) / nullif(b.width_s, 0) AS rate, q.queue_depth
 FROM buckets b LEFT JOIN done d USING (run_id, k) LEFT JOIN depth q USING (run_id, k)
 ORDER BY b.run_id, b.k;

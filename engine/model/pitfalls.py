@@ -41,9 +41,12 @@ class Pitfall:
     rule: Callable[[Mapping[str, Any]], str | None]  # why this cell matches, or None
 
 
-def _number(values: Mapping[str, Any], name: str, default: float = 0.0) -> float:
-    v = values.get(name)
+def _as_number(v: Any, default: float = 0.0) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def _number(values: Mapping[str, Any], name: str, default: float = 0.0) -> float:
+    return _as_number(values.get(name), default)
 
 
 def _broker_service(values: Mapping[str, Any]) -> str | None:
@@ -95,7 +98,7 @@ def _chord_headers(values: Mapping[str, Any]) -> list[float]:
     (a list of sizes; chord_size's ``chords`` is how many chords, a number, and not a size)."""
     chords = values.get("params.chords")
     listed = chords if isinstance(chords, (list, tuple)) else []
-    return [_number(values, "params.header")] + [_number({"x": x}, "x") for x in listed]
+    return [_number(values, "params.header")] + [_as_number(x) for x in listed]
 
 
 def _chord_size(values: Mapping[str, Any]) -> str | None:
