@@ -28,8 +28,10 @@ test: setup
 	.ci/test-deps
 	$(BIN)/pytest -q -ra
 
+# Only tests that need no service (no Redis, RabbitMQ, PostgreSQL, Ansible host or browser): those
+# live in tests/integration and tests/faults, marked `integration`.
 unit: $(VENV)/.installed
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q -m "not integration and not slow" tests/unit
 
 # ansible-lint (production profile, .ansible-lint) in a venv of its own, so it never changes
 # the ansible-core the project runs with.

@@ -85,8 +85,8 @@ def rate_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
         base = alt.Chart(_data([r for r in rows if r["run"] == run])).encode(
             x=alt.X("second:Q", title="seconds since the first task was sent"))
         rate = base.mark_line(color="#4c78a8").encode(
-            y=alt.Y("completed:Q", title="finished per second", axis=alt.Axis(titleColor="#4c78a8")),
-            tooltip=["second:Q", "completed:Q", "queue_depth:Q"])
+            y=alt.Y("rate:Q", title="finished per second", axis=alt.Axis(titleColor="#4c78a8")),
+            tooltip=["second:Q", "width_s:Q", "completed:Q", alt.Tooltip("rate:Q", format=",.0f"), "queue_depth:Q"])
         depth = base.mark_area(color="#f58518", opacity=0.3).encode(
             y=alt.Y("queue_depth:Q", title="queue depth", axis=alt.Axis(titleColor="#f58518")))
         panels.append(alt.layer(depth, rate).resolve_scale(y="independent")

@@ -142,22 +142,19 @@ def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict]
     if not runs:
         return None
     name = {r: f"{labels.get(c, c)} #{k}" for r, c, k in runs}
-    # Long runs are bucketed to about MEMORY_POINTS points a panel (mean rate, deepest queue per
-    # bucket): inline chart data stays small, and a stall of one bucket still shows.
-    rows = con.execute(f"""
-        WITH r AS (SELECT * FROM rate_timeseries WHERE run_id IN (SELECT unnest(?::VARCHAR[]))),
-        w AS (SELECT run_id, greatest(ceil((max(second) - min(second) + 1) / {MEMORY_POINTS}), 1) AS step
-              FROM r GROUP BY run_id)
-        SELECT run_id, floor(second / step) * step AS second, avg(completed) AS completed, max(queue_depth)
-        FROM r JOIN w USING (run_id) GROUP BY ALL ORDER BY run_id, second""", [list(name)]).fetchall()
-    data = [{"run": name[r], "second": s, "completed": c, "queue_depth": q} for r, s, c, q in rows]
+    # The view sizes its buckets to the run (about 40 a run), so the inline data stays small.
+    rows = con.execute("""
+        SELECT run_id, second, width_s, completed, rate, queue_depth FROM rate_timeseries
+        WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id, second""", [list(name)]).fetchall()
+    data = [{"run": name[r], "second": s, "width_s": w, "completed": c, "rate": rate, "queue_depth": q}
+            for r, s, w, c, rate, q in rows]
     if not data:
         return None
     return Chart("rate_over_time", "Rate over time per run",
-                 f"Tasks finished per second (line; averaged over buckets of seconds in long runs) and queue "
-                 f"depth (shaded, its own axis) over one run of "
-                 f"{len(runs)} cell(s), seconds from the first task sent: warm-up and stalls show here, "
-                 "medians hide them. " + caption, charts.rate_over_time(data, "rate over time").to_dict())
+                 f"Tasks finished per second (line) and queue depth (shaded, its own axis) over one run of "
+                 f"{len(runs)} cell(s), seconds from the first task sent, in buckets sized to the run (a "
+                 "partial last bucket divided by its own width): warm-up and stalls show here, medians hide "
+                 "them. " + caption, charts.rate_over_time(data, "rate over time").to_dict())
 
 
 def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:

@@ -69,7 +69,7 @@ def report_overhead(db: Path, wall: float, where: str) -> None:
     rows = query(db, """
         SELECT r.run_id, r.status, epoch(e.finished_at) - epoch(r.started_at) AS wall,
                e.stage_seconds,
-               (SELECT max(finished_at) - min(sent_at) FROM tasks t WHERE t.run_id = r.run_id) AS in_flight,
+               (SELECT max(finished_at) - min(sent_at) FROM task_times t WHERE t.run_id = r.run_id) AS in_flight,
                (SELECT value FROM metrics m WHERE m.run_id = r.run_id AND m.name = 'harness_overhead_s') AS stored
         FROM runs r JOIN run_ends e USING (run_id) ORDER BY r.started_at""")
     stages: dict[str, list[float]] = {}

@@ -80,6 +80,17 @@ def run_processes(db: Path | None = None) -> list[psutil.Process]:
     return found
 
 
+@pytest.fixture(scope="module")
+def nethosts_can_be_made() -> None:
+    """The multi-host modules' prerequisite (root, ip, sshd), by the project's policy
+    (tests/prereqs.py): missing, the tests fail saying what; CMX_ALLOW_SKIP=1 skips them knowingly.
+    A module asks for it with ``pytest.mark.usefixtures("nethosts_can_be_made")``."""
+    from tests.nethosts import missing
+    from tests.prereqs import require
+
+    require(missing())
+
+
 @pytest.fixture
 def results(tmp_path) -> Path:
     """A results database path of the test's own (artifacts and wheelhouse land beside it)."""

@@ -4,16 +4,17 @@
 -- The baseline is the worker *main* processes alone (role 'worker'), at their last sampler tick
 -- before the first task arrived: a prefork worker's children are pre-forked slots, so counting
 -- them idle would subtract what each task really costs (a whole child) and leave ~nothing.
+-- Stamps and ticks on the controller's clock (task_times, sample_times).
 CREATE OR REPLACE VIEW memory_per_task AS
 WITH span AS (
     SELECT run_id, min(coalesce(received_at, started_at)) AS t0, max(started_at) AS last_start,
            min(finished_at) AS first_finish, count(*) AS tasks
-    FROM tasks WHERE state = 'SUCCESS' GROUP BY run_id
+    FROM task_times WHERE state = 'SUCCESS' GROUP BY run_id
 ),
 main AS (  -- per host, the main processes' sums per tick before the first task
     SELECT s.run_id, s.host, s.ts, sum(s.rss_bytes) AS rss,
            CASE WHEN count(s.pss_bytes) = count(*) THEN sum(s.pss_bytes) END AS pss
-    FROM samples s JOIN span USING (run_id)
+    FROM sample_times s JOIN span USING (run_id)
     WHERE s.role = 'worker' AND s.ts < span.t0 GROUP BY ALL
 ),
 idle AS (

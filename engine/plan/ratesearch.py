@@ -65,7 +65,8 @@ def _facts(con, run_id: str) -> dict[str, float]:
 
 
 def steps(con, run_id: str) -> list[Step]:
-    """The ramp's steps, each judged (see the module's docstring)."""
+    """The ramp's steps, each judged (see the module's docstring). Stamps come from ``task_times``
+    (engine/results/sql/task_times.sql): a worker's clock ahead of the driver's must not read as latency."""
     f = _facts(con, run_id)
     if len(f) < 4:
         return []
@@ -74,7 +75,7 @@ def steps(con, run_id: str) -> list[Step]:
         WITH t AS (
             SELECT intended_at, state, finished_at - intended_at AS latency_s,
                 CAST(floor((intended_at - min(intended_at) OVER ()) / ?) AS INTEGER) AS step
-            FROM tasks WHERE run_id = ? AND intended_at IS NOT NULL
+            FROM task_times WHERE run_id = ? AND intended_at IS NOT NULL
         ), r AS (
             SELECT *, percent_rank() OVER (PARTITION BY step ORDER BY intended_at) AS pos FROM t
         )

@@ -34,17 +34,19 @@ def sql(name: str) -> str:
     return (SQL_DIR / name).read_text()
 
 
-#: Views of the results themselves, installed on every connection: ``task_times`` (every stamp on
-#: the controller's clock) is what ``sql/metrics.sql`` computes from at ingest.
+#: Views of the results themselves, installed on every connection: ``task_times.sql`` holds the
+#: stamps on the controller's clock (``task_times``, ``queue_depth_times``, ``sample_times``), what
+#: ``sql/metrics.sql`` computes from at ingest and every other reader of a stamp reads.
 RESULT_VIEWS = ("task_times",)
 
 
 def install_result_views(con, temporary: bool = False) -> None:
-    """Create (or replace) :data:`RESULT_VIEWS`; ``temporary``: for this connection only (read-only)."""
+    """Create (or replace) the views of :data:`RESULT_VIEWS`' files; ``temporary``: for this
+    connection only (read-only)."""
     for name in RESULT_VIEWS:
         text = sql(f"{name}.sql")
         if temporary:
-            text = text.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW", 1)
+            text = text.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
         con.execute(text)
 
 

@@ -183,8 +183,8 @@ def stop_collect_stages(stopped: StepResult) -> dict[str, float]:
 
 def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
     """Store and return the run's wall time minus the time its tasks were in flight (first sent
-    to last finished): what the harness cost this run."""
-    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM tasks WHERE run_id = ?",
+    to last finished, on the controller's clock: ``task_times``): what the harness cost this run."""
+    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM task_times WHERE run_id = ?",
                                [run_id]).fetchone()
     value = max(wall_s - (in_flight or 0.0), 0.0)
     con.execute("INSERT INTO metrics VALUES (?, 'harness_overhead_s', ?, 's')", [run_id, value])

@@ -3,7 +3,9 @@ what the task rows say; connection counts are the run's own clients only, whoeve
 connected to the same Redis."""
 from __future__ import annotations
 
+import psycopg2
 import pytest
+import redis
 
 from tests.conftest import metrics_by, query, sweep
 
@@ -29,7 +31,6 @@ def quiet(tmp_path_factory):
 def crowded(tmp_path_factory):
     """The same run while idle clients sit on the same Redis: unnamed ones, on the broker's db and
     the backend's, and ones named as another run's workers and driver."""
-    redis = pytest.importorskip("redis")
     names = [None] * 6 + ["cmx.someone-else.worker.broker", "cmx.someone-else.driver.backend", "celery"]
     idle = [redis.Redis(host="127.0.0.1", port=6379, db=i % 2, client_name=n) for i, n in enumerate(names)]
     try:
@@ -133,7 +134,6 @@ def test_sql_fanout_workers_connect_to_the_database_before_the_first_timed_reque
     import threading
     import time
 
-    psycopg2 = pytest.importorskip("psycopg2")
     seen: dict[int, float] = {}
     stop = threading.Event()
 

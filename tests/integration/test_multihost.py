@@ -15,16 +15,9 @@ import psutil
 import pytest
 
 from tests.conftest import cmx, query, write
-from tests.nethosts import NetHosts, missing
-from tests.prereqs import require
+from tests.nethosts import NetHosts
 
-pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _hosts_can_be_made():
-    """No silent skip: without root, ip or sshd these tests fail saying so (CMX_ALLOW_SKIP=1 skips)."""
-    require(missing())
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
 
 TASKS = 200
 

@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pytest
+import redis
 
 from cmx.workloads.drive.raw_broker import RabbitRaw, RedisRaw, schedule_for
 from cmx.workloads.catalog.throughput import ThroughputParams
@@ -53,7 +54,6 @@ def queue():
 
 
 def test_redis_batches_are_stamped_at_the_servers_reply(queue):
-    redis = pytest.importorskip("redis")
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=BATCH)
     broker = RedisRaw("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker")
     try:
@@ -65,7 +65,6 @@ def test_redis_batches_are_stamped_at_the_servers_reply(queue):
 
 
 def test_redis_one_call_per_message(queue):
-    redis = pytest.importorskip("redis")
     params = ThroughputParams(tasks=300, via="raw", raw_batch=1)
     broker = RedisRaw("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker")
     try:
@@ -81,7 +80,6 @@ def test_redis_one_call_per_message(queue):
 
 @pytest.mark.parametrize("batch", [BATCH, 1])
 def test_rabbitmq_publishes_are_stamped_at_the_brokers_answer(queue, batch):
-    pytest.importorskip("pika")
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=batch)
     broker = RabbitRaw("amqp://guest:guest@127.0.0.1:5672//", queue, queue_arguments={}, prefetch=1,
                        name="cmx.test-raw.driver.broker")

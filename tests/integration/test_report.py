@@ -117,10 +117,12 @@ def test_percentile_and_rate_over_time_charts(report):
     rows = _values(over)
     assert len({r["run"] for r in rows}) == 6  # the first ok run of (at most) six cells
     first = [r for r in rows if r["run"] == rows[0]["run"]]
-    # One task finished per second after the first send (finished at +0.1 s, +1.2 s, … +10.0 s) and the
-    # queue drained from 10 to 0, one a second.
-    assert sum(r["completed"] for r in first) == 10
-    assert [r["queue_depth"] for r in first][:11] == list(range(10, -1, -1))
+    # One task finished per second after the first send (finished at +0.1 s, +1.2 s, … +10.0 s): a
+    # 10 s run in 0.5 s buckets, so every other one holds a task (2/s) and the queue drained from 10
+    # to 0, one a second.
+    assert sum(r["completed"] for r in first) == 10 and {r["width_s"] for r in first} == {0.5}
+    assert {r["rate"] for r in first} == {0.0, 2.0}
+    assert [r["queue_depth"] for r in first if r["queue_depth"] is not None] == list(range(10, -1, -1))
 
 
 def _chromium() -> str | None:

@@ -13,9 +13,9 @@ import pytest
 from cmx.engine.hosts.ansible import PlaybookResult
 from cmx.engine.hosts.inventory import load_inventory
 from cmx.engine.hosts.provision import provision, stop_services
-from tests.nethosts import NetHosts, missing
+from tests.nethosts import NetHosts
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(missing()), reason=missing() or "")]
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
 
 SERVICES = {"postgres": ["h1"], "rabbitmq": ["h1"], "redis": ["h1"]}
 ROLES = ("python_env", "redis", "postgres", "rabbitmq")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cmx, query, write
-from tests.nethosts import NetHosts, missing
+from tests.nethosts import NetHosts
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(missing()), reason=missing() or "")]
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
 
 TASKS = 40
 

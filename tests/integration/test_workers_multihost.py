@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import cmx, query, write
 from tests.integration.test_multihost import _describe, _is_ssh
-from tests.nethosts import NetHosts, missing
+from tests.nethosts import NetHosts
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(missing()), reason=missing() or "")]
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
 
 TASKS = 400
 

@@ -8,9 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import duckdb
-
 from cmx.engine.hosts import ansible
+from cmx.engine.results import db
 from cmx.engine.run.runner import record_harness_overhead
 from cmx.engine.run.runsteps import StepResult, start_drive_stages, stop_collect_stages
 from cmx.workloads.drive.publisher import BATCH, batch_size
@@ -29,15 +28,14 @@ def test_stop_ends_when_the_slowest_host_had_stopped():
     assert stop_collect_stages(StepResult("failed", (), 5.0)) == {"stop": 0.0, "collect": 5.0}
 
 
-def test_harness_overhead_is_wall_minus_tasks_in_flight():
-    con = duckdb.connect()
-    con.execute("CREATE TABLE tasks (run_id VARCHAR, sent_at DOUBLE, finished_at DOUBLE)")
-    con.execute("CREATE TABLE metrics (run_id VARCHAR, name VARCHAR, value DOUBLE, unit VARCHAR)")
-    con.execute("INSERT INTO tasks VALUES ('r', 100.0, 101.0), ('r', 100.5, 103.0), ('r', 102.0, NULL)")
-    assert record_harness_overhead(con, "r", 10.0) == 7.0
-    assert record_harness_overhead(con, "none", 4.0) == 4.0  # no task ran: all of it was harness
-    assert con.execute("SELECT run_id, value, unit FROM metrics WHERE name = 'harness_overhead_s' ORDER BY 1"
-                       ).fetchall() == [("none", 4.0, "s"), ("r", 7.0, "s")]
+def test_harness_overhead_is_wall_minus_tasks_in_flight(tmp_path):
+    with db.connect(tmp_path / "r.duckdb") as con:
+        con.execute("INSERT INTO tasks (run_id, sent_at, finished_at) VALUES ('r', 100.0, 101.0), ('r', 100.5, 103.0), "
+                    "('r', 102.0, NULL)")
+        assert record_harness_overhead(con, "r", 10.0) == 7.0
+        assert record_harness_overhead(con, "none", 4.0) == 4.0  # no task ran: all of it was harness
+        assert con.execute("SELECT run_id, value, unit FROM metrics WHERE name = 'harness_overhead_s' ORDER BY 1"
+                           ).fetchall() == [("none", 4.0, "s"), ("r", 7.0, "s")]
 
 
 def test_a_backlog_is_sent_in_at_least_twenty_batches_of_at_most_batch():

@@ -76,6 +76,20 @@ def test_max_tasks_per_child_rule(values, hit):
     assert ("max-tasks-per-child" in names(values)) is hit
 
 
+@pytest.mark.parametrize("values, hit", [
+    ({"backend": "redis", "params.header": 1000, "params.chords": 3}, True),
+    ({"backend": "redis", "params.header": 100}, True),
+    ({"backend": "postgres", "params.header": 500}, True),   # the database backend collects them too
+    ({"backend": "redis", "params.chords": [150, 3]}, True),  # io_chord: a list of header sizes
+    ({"backend": "redis", "params.header": 10, "params.chords": 3}, False),  # chord_size's chords: a count
+    ({"backend": "redis", "params.chords": [7, 3]}, False),
+    ({"backend": "none", "params.header": 1000}, False),  # no chord without a backend
+    ({"backend": "redis"}, False),
+])
+def test_chord_size_rule(values, hit):
+    assert ("chord-size" in names(values)) is hit
+
+
 def test_warnings_count_cells_and_name_the_experiment():
     cells = [SimpleNamespace(cell_id=f"c{i}", values={"pool": "prefork", "celery.worker_max_tasks_per_child": n})
              for i, n in enumerate([None, 1, 10])]
@@ -85,12 +99,61 @@ def test_warnings_count_cells_and_name_the_experiment():
     assert pitfalls.warnings(cells[:1]) == []
 
 
+SHIPPED = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "experiments" / "pitfalls").glob("*.yaml"))
+
+
 def test_every_pitfall_names_a_shipped_experiment_that_walks_into_it():
     for p in pitfalls.PITFALLS:
         path = REPO / p.experiment
         assert path.is_file(), p.experiment
         cells = expand(load_experiment(path))
         assert any(p in [q for q, _ in pitfalls.matches(c.values)] for c in cells), p.name
+
+
+@pytest.mark.parametrize("experiment", SHIPPED)
+def test_every_shipped_pitfall_experiment_walks_into_its_own_rule_and_has_a_safe_cell(experiment):
+    """The other direction: each file under experiments/pitfalls/ is some rule's experiment, and
+    its cells match that rule (its traps) and not all of them (its baseline)."""
+    (own,) = [p for p in pitfalls.PITFALLS if p.experiment == experiment]
+    cells = expand(load_experiment(REPO / experiment))
+    hit = [own in [q for q, _ in pitfalls.matches(c.values)] for c in cells]
+    assert any(hit) and not all(hit), (experiment, hit)
+
+
+def test_the_chord_size_experiment_warns_on_its_large_headers_only():
+    cells = expand(load_experiment(REPO / "experiments/pitfalls/chord-size.yaml"))
+    assert {c.values["params.header"]: names(c.values) for c in cells} == \
+        {10: [], 100: ["chord-size"], 1000: ["chord-size"]}
+
+
+@pytest.mark.parametrize("experiment", SHIPPED)
+def test_validate_and_the_report_warn_on_every_shipped_pitfall_experiment(experiment, tmp_path):
+    """What a user sees: `cmx validate` prints the experiment's own warning, and the report of its
+    runs (their stored dimension values) carries the same note."""
+    import os
+    import subprocess
+    import sys
+
+    from cmx.analysis import views
+    from cmx.analysis.report import pitfall_notes
+    from cmx.engine.results import db
+
+    (own,) = [p for p in pitfalls.PITFALLS if p.experiment == experiment]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "validate", experiment],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"walk into '{own.title}'" in proc.stderr and f"{experiment} shows the effect" in proc.stderr, proc.stderr
+    exp = load_experiment(REPO / experiment)
+    with views.connect(tmp_path / "r.duckdb") as con:
+        for i, cell in enumerate(expand(exp)):
+            db.record_run_start(con, experiment=exp.name, sweep_id="s", run_id=f"r{i}", cell_id=cell.cell_id,
+                                repeat=1, workload=exp.workload.name, dims=dict(cell.values), params={},
+                                warmup_s=0.0)
+            db.record_run_end(con, f"r{i}", "ok", None, {})
+        (revision,) = {r for (r,) in con.execute("SELECT revision FROM runs").fetchall()}
+        notes = pitfall_notes(con, exp.name, revision)
+    assert any(f"walk into '{own.title}'" in n and experiment in n for n in notes), notes
 
 
 def test_validate_warns_on_a_trap_but_exits_0():

@@ -1,6 +1,6 @@
 """The stamp recorder and the worker-side signal handlers: every row written exactly once (as
 frames during the run, as the CSV layout ingest reads once converted), from threads, across a
-fork, and (but for the last flush interval) across a SIGKILL. tests/unit/test_stamps.py runs a
+fork, and (but for the last flush interval) across a SIGKILL. tests/integration/test_stamps.py runs a
 real worker both ways."""
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ import redis
 
 from cmx.workloads.recorder import FRAMES, HEADERS, read_frames, write_csv
 
+pytestmark = [pytest.mark.integration]
+
 BROKER = "redis://127.0.0.1:6379/0"
 
 # One process publishes the tasks (stamped by before_task_publish), then consumes them.

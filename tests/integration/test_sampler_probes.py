@@ -1,0 +1,111 @@
+"""The sampler's connection probes (cmx.workloads.host.sampler) against the real local Redis,
+PostgreSQL and RabbitMQ: only the run's own named clients count, and no URL or password is
+written. The sampler's process and memory tests, which need no service, are tests/unit/test_sampler.py."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pika
+import psycopg2
+import pytest
+import redis
+
+from tests.prereqs import require
+from tests.unit.test_sampler import SamplerOutput, sampler  # noqa: F401 (sampler: the fixture)
+
+pytestmark = [pytest.mark.integration]
+
+RUN = "r-conn-test"
+
+
+def _spec(tmp_path) -> None:
+    """The run dir's spec.json: the probes read the run id from it to know the run's client names."""
+    (tmp_path / "run").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "run" / "spec.json").write_text(json.dumps({"run_id": RUN}))
+
+
+def _maxima(out: SamplerOutput, role: str) -> dict[str, int]:
+    got: dict[str, int] = {}
+    for r in out.connections:
+        if r["role"] == role:
+            got[r["client"]] = max(got.get(r["client"], 0), int(r["count"]))
+    return got
+
+
+def test_redis_counts_only_the_runs_named_clients_and_urls_never_written(tmp_path, sampler):
+    _spec(tmp_path)
+    url = "redis://127.0.0.1:6379/1?client_name=cmx-sampler-test"
+    bad_url = "redis://cmxuser:s3cret-pw-123@127.0.0.1:1/0"  # nothing listens on port 1
+    env = {**os.environ, "CMX_BACKEND_URL": url, "CMX_BROKER_URL": bad_url}
+    s = sampler("--connections", "backend=redis", "--connections", "broker=redis",
+                "--conn-interval", "0.2", env=env)
+    time.sleep(0.5)
+    names = ([f"cmx.{RUN}.worker.backend"] * 3 + [f"cmx.{RUN}.driver.backend"]
+             + [f"cmx.{RUN}.worker.broker"] * 2        # the run's, but the broker's (same server)
+             + [None, None, "cmx.other-run.worker.backend", "someone-else"])  # never the run's
+    clients = [redis.Redis(host="127.0.0.1", port=6379, db=i % 2, client_name=n) for i, n in enumerate(names)]
+    try:
+        for client in clients:
+            client.ping()
+        time.sleep(1.0)
+    finally:
+        for client in clients:
+            client.close()
+    time.sleep(0.3)
+    out = s.stop()
+
+    assert len([r for r in out.connections if r["role"] == "backend"]) >= 10   # 2 rows a tick
+    assert _maxima(out, "backend") == {"worker": 3, "driver": 1}
+    assert all(r["host"] == "h1" and r["kind"] == "redis" for r in out.connections)
+    assert not [r for r in out.connections if r["role"] == "broker"]
+    errors = out.summary["errors"]
+    assert len(errors) == 1 and errors[0].startswith("connections broker=redis: ")  # once, not per probe
+    for name, text in out.raw.items():
+        for secret in (url, "cmx-sampler-test", bad_url, "s3cret-pw-123", "cmxuser"):
+            assert secret not in text, f"{secret!r} written to {name}"
+
+
+def test_postgres_counts_only_the_runs_named_clients(tmp_path, sampler):
+    dsn = "postgresql://postgres@127.0.0.1:5432/postgres"
+    _spec(tmp_path)
+    # Celery's spelling; trust auth ignores the password, which must still never be written.
+    env = {**os.environ, "CMX_BACKEND_URL": "db+postgresql://postgres:pg-pw-789@127.0.0.1:5432/postgres"}
+    conns = [psycopg2.connect(dsn, application_name=n)
+             for n in [f"cmx.{RUN}.worker.backend"] * 3 + ["psql", "cmx.other.worker.backend"]]
+    try:
+        s = sampler("--connections", "backend=postgres", "--conn-interval", "0.2", env=env)
+        time.sleep(1.0)
+        out = s.stop()
+    finally:
+        for conn in conns:
+            conn.close()
+    assert _maxima(out, "backend") == {"worker": 3, "driver": 0}
+    assert out.summary["errors"] == []
+    assert not [name for name, text in out.raw.items() if "pg-pw-789" in text]
+
+
+def test_rabbitmq_counts_only_the_runs_named_clients_with_rabbitmqctl(tmp_path, sampler):
+    require(None if shutil.which("rabbitmqctl") else "rabbitmqctl is not installed")
+    _spec(tmp_path)
+
+    def connect(name):
+        props = {"connection_name": name} if name else None
+        return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", client_properties=props))
+    conns = [connect(n) for n in (f"cmx.{RUN}.worker.broker", f"cmx.{RUN}.worker.broker",
+                                  f"cmx.{RUN}.driver.broker", None, "cmx.other.worker.broker")]
+    env = {k: v for k, v in os.environ.items() if k != "CMX_RABBITMQ_API"}
+    try:
+        s = sampler("--interval", "0.1", "--connections", "broker=rabbitmq", env=env)
+        time.sleep(6.0)  # rabbitmqctl boots an Erlang VM: ~0.5-1 s idle, 2 s and more on a loaded machine
+        out = s.stop()
+    finally:
+        for conn in conns:
+            conn.close()
+    assert out.summary["errors"] == []
+    assert _maxima(out, "broker") == {"worker": 2, "driver": 1}
+    assert out.summary["children_cpu_seconds"] > 0  # rabbitmqctl's cost is recorded
+    # The memory ticks kept their schedule while rabbitmqctl ran in the probe thread.
+    assert out.summary["late_ticks"] <= out.summary["ticks"] // 4
