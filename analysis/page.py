@@ -6,7 +6,8 @@ import json
 
 from cmx.engine.model.cells import value_text
 from cmx.engine.results import metricdefs
-from cmx.analysis.summary import caption, fmt
+from cmx.analysis.summary import caption
+from cmx.analysis.units import fmt
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
