@@ -118,3 +118,21 @@ def as_json(rec: Recommendation) -> str:
         "pareto": rec.pareto,
         "answer": answer(rec),
     }, indent=2, default=str)
+
+
+def answer_html(rec: Recommendation | None, why_not: str = "", traps: tuple[str, ...] = ()) -> str:
+    """The report's opening section: "Which configuration?" in words, before any chart."""
+    import html
+
+    if rec is None:
+        lines = [f"No recommendation: {why_not}"]
+    else:
+        lines = answer(rec)
+        if rec.constraints:
+            lines.append("Only cells with " + " and ".join(c.text for c in rec.constraints) + " were considered.")
+        lines.append(f"Ranked on {rec.objectives[0]} by median with its 95 % interval; cells not told apart "
+                     f"from the best (cmx compare's rule) are tied with it. cmx recommend {rec.experiment} "
+                     "--maximize/--minimize METRIC --where 'METRIC OP VALUE' asks another question.")
+    lines += [f"Trap in this sweep: {t}" for t in traps]
+    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    return f'<section class="answer"><h2>Which configuration?</h2>{body}</section>'

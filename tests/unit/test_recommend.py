@@ -117,3 +117,18 @@ def test_cli_json_contract_and_words(known):
                       (["--where", "peak_pss_bytes <= 5 parsecs"], "no unit of peak_pss_bytes")):
         p = cmx("recommend", "pick", *args, "--db", str(known))
         assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_the_report_opens_with_the_answer(known, tmp_path):
+    from cmx.analysis.report import write_report
+
+    with views.connect(known, read_only=True) as con:
+        rep = write_report(con, "pick", tmp_path)
+    page = rep.html.read_text()
+    page = page[page.index("<body>"):]  # the inlined Vega libraries hold "<table" too
+    answer = page.index("<h2>Which configuration?</h2>")
+    assert answer < page.index("<table")  # before the summary table and every chart
+    section = page[answer:page.index("</section>", answer)]
+    # The workload's own objective (throughput: consume_rate), cells that lost tasks left out.
+    assert "Run pool gevent: consume_rate 1,000/s" in section and "Tied with it" in section
+    assert "pool threads" in section and "tasks_lost == 0" in section
