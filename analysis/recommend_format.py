@@ -49,6 +49,10 @@ def answer(rec: Recommendation) -> list[str]:
     if tied:
         names = "; ".join(cell_words(r, dims) for r in tied[:5]) + ("; …" if len(tied) > 5 else "")
         lines.append(f"Tied with it (not told apart by these runs): {len(tied)} cell(s): {names}.")
+        few = sum(r.versus_best is not None and r.versus_best.verdict == stats.N_TOO_SMALL for r in tied)
+        if few:
+            lines.append(f"{few} of them only because a side has fewer than {stats.MIN_N} ok runs: "
+                         f"with repeats: 5 the runs could tell them apart.")
     else:
         runner = next((r for r in rec.ranking if r.rank == 2), None)
         if runner is not None and runner.versus_best is not None and runner.versus_best.change_pct is not None:

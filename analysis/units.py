@@ -32,14 +32,17 @@ def fmt_bytes(value: float) -> str:
 
 
 def fmt_seconds(value: float) -> str:
+    """Three significant digits in the unit that keeps them under 1,000 (0.9996 s is "1 s", never "1e+03 ms")."""
     size = abs(value)
     if size == 0:
         return "0 s"
-    if size < 1e-3:
-        return f"{value * 1e6:.3g} µs" if size >= 1e-6 else f"{value * 1e9:.3g} ns"
-    if size < 1:
+    if size < 0.9995e-6:
+        return f"{value * 1e9:.3g} ns"
+    if size < 0.9995e-3:
+        return f"{value * 1e6:.3g} µs"
+    if size < 0.9995:
         return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s" if size < 100 else f"{value:,.0f} s"
+    return f"{value:.3g} s" if size < 99.95 else f"{value:,.0f} s"
 
 
 def fmt_rate(value: float, unit: str = "/s") -> str:

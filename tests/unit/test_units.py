@@ -12,6 +12,9 @@ from cmx.analysis.units import fmt, parse, span
     ("latency_p99_s", 1.25, "1.25 s"),
     ("makespan_s", 1204.4, "1,204 s"),
     ("latency_p50_s", 0.0, "0 s"),
+    ("queue_wait_p50_s", 0.9996, "1 s"),          # not "1e+03 ms"
+    ("queue_wait_p50_s", 0.0009996, "1 ms"),
+    ("makespan_s", 99.96, "100 s"),
     ("consume_rate", 1750.2, "1,750/s"),
     ("consume_rate", 208_000.0, "208,000/s"),
     ("consume_rate", 0.25, "0.25/s"),
