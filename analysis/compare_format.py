@@ -10,7 +10,7 @@ from rich.text import Text
 
 from cmx.analysis import stats
 from cmx.analysis.compare import CompareResult, MetricComparison
-from cmx.analysis.summary import fmt, span
+from cmx.analysis.units import fmt, span
 
 MARKERS = {stats.BETTER: "▲ better", stats.WORSE: "▼ worse", stats.SAME: "= same", stats.DIFFERS: "≠ differs",
            stats.INCONCLUSIVE: "? inconclusive", stats.N_TOO_SMALL: "n too small"}

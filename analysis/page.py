@@ -6,7 +6,8 @@ import json
 
 from cmx.engine.model.cells import value_text
 from cmx.engine.results import metricdefs
-from cmx.analysis.summary import caption, fmt
+from cmx.analysis.summary import caption
+from cmx.analysis.units import fmt
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -18,6 +19,7 @@ tr.bad td { background: #fde8e8; }
 .caption { color: #555; max-width: 70em; }
 .ci { display: block; color: #777; font-size: 11px; }
 section { margin: 2em 0; }
+section.answer { background: #f3f8f1; border-left: 4px solid #4a8a3a; padding: 0.5em 1em; max-width: 70em; }
 """
 
 
@@ -66,9 +68,10 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
 
 def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,
                 metrics: tuple[str, ...], javascript: str, revision_note: str = "", extra_html: str = "",
-                pitfall_notes: tuple[str, ...] = ()) -> str:
+                pitfall_notes: tuple[str, ...] = (), answer_html: str = "") -> str:
     """The whole page; ``charts`` are :class:`cmx.analysis.report.Chart` values; ``extra_html`` (sections
-    already escaped) follows the summary table; ``pitfall_notes`` warn of Celery's known traps."""
+    already escaped) follows the summary table; ``pitfall_notes`` warn of Celery's known traps;
+    ``answer_html`` (escaped) opens the page: which configuration to run."""
     same = ", ".join(f"{html.escape(k)}={html.escape(value_text(v))}" for k, v in fixed.items())
     sections = "".join(
         f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
@@ -83,6 +86,7 @@ def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: d
 <script>{javascript}</script>
 </head><body>
 <h1>{html.escape(experiment)}</h1>
+{answer_html}
 {f'<p class="caption revision">{html.escape(revision_note)}</p>' if revision_note else ""}
 {"".join(f'<p class="caption pitfall">warning: {html.escape(n)}</p>' for n in pitfall_notes)}
 <p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs, under each its 95 %

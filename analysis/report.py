@@ -88,10 +88,27 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     shares = shares_html(host_shares(con, experiment, chosen), {c["cell_id"]: c["label"] for c in cells})
     page.write_text(render_html(experiment, cells, varying, fixed, found, table_metrics(con, experiment),
                                 _javascript(), " ".join(filter(None, (tags_note(tags), revision_note(chosen, known)))),
-                                shares,
-                                tuple(pitfall_notes(con, experiment, chosen))))
+                                shares, tuple(pitfall_notes(con, experiment, chosen)),
+                                _answer(con, experiment, chosen)))
     return Report(experiment, out_dir, page, tuple(c.name for c in found), len(cells),
                   sum(c["runs"] for c in cells), chosen)
+
+
+def _answer(con, experiment: str, revision: int) -> str:
+    """The page's opening "Which configuration?": the experiment's objective (or its workload's),
+    among the cells that lost no task when that was measured."""
+    from cmx.analysis.recommend import RecommendError, default_objective, parse_constraint, recommend
+    from cmx.analysis.recommend_format import answer_html
+
+    try:
+        objective = default_objective(con, experiment, revision)
+        lost = con.execute("SELECT count(*) FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND "
+                           "revision = ? AND name = 'tasks_lost'", [experiment, revision]).fetchone()[0]
+        constraints = [parse_constraint("tasks_lost == 0")] if lost else []
+        rec = recommend(con, experiment, revision, [objective], constraints)
+    except RecommendError as exc:
+        return answer_html(None, str(exc))
+    return answer_html(rec)
 
 
 def tags_note(tags: dict[str, str] | None) -> str:

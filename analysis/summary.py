@@ -3,13 +3,13 @@
 :mod:`cmx.analysis.stats`; drawing in :func:`render`."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from rich.table import Table
 from rich.text import Text
 
 from cmx.analysis import stats
+from cmx.analysis.units import fmt, span
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import sql
 from cmx.engine.model.cells import Cell, value_text
@@ -69,38 +69,6 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
     for (cell_id, name), vals in values.items():
         by_id[cell_id].metrics[name] = stats.summarize(vals)
     return list(by_id.values())
-
-
-_NUMBER = re.compile(r"^([-+]?[\d,.]+)(\D*)$")
-#: Binary units, as ``size_mb`` (MiB) and the kernel's kB (KiB) are.
-MIB, GIB = 1 << 20, 1 << 30
-
-
-def fmt_bytes(value: float) -> str:
-    return f"{value / GIB:,.2f} GiB" if abs(value) >= GIB else f"{value / MIB:,.1f} MiB"
-
-
-def fmt(name: str, value: float | None) -> str:
-    """The value in the metric's unit (the registry's): bytes in MiB/GiB, rates per second, seconds."""
-    if value is None:
-        return "–"
-    unit = metricdefs.get(name).unit
-    if unit == "bytes":
-        return fmt_bytes(value)
-    if metricdefs.is_rate(unit):
-        return f"{value:,.0f}/s" if value >= 10 else f"{value:,.2f}/s"
-    if unit == "s":
-        return f"{value:.3f} s" if value < 100 else f"{value:,.0f} s"
-    return f"{value:,.4g}"
-
-
-def span(name: str, low: float, high: float) -> str:
-    """``0.006–0.007 s``: an interval with its unit written once (it keeps the table narrow)."""
-    lo, hi = fmt(name, low), fmt(name, high)
-    a, b = _NUMBER.match(lo), _NUMBER.match(hi)
-    if a and b and a.group(2) == b.group(2):
-        return f"{a.group(1)}–{hi}"
-    return f"{lo} – {hi}"
 
 
 def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:

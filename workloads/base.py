@@ -41,6 +41,9 @@ class Workload(abc.ABC):
     needs_database: ClassVar[bool] = False
     #: The metrics the end-of-sweep summary shows for this workload (median over repeats).
     headline_metrics: ClassVar[tuple[str, ...]] = ("makespan_s", "consume_rate", "peak_pss_bytes", "peak_rss_bytes")
+    #: What ``cmx recommend`` and the report's "Which configuration?" rank cells on by default: a
+    #: metric, in the direction the metric registry calls better (an experiment's ``objective:`` wins).
+    objective: ClassVar[str] = "consume_rate"
     #: ``cmx run --smoke``: caps on the params (a number is lowered to at most this), so each
     #: cell runs once at a tiny size.
     smoke_params: ClassVar[dict[str, Any]] = {}

@@ -95,7 +95,17 @@ class Experiment(BaseModel):
     include: list[dict[str, Any]] = []
     limits: Limits = Limits()
     on_error: Literal["continue", "abort"] = "continue"
+    #: What ``cmx recommend`` and the report rank cells on: a metric (its registry's direction) or
+    #: ``{maximize: METRIC}`` / ``{minimize: METRIC}``; default the workload's own objective.
+    objective: str | dict[Literal["maximize", "minimize"], str] | None = None
     source: str = ""
+
+    @field_validator("objective")
+    @classmethod
+    def _one_objective(cls, value):
+        if isinstance(value, dict) and len(value) != 1:
+            raise ValueError("objective: one of {maximize: METRIC} or {minimize: METRIC}, or a metric name")
+        return value
 
 
 #: Keys a file may use at each level (``source`` is the loader's, never the file's).

@@ -24,6 +24,7 @@ class ConcurrentSleep(Workload):
     name = "concurrent_sleep"
     Params = ConcurrentSleepParams
     smoke_params = {"tasks": 4, "sleep_s": 0.2}
+    objective = "peak_pss_bytes"
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "peak_pss_per_slot_bytes",
                         "peak_rss_per_slot_bytes")
 

@@ -73,6 +73,7 @@ class IoChord(Workload):
     smoke_params = {"chords": [2], "sleep_min_s": 0.1, "sleep_max_s": 0.2}
     needs_backend = True  # a chord's callback needs its header's results
     service_module = "cmx.workloads.host.sleep_service"
+    objective = "chords_makespan_s"
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "broker_connections_max",
                         "backend_connections_max")
 

@@ -61,6 +61,7 @@ class MemoryFanout(Workload):
     name = "memory_fanout"
     Params = MemoryFanoutParams
     smoke_params = {"subtasks": 2, "size_mb": 1.0, "work_s": 0.1}
+    objective = "peak_pss_bytes"
     headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "worker_vmhwm_max_bytes")
 
     def register_tasks(self, app):

@@ -42,6 +42,7 @@ SHORT, LONG = "cmx.mixed.short", "cmx.mixed.long"
 class Mixed(Workload):
     name = "mixed"
     Params = MixedParams
+    objective = "short_latency_p99_s"
     headline_metrics = ("short_latency_p50_s", "short_latency_p99_s", "short_delayed_share", "tasks_duplicated",
                         "consume_rate")
 

@@ -154,6 +154,7 @@ class SqlFanout(Workload):
     smoke_params = {"queries": 3, "requests": 2, "rows": 1000}
     needs_backend = True  # celery mode waits for the group's results
     needs_database = True
+    objective = "requests_per_s"
     headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_pss_bytes", "peak_rss_bytes")
 
     def register_tasks(self, app):
