@@ -144,8 +144,11 @@ bootstrap interval and n; failed and timed-out runs are counted, never averaged 
 {sections}
 <script>
 const specs = {specs};
-specs.forEach((spec, i) => vegaEmbed("#chart-" + i, spec, {{renderer: "svg", actions: false}})
-  .catch(err => {{ document.getElementById("chart-" + i).textContent = "chart failed: " + err; }}));
+// When every chart has been drawn (or has failed), the body carries the milliseconds since the
+// page was requested: the browser test reads it.
+Promise.all(specs.map((spec, i) => vegaEmbed("#chart-" + i, spec, {{renderer: "svg", actions: false}})
+  .catch(err => {{ document.getElementById("chart-" + i).textContent = "chart failed: " + err; }})))
+  .then(() => document.body.setAttribute("data-charts-drawn-ms", Math.round(performance.now())));
 </script>
 </body></html>
 """
