@@ -157,8 +157,8 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
                                  f"(it has: {', '.join(m for m in metricdefs.METRICS if m in present)})")
     dims = _cell_values(con, experiment, revision)
     wanted = list(dict.fromkeys([o.metric for o in objectives] + [c.metric for c in constraints]))
-    cells = [Ranked(cell_id, dims.get(cell_id, {}), {m: stats.summarize(metrics.get(m, [])) for m in wanted})
-             for cell_id, metrics in data.items()]
+    summaries = iter(stats.summarize_many([metrics.get(m, []) for metrics in data.values() for m in wanted]))
+    cells = [Ranked(cell_id, dims.get(cell_id, {}), {m: next(summaries) for m in wanted}) for cell_id in data]
     for cell in cells:
         cell.excluded_by = [c.text for c in constraints if not c.holds(cell.metrics[c.metric].median)]
         if objectives and any(cell.metrics[o.metric].median is None for o in objectives):

@@ -75,3 +75,4 @@ def test_the_rule_splits_series_over_colour_dash_and_panels():
     assert assign(many, ["concurrency"]) == Series(None, None, "concurrency", "concurrency")
     # A dimension with one value splits nothing.
     assert assign([{"pool": "solo"}], ["pool"]) == Series()
+
