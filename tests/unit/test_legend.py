@@ -76,3 +76,14 @@ def test_the_rule_splits_series_over_colour_dash_and_panels():
     # A dimension with one value splits nothing.
     assert assign([{"pool": "solo"}], ["pool"]) == Series()
 
+
+
+def test_tradeoff_marks_the_known_pareto_front(report_specs):
+    # Peak PSS grows with concurrency alone and rabbitmq / prefork is the fastest at each level;
+    # the rate peaks at 64: the front is rabbitmq / prefork at every concurrency up to 64.
+    rows = report_specs["tradeoff_memory"]["data"]["values"]
+    concurrency = sorted({int(r["cell"].split(" / ")[-1]) for r in rows})
+    assert sorted(r["label"] for r in rows if r["front"] == "Pareto front") == \
+        sorted(f"rabbitmq / prefork / {c}" for c in concurrency if c <= 64)
+    assert all(r["label"] == "" for r in rows if r["front"] == "dominated")
+    assert {r["cell"] for r in report_specs["tradeoff_latency"]["data"]["values"]} == {r["cell"] for r in rows}
