@@ -68,11 +68,11 @@ def _latency_chart(con, experiment: str, revision: int, cells: list[dict], capti
     # A cell whose workload drops latency for its params (a backlog: finished - sent is queue
     # position there) is left out; the table shows its queue wait and service time instead.
     hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and "latency_p50_s" not in c["shown"]}
+    rows = [r for r in rows if r[0] not in hidden]
+    summaries = iter(stats.summarize_many([values for r in rows for values in (r[-2], r[-1])]))
     data = []
     for r in rows:
-        if r[0] in hidden:
-            continue
-        p50, p99 = stats.summarize(r[-2]), stats.summarize(r[-1])
+        p50, p99 = next(summaries), next(summaries)
         data.append({"cell": f"{labels.get(r[0], r[0])} (n={p50.n})", "order": labels.get(r[0], r[0]),
                      **dict(zip(cols, r[1:-2])), "p50_low": p50.low, "p50_high": p50.high, "p99_low": p99.low,
                      "p99_high": p99.high})
