@@ -7,8 +7,8 @@ Of the dimensions that split a chart into series (those with more than one value
   ``redis / prefork``): one colour per series, one legend to read;
 - otherwise colour goes to the one with the most values that still fit the palette (colour is the channel
   the eye separates best, so it takes the busiest dimension it can);
-- dash (lines) goes to the one with the fewest values that fit the dash patterns (a dash is
-  readable for a handful of values only);
+- dash (lines, and the same dimension on the points' shape) goes to the one with the fewest
+  values that fit the dash patterns (a dash is readable for a handful of values only);
 - every other dimension becomes the panels (facets), joined into one label when there are several.
 
 Every chart builder that colours series takes a :class:`Series` made here.
@@ -24,6 +24,7 @@ import altair as alt
 MAX_COLOURS = 10
 #: Dash patterns, solid first; a dimension with more values than this is not dashed.
 DASHES = ([1, 0], [6, 3], [2, 2], [10, 3, 2, 3], [1, 4], [14, 5])
+SHAPES = ("circle", "square", "triangle-up", "diamond", "cross", "triangle-down")  # as many as DASHES
 PANEL = "panel"  # the field holding the joined values when more than one dimension is facetted
 LEGEND = "legend"  # the field holding the joined values when their combinations are coloured
 
@@ -38,7 +39,7 @@ class Series:
 
     def caption(self) -> str:
         """``Colour: pool; dash: broker; panels: concurrency.`` (empty when nothing is split)."""
-        said = [f"{what}: {name}" for what, name in (("colour", self.color_title or self.color), ("dash", self.dash),
+        said = [f"{what}: {name}" for what, name in (("colour", self.color_title or self.color), ("dash and shape", self.dash),
                                                      ("panels", self.facet_title)) if name]
         return ("; ".join(said) + ".").capitalize() if said else ""
 
@@ -82,13 +83,17 @@ def field(name: str) -> str:
 
 
 def channels(series: Series) -> dict:
-    """The encoding channels (``color``, ``strokeDash``) of ``series``, for ``Chart.encode(**...)``."""
+    """The encoding channels (``color``, ``strokeDash``, ``shape``) of ``series``, for ``Chart.encode(**...)``."""
     out = {}
     if series.color:
         out["color"] = alt.Color(f"{field(series.color)}:N", title=series.color_title or series.color, sort=None)
     if series.dash:
-        out["strokeDash"] = alt.StrokeDash(f"{field(series.dash)}:N", title=series.dash,
-                                           scale=alt.Scale(range=list(DASHES)))
+        # The same field on the points' shape too, and only its legend: a line's legend symbol is
+        # its point (a dash would not show), and shapes tell series apart where dashes are short.
+        out["strokeDash"] = alt.StrokeDash(f"{field(series.dash)}:N", title=series.dash, sort=None,
+                                           scale=alt.Scale(range=list(DASHES)), legend=None)
+        out["shape"] = alt.Shape(f"{field(series.dash)}:N", title=series.dash, sort=None,
+                                 scale=alt.Scale(range=list(SHAPES)))
     return out
 
 
