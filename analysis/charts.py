@@ -1,12 +1,14 @@
 """Altair chart builders for the report. They only draw: each takes rows already aggregated in
 SQL (a few per cell or per tick, never raw task rows) and the names of the dimensions to encode.
 
-Facets and colours are used only for dimensions with more than one value; the report puts the
-others in the chart's caption.
+Which dimension is coloured, dashed or facetted is decided by one rule (analysis/legend.py): no
+colour scale carries more than ten values. Dimensions with one value are said in the caption.
 """
 from __future__ import annotations
 
 import altair as alt
+
+from cmx.analysis.legend import Series, channels, facet as _series_facet, field as _field
 
 WIDTH = 260
 
@@ -15,25 +17,14 @@ def _data(rows: list[dict]) -> alt.Data:
     return alt.Data(values=rows)
 
 
-def _facet(chart: alt.Chart, facet: str | None, columns: int = 4) -> alt.Chart | alt.FacetChart:
-    return chart.facet(facet=alt.Facet(f"{facet}:N", title=facet), columns=columns) if facet else chart
-
-
-def _field(name: str) -> str:
-    # Dimension names such as "params.size_mb" hold a dot, which Vega-Lite reads as a nested path.
-    return name.replace(".", "\\.")
-
-
-def rate_vs_concurrency(rows: list[dict], metric: str, x: str, color: str | None, facet: str | None,
-                        title: str, color_title: str | None = None) -> alt.TopLevelMixin:
+def rate_vs_concurrency(rows: list[dict], metric: str, x: str, series: Series, title: str) -> alt.TopLevelMixin:
     """Median ``metric`` (field ``median``) against ``x``, its 95 % interval (``low``..``high``) as an
-    error bar and ``n`` written beside each point; one line per ``color``."""
+    error bar and ``n`` written beside each point; one line per ``line`` field (the other dimensions)."""
     base = alt.Chart(_data(rows)).encode(
         x=alt.X(f"{_field(x)}:Q" if x == "concurrency" else f"{_field(x)}:O", title=x,
                 scale=alt.Scale(type="log", base=2) if x == "concurrency" else alt.Undefined,
                 axis=alt.Axis(values=sorted({r[x] for r in rows})) if x == "concurrency" else alt.Undefined),
-        color=alt.Color(f"{_field(color)}:N", title=color_title or color) if color else alt.Undefined,
-    )
+        detail="line:N", **channels(series))
     line = base.mark_line(point=True).encode(
         y=alt.Y("median:Q", title=metric),
         tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("median:Q", format=",.4g"), alt.Tooltip("low:Q", format=",.4g"),
@@ -41,7 +32,7 @@ def rate_vs_concurrency(rows: list[dict], metric: str, x: str, color: str | None
     )
     spread = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title=metric), y2="high:Q")
     n = base.mark_text(align="left", dx=5, dy=-7, fontSize=9).encode(y="median:Q", text="n_label:N")
-    return _facet(alt.layer(line, spread, n).properties(width=WIDTH, height=200), facet).properties(title=title)
+    return _series_facet(alt.layer(line, spread, n).properties(width=WIDTH, height=200), series).properties(title=title)
 
 
 def latency_boxes(rows: list[dict], title: str) -> alt.TopLevelMixin:
@@ -64,17 +55,18 @@ def latency_boxes(rows: list[dict], title: str) -> alt.TopLevelMixin:
 SPECTRUM_TICKS = {2: "50%", 10: "90%", 100: "99%", 1000: "99.9%", 10000: "99.99%", 100000: "max"}
 
 
-def latency_spectrum(rows: list[dict], title: str) -> alt.TopLevelMixin:
+def latency_spectrum(rows: list[dict], series: Series, title: str) -> alt.TopLevelMixin:
     """Latency against percentile, HdrHistogram style: x is 1/(1−q) on a log scale (50 %, 90 %,
     99 %, 99.9 %, 99.99 %, max), y the latency on a log scale; one line per cell."""
     label = " : ".join(f"datum.value == {v} ? '{t}'" for v, t in SPECTRUM_TICKS.items()) + " : ''"
-    return alt.Chart(_data(rows)).mark_line(point=True).encode(
+    chart = alt.Chart(_data(rows)).mark_line(point=True).encode(
         x=alt.X("x:Q", title="percentile", scale=alt.Scale(type="log"),
                 axis=alt.Axis(values=list(SPECTRUM_TICKS), labelExpr=label, grid=True)),
         y=alt.Y("latency_s:Q", title="latency (s), finished − sent", scale=alt.Scale(type="log")),
-        color=alt.Color("cell:N", title=None, sort=None),
+        detail="cell:N", **channels(series),
         tooltip=["cell:N", "percentile:N", alt.Tooltip("latency_s:Q", format=".4f"), "tasks:Q", "runs:Q"],
-    ).properties(width=560, height=280, title=title)
+    ).properties(width=WIDTH if series.facet else 560, height=200 if series.facet else 280)
+    return _series_facet(chart, series).properties(title=title)
 
 
 def rate_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
@@ -94,27 +86,31 @@ def rate_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
     return alt.concat(*panels, columns=3).properties(title=title)
 
 
-def rate_latency(rows: list[dict], title: str) -> alt.TopLevelMixin:
+def rate_latency(rows: list[dict], series: Series, title: str) -> alt.TopLevelMixin:
     """Latency (median over runs, 95 % interval as an error bar) against achieved rate, one line per
-    cell and latency percentile, as rabbitmq-perf-test's rate-vs-latency scenarios draw it."""
+    ``series`` field (cell group and latency percentile), as rabbitmq-perf-test's rate-vs-latency
+    scenarios draw it."""
     base = alt.Chart(_data(rows)).encode(
         x=alt.X("rate:Q", title="achieved consume rate (tasks/s), median over runs"),
-        color=alt.Color("series:N", title=None, sort=None))
+        detail="series:N", **channels(series))
     line = base.mark_line(point=True).encode(
         y=alt.Y("latency_s:Q", title="latency (s)", scale=alt.Scale(type="log")),
         tooltip=["series:N", "fraction:Q", alt.Tooltip("rate:Q", format=",.0f"),
                  alt.Tooltip("latency_s:Q", format=".4f"), "n:Q"])
     spread = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title="latency (s)"), y2="high:Q")
     n = base.mark_text(align="left", dx=5, dy=-7, fontSize=9).encode(y="latency_s:Q", text="n_label:N")
-    return alt.layer(line, spread, n).properties(width=560, height=280, title=title)
+    chart = alt.layer(line, spread, n).properties(width=WIDTH if series.facet else 560,
+                                                  height=200 if series.facet else 280)
+    return _series_facet(chart, series).properties(title=title)
 
 
-def memory_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
-    """Summed RSS (MiB) of each role against seconds since run start, one panel per run."""
+def memory_over_time(rows: list[dict], series: Series, title: str) -> alt.TopLevelMixin:
+    """Summed RSS (MiB) of each role against seconds since run start, one panel per run (a few
+    runs: the caller picks them); ``series`` colours the roles."""
     chart = alt.Chart(_data(rows)).mark_line().encode(
         x=alt.X("t_s:Q", title="seconds since run start"),
         y=alt.Y("rss_mb:Q", title="RSS (MiB), summed per role"),
-        color=alt.Color("role:N"),
+        detail="role:N", **channels(series),
         tooltip=["role:N", alt.Tooltip("t_s:Q", format=".1f"), alt.Tooltip("rss_mb:Q", format=".1f")],
     ).properties(width=WIDTH, height=180)
     return chart.facet(facet=alt.Facet("cell:N", title=None), columns=3).properties(title=title)
@@ -134,28 +130,44 @@ def peak_memory(rows: list[dict], title: str) -> alt.TopLevelMixin:
     return alt.layer(bars, spread).properties(width=520, title=title)
 
 
-def connections(rows: list[dict], x: str, series: str | None, title: str,
-                series_title: str | None = None) -> alt.TopLevelMixin:
+def connections(rows: list[dict], x: str, series: Series, title: str) -> alt.TopLevelMixin:
     """Median of the per-run most connections at once against ``x`` (concurrency: a line per
-    ``series``; otherwise bars side by side), its 95 % interval as an error bar, one panel per role
-    (broker, backend): nothing is pooled across the dimensions on the axes."""
+    ``line`` field; otherwise bars side by side per ``line``), its 95 % interval as an error bar,
+    one panel row per role (broker, backend): nothing is pooled across the dimensions on the axes."""
     is_q = x == "concurrency"
+    split = "line" in rows[0]
     base = alt.Chart(_data(rows)).encode(
         x=alt.X(f"{_field(x)}:Q" if is_q else f"{_field(x)}:N", title=x,
                 scale=alt.Scale(type="log", base=2) if is_q else alt.Undefined,
                 axis=alt.Axis(values=sorted({r[x] for r in rows})) if is_q else alt.Undefined),
-        color=alt.Color(f"{_field(series)}:N", title=series_title or series) if series else alt.Undefined,
-    )
+        detail="line:N" if split else alt.Undefined, **channels(series))
     tooltip = [alt.Tooltip(f"{_field(x)}:N"), "role:N", alt.Tooltip("max_connections:Q", title="median"),
-               alt.Tooltip("low:Q"), alt.Tooltip("high:Q"), alt.Tooltip("n:Q", title="ok runs")] + ([alt.Tooltip(f"{_field(series)}:N")] if series else [])
+               alt.Tooltip("low:Q"), alt.Tooltip("high:Q"), alt.Tooltip("n:Q", title="ok runs")] + (["line:N"] if split else [])
     y_title = "most connections at once (median over runs)"
     y = alt.Y("max_connections:Q", title=y_title)
     if is_q:
         marks = base.mark_line(point=True).encode(y=y, tooltip=tooltip)
         spread = base.mark_errorbar().encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
     else:
-        offset = alt.XOffset(f"{_field(series)}:N") if series else alt.Undefined
+        offset = alt.XOffset("line:N") if split else alt.Undefined
         marks = base.mark_bar().encode(y=y, xOffset=offset, tooltip=tooltip)
         spread = base.mark_errorbar().encode(y=alt.Y("low:Q", title=y_title), y2="high:Q", xOffset=offset)
     chart = alt.layer(marks, spread).properties(width=WIDTH, height=200)
-    return chart.facet(facet=alt.Facet("role:N", title=None), columns=2).properties(title=title)
+    panels = alt.Column(f"{_field(series.facet)}:N", title=series.facet_title) if series.facet else alt.Undefined
+    return chart.facet(row=alt.Row("role:N", title=None), column=panels).properties(title=title)
+
+
+def tradeoff(rows: list[dict], x_title: str, y_title: str, title: str) -> alt.TopLevelMixin:
+    """One point per cell (``x``, ``y``); the cells whose ``front`` is "Pareto front" coloured, joined
+    in ``x`` order and named (``label``); ``x_text``/``y_text`` are the values in the metric's units."""
+    base = alt.Chart(_data(rows)).encode(x=alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False)),
+                                         y=alt.Y("y:Q", title=y_title, scale=alt.Scale(zero=False)))
+    front = base.transform_filter("datum.front == 'Pareto front'")
+    points = base.mark_point(filled=True, size=50).encode(
+        color=alt.Color("front:N", title=None, scale=alt.Scale(domain=["Pareto front", "dominated"],
+                                                               range=["#e45756", "#9d9d9d"])),
+        tooltip=["cell:N", alt.Tooltip("x_text:N", title="x"), alt.Tooltip("y_text:N", title="y"),
+                 alt.Tooltip("n:Q", title="ok runs")])
+    line = front.mark_line(color="#e45756").encode(order="x:Q")
+    names = front.mark_text(align="left", dx=6, dy=-6, fontSize=9).encode(text="label:N")
+    return alt.layer(line, points, names).properties(width=420, height=260, title=title)

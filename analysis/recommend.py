@@ -123,17 +123,22 @@ def _cell_values(con, experiment: str, revision: int) -> dict[str, dict]:
     return out
 
 
-def _dominates(a: Ranked, b: Ranked, objectives: list[Objective]) -> bool:
+def _dominates(a: dict[str, float], b: dict[str, float], objectives: list[Objective]) -> bool:
     """a is at least as good as b on every objective's median and better on one."""
     strictly = False
     for o in objectives:
-        x, y = a.metrics[o.metric].median, b.metrics[o.metric].median
+        x, y = a[o.metric], b[o.metric]
         if o.direction == MINIMIZE:
             x, y = -x, -y
         if x < y:
             return False
         strictly |= x > y
     return strictly
+
+
+def pareto(medians: dict[str, dict[str, float]], objectives: list[Objective]) -> list[str]:
+    """The keys of ``medians`` (cell → metric → median) that no other one dominates, in their order."""
+    return [k for k, m in medians.items() if not any(_dominates(o, m, objectives) for j, o in medians.items() if j != k)]
 
 
 def recommend(con, experiment: str, revision: int, objectives: list[Objective], constraints: list[Constraint],
@@ -152,8 +157,8 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
                                  f"(it has: {', '.join(m for m in metricdefs.METRICS if m in present)})")
     dims = _cell_values(con, experiment, revision)
     wanted = list(dict.fromkeys([o.metric for o in objectives] + [c.metric for c in constraints]))
-    cells = [Ranked(cell_id, dims.get(cell_id, {}), {m: stats.summarize(metrics.get(m, [])) for m in wanted})
-             for cell_id, metrics in data.items()]
+    summaries = iter(stats.summarize_many([metrics.get(m, []) for metrics in data.values() for m in wanted]))
+    cells = [Ranked(cell_id, dims.get(cell_id, {}), {m: next(summaries) for m in wanted}) for cell_id in data]
     for cell in cells:
         cell.excluded_by = [c.text for c in constraints if not c.holds(cell.metrics[c.metric].median)]
         if objectives and any(cell.metrics[o.metric].median is None for o in objectives):
@@ -178,9 +183,9 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
                                     first.better, margin_pct=margin_pct)
         cell.versus_best = cmp
         cell.tied_with_best = cmp.verdict not in (stats.WORSE, stats.BETTER, stats.DIFFERS)
-    pareto = [c.cell_id for c in kept if not any(_dominates(o, c, objectives) for o in kept if o is not c)]
+    front = pareto({c.cell_id: {o.metric: c.metrics[o.metric].median for o in objectives} for c in kept}, objectives)
     excluded = sorted((c for c in cells if c.excluded_by), key=lambda c: c.cell_id)
-    return Recommendation(experiment, revision, list(objectives), list(constraints), kept + excluded, pareto)
+    return Recommendation(experiment, revision, list(objectives), list(constraints), kept + excluded, front)
 
 
 def default_objective(con, experiment: str, revision: int) -> Objective:

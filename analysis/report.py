@@ -76,8 +76,9 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
                           f"(it has {', '.join(map(str, known))})")
     chosen = known[-1] if revision is None else revision
     cells, varying, fixed, found = build_charts(con, experiment, chosen)
+    answer, tradeoffs = _answer(con, experiment, chosen, cells)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for chart in found:
+    for chart in [*tradeoffs, *found]:
         (out_dir / f"{chart.name}.vl.json").write_text(json.dumps(chart.spec, indent=1))
         (out_dir / f"{chart.name}.png").write_bytes(vl_convert.vegalite_to_png(chart.spec, scale=1.5))
     from cmx.analysis.page import render_html  # the page template, kept apart from the data work
@@ -88,17 +89,18 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     shares = shares_html(host_shares(con, experiment, chosen), {c["cell_id"]: c["label"] for c in cells})
     page.write_text(render_html(experiment, cells, varying, fixed, found, table_metrics(con, experiment),
                                 _javascript(), " ".join(filter(None, (tags_note(tags), revision_note(chosen, known)))),
-                                shares, tuple(pitfall_notes(con, experiment, chosen)),
-                                _answer(con, experiment, chosen)))
-    return Report(experiment, out_dir, page, tuple(c.name for c in found), len(cells),
+                                shares, tuple(pitfall_notes(con, experiment, chosen)), answer, tradeoffs))
+    return Report(experiment, out_dir, page, tuple(c.name for c in [*tradeoffs, *found]), len(cells),
                   sum(c["runs"] for c in cells), chosen)
 
 
-def _answer(con, experiment: str, revision: int) -> str:
+def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str, list[Chart]]:
     """The page's opening "Which configuration?": the experiment's objective (or its workload's),
-    among the cells that lost no task when that was measured."""
+    among the cells that lost no task when that was measured; and its trade-off charts (of the
+    report's ``cells``)."""
     from cmx.analysis.recommend import RecommendError, default_objective, parse_constraint, recommend
     from cmx.analysis.recommend_format import answer_html
+    from cmx.analysis.tradeoff import tradeoff_charts
 
     try:
         objective = default_objective(con, experiment, revision)
@@ -107,8 +109,8 @@ def _answer(con, experiment: str, revision: int) -> str:
         constraints = [parse_constraint("tasks_lost == 0")] if lost else []
         rec = recommend(con, experiment, revision, [objective], constraints)
     except RecommendError as exc:
-        return answer_html(None, str(exc))
-    return answer_html(rec)
+        return answer_html(None, str(exc)), []
+    return answer_html(rec), tradeoff_charts(rec, cells)
 
 
 def tags_note(tags: dict[str, str] | None) -> str:

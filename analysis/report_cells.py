@@ -61,12 +61,11 @@ def cells_of(con, experiment: str, revision: int, varying: list[str], shown: tup
         cells[cell_id]["medians"][metric] = (median, n, None, None)
     # The 95 % interval of the median (seeded bootstrap) for the metrics shown; the run values
     # are a few per cell, so this stays cheap however many tasks there were.
-    for cell_id, metric, values in con.execute("""
+    found = con.execute("""
             SELECT r.cell_id, m.name, list(m.value ORDER BY r.run_id) FROM runs r JOIN metrics m USING (run_id)
             WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' AND m.value IS NOT NULL
-              AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""",
-            [experiment, revision, list(shown)]).fetchall():
-        s = stats.summarize(values)
+              AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""", [experiment, revision, list(shown)]).fetchall()
+    for (cell_id, metric, _), s in zip(found, stats.summarize_many([values for _, _, values in found])):
         cells[cell_id]["medians"][metric] = (s.median, s.n, s.low, s.high)
     for cell_id, own in _cell_headlines(con, experiment, table_metrics(con, experiment)).items():
         if cell_id in cells:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cmx.analysis import charts, stats
+from cmx.analysis import charts, legend, stats
 from cmx.analysis.report_cells import _q, cells_of, dimensions, table_metrics
 from cmx.engine.results import metricdefs
 
@@ -40,30 +40,20 @@ def _rate_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | 
     metric = "consume_rate" if any(c["medians"].get("consume_rate", (None,))[0] is not None for c in cells) \
         else "makespan_s"
     x = "concurrency" if "concurrency" in varying else (varying[0] if varying else "cell")
-    facet = "broker" if "broker" in varying and x != "broker" else None
-    # Colour by pool; any other varying dimension joins the colour so one line is one series of cells.
-    series_dims = [d for d in varying if d not in (x, facet)]
-    series_dims.sort(key=lambda d: d != "pool")
+    others = [d for d in varying if d != x]  # one line per combination of them: legend.assign splits them
     rows = []
     for c in cells:
         median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
         if median is None:
             continue
-        row = {"cell": c["label"], "median": median, "n": n, "low": lo, "high": hi, "n_label": _n_label(n),
-               x: c["label"] if x == "cell" else c[x]}
-        if facet:
-            row[facet] = c[facet]
-        if series_dims:
-            row["series"] = " / ".join(str(c[d]) for d in series_dims)
-        rows.append(row)
+        rows.append({"cell": c["label"], "median": median, "n": n, "low": lo, "high": hi, "n_label": _n_label(n),
+                     x: c["label"] if x == "cell" else c[x], **{d: c[d] for d in others},
+                     "line": " / ".join(str(c[d]) for d in others)})
     if not rows:
         return None
-    color_title = " / ".join(series_dims)
-    spec = charts.rate_vs_concurrency(rows, metric, x, "series" if series_dims else None, facet,
-                                      f"{metric} vs {x}", color_title or None).to_dict()
-    note = "Median over ok runs; bars span its 95 % bootstrap interval; n = ok runs."
-    if color_title:
-        note += f" Colour: {color_title}."
+    series = legend.assign(rows, others)
+    spec = charts.rate_vs_concurrency(rows, metric, x, series, f"{metric} vs {x}").to_dict()
+    note = f"Median over ok runs; bars span its 95 % bootstrap interval; n = ok runs. {series.caption()}"
     return Chart("throughput", f"{metricdefs.get(metric).label} vs {x}", f"{note} {caption}".strip(), spec)
 
 
@@ -78,11 +68,11 @@ def _latency_chart(con, experiment: str, revision: int, cells: list[dict], capti
     # A cell whose workload drops latency for its params (a backlog: finished - sent is queue
     # position there) is left out; the table shows its queue wait and service time instead.
     hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and "latency_p50_s" not in c["shown"]}
+    rows = [r for r in rows if r[0] not in hidden]
+    summaries = iter(stats.summarize_many([values for r in rows for values in (r[-2], r[-1])]))
     data = []
     for r in rows:
-        if r[0] in hidden:
-            continue
-        p50, p99 = stats.summarize(r[-2]), stats.summarize(r[-1])
+        p50, p99 = next(summaries), next(summaries)
         data.append({"cell": f"{labels.get(r[0], r[0])} (n={p50.n})", "order": labels.get(r[0], r[0]),
                      **dict(zip(cols, r[1:-2])), "p50_low": p50.low, "p50_high": p50.high, "p99_low": p99.low,
                      "p99_high": p99.high})
@@ -99,7 +89,9 @@ def _latency_chart(con, experiment: str, revision: int, cells: list[dict], capti
                  "(red) over those runs. " + caption, spec)
 
 
-def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
+def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], varying: list[str],
+                    caption: str) -> Chart | None:
+    by_id = {c["cell_id"]: c for c in cells}
     labels = {c["cell_id"]: c["label"] for c in cells}
     points = (("p50_s", 0.5, "50%"), ("p90_s", 0.9, "90%"), ("p99_s", 0.99, "99%"), ("p999_s", 0.999, "99.9%"),
               ("p9999_s", 0.9999, "99.99%"))
@@ -110,18 +102,21 @@ def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], capt
     data = []
     for cell_id, runs, tasks, *values in sorted(rows, key=lambda r: order.get(r[0], 0)):
         name = f"{labels.get(cell_id, cell_id)} (n={runs}, {tasks:,} tasks)"
+        dims = {d: by_id[cell_id][d] for d in varying} if cell_id in by_id else {}
         for (_, q, label), v in zip(points, values):
             if 1 / (1 - q) <= tasks:  # a percentile finer than 1 in `tasks` is just the maximum again
                 data.append({"cell": name, "percentile": label, "x": round(1 / (1 - q)), "latency_s": v,
-                             "tasks": tasks, "runs": runs})
+                             "tasks": tasks, "runs": runs, **dims})
         data.append({"cell": name, "percentile": "max", "x": 100000, "latency_s": values[-1], "tasks": tasks,
-                     "runs": runs})
+                     "runs": runs, **dims})
     if not data:
         return None
+    series = legend.assign(data, varying)
     return Chart("latency_spectrum", "Latency by percentile per cell",
                  "HdrHistogram style: every task of the cell's n ok runs pooled (warm-up left out), latency at "
                  "p50 … p99.99 and max, both axes logarithmic; a percentile the task count cannot resolve is "
-                 "left out. " + caption, charts.latency_spectrum(data, "latency by percentile").to_dict())
+                 f"left out. {series.caption()} {caption}".replace("  ", " "),
+                 charts.latency_spectrum(data, series, "latency by percentile").to_dict())
 
 
 def _first_ok_runs(con, experiment: str, revision: int, cells: list[dict], having: str) -> list[tuple]:
@@ -172,7 +167,7 @@ def _memory_chart(con, experiment: str, revision: int, cells: list[dict], captio
                        [[r[0] for r in runs]]).fetchall()
     cell_of = dict(runs)
     data = [{"cell": labels.get(cell_of[r], r), "role": role, "t_s": t, "rss_mb": mb} for r, role, t, mb in rows]
-    spec = charts.memory_over_time(data, "memory over time").to_dict()
+    spec = charts.memory_over_time(data, legend.assign(data, ["role"], dash=False), "memory over time").to_dict()
     return Chart("memory", "Memory over time per role",
                  f"RSS summed over each role's processes, first ok run of {len(runs)} cell(s). " + caption, spec)
 
@@ -217,15 +212,14 @@ def _connections_chart(con, experiment: str, revision: int, varying: list[str], 
         if not x:
             d["all runs"] = "all runs"
         if series_dims:
-            d["series"] = " / ".join(str(d[s]) for s in series_dims)
+            d["line"] = " / ".join(str(d[s]) for s in series_dims)
         data.append(d)
-    series_title = " / ".join(series_dims)
-    spec = charts.connections(data, x or "all runs", "series" if series_dims else None, "connections",
-                              series_title or None).to_dict()
+    series = legend.assign(data, series_dims, dash=x == "concurrency")
+    spec = charts.connections(data, x or "all runs", series, "connections").to_dict()
     pooled = [d for d in varying if d not in group]
     note = "Most connections of the run's own clients (workers and driver) at once; median over n ok runs, " \
            "bars span its 95 % interval"
-    note += f"; colour: {series_title}" if series_title else ""
+    note += f". {series.caption()[:-1]}" if series_dims else ""
     note += f"; pooled over {', '.join(pooled)}" if pooled else ""
     return Chart("connections", f"Connections by {x}" if x else "Connections", f"{note}. {caption}".strip(), spec)
 
@@ -248,15 +242,17 @@ def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> 
             median, n, low, high = c["medians"].get(metric, (None, 0, None, None))
             if median is not None:
                 data.append({"series": f"{group} {name}", "fraction": c[FRACTION], "rate": rate, "latency_s": median,
-                             "low": low, "high": high, "n": n, "n_label": _n_label(n)})
+                             "low": low, "high": high, "n": n, "n_label": _n_label(n), "percentile": name,
+                             **{d: c[d] for d in group_dims}})
     if not data:
         return None
+    series = legend.assign(data, [*group_dims, "percentile"])
     note = ("Each point is one cell run at a fraction of its maximum sustainable rate (found first by one ramp "
             "search run per cell"
             + (": " + "; ".join(found) if found else "") + "). x: median achieved consume rate; y: median p50 and "
-            "p99 latency over n ok runs with the 95 % interval.")
+            f"p99 latency over n ok runs with the 95 % interval. {series.caption()}")
     return Chart("rate_latency", "Latency against achieved rate", f"{note} {caption}".strip(),
-                 charts.rate_latency(sorted(data, key=lambda d: (d["series"], d["fraction"])),
+                 charts.rate_latency(sorted(data, key=lambda d: (d["series"], d["fraction"])), series,
                                      "latency vs rate").to_dict())
 
 
@@ -269,7 +265,7 @@ def build_charts(con, experiment: str, revision: int = 1) -> tuple[list[dict], l
     caption = _fixed_caption(fixed)
     found = [_rate_chart(cells, varying, caption), _rate_latency_chart(cells, varying, caption),
              _latency_chart(con, experiment, revision, cells, caption),
-             _spectrum_chart(con, experiment, revision, cells, caption),
+             _spectrum_chart(con, experiment, revision, cells, varying, caption),
              _rate_over_time_chart(con, experiment, revision, cells, caption),
              _memory_chart(con, experiment, revision, cells, caption), _peak_chart(cells, caption),
              _connections_chart(con, experiment, revision, varying, caption)]

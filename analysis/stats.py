@@ -134,6 +134,26 @@ def summarize(values: list[float], resamples: int = RESAMPLES) -> Summary:
     return Summary(len(x), med, min(float(low), med), max(float(high), med), _cv(x))
 
 
+def summarize_many(samples: list[list[float]], resamples: int = RESAMPLES) -> list[Summary]:
+    """:func:`summarize` of each sample, the same figures, with one bootstrap per sample size
+    instead of one per sample: scipy resamples the rows of a stacked array with the same seeded
+    indices, so a cell's interval does not depend on its neighbours (the report: 100 cells × 10
+    metrics in a few calls)."""
+    clean = [_clean(v) for v in samples]
+    out: list[Summary | None] = [summarize(x, resamples) if len(x) < 2 else None for x in clean]
+    sizes: dict[int, list[int]] = {}
+    for i, x in enumerate(clean):
+        if len(x) >= 2:
+            sizes.setdefault(len(x), []).append(i)
+    for n, rows in sizes.items():
+        stacked = np.stack([clean[i] for i in rows])
+        low, high = _bootstrap((stacked,), _median, resamples)
+        for i, lo, hi in zip(rows, np.atleast_1d(low), np.atleast_1d(high)):
+            med = float(np.median(clean[i]))
+            out[i] = Summary(n, med, min(float(lo), med), max(float(hi), med), _cv(clean[i]))
+    return out
+
+
 def mann_whitney_p(a, b) -> float:
     """Two-sided p-value of the Mann-Whitney U test: exact without ties; with ties the exact
     permutation distribution of the mid-ranks while every split can be enumerated; else scipy's

@@ -84,3 +84,57 @@ def build_matrix(path: Path, experiment: str = "exp") -> Path:
                 repeat=3, status="failed", metrics={"tasks_published": 10, "tasks_completed": 8, "tasks_lost": 2,
                                                     "consume_rate": 1.0})
     return path
+
+
+GRID_BROKERS, GRID_POOLS = ("redis", "rabbitmq"), ("prefork", "threads", "gevent", "eventlet", "solo")
+GRID_CONCURRENCY = tuple(2 ** k for k in range(10))  # 1 … 512: ten values, as many as the palette holds
+
+
+def grid_rate(broker: str, pool: str, concurrency: int) -> float:
+    """A known best cell: rabbitmq / threads / 64 (rate peaks at 64 and falls on either side)."""
+    peak = 6 - abs(GRID_CONCURRENCY.index(concurrency) - 6)
+    return 1000 + 200 * (broker == "rabbitmq") + 100 * GRID_POOLS[::-1].index(pool) * (pool != "solo") + 300 * peak
+
+
+def build_grid(path: Path, experiment: str = "grid", repeats: int = 3, tasks_per_run: int = 20,
+               pools: tuple[str, ...] = GRID_POOLS, concurrency: tuple[int, ...] = GRID_CONCURRENCY) -> Path:
+    """broker 2 × pool 5 × concurrency 10 = 100 cells (or ``pools`` × ``concurrency``, a subset of
+    those) × ``repeats`` ok runs, each with
+    ``tasks_per_run`` tasks, worker samples, broker connections, queue depth and the headline
+    metrics: every chart of the report has data. Rows are inserted in bulk (a million task rows
+    take seconds); runs through :func:`add_run`."""
+    runs = []  # (run_id, broker, concurrency, repeat, consume rate)
+    with db.connect(path) as con:
+        con.execute("BEGIN")  # one commit, not a few per run
+        for broker in GRID_BROKERS:
+            for pool in pools:
+                for conc in concurrency:
+                    dims = {"broker": broker, "backend": "none", "pool": pool, "concurrency": conc}
+                    for repeat in range(1, repeats + 1):
+                        run_id = f"{broker}-{pool}-{conc}-{repeat}"
+                        add_run(con, experiment, run_id, dims, repeat=repeat)
+                        runs.append((run_id, broker, conc, repeat, grid_rate(broker, pool, conc) + repeat))
+        ids, brokers, concs, reps, rates = (list(col) for col in zip(*runs))
+        con.execute("CREATE TEMP TABLE grid AS SELECT unnest(?) AS run_id, unnest(?) AS broker, unnest(?) AS conc, "
+                    "unnest(?) AS rep, unnest(?) AS rate", [ids, brokers, concs, reps, rates])
+        metrics = {"tasks_published": f"{tasks_per_run}", "tasks_completed": f"{tasks_per_run}", "tasks_lost": "0",
+                   "consume_rate": "rate", "makespan_s": f"{tasks_per_run} / rate",
+                   "latency_p50_s": "0.001 * conc + rep / 1e4", "latency_p99_s": "0.004 * conc + rep / 1e4",
+                   "peak_rss_bytes": "1048576 * (40 + conc)", "peak_pss_bytes": "1048576 * (20 + conc)",
+                   "broker_connections_max": "2 + conc"}
+        for name, value in metrics.items():
+            con.execute(f"INSERT INTO metrics SELECT run_id, '{name}', {value}, '' FROM grid")
+        con.execute(f"""INSERT INTO tasks (run_id, task_id, name, host, pid, sent_at, received_at, started_at,
+                            finished_at, state, redelivered)
+                        SELECT run_id, 't' || g, 'noop', 'w1', 1, {T0 + 1} + g * 0.001, {T0 + 1} + g * 0.001,
+                               {T0 + 1} + g * 0.001, {T0 + 1} + g * 0.001 + 0.0005 * conc * (1 + g % 10),
+                               'SUCCESS', false
+                        FROM grid, range({tasks_per_run}) AS s(g)""")
+        con.execute(f"""INSERT INTO samples SELECT run_id, 'w1', p, CASE WHEN p = 10 THEN 'worker' ELSE 'worker-child'
+                            END, {T0} + k * 0.5, 1e7 * (p + k % 3), 5e6 * (p + k % 3), 1.0
+                        FROM grid, range(8) AS a(k), range(10, 12) AS b(p)""")
+        con.execute(f"""INSERT INTO connections (run_id, host, role, kind, ts, count)
+                        SELECT run_id, 'b1', 'broker', broker, {T0} + 2 + k, 2 + k * conc FROM grid, range(2) AS a(k)""")
+        con.execute(f"INSERT INTO queue_depth SELECT run_id, {T0 + 1} + k, 10 - k FROM grid, range(11) AS a(k)")
+        con.execute("COMMIT")
+    return path

@@ -32,8 +32,9 @@ def report(tmp_path_factory):
 def test_report_writes_every_file(report):
     out, stdout = report
     names = re.search(r"charts \(([^)]*)\)", stdout).group(1).split(", ")
-    # The fixture has throughput, latency, tasks, queue depth, samples, peaks and connections: every chart fits.
-    assert names == ["throughput", "latency", "latency_spectrum", "rate_over_time", "memory", "peak_memory",
+    # The fixture has throughput, latency, tasks, queue depth, samples, peaks and connections: every chart fits,
+    # and both trade-offs of "Which configuration?" (consume rate against peak PSS, p99 against rate).
+    assert names == ["tradeoff_memory", "tradeoff_latency", "throughput", "latency", "latency_spectrum", "rate_over_time", "memory", "peak_memory",
                      "connections"]
     assert (out / "index.html").is_file()
     for name in names:
@@ -47,7 +48,7 @@ def test_html_is_offline_and_marks_failures(report):
     page = (out / "index.html").read_text()
     assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)\s*=\s*[\"']?(https?:)?//", page, re.I)
     assert not re.search(r"@import\s+url\(\s*[\"']?https?:", page, re.I)
-    assert 'name="cmx-charts" content="7"' in page
+    assert 'name="cmx-charts" content="9"' in page
     # (redis, prefork, 1) has one failed run that lost 2 tasks: marked in the table.
     assert "⚠ 1 failed, 2 tasks lost" in page
     assert page.count('<tr class="bad">') == 1
@@ -146,7 +147,7 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
     p = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     dom = p.stdout
-    assert len(re.findall(r'<svg[^>]*class="marks"', dom)) == 7, "every chart the report drew is rendered"
+    assert len(re.findall(r'<svg[^>]*class="marks"', dom)) == 9, "every chart the report drew is rendered"
     assert "chart failed:" not in dom.replace('"chart failed: " + err', "")
     console = [l for l in p.stderr.splitlines() if "CONSOLE" in l]
     assert not [l for l in console if "Error" in l], console
