@@ -101,7 +101,8 @@ def run(
     db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
-    no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    no_resume: bool = typer.Option(False, "--no-resume", help="Measure again even when the latest sweep was "
+                                   "interrupted: a new sweep of every run, its ok runs not skipped."),
     new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
                                       "its runs in --db: store this sweep's runs as its next revision, apart from "
                                       "the earlier ones (cmx run refuses a changed definition without it)."),
@@ -118,9 +119,17 @@ def run(
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
-    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130).
+    Each finished sweep is one point of history: run again (each night from cron, say), the same
+    experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished
+    when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a
+    killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and
+    the rest run, as the same point. Ctrl-C (or SIGTERM) stops the current run's processes on every
+    host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused
+    unless --new-revision.
 
-    Exit codes: 0 every run ok, 1 some runs failed or timed out, 2 bad input (nothing ran).
+    Exit codes: 0 every run ok (and every threshold held), 1 some runs failed or timed out, 2 bad
+    input (nothing ran), 3 a threshold of the experiment's `thresholds:` crossed (all runs ok),
+    130 interrupted. When several apply, the first of 2, 130, 1, 3 is the exit code.
     """
     from cmx.engine.plan.matrix import cells_for_only
     from cmx.engine.plan.planner import plan as plan_runs
@@ -152,7 +161,7 @@ def run(
         with views.connect(db_path) as con:  # before any host is touched: a bad --db fails here
             db.check_name_is_ours(con, exp, db_path)
             revision = revision_for(con, exp, digest, db_path, new_revision)
-            done = set() if no_resume else db.completed_runs(con, exp.name, revision)
+            resumes, done = (None, set()) if no_resume else db.resume_point(con, exp.name, revision)
     except InputError as exc:
         fail(exc)
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
@@ -161,6 +170,7 @@ def run(
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None, tags=tags, note=note)
     sweep.provenance = _provenance(exp, inv, digest, revision)
     sweep.shuffle_seed = shuffle
+    sweep.resumes = resumes
     interrupted = False
     outcomes = []
     # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
