@@ -134,6 +134,44 @@ def summarize(values: list[float], resamples: int = RESAMPLES) -> Summary:
     return Summary(len(x), med, min(float(low), med), max(float(high), med), _cv(x))
 
 
+#: Resampled values held at once by :func:`summarize_many` (rows × resamples × n; 8 bytes each).
+BATCH_VALUES = 8_000_000
+
+
+def _sorted_median(x, axis=-1):
+    """np.median's value by one sort of the last axis: ~4× faster on short rows (np.median
+    partitions each row); summarize_many's test holds it equal to summarize."""
+    s = np.sort(x, axis=axis)
+    n = s.shape[-1]
+    return s[..., n // 2] if n % 2 else (s[..., n // 2 - 1] + s[..., n // 2]) / 2
+
+
+def summarize_many(samples: list) -> list[Summary]:
+    """:func:`summarize` of each sample, the same numbers, in one scipy bootstrap per sample size:
+    scipy draws one set of resample indices for all rows of a batch from the same seed, so each
+    row's interval is exactly the one :func:`summarize` gives it alone (``cmx trend`` summarizes
+    thousands of points; one bootstrap call each costs ~1 ms)."""
+    cleaned = [_clean(v) for v in samples]
+    out: list[Summary | None] = [None] * len(cleaned)
+    by_n: dict[int, list[int]] = {}
+    for i, x in enumerate(cleaned):
+        if len(x) < 2:
+            out[i] = summarize(x)
+        else:
+            by_n.setdefault(len(x), []).append(i)
+    for n, rows in by_n.items():
+        step = max(1, BATCH_VALUES // (RESAMPLES * n))
+        for start in range(0, len(rows), step):
+            part = rows[start:start + step]
+            data = np.stack([cleaned[i] for i in part])
+            meds = np.median(data, axis=-1)
+            low, high = _bootstrap((data,), _sorted_median, RESAMPLES)
+            for j, i in enumerate(part):
+                med = float(meds[j])
+                out[i] = Summary(n, med, min(float(low[j]), med), max(float(high[j]), med), _cv(cleaned[i]))
+    return out
+
+
 def mann_whitney_p(a, b) -> float:
     """Two-sided p-value of the Mann-Whitney U test: exact without ties; with ties the exact
     permutation distribution of the mid-ranks while every split can be enumerated; else scipy's

@@ -4,7 +4,8 @@ Exit codes: 0 all runs ok; 1 some runs failed; 2 bad input (nothing ran); 130 in
 
 The app and what commands share are in :mod:`cmx.engine.cli.common`; the commands, one module
 per group: :mod:`~cmx.engine.cli.cmd_run` (validate, plan, run), :mod:`~cmx.engine.cli.cmd_results`
-(status, sql, report, compare), :mod:`~cmx.engine.cli.cmd_catalog` (schema, workloads, init).
+(status, sql, report, compare), :mod:`~cmx.engine.cli.cmd_trend` (trend),
+:mod:`~cmx.engine.cli.cmd_catalog` (schema, workloads, init).
 Importing them registers the commands, in the order ``cmx --help`` lists them.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import typer
 from cmx.engine.cli import cmd_run  # noqa: F401  isort: skip
 from cmx.engine.cli import cmd_results  # noqa: F401  isort: skip
 from cmx.engine.cli import cmd_catalog  # noqa: F401  isort: skip
+from cmx.engine.cli import cmd_trend  # noqa: F401  isort: skip
 from cmx.engine.cli.common import app, err
 from cmx.engine.errors import Problem
 
