@@ -20,7 +20,7 @@ from cmx.engine.results import db
 def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
           results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
-    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.engine.cli.checks import check_against_inventory, check_thresholds
     from cmx.engine.model.load import load_experiment
     from cmx.engine.hosts.inventory import load_inventory
     from cmx.engine.limits import DEFAULT_MAX_CELLS
@@ -29,6 +29,7 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     if not file.is_file():
         raise InputError(Problem("no such experiment file", str(file)))
     exp = load_experiment(file, max_cells=max_cells or DEFAULT_MAX_CELLS)
+    check_thresholds(exp)
     cells = expand(exp)
     inv = None
     if need_inventory:
@@ -192,6 +193,7 @@ def run(
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
+    crossed = False if interrupted else _check_thresholds(exp, cells, sweep, Path(db_path), varying)
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if interrupted:
@@ -201,6 +203,26 @@ def run(
     if failed:
         err.print(f"{len(failed)} of {len(outcomes)} run(s) did not succeed; see `cmx status --db {db_path}`.")
         raise typer.Exit(1)
+    if crossed:
+        err.print(f"{crossed} threshold check(s) crossed (exit 3); stored in threshold_checks.")
+        raise typer.Exit(3)
+
+
+def _check_thresholds(exp, cells, sweep, db_path: Path, varying: list[str]) -> int:
+    """Check the experiment's thresholds on this sweep's point, store and print them; how many crossed.
+    An interrupted sweep is not checked: its point is not complete (the run that resumes it checks)."""
+    if not exp.thresholds:
+        return 0
+    from cmx.analysis.thresholds import check, render
+
+    with views.connect(db_path) as con:
+        checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells], dict(exp.thresholds),
+                       exp.parsed_thresholds())
+        db.record_threshold_checks(con, sweep.sweep_id, [c.row() for c in checks])
+    labels = {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
+              for c in cells}
+    out.print(render(checks, labels))
+    return sum(not c.held for c in checks)
 
 
 def _provenance(exp, inv, digest: str, revision: int) -> dict:

@@ -1,6 +1,6 @@
 """``cmx``: validate, plan, run and query Celery experiment matrices.
 
-Exit codes: 0 all runs ok; 1 some runs failed; 2 bad input (nothing ran); 130 interrupted.
+Exit codes: 0 all runs ok; 1 some runs failed; 2 bad input (nothing ran); 3 a threshold crossed; 130 interrupted.
 
 The app and what commands share are in :mod:`cmx.engine.cli.common`; the commands, one module
 per group: :mod:`~cmx.engine.cli.cmd_run` (validate, plan, run), :mod:`~cmx.engine.cli.cmd_results`

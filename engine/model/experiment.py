@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from cmx.engine import limits
+from cmx.engine.model import thresholds as threshold_rules
 
 # --------------------------------------------------------------------------- durations
 
@@ -93,7 +94,12 @@ class Experiment(BaseModel):
     include: list[dict[str, Any]] = []
     limits: Limits = Limits()
     on_error: Literal["continue", "abort"] = "continue"
+    #: METRIC: "OP NUMBER[UNIT]", checked per cell when a sweep ends (engine/model/thresholds.py).
+    thresholds: dict[str, Annotated[str, BeforeValidator(threshold_rules.valid)]] = {}
     source: str = ""
+
+    def parsed_thresholds(self) -> dict[str, threshold_rules.Threshold]:
+        return {metric: threshold_rules.parse(text) for metric, text in self.thresholds.items()}
 
 
 #: Keys a file may use at each level (``source`` is the loader's, never the file's).

@@ -289,3 +289,9 @@ def point_sweeps(con, point: str) -> list[str]:
     """The sweeps of one point of history: the first and every sweep that resumed it."""
     return [s for (s,) in con.execute("SELECT sweep_id FROM sweeps WHERE coalesce(resumes, sweep_id) = ? "
                                       "ORDER BY started_at", [point]).fetchall()]
+
+
+def record_threshold_checks(con, sweep_id: str, checks) -> None:
+    """The thresholds checked when ``sweep_id`` ended: (cell_id, metric, op, value, median, n, held) each."""
+    con.executemany("INSERT INTO threshold_checks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[sweep_id, *c] for c in checks])

@@ -124,11 +124,6 @@ class Sweep:
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
 
-    @property
-    def point(self) -> str:
-        """This sweep's point of history: its own id, or the id of the unfinished sweep it resumes."""
-        return self.resumes or self.sweep_id
-
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
         vals = run.cell.values
