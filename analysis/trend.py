@@ -201,6 +201,10 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
         present = [a for a in ats if a in by_point]
         series.append(Series(cell_id, name, metricdefs.get(name).better.value, present,
                              [by_point[a] for a in present]))
+    missing = [m for m in metrics if not any(s.metric == m for s in series)]
+    if missing:
+        raise SelectionError(f"--metric {missing[0]}: no ok run of {experiment!r} (revision {revision}) has it"
+                             + (" (it is no metric cmx knows)" if missing[0] in unknown else ""))
     summaries = iter(stats.summarize_many([r for s in series for r in s.runs]))  # one batched bootstrap
     for s in series:
         s.summaries = [next(summaries) for _ in s.runs]

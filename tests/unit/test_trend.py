@@ -120,6 +120,7 @@ def test_bad_input_is_a_selection_error(tmp_path):
     with db.connect(path) as con:
         for kwargs, message in [({"by": "night"}, "expected sweep or tag.KEY"),
                                 ({"metrics": ("nope",)}, "'nope' is no metric cmx knows"),
+                                ({"metrics": ("consume_rate", "makespan_s")}, "--metric makespan_s: no ok run"),
                                 ({"only": "pool"}, "is not DIM=VALUE"),
                                 ({"only": "colour=red"}, "'colour' is not a dimension")]:
             with pytest.raises(SelectionError, match=message):
