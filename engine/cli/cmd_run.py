@@ -120,17 +120,11 @@ def run(
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
-    Each finished sweep is one point of history: run again (each night from cron, say), the same
-    experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished
-    when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a
-    killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and
-    the rest run, as the same point. Ctrl-C (or SIGTERM) stops the current run's processes on every
-    host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused
-    unless --new-revision.
+    Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused unless --new-revision.
 
-    Exit codes: 0 every run ok (and every threshold held), 1 some runs failed or timed out, 2 bad
-    input (nothing ran), 3 a threshold of the experiment's `thresholds:` crossed (all runs ok),
-    130 interrupted. When several apply, the first of 2, 130, 1, 3 is the exit code.
+    Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep ends; a table of what held follows the summary.
+
+    Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3.
     """
     from cmx.engine.plan.matrix import cells_for_only
     from cmx.engine.plan.planner import plan as plan_runs
