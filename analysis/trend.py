@@ -12,9 +12,10 @@ numpy with scipy's energy distance as its statistic). Binary segmentation picks,
 between the changes found so far, the split of the points' medians with the largest
 ``n1·n2/n · energy_distance(left, right)²``; as otava tests its candidate with a two-sample test of
 the two segments, cmx tests it with the one rule of ``cmx compare`` (:func:`stats.compare_samples`)
-on the *runs* of the segment's points either side, and keeps it when shown better, worse or
-different, else stops. A change on the latest point is flagged the night it happens: its runs are
-always also compared with the runs since the last change before it.
+on the *runs* of the segment's points either side (at most :data:`WINDOW` points a side), and keeps
+it when shown better, worse or different, else stops. A change on the latest point is flagged the
+night it happens: its runs are always also compared with the runs since the last change before it
+(at most :data:`WINDOW` points).
 """
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ from cmx.engine.results import metricdefs
 
 #: Verdicts that make a candidate a change (shown different, in a direction or not).
 SHOWN = (stats.BETTER, stats.WORSE, stats.DIFFERS)
+#: Points either side of a candidate whose runs test it (otava splits long series into windows the
+#: same way): a change is judged against the nights around it, and a year of history costs a
+#: test of ~90 runs a side rather than ~1,000.
+WINDOW = 30
 #: How a change was found: the E-divisive split, or the latest point against the history since the last change.
 EDIVISIVE, LATEST = "e-divisive", "latest"
 
@@ -91,8 +96,9 @@ def _pooled(runs: list[list[float]], start: int, end: int) -> list[float]:
 
 
 def _tested(runs, start: int, tau: int, end: int, better: str, margin_pct: float) -> stats.Comparison | None:
-    """The comparison of the runs of points [start, tau) and [tau, end) when it shows a change."""
-    before, after = _pooled(runs, start, tau), _pooled(runs, tau, end)
+    """The comparison of the runs of points [start, tau) and [tau, end), at most WINDOW points a
+    side, when it shows a change."""
+    before, after = _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
     if min(len(before), len(after)) < stats.MIN_N or stats.mann_whitney_p(before, after) > stats.ALPHA:
         return None  # cheap first: no verdict of SHOWN has p above ALPHA
     result = stats.compare_samples(before, after, better, margin_pct=margin_pct)
@@ -197,7 +203,8 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
     ats = list(order)
     rank = {m: i for i, m in enumerate(metricdefs.METRICS)}
     series = []
-    for (cell_id, name), by_point in sorted(values.items(), key=lambda kv: (kv[0][0], rank.get(kv[0][1], 1e9), kv[0][1])):
+    for (cell_id, name), by_point in sorted(values.items(),
+                                            key=lambda kv: (kv[0][0], rank.get(kv[0][1], 1e9), kv[0][1])):
         present = [a for a in ats if a in by_point]
         series.append(Series(cell_id, name, metricdefs.get(name).better.value, present,
                              [by_point[a] for a in present]))
@@ -212,7 +219,8 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
         found = change_points(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
         s.changes = [Change(i, s.ats[i], r, how) for i, r, how in found]
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
-        "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id", [experiment]).fetchall()}
+        "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
+        [experiment]).fetchall()}
     return TrendResult(experiment, revision, by, series, {s.cell_id: cells.get(s.cell_id, {}) for s in series})
 
 

@@ -210,8 +210,8 @@ def _check_thresholds(exp, cells, sweep, db_path: Path, varying: list[str]) -> i
     from cmx.analysis.thresholds import check, render
 
     with views.connect(db_path) as con:
-        checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells], dict(exp.thresholds),
-                       exp.parsed_thresholds())
+        checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells],
+                       dict(exp.thresholds), exp.parsed_thresholds())
         db.record_threshold_checks(con, sweep.sweep_id, [c.row() for c in checks])
     labels = {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
               for c in cells}

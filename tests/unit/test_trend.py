@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from cmx.analysis import stats
 from cmx.analysis.compare import SelectionError
-from cmx.analysis.trend import change_points, split_scores, trend
+from cmx.analysis.trend import WINDOW, change_points, split_scores, trend
 from cmx.analysis.trend_format import as_json, as_markdown
 from cmx.engine.results import db
 from tests.results_fixture import add_run
@@ -154,3 +154,12 @@ def test_cli_json_and_fail_on_worse(tmp_path):
     assert cmx("trend", "e", "--db", str(quiet), "--fail-on", "worse").returncode == 0
     bad = cmx("trend", "e", "--db", str(path), "--by", "night")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "expected sweep or tag.KEY" in bad.stderr
+
+
+def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000 + (n % 3) for n in range(69)] + [700])
+    with db.connect(tmp_path / "r.duckdb") as con:
+        res = trend(con, "e", metrics=("consume_rate",))
+    [change] = res.series[0].changes
+    assert (change.at, change.comparison.verdict) == ("s070", "worse")
+    assert change.comparison.baseline.n == 3 * WINDOW  # the 30 nights before, not all 69
