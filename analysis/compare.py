@@ -130,6 +130,11 @@ def _where(con, cols: dict[str, str], sel: Selection) -> tuple[str, list]:
     return " AND ".join(where), params
 
 
+def selection_where(con, sel: Selection) -> tuple[str, list]:
+    """The SQL condition (on ``runs r``) and its parameters for the ok runs ``sel`` selects."""
+    return _where(con, _columns(con), sel)
+
+
 def describe(differing: dict[str, list[str]]) -> str:
     """``pool in {prefork, threads}, concurrency in {1, 4}``"""
     return ", ".join(f"{d} in {{{', '.join(v)}}}" for d, v in differing.items())

@@ -134,23 +134,41 @@ def summarize(values: list[float], resamples: int = RESAMPLES) -> Summary:
     return Summary(len(x), med, min(float(low), med), max(float(high), med), _cv(x))
 
 
-def summarize_many(samples: list[list[float]], resamples: int = RESAMPLES) -> list[Summary]:
-    """:func:`summarize` of each sample, the same figures, with one bootstrap per sample size
-    instead of one per sample: scipy resamples the rows of a stacked array with the same seeded
-    indices, so a cell's interval does not depend on its neighbours (the report: 100 cells × 10
-    metrics in a few calls)."""
-    clean = [_clean(v) for v in samples]
-    out: list[Summary | None] = [summarize(x, resamples) if len(x) < 2 else None for x in clean]
-    sizes: dict[int, list[int]] = {}
-    for i, x in enumerate(clean):
-        if len(x) >= 2:
-            sizes.setdefault(len(x), []).append(i)
-    for n, rows in sizes.items():
-        stacked = np.stack([clean[i] for i in rows])
-        low, high = _bootstrap((stacked,), _median, resamples)
-        for i, lo, hi in zip(rows, np.atleast_1d(low), np.atleast_1d(high)):
-            med = float(np.median(clean[i]))
-            out[i] = Summary(n, med, min(float(lo), med), max(float(hi), med), _cv(clean[i]))
+#: Resampled values held at once by :func:`summarize_many` (rows × resamples × n; 8 bytes each).
+BATCH_VALUES = 8_000_000
+
+
+def _sorted_median(x, axis=-1):
+    """np.median's value by one sort of the last axis: ~4× faster on short rows (np.median
+    partitions each row); summarize_many's test holds it equal to summarize."""
+    s = np.sort(x, axis=axis)
+    n = s.shape[-1]
+    return s[..., n // 2] if n % 2 else (s[..., n // 2 - 1] + s[..., n // 2]) / 2
+
+
+def summarize_many(samples: list) -> list[Summary]:
+    """:func:`summarize` of each sample, the same numbers, in one scipy bootstrap per sample size:
+    scipy draws one set of resample indices for all rows of a batch from the same seed, so each
+    row's interval is exactly the one :func:`summarize` gives it alone (``cmx trend`` summarizes
+    thousands of points; one bootstrap call each costs ~1 ms)."""
+    cleaned = [_clean(v) for v in samples]
+    out: list[Summary | None] = [None] * len(cleaned)
+    by_n: dict[int, list[int]] = {}
+    for i, x in enumerate(cleaned):
+        if len(x) < 2:
+            out[i] = summarize(x)
+        else:
+            by_n.setdefault(len(x), []).append(i)
+    for n, rows in by_n.items():
+        step = max(1, BATCH_VALUES // (RESAMPLES * n))
+        for start in range(0, len(rows), step):
+            part = rows[start:start + step]
+            data = np.stack([cleaned[i] for i in part])
+            meds = np.median(data, axis=-1)
+            low, high = _bootstrap((data,), _sorted_median, RESAMPLES)
+            for j, i in enumerate(part):
+                med = float(meds[j])
+                out[i] = Summary(n, med, min(float(low[j]), med), max(float(high[j]), med), _cv(cleaned[i]))
     return out
 
 

@@ -18,11 +18,11 @@ def cell_id(dims: dict) -> str:
 
 def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, status: str = "ok",
             metrics: dict | None = None, tasks=(), samples=(), connections=(), warmup_s: float = 0.0,
-            started_at: float = T0, queue_depth=()) -> None:
+            started_at: float = T0, queue_depth=(), sweep_id: str = "s1") -> None:
     """One run: tasks are (task_id, sent_at, started_at, finished_at, state); samples are
     (host, pid, role, ts, rss, pss); connections are (role, kind, ts, count); queue_depth (ts, depth).
     The runs are throughput stream runs (their latency is one a caller feels, so the report shows it)."""
-    db.record_run_start(con, experiment=experiment, sweep_id="s1", run_id=run_id, cell_id=cell_id(dims),
+    db.record_run_start(con, experiment=experiment, sweep_id=sweep_id, run_id=run_id, cell_id=cell_id(dims),
                         repeat=repeat, workload="throughput", dims=dims, params={"mode": "stream"}, warmup_s=warmup_s)
     # record_run_start stamps now(); tests need a known start for seconds-since-start.
     con.execute("UPDATE run_starts SET started_at = to_timestamp(?) WHERE run_id = ?", [started_at, run_id])

@@ -21,6 +21,38 @@ def _where(exp: Experiment, dim: str) -> tuple[int | None, int | None]:
     return None, None
 
 
+def check_thresholds(exp: Experiment) -> None:
+    """Each threshold names a metric cmx computes, and a unit that fits it (2s on a time, 512MiB on a
+    size); FILE:LINE:COL problems (engine/model/thresholds.py has checked the form already)."""
+    from cmx.engine.model.dimensions import suggest
+    from cmx.engine.results import metricdefs
+
+    if not exp.thresholds:
+        return
+    try:
+        _, pos = load_yaml(exp.source)
+    except Exception:
+        pos = None
+    problems = []
+    for metric, rule in exp.parsed_thresholds().items():
+        path = ("thresholds", metric)
+        if metric not in metricdefs.METRICS:
+            line, col = pos.key(path) if pos else (None, None)
+            problems.append(Problem(f"thresholds: unknown metric '{metric}'" + suggest(metric, list(metricdefs.METRICS))
+                                    + " (`cmx sql \"SELECT DISTINCT name FROM metrics\"` lists those stored)",
+                                    exp.source, line, col))
+            continue
+        unit = metricdefs.METRICS[metric].unit
+        if rule.unit and rule.unit_kind != unit:
+            line, col = pos.of(path) if pos else (None, None)
+            problems.append(Problem(f"thresholds.{metric}: unit '{rule.unit}' does not fit {metric}, which is in "
+                                    f"{unit}; give a bare number" + (" or a size (512MiB)" if unit == "bytes" else
+                                                                      " or a duration (2s)" if unit == "s" else ""),
+                                    exp.source, line, col))
+    if problems:
+        raise InputError(problems)
+
+
 def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) -> None:
     """Every cell can run on this inventory: enough workers, and a URL for every broker/backend."""
     problems: list[Problem] = []

@@ -20,7 +20,7 @@ from cmx.engine.results import db
 def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
           results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
-    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.engine.cli.checks import check_against_inventory, check_thresholds
     from cmx.engine.model.load import load_experiment
     from cmx.engine.hosts.inventory import choose_inventory, load_inventory
     from cmx.engine.paths import BUILTIN_INVENTORY
@@ -30,6 +30,7 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     if not file.is_file():
         raise InputError(Problem("no such experiment file", str(file)))
     exp = load_experiment(file, max_cells=max_cells or DEFAULT_MAX_CELLS)
+    check_thresholds(exp)
     cells = expand(exp)
     inv = None
     if need_inventory:
@@ -105,7 +106,8 @@ def run(
     db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
-    no_resume: bool = typer.Option(False, "--no-resume", help="Run again runs already stored as ok."),
+    no_resume: bool = typer.Option(False, "--no-resume", help="Measure again even when the latest sweep was "
+                                   "interrupted: a new sweep of every run, its ok runs not skipped."),
     new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
                                       "its runs in --db: store this sweep's runs as its next revision, apart from "
                                       "the earlier ones (cmx run refuses a changed definition without it)."),
@@ -122,9 +124,11 @@ def run(
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
-    Runs already stored as ok are skipped (resume), so an interrupted sweep continues where it stopped. Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130).
+    Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused unless --new-revision.
 
-    Exit codes: 0 every run ok, 1 some runs failed or timed out, 2 bad input (nothing ran).
+    Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep ends; a table of what held follows the summary.
+
+    Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3.
     """
     from cmx.engine.plan.matrix import cells_for_only
     from cmx.engine.plan.planner import plan as plan_runs
@@ -156,7 +160,7 @@ def run(
         with views.connect(db_path) as con:  # before any host is touched: a bad --db fails here
             db.check_name_is_ours(con, exp, db_path)
             revision = revision_for(con, exp, digest, db_path, new_revision)
-            done = set() if no_resume else db.completed_runs(con, exp.name, revision)
+            resumes, done = (None, set()) if no_resume else db.resume_point(con, exp.name, revision)
     except InputError as exc:
         fail(exc)
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
@@ -165,6 +169,7 @@ def run(
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None, tags=tags, note=note)
     sweep.provenance = _provenance(exp, inv, digest, revision)
     sweep.shuffle_seed = shuffle
+    sweep.resumes = resumes
     interrupted = False
     outcomes = []
     # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
@@ -186,6 +191,7 @@ def run(
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
+    crossed = False if interrupted else _check_thresholds(exp, cells, sweep, Path(db_path), varying)
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if interrupted:
@@ -195,6 +201,26 @@ def run(
     if failed:
         err.print(f"{len(failed)} of {len(outcomes)} run(s) did not succeed; see `cmx status --db {db_path}`.")
         raise typer.Exit(1)
+    if crossed:
+        err.print(f"{crossed} threshold check(s) crossed (exit 3); stored in threshold_checks.")
+        raise typer.Exit(3)
+
+
+def _check_thresholds(exp, cells, sweep, db_path: Path, varying: list[str]) -> int:
+    """Check the experiment's thresholds on this sweep's point, store and print them; how many crossed.
+    An interrupted sweep is not checked: its point is not complete (the run that resumes it checks)."""
+    if not exp.thresholds:
+        return 0
+    from cmx.analysis.thresholds import check, render
+
+    with views.connect(db_path) as con:
+        checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells],
+                       dict(exp.thresholds), exp.parsed_thresholds())
+        db.record_threshold_checks(con, sweep.sweep_id, [c.row() for c in checks])
+    labels = {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
+              for c in cells}
+    out.print(render(checks, labels))
+    return sum(not c.held for c in checks)
 
 
 def _provenance(exp, inv, digest: str, revision: int) -> dict:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from cmx.engine import limits
+from cmx.engine.model import thresholds as threshold_rules
 
 # --------------------------------------------------------------------------- durations
 
@@ -95,6 +96,8 @@ class Experiment(BaseModel):
     include: list[dict[str, Any]] = []
     limits: Limits = Limits()
     on_error: Literal["continue", "abort"] = "continue"
+    #: METRIC: "OP NUMBER[UNIT]", checked per cell when a sweep ends (engine/model/thresholds.py).
+    thresholds: dict[str, Annotated[str, BeforeValidator(threshold_rules.valid)]] = {}
     #: What ``cmx recommend`` and the report rank cells on: a metric (its registry's direction) or
     #: ``{maximize: METRIC}`` / ``{minimize: METRIC}``; default the workload's own objective.
     objective: str | dict[Literal["maximize", "minimize"], str] | None = None
@@ -106,6 +109,9 @@ class Experiment(BaseModel):
         if isinstance(value, dict) and len(value) != 1:
             raise ValueError("objective: one of {maximize: METRIC} or {minimize: METRIC}, or a metric name")
         return value
+
+    def parsed_thresholds(self) -> dict[str, threshold_rules.Threshold]:
+        return {metric: threshold_rules.parse(text) for metric, text in self.thresholds.items()}
 
 
 #: Keys a file may use at each level (``source`` is the loader's, never the file's).

@@ -14,6 +14,7 @@ import json
 from pydantic.json_schema import models_json_schema
 
 from cmx.engine.model.dimensions import json_schema
+from cmx.engine.model import thresholds as threshold_rules
 from cmx.engine.model.experiment import Experiment
 from cmx.workloads.catalog import registry
 from cmx.workloads.dimensions import DIMENSIONS, FLAG_NAMES
@@ -91,6 +92,10 @@ def experiment_schema() -> dict:
     defs = top["$defs"]
     root = copy.deepcopy(defs.pop("Experiment"))
     root["properties"].pop("source", None)
+    root["properties"]["thresholds"]["additionalProperties"] |= {"pattern": threshold_rules.PATTERN}
+    root["properties"]["thresholds"]["description"] = (
+        "METRIC: 'OP NUMBER[UNIT]' (OP: >=, <=, >, <, ==), checked per cell on the median of its ok runs "
+        "when a sweep ends; a crossed threshold makes `cmx run` exit 3")
     root["properties"].update(_sections())
     defs.update({f"cmx_{section}": _section(shape) for section, shape in _SHAPES.items()})
     spec = defs["WorkloadSpec"]

@@ -210,9 +210,11 @@ LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,
                  inventory: str, definition: dict[str, Any], provenance: dict[str, Any] | None = None,
                  shuffle_seed: int | None = None, tags: dict[str, str] | None = None,
-                 note: str | None = None) -> None:
-    """``provenance``: more columns of ``sweeps`` (cmx.engine.run.provenance.Provenance.columns())."""
-    extra = {**(provenance or {}), "shuffle_seed": shuffle_seed, "tags": json.dumps(tags or {}), "note": note}
+                 note: str | None = None, planned: int | None = None, resumes: str | None = None) -> None:
+    """``provenance``: more columns of ``sweeps`` (cmx.engine.run.provenance.Provenance.columns());
+    ``planned``/``resumes``: the runs this sweep means to execute and the point it continues."""
+    extra = {**(provenance or {}), "shuffle_seed": shuffle_seed, "tags": json.dumps(tags or {}), "note": note,
+             "planned": planned, "resumes": resumes}
     names = ["sweep_id", "experiment", "source", "workload", "description", "inventory", "definition", *extra]
     con.execute(f"INSERT INTO sweeps ({', '.join(names)}, started_at) VALUES ({', '.join('?' * len(names))}, now())",
                 [sweep_id, experiment, source, workload, description, inventory, json.dumps(definition),
@@ -280,9 +282,42 @@ def check_name_is_ours(con, exp, path: Path | str) -> None:
                                  "another --db", exp.source))
 
 
-def completed_runs(con, experiment: str, revision: int | None = None) -> set[tuple[str, int]]:
-    """(cell_id, repeat) of the experiment's runs already stored as ok (of ``revision`` when given):
-    a resumed sweep skips them."""
-    rows = con.execute("SELECT cell_id, repeat FROM runs WHERE experiment = ? AND status = 'ok' "
-                       "AND revision = coalesce(?, revision)", [experiment, revision]).fetchall()
-    return {(c, r) for c, r in rows}
+#: Ends that count as a run having ended: a sweep whose planned runs all have one is finished.
+ENDED = ("ok", "failed", "timeout")
+
+
+def resume_point(con, experiment: str, revision: int) -> tuple[str | None, set[tuple[str, int]]]:
+    """Whether ``cmx run`` resumes: (the point's sweep id, the (cell_id, repeat) stored ok in it)
+    when the experiment's latest sweep of ``revision`` is unfinished (Ctrl-C, a killed controller,
+    on_error: abort: a planned run without an ok, failed or timeout end), else (None, empty set):
+    a finished sweep is one point of history and the next ``cmx run`` measures again."""
+    row = con.execute(f"""
+        SELECT w.sweep_id, coalesce(w.resumes, w.sweep_id), w.planned,
+            (SELECT count(*) FROM run_starts s JOIN run_ends e USING (run_id)
+             WHERE s.sweep_id = w.sweep_id AND e.status IN {ENDED}),
+            (SELECT count(*) FROM run_starts s LEFT JOIN run_ends e USING (run_id)
+             WHERE s.sweep_id = w.sweep_id AND (e.status IS NULL OR e.status NOT IN {ENDED}))
+        FROM sweeps w WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?
+        ORDER BY w.started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
+    if row is None:
+        return None, set()
+    _, point, planned, ended, unended = row
+    # A sweep stored before `planned` was recorded: finished unless a run of it has no end.
+    if not unended and (planned is None or ended >= planned):
+        return None, set()
+    rows = con.execute("""SELECT s.cell_id, s.repeat FROM run_starts s JOIN run_ends e USING (run_id)
+                          JOIN sweeps w USING (sweep_id)
+                          WHERE coalesce(w.resumes, w.sweep_id) = ? AND e.status = 'ok'""", [point]).fetchall()
+    return point, {(c, r) for c, r in rows}
+
+
+def point_sweeps(con, point: str) -> list[str]:
+    """The sweeps of one point of history: the first and every sweep that resumed it."""
+    return [s for (s,) in con.execute("SELECT sweep_id FROM sweeps WHERE coalesce(resumes, sweep_id) = ? "
+                                      "ORDER BY started_at", [point]).fetchall()]
+
+
+def record_threshold_checks(con, sweep_id: str, checks) -> None:
+    """The thresholds checked when ``sweep_id`` ended: (cell_id, metric, op, value, median, n, held) each."""
+    con.executemany("INSERT INTO threshold_checks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[sweep_id, *c] for c in checks])

@@ -119,6 +119,7 @@ class Sweep:
         #: More columns of the sweep's row: version, commit, hashes, revision (cmx.engine.run.provenance).
         self.provenance: dict = {}
         self.shuffle_seed: int | None = None  # cmx run --shuffle: stored with the sweep
+        self.resumes: str | None = None  # the unfinished sweep (point of history) this one continues
         self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
@@ -202,7 +203,8 @@ class Sweep:
             db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
                             self.exp.description, str(self.inventory.path),
                             self.exp.model_dump(mode="json", by_alias=True), self.provenance,
-                            shuffle_seed=self.shuffle_seed, tags=self.tags, note=self.note)
+                            shuffle_seed=self.shuffle_seed, tags=self.tags, note=self.note,
+                            planned=len(runs), resumes=self.resumes)
             db.record_controller(con, self.sweep_id, *controller_identity())
         if not runs:
             return []

@@ -48,9 +48,10 @@ def test_a_changed_definition_is_a_new_revision_and_the_sweep_says_what_ran(tmp_
     for secret in SECRETS:
         assert secret not in stored
 
-    # The same definition resumes (nothing to run); a changed one is refused, nothing is stored.
-    again = cmx("run", str(exp), "--db", str(db), "-i", str(inv))
-    assert again.returncode == 0 and "already stored as ok are skipped" in again.stdout, again.stdout + again.stderr
+    # The same definition, its sweep finished, is measured again (one more point of history in the
+    # same revision); a changed one is refused, nothing is stored.
+    again = cmx("run", str(exp), "--db", str(db), "-i", str(inv), timeout=600)
+    assert again.returncode == 0 and "already stored as ok" not in again.stdout, again.stdout + again.stderr
     write(exp, EXPERIMENT.replace("TASKS", "60"))
     refused = cmx("run", str(exp), "--db", str(db), "-i", str(inv))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
@@ -58,27 +59,27 @@ def test_a_changed_definition_is_a_new_revision_and_the_sweep_says_what_ran(tmp_
         f"{exp}: experiment 'prov' has runs in {db} under another definition (revision 1): pass --new-revision "
         "to start revision 2 beside them, or give the experiment another name, or pass another --db")
     assert query(db, "SELECT count(*), count(DISTINCT revision) FROM sweeps") == [(2, 1)]
-    assert query(db, "SELECT count(*) FROM run_starts") == [(1,)]
+    assert query(db, "SELECT count(*), count(DISTINCT sweep_id) FROM run_starts") == [(2, 2)]
 
     second = cmx("run", str(exp), "--db", str(db), "-i", str(inv), "--new-revision", timeout=600)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert query(db, """SELECT revision, status, "params.tasks" FROM runs ORDER BY revision""") == [
-        (1, "ok", 50), (2, "ok", 60)]
+        (1, "ok", 50), (1, "ok", 50), (2, "ok", 60)]
     hashes = query(db, "SELECT revision, definition_hash, inventory_hash FROM sweeps ORDER BY started_at")
     assert [r for r, _, _ in hashes] == [1, 1, 2]
-    assert hashes[2][1] != def_hash and hashes[2][2] == inv_hash
+    assert hashes[1][1] == def_hash and hashes[2][1] != def_hash and hashes[2][2] == inv_hash
 
     # Status counts each revision apart; the report shows the latest and says so.
     status = cmx("status", "--db", str(db))
     assert status.returncode == 0
     assert re.search(r"prov\s*│\s*2\s*│\s*1\s*│\s*1\s*│", status.stdout) and \
-        re.search(r"prov\s*│\s*1\s*│\s*1\s*│\s*1\s*│", status.stdout), status.stdout
+        re.search(r"prov\s*│\s*1\s*│\s*2\s*│\s*2\s*│", status.stdout), status.stdout
     out = tmp_path / "report"
     report = cmx("report", "prov", "--db", str(db), "--out", str(out))
     assert report.returncode == 0, report.stderr
     assert "revision 2, 1 cells, 1 runs" in report.stdout
     assert "Revision 2 of 2, the latest" in (out / "index.html").read_text()
     older = cmx("report", "prov", "--db", str(db), "--out", str(tmp_path / "r1"), "--revision", "1")
-    assert older.returncode == 0 and "revision 1, 1 cells, 1 runs" in older.stdout, older.stderr
+    assert older.returncode == 0 and "revision 1, 1 cells, 2 runs" in older.stdout, older.stderr
     missing = cmx("report", "prov", "--db", str(db), "--revision", "3")
     assert missing.returncode == 2 and "has no revision 3" in missing.stderr

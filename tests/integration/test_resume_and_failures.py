@@ -1,6 +1,7 @@
 """Interrupting, resuming, timeouts, on_error and bad input: nothing stored is ever lost."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -55,6 +56,12 @@ def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
     per_run = query(db, """SELECT r.pool, count(DISTINCT t.task_id) FROM tasks t JOIN runs r USING (run_id)
                            WHERE r.status = 'ok' AND t.state = 'SUCCESS' GROUP BY r.pool ORDER BY r.pool""")
     assert per_run == [("gevent", 400), ("solo", 400), ("threads", 400)]
+    # The sweep that resumed is the same point of history as the one it resumed.
+    first, second = query(db, "SELECT sweep_id, planned, resumes FROM sweeps ORDER BY started_at")
+    assert first[1:] == (3, None) and second[1:] == (2, first[0])
+    trend = cmx("trend", "resume", "--db", str(db), "--metric", "consume_rate", "--format", "json")
+    assert trend.returncode == 0, trend.stderr
+    assert [[p["at"] for p in s["points"]] for s in json.loads(trend.stdout)["series"]] == [[first[0]]] * 3
 
 
 def test_sigterm_is_ctrl_c(tmp_path):

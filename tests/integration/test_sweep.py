@@ -109,15 +109,6 @@ def test_no_process_is_left_behind(sweep):
     assert run_processes(db) == []
 
 
-def test_rerun_skips_what_is_stored(sweep):
-    exp, db, _ = sweep
-    before = query(db, "SELECT count(*) FROM runs")[0][0]
-    proc = cmx("run", str(exp), "--db", str(db))
-    assert proc.returncode == 0, proc.stderr
-    assert "4 run(s) already stored as ok are skipped" in proc.stdout
-    assert query(db, "SELECT count(*) FROM runs")[0][0] == before
-
-
 def test_worker_flags_reach_every_worker(sweep):
     _, db, _ = sweep
     run_ids = [r for (r,) in query(db, 'SELECT run_id FROM runs WHERE "worker.events" AND "worker.mingle"')]

@@ -134,7 +134,7 @@ def test_unknown_top_level_key_is_reported_at_the_key(tmp_path):
     path = write(tmp_path, HEAD + "colour: blue\n")
     assert problems(path) == [
         f"{path}:3:1: unknown key 'colour' (allowed: name, description, inventory, repeats, workload, "
-        "fixed, matrix, zip, exclude, include, limits, on_error, objective)"]
+        "fixed, matrix, zip, exclude, include, limits, on_error, thresholds, objective)"]
 
 
 def test_source_cannot_come_from_the_file(tmp_path):

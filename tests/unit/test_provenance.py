@@ -126,9 +126,13 @@ def test_revisions_keep_changed_definitions_apart(tmp_path):
         # Going back to revision 1's definition is a change from the latest revision too.
         with pytest.raises(InputError):
             revision_for(con, exp, "h1", "r.duckdb", new_revision=False)
-        # Resume skips only runs of the same revision.
-        assert db.completed_runs(con, "e", 1) == {("cr1", 1)}
-        assert db.completed_runs(con, "e", 2) == {("cr2", 1)}
+        # Finished sweeps are not resumed (the next cmx run measures again); an unfinished one is,
+        # within its own revision only.
+        assert db.resume_point(con, "e", 1) == db.resume_point(con, "e", 2) == (None, set())
+        db.record_run_start(con, experiment="e", sweep_id="s2", run_id="r3", cell_id="cr3", repeat=1,
+                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+        assert db.resume_point(con, "e", 2) == ("s2", {("cr2", 1)})
+        assert db.resume_point(con, "e", 1) == (None, set())
         cols = [r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' "
                                           "ORDER BY column_index").fetchall()]
         assert cols == [*db.RUN_COLUMNS, "pool"]  # revision after the fixed columns, before the dimensions

@@ -1,0 +1,81 @@
+"""Formatting of ``cmx trend`` results: table (rich), markdown, json (the contract)."""
+from __future__ import annotations
+
+import json
+
+from rich.table import Table
+from rich.text import Text
+
+from cmx.analysis.compare_format import MARKERS
+from cmx.analysis.summary import fmt, span
+from cmx.analysis.trend import Series, TrendResult
+
+COLUMNS = ("cell", "metric", "points", "first", "latest", "changes")
+NOTE = ("one point per {by}; median [95 % bootstrap interval of the median] (n ok runs). Changes: E-divisive "
+        "means over the points' medians, each kept only when the runs before and after it differ under the rule "
+        "of `cmx compare` (Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0); the latest point "
+        "is always compared with the runs since the last change before it")
+
+
+def _label(res: TrendResult, cell_id: str, varying: list[str]) -> str:
+    values = res.cells.get(cell_id, {})
+    shown = " ".join(f"{k}={values[k]}" for k in varying if k in values)
+    return f"{cell_id} {shown}".strip()
+
+
+def _varying(res: TrendResult) -> list[str]:
+    keys = sorted({k for v in res.cells.values() for k in v})
+    return [k for k in keys if len({repr(v.get(k)) for v in res.cells.values()}) > 1]
+
+
+def _point(s: Series, i: int) -> str:
+    p = s.summaries[i]
+    return f"{s.ats[i]}: {fmt(s.metric, p.median)} [{span(s.metric, p.low, p.high)}] (n={p.n})"
+
+
+def _changes(s: Series) -> str:
+    parts = []
+    for c in s.changes:
+        r = c.comparison
+        pct = "–" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+        parts.append(f"{c.at}: {MARKERS.get(r.verdict, r.verdict)} {pct} (p={r.p_value:.3g})")
+    return "; ".join(parts) or "none"
+
+
+def _rows(res: TrendResult) -> list[list[str]]:
+    varying = _varying(res)
+    return [[_label(res, s.cell_id, varying), s.metric, str(len(s.ats)), _point(s, 0), _point(s, len(s.ats) - 1),
+             _changes(s)] for s in res.series]
+
+
+def _title(res: TrendResult) -> str:
+    return f"{res.experiment} (revision {res.revision}): trend by {res.by}"
+
+
+def as_table(res: TrendResult) -> Table:
+    table = Table(title=Text(_title(res)), title_justify="left", caption=Text(NOTE.format(by=res.by)),
+                  caption_justify="left")
+    for c in COLUMNS:
+        table.add_column(c)
+    for s, row in zip(res.series, _rows(res)):
+        latest = [c.comparison.verdict for c in s.changes if c.index == len(s.ats) - 1]
+        table.add_row(*map(Text, row), style={"better": "green", "worse": "red"}.get(latest[0] if latest else ""))
+    return table
+
+
+def as_markdown(res: TrendResult) -> str:
+    lines = [f"**{_title(res)}**", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row) + " |" for row in _rows(res)]
+    return "\n".join([*lines, "", NOTE.format(by=res.by)]) + "\n"
+
+
+def as_json(res: TrendResult) -> str:
+    """The contract: {"series": [{"cell_id", "metric", "points": [{"at", "n", "median", "low", "high"}],
+    "changes": [{"at", "change_pct", "p_value", "verdict"}]}]}."""
+    return json.dumps({"series": [{
+        "cell_id": s.cell_id, "metric": s.metric,
+        "points": [{"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
+                   for at, p in zip(s.ats, s.summaries)],
+        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "p_value": c.comparison.p_value,
+                     "verdict": c.comparison.verdict} for c in s.changes],
+    } for s in res.series]}, indent=2)

@@ -1,0 +1,75 @@
+"""Daily estimation on real workers and DuckDB: the same experiment run on four "nights" (a cron
+line), the user's task made slower on the last; every night is a new sweep, `cmx trend` finds the
+change that night, and the experiment's threshold gates on it (exit 3)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import cmx, query, write
+
+pytestmark = pytest.mark.integration
+
+#: The user's task: it sleeps as long as the file next to the experiment says (read on each call),
+#: so a night can be made slower without changing the experiment's definition.
+MODULE = '''
+from celery import shared_task
+import time
+
+
+@shared_task
+def nap(path):
+    with open(path) as f:
+        time.sleep(float(f.read()))
+'''
+
+
+def test_four_nights_a_slower_last_night_is_found_that_night_and_gated(tmp_path):
+    nap = tmp_path / "nap_s"
+    write(tmp_path / "napping.py", MODULE)
+    exp = write(tmp_path / "nightly.yaml", f"""
+        name: nightly
+        repeats: 3
+        workload:
+          name: tasks
+          params: {{module: napping.py, task: napping.nap, args: ["{nap}"], tasks: 100, mode: backlog}}
+        fixed: {{broker: redis, pool: threads, concurrency: 4}}
+        thresholds: {{consume_rate: ">= 40", tasks_lost: "== 0"}}
+        limits: {{run_timeout: 2m}}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    codes = []
+    for night in (1, 2, 3, 4):
+        # 4 threads: at most 20 tasks/s on night 4; 80-400 before (the harness's share varies with the load)
+        nap.write_text("0.2" if night == 4 else "0.01")
+        proc = cmx("run", str(exp), "--db", str(db), "--tag", f"night={night}", timeout=900)
+        assert "already stored as ok" not in proc.stdout, proc.stdout  # a finished sweep is never resumed
+        codes.append(proc.returncode)
+        if night == 4:
+            assert "thresholds: 1 of 2 crossed" in proc.stdout and "CROSSED" in proc.stdout, proc.stdout[-3000:]
+            assert "threshold check(s) crossed (exit 3)" in proc.stderr, proc.stderr[-3000:]
+    assert codes == [0, 0, 0, 3]
+
+    # Each night is a sweep of its own, with runs of its own.
+    sweeps = query(db, """SELECT json_extract_string(w.tags, '$.night'), w.planned, w.resumes, count(s.run_id)
+                          FROM sweeps w JOIN run_starts s USING (sweep_id) GROUP BY ALL ORDER BY 1""")
+    assert sweeps == [(str(n), 3, None, 3) for n in (1, 2, 3, 4)]
+    assert query(db, "SELECT count(*), count(DISTINCT run_id) FROM runs WHERE status = 'ok'") == [(12, 12)]
+    held = query(db, """SELECT json_extract_string(w.tags, '$.night'), t.held FROM threshold_checks t
+                        JOIN sweeps w USING (sweep_id) WHERE t.metric = 'consume_rate' ORDER BY 1""")
+    assert held == [("1", True), ("2", True), ("3", True), ("4", False)]
+
+    trend = cmx("trend", "nightly", "--db", str(db), "--by", "tag.night", "--format", "json")
+    assert trend.returncode == 0, trend.stderr
+    series = {s["metric"]: s for s in json.loads(trend.stdout)["series"]}
+    rate = series["consume_rate"]
+    assert [(p["at"], p["n"]) for p in rate["points"]] == [("1", 3), ("2", 3), ("3", 3), ("4", 3)]
+    assert [(c["at"], c["verdict"]) for c in rate["changes"]] == [("4", "worse")], rate
+    assert rate["changes"][0]["p_value"] <= 0.05 and rate["changes"][0]["change_pct"] < -50
+
+    by_sweep = cmx("trend", "nightly", "--db", str(db), "--metric", "consume_rate", "--format", "json")
+    points = json.loads(by_sweep.stdout)["series"][0]["points"]
+    assert [p["at"] for p in points] == [s for (s,) in query(db, "SELECT sweep_id FROM sweeps ORDER BY started_at")]
+    gate = cmx("trend", "nightly", "--db", str(db), "--metric", "consume_rate", "--fail-on", "worse")
+    assert gate.returncode == 1 and "worse at the latest point" in gate.stderr, gate.stdout + gate.stderr

@@ -1,0 +1,165 @@
+"""``cmx trend`` on hand-made histories: points per sweep or tag value, E-divisive change points
+kept under compare's rule, and the latest point flagged the night it changes."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from cmx.analysis import stats
+from cmx.analysis.compare import SelectionError
+from cmx.analysis.trend import WINDOW, change_points, split_scores, trend
+from cmx.analysis.trend_format import as_json, as_markdown
+from cmx.engine.results import db
+from tests.results_fixture import add_run
+
+CELL = {"broker": "redis", "backend": "none", "pool": "threads", "concurrency": 4}
+OTHER = {**CELL, "pool": "solo"}
+#: Three runs a night, a few % apart (a quiet machine's spread).
+JITTER = (-0.012, 0.0, 0.015)
+
+
+def history(path, nights: list[float], *, cells=(CELL,), tags=None, experiment="e", resumed: dict | None = None):
+    """One sweep per night (started an hour apart), 3 ok runs a cell, consume_rate = level × (1 + jitter)."""
+    with db.connect(path) as con:
+        for night, level in enumerate(nights, 1):
+            sweep = f"s{night:03d}"
+            db.record_sweep(con, sweep, experiment, "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
+                            tags=(tags or {}).get(night, {"night": str(night)}), planned=3 * len(cells))
+            con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?",
+                        [1_700_000_000 + 3600 * night, sweep])
+            for c, dims in enumerate(cells):
+                for repeat, jitter in enumerate(JITTER, 1):
+                    rate = level * (1 + jitter) * (1 + c)
+                    add_run(con, experiment, f"r{night}-{c}-{repeat}", dims, repeat=repeat, sweep_id=sweep,
+                            started_at=1_700_000_000 + 3600 * night + repeat,
+                            metrics={"consume_rate": rate, "latency_p99_s": 1000 / rate})
+    return path
+
+
+def _changes(res, metric="consume_rate", cell=0):
+    s = [s for s in res.series if s.metric == metric][cell]
+    return [(c.at, c.comparison.verdict, round(c.comparison.change_pct)) for c in s.changes]
+
+
+def test_split_scores_are_scipys_energy_distance_scaled_as_e_divisive():
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
+    scores = split_scores(x)
+    n = len(x)
+    for tau in range(1, n):
+        expected = tau * (n - tau) / n * sps.energy_distance(x[:tau], x[tau:]) ** 2
+        assert scores[tau] == pytest.approx(expected)
+    assert scores[0] == -np.inf
+
+
+def test_a_slower_last_night_is_flagged_that_night_and_the_quiet_nights_are_not(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000, 1003, 998, 700])
+    with db.connect(path) as con:
+        res = trend(con, "e")
+    assert _changes(res) == [("s004", "worse", -30)]
+    assert _changes(res, "latency_p99_s") == [("s004", "worse", 43)]
+    s = res.series[0]
+    assert s.ats == ["s001", "s002", "s003", "s004"] and [p.n for p in s.summaries] == [3, 3, 3, 3]
+    assert s.summaries[3].median == pytest.approx(700) and s.summaries[3].low <= 700 <= s.summaries[3].high
+    # The last night's 3 runs against the 9 before: p can reach 2/C(12, 3); 3 against 3 could not.
+    assert res.series[0].changes[0].comparison.p_value == pytest.approx(2 / 220)
+
+
+def test_unchanged_nights_have_no_change(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000, 1003, 998, 1001, 999, 1002])
+    with db.connect(path) as con:
+        res = trend(con, "e")
+    assert all(not s.changes for s in res.series)
+
+
+def test_a_step_in_the_middle_is_found_where_it_happened(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000, 1003, 998, 1001, 800, 805, 798, 802])
+    with db.connect(path) as con:
+        res = trend(con, "e")
+    assert _changes(res) == [("s005", "worse", -20)]
+
+
+def test_by_tag_merges_the_sweeps_of_one_value_in_the_order_they_first_ran(tmp_path):
+    tags = {1: {"commit": "b"}, 2: {"commit": "b"}, 3: {"commit": "a"}, 4: {}}  # night 4: untagged
+    path = history(tmp_path / "r.duckdb", [1000, 1000, 1000, 1000], tags=tags)
+    with db.connect(path) as con:
+        res = trend(con, "e", by="tag.commit")
+    s = res.series[0]
+    assert s.ats == ["b", "a"] and [p.n for p in s.summaries] == [6, 3]
+
+
+def test_a_resumed_sweep_is_one_point_with_the_sweep_it_resumed(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000, 1000])
+    with db.connect(path) as con:
+        db.record_sweep(con, "s002b", "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
+                        planned=1, resumes="s002")
+        add_run(con, "e", "late", CELL, repeat=4, sweep_id="s002b", metrics={"consume_rate": 1000})
+        res = trend(con, "e")
+    assert res.series[0].ats == ["s001", "s002"] and [p.n for p in res.series[0].summaries] == [3, 4]
+
+
+def test_only_metric_and_json_contract(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000, 1003, 998, 700], cells=(CELL, OTHER))
+    with db.connect(path) as con:
+        res = trend(con, "e", metrics=("consume_rate",), only="pool=solo")
+    doc = json.loads(as_json(res))
+    assert list(doc) == ["series"] and len(doc["series"]) == 1
+    one = doc["series"][0]
+    assert list(one) == ["cell_id", "metric", "points", "changes"] and one["metric"] == "consume_rate"
+    assert [list(p) for p in one["points"]] == [["at", "n", "median", "low", "high"]] * 4
+    assert [p["at"] for p in one["points"]] == ["s001", "s002", "s003", "s004"]
+    assert [(c["at"], c["verdict"]) for c in one["changes"]] == [("s004", "worse")]
+    assert list(one["changes"][0]) == ["at", "change_pct", "p_value", "verdict"]
+    assert "s004: ▼ worse -30.0%" in as_markdown(res)
+
+
+def test_bad_input_is_a_selection_error(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000])
+    with db.connect(path) as con:
+        for kwargs, message in [({"by": "night"}, "expected sweep or tag.KEY"),
+                                ({"metrics": ("nope",)}, "'nope' is no metric cmx knows"),
+                                ({"metrics": ("consume_rate", "makespan_s")}, "--metric makespan_s: no ok run"),
+                                ({"only": "pool"}, "is not DIM=VALUE"),
+                                ({"only": "colour=red"}, "'colour' is not a dimension")]:
+            with pytest.raises(SelectionError, match=message):
+                trend(con, "e", **kwargs)
+        with pytest.raises(SelectionError, match="no sweep of experiment 'x'"):
+            trend(con, "x")
+
+
+def test_too_few_runs_make_no_change():
+    runs = [[1000.0], [1000.0], [500.0]]
+    assert change_points(runs, [1000.0, 1000.0, 500.0], "higher") == []
+
+
+def test_summarize_many_gives_summarizes_numbers():
+    rng = np.random.default_rng(3)
+    samples = [list(rng.normal(100, 5, size=int(k))) for k in rng.integers(0, 8, size=120)]
+    samples += [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 3.0], [5.5, 1e9, 3.0, 2.0]]
+    assert stats.summarize_many(samples) == [stats.summarize(s) for s in samples]
+
+
+def test_cli_json_and_fail_on_worse(tmp_path):
+    from tests.conftest import cmx
+
+    path = history(tmp_path / "r.duckdb", [1000, 1003, 998, 700])
+    proc = cmx("trend", "e", "--db", str(path), "--format", "json", "--metric", "consume_rate")
+    assert proc.returncode == 0, proc.stderr
+    assert [c["verdict"] for c in json.loads(proc.stdout)["series"][0]["changes"]] == ["worse"]
+    gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
+    assert gate.returncode == 1 and "worse at the latest point: consume_rate" in gate.stderr, gate.stderr
+    quiet = history(tmp_path / "q.duckdb", [1000, 1003, 998, 1001])
+    assert cmx("trend", "e", "--db", str(quiet), "--fail-on", "worse").returncode == 0
+    bad = cmx("trend", "e", "--db", str(path), "--by", "night")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "expected sweep or tag.KEY" in bad.stderr
+
+
+def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
+    path = history(tmp_path / "r.duckdb", [1000 + (n % 3) for n in range(69)] + [700])
+    with db.connect(tmp_path / "r.duckdb") as con:
+        res = trend(con, "e", metrics=("consume_rate",))
+    [change] = res.series[0].changes
+    assert (change.at, change.comparison.verdict) == ("s070", "worse")
+    assert change.comparison.baseline.n == 3 * WINDOW  # the 30 nights before, not all 69
