@@ -12,11 +12,13 @@ import re
 from dataclasses import dataclass, field
 
 from cmx.analysis import stats, units
+from cmx.engine.model.thresholds import OPERATORS
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import tagged_runs_sql
 
 MAXIMIZE, MINIMIZE = "maximize", "minimize"
-OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
+#: A threshold's comparisons (engine/model/thresholds.py), and != for a constraint.
+OPS = {**OPERATORS, "!=": operator.ne}
 _CONSTRAINT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=|==|!=|<|>)\s*(.+?)\s*$")
 
 

@@ -1,7 +1,7 @@
 """Units people read, written and read back in one place: the terminal table, the report, ``cmx
 compare`` and ``cmx recommend`` print a metric's value with :func:`fmt` (its unit from the metric
 registry), and a constraint such as ``peak_pss_bytes <= 512MiB`` is read with :func:`parse` in the
-same units.
+units an experiment's ``thresholds:`` take (engine/model/thresholds.py).
 
 - times: ``48 µs``, ``6.2 ms``, ``1.25 s``, ``1,204 s`` (never ``0.000 s``);
 - rates: ``1,750/s`` (thousands separators), ``0.25/s`` below 10;
@@ -12,12 +12,10 @@ from __future__ import annotations
 import math
 import re
 
+from cmx.engine.model.thresholds import DURATIONS, SIZES
 from cmx.engine.results import metricdefs
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
-_BYTES = {"b": 1, "kib": KIB, "mib": MIB, "gib": GIB, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3,
-          "k": KIB, "m": MIB, "g": GIB}
-_SECONDS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9, "min": 60.0, "m": 60.0, "h": 3600.0}
 _SCALE = {"k": 1e3, "M": 1e6}
 _NUMBER = re.compile(r"^([-+]?[\d,.]+)(\D*)$")
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([^\d\s].*)?$", re.IGNORECASE)
@@ -86,16 +84,16 @@ def parse(name: str, text: str) -> float:
     if not suffix:
         return number
     unit = metricdefs.get(name).unit
-    if unit == "bytes" and suffix.lower() in _BYTES:
-        return number * _BYTES[suffix.lower()]
-    if unit == "s" and suffix in _SECONDS:
-        return number * _SECONDS[suffix]
+    if unit == "bytes" and suffix in SIZES:
+        return number * SIZES[suffix]
+    if unit == "s" and suffix in DURATIONS:
+        return number * DURATIONS[suffix]
     if metricdefs.is_rate(unit):
         scale = _SCALE.get(suffix[:1], 1.0) if suffix[:1] in _SCALE else 1.0
         rest = suffix[1:] if suffix[:1] in _SCALE else suffix
         if rest in ("", "/s", unit[unit.index("/"):]):
             return number * scale
-    accepted = {"bytes": "B, KiB, MiB, GiB, KB, MB, GB", "s": "s, ms, µs (us), min, h"}.get(
+    accepted = {"bytes": ", ".join(SIZES), "s": ", ".join(DURATIONS)}.get(
         unit, "k, /s" if metricdefs.is_rate(unit) else "none")
     raise ValueError(f"{text!r}: {suffix!r} is no unit of {name} (its unit: {unit or 'a count'}; "
                      f"accepted: {accepted})")

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 #: The comparisons a threshold may make (the median OP the value must hold).
 OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
-#: Units a threshold's number may carry, by the kind of metric unit they fit (metricdefs' units).
+#: Units a threshold's number may carry, by the kind of metric unit they fit (metricdefs' units);
+#: `cmx recommend --where` reads the same (analysis/units.py).
 SIZES = {"B": 1, "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4,
          "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
-DURATIONS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATIONS = {"µs": 1e-6, "us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 UNIT_KINDS = {**{u: "bytes" for u in SIZES}, **{u: "s" for u in DURATIONS}}
 _OPS = "|".join(re.escape(o) for o in sorted(OPERATORS, key=len, reverse=True))
 _UNITS = "|".join(sorted(UNIT_KINDS, key=len, reverse=True))
