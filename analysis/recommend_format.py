@@ -53,6 +53,11 @@ def answer(rec: Recommendation) -> list[str]:
         if few:
             lines.append(f"{few} of them only because a side has fewer than {stats.MIN_N} ok runs: "
                          f"with repeats: 5 the runs could tell them apart.")
+        needs = [r.versus_best.runs_needed for r in tied if r.versus_best is not None
+                 and r.versus_best.verdict == stats.INCONCLUSIVE and r.versus_best.runs_needed]
+        if needs:
+            lines.append(f"{len(needs)} of them are neither shown worse nor shown the same; the clearest "
+                         f"difference would show with {min(needs)} runs a cell (cmx compare's rule).")
     else:
         runner = next((r for r in rec.ranking if r.rank == 2), None)
         if runner is not None and runner.versus_best is not None and runner.versus_best.change_pct is not None:

@@ -61,6 +61,29 @@ def test_ranking_and_ties(known):
     best = got["gevent"].metrics["consume_rate"]
     assert (best.n, best.median) == (5, 1000)  # the failed run's 1.0 is not a value
     assert rec.pareto == [cell_id(dims("gevent"))]  # one objective: the best
+    from cmx.analysis.recommend_format import answer
+    assert got["threads"].versus_best.verdict == "same"  # shown within ±5 %
+    assert answer(rec)[1] == "Tied with it (not told apart by these runs): 1 cell(s): pool threads."
+
+
+def test_ties_say_how_many_runs_would_tell(known):
+    """Prefork at 3 runs against gevent's 5 with noise: neither shown worse nor the same; the answer
+    says how many runs a cell would show it."""
+    from cmx.analysis.recommend_format import answer
+
+    path = known.with_name("noisy.duckdb")
+    with db.connect(path) as con:
+        for pool, rates in (("gevent", [1000, 1100, 900, 1050, 950]), ("threads", [980, 850, 1080])):
+            for i, rate in enumerate(rates):
+                add_run(con, "noisy", f"{pool}-{i}", dims(pool), repeat=i + 1, metrics={"consume_rate": rate})
+    with views.connect(path, read_only=True) as con:
+        rec = recommend(con, "noisy", 1, [objective("consume_rate", MAXIMIZE)], [])
+    threads = by_pool(rec)["threads"]
+    assert threads.tied_with_best and threads.versus_best.verdict == "inconclusive"
+    need = threads.versus_best.runs_needed
+    assert need > 3 and answer(rec)[2] == (
+        f"1 of them are neither shown worse nor shown the same; the clearest difference would show with "
+        f"{need} runs a cell (cmx compare's rule).")
 
 
 def test_without_constraints_the_fastest_wins(known):
