@@ -161,3 +161,16 @@ def client_name_settings(service: str, target: str, name: str, conf: Mapping[str
         engine["connect_args"] = {**(engine.get("connect_args") or {}), "application_name": name}
         return {"database_engine_options": engine}
     raise ValueError(f"no client name for a {service} backend")
+
+
+def run_key_settings(service: str, target: str, prefix: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The Celery settings that make every key a run's client writes on ``service`` for ``target``
+    start with ``prefix``, merged into what ``conf`` holds, so the run's end (and nothing else)
+    removes them (workloads/host/leftovers.py): a Redis backend's result keys. Nothing elsewhere:
+    queue and exchange names carry the run's id already, and a PostgreSQL backend's rows have
+    no key to prefix."""
+    if target == "backend" and service == "redis":
+        opts = dict(conf.get("result_backend_transport_options") or {})
+        opts["global_keyprefix"] = prefix
+        return {"result_backend_transport_options": opts}
+    return {}

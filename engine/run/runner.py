@@ -43,6 +43,9 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
 #: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
 DRAINED_STOP_GRACE_S = 1.0
+#: Seconds beyond the run's timeout that its queues outlive it unused (x-expires): its end deletes
+#: them; this is for a run whose every process was killed. Longer than any use within a run.
+QUEUE_EXPIRY_MARGIN_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ class Sweep:
             worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
             service_url=self._service_url(),
+            queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
         )
 
     def _service_url(self) -> str | None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads import kinds
 from cmx.workloads.base import DriveTimeout
 from cmx.workloads.drive.workerwatch import Watchdog, check_configs, start_consuming, worker_configs
 from cmx.workloads.files import write_atomic
@@ -53,7 +52,7 @@ class DriveContext:
 
     def declare_queues(self) -> None:
         """Declare the run's queues so nothing published before a consumer exists is dropped."""
-        qargs = dict(kinds.BROKERS[self.spec.broker].queue_arguments)
+        qargs = self.spec.queue_arguments()
         with self.app.connection_for_write() as conn:
             for name in (self.spec.queue, self.spec.hold_queue):
                 Queue(name, queue_arguments=qargs).bind(conn.default_channel).declare()

@@ -125,20 +125,12 @@ def drive(run_dir: Path) -> int:
 
 
 def reset(run_dir: Path) -> int:
-    """Delete the run's queues (at its start, and again after it, so brokers do not fill up)."""
-    from kombu import Connection
-
+    """Remove what the run created on its broker and backend: its queues with their messages,
+    exchanges, bindings and results (workloads/host/leftovers.py). After the run, whatever its end."""
+    from cmx.workloads.host.leftovers import remove_run
     from cmx.workloads.spec import RunSpec
 
-    spec = RunSpec.load(run_dir)
-    with Connection(os.environ["CMX_BROKER_URL"], connect_timeout=10) as conn:
-        conn.ensure_connection(max_retries=3)
-        channel = conn.default_channel
-        for name in (spec.queue, spec.hold_queue):
-            try:
-                channel.queue_delete(name)
-            except Exception:  # absent queue: AMQP closes the channel; open a new one
-                channel = conn.channel()
+    remove_run(RunSpec.load(run_dir))
     return 0
 
 

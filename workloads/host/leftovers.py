@@ -1,0 +1,179 @@
+"""What a run created on its broker and backend, removed at its end whatever the end was.
+
+A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``), its
+workers' control queues from their node names (``cmx-<run_id>@HOST``), and its Redis result keys
+carry the run's prefix (workloads/kinds.py ``run_key_settings``). The driver's remote-control
+reply queues are named after its threads, not the run: they are declared with a 10 s expiry
+(kombu's Mailbox), auto-deleted, and their shared binding table is kombu's to sweep. One function per server, keyed like the
+probes (``REMOVERS``, by SERVICES name in workloads/kinds.py); the host's finish calls
+:func:`remove_run` (workloads/host/hostctl.py ``reset``), and so does the agent when its lease
+ends (workloads/host/agent.py). What no process is left to remove goes through the servers'
+own expiry: the run's queues carry ``x-expires`` (RunSpec.queue_arguments), which RabbitMQ and
+kombu's Redis transport both honour, and Celery's results expire (``result_expires``).
+
+Nothing here touches a name another run could own: every deletion is of a name built from this
+run's id or written down by this run's own driver.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from cmx.workloads import kinds
+
+#: Environment variables with the URLs of the run's broker and backend (from the run's secrets).
+URL_VARS = {"broker": "CMX_BROKER_URL", "backend": "CMX_BACKEND_URL"}
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """Every name on a server that belongs to one run."""
+
+    run_id: str
+    #: Queues that are also exchanges of the same name (Celery declares one per queue).
+    queues: tuple[str, ...]
+    #: Queues without an exchange of their own (the raw baseline's).
+    other_queues: tuple[str, ...] = ()
+
+    @property
+    def prefix(self) -> str:
+        return f"cmx.{self.run_id}"
+
+    def owns(self, name: str) -> bool:
+        """A queue, exchange or key of this run: its prefix (then the end, a dot, or kombu's
+        priority separator), or a control queue of its workers."""
+        return (re.match(re.escape(self.prefix) + r"($|[.\x06])", name) is not None
+                or name.startswith(f"cmx-{self.run_id}@") or name in self.other_queues)
+
+
+def names_of(spec) -> RunNames:
+    """The run's names, from its spec."""
+    return RunNames(spec.run_id, (spec.queue, spec.hold_queue), (spec.raw_queue,))
+
+
+# ------------------------------------------------------------------------------------- redis
+def _glob(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def remove_redis(target: str, url: str, names: RunNames) -> int:
+    """Keys of the run: its queue lists (every priority), binding tables and their deadlines, its
+    members of shared binding tables (control queues), its unacknowledged messages (kombu keeps
+    them in one ``unacked`` hash per database and would restore them into the run's queue), and
+    its result keys. Returns how many keys or members went."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        removed = 0
+        patterns = [f"{_glob(names.prefix)}*", f"cmx-{_glob(names.run_id)}@*",
+                    *[_glob(q) for q in names.other_queues]]
+        if target == "broker":
+            patterns += [f"_kombu.binding.{_glob(names.prefix)}*", f"_kombu.binding_permanent.{_glob(names.prefix)}*"]
+        for pattern in patterns:
+            keys = [k for k in client.scan_iter(match=pattern, count=1000)
+                    if names.owns(_kombu_name(k.decode(errors="replace")))]
+            if keys:
+                removed += client.delete(*keys)
+        if target == "broker":
+            removed += _redis_shared_tables(client, names)
+        return removed
+    finally:
+        client.close()
+
+
+def _kombu_name(key: str) -> str:
+    """The queue or exchange a kombu key is about (its binding tables are named after exchanges)."""
+    for prefix in ("_kombu.binding.", "_kombu.binding_permanent."):
+        if key.startswith(prefix):
+            return key[len(prefix):]
+    return key
+
+
+def _redis_shared_tables(client, names: RunNames) -> int:
+    removed = 0
+    sep = "\x06\x16"
+    for key in client.scan_iter(match="_kombu.binding*", count=1000):
+        kind = client.type(key)
+        if kind == b"set":  # members are routing_key SEP pattern SEP queue
+            members = [m for m in client.sscan_iter(key, count=1000)
+                       if names.owns(m.decode(errors="replace").split(sep)[-1])]
+            if members:
+                removed += client.srem(key, *members)
+        elif kind == b"zset":  # _kombu.binding_deadlines: exchange → when its table expires
+            # The run's, and deadlines of tables gone (a consumer's refresh re-adds one that comes back).
+            members = [m for m, _ in client.zscan_iter(key, count=1000)
+                       if names.owns(m.decode(errors="replace")) or not client.exists(b"_kombu.binding." + m)]
+            if members:
+                removed += client.zrem(key, *members)
+    tags = []
+    for tag, payload in client.hscan_iter("unacked", count=1000):
+        try:
+            _message, exchange, routing_key = json.loads(payload)
+        except (ValueError, TypeError):
+            continue
+        if names.owns(str(exchange or "")) or names.owns(str(routing_key or "")):
+            tags.append(tag)
+    if tags:
+        removed += client.hdel("unacked", *tags)
+        client.zrem("unacked_index", *tags)
+    return removed
+
+
+# ---------------------------------------------------------------------------------- rabbitmq
+def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
+    """The run's queues (with their messages and bindings) and its exchanges. Deleting what is
+    not there is not an error (RabbitMQ answers ok). Returns how many deletions were asked."""
+    from kombu import Connection
+
+    if target != "broker":
+        return 0
+    asked = 0
+    with Connection(url, connect_timeout=10) as conn:
+        conn.ensure_connection(max_retries=3)
+        channel = conn.channel()
+        for what, name in ([("queue", q) for q in (*names.queues, *names.other_queues)]
+                           + [("exchange", e) for e in names.queues]):
+            try:
+                if what == "queue":
+                    channel.queue_delete(name)
+                else:
+                    channel.exchange_delete(name)
+                asked += 1
+            except conn.channel_errors:  # the broker closed the channel (an old RabbitMQ's 404): a new one
+                channel = conn.channel()
+        channel.close()
+    return asked
+
+
+# ---------------------------------------------------------------------------------- postgres
+def remove_postgres(target: str, url: str, names: RunNames) -> int:
+    """Nothing: a PostgreSQL backend's rows carry no run id to find them by (they expire through
+    Celery's ``result_expires`` cleanup)."""
+    return 0
+
+
+#: One remover per server (SERVICES in workloads/kinds.py): (target, url, names) → how many went.
+REMOVERS: Mapping[str, Callable[[str, str, RunNames], int]] = {
+    "redis": remove_redis, "rabbitmq": remove_rabbitmq, "postgres": remove_postgres,
+}
+
+
+def remove_run(spec) -> dict[str, int]:
+    """Remove what the run created on its broker and backend (URLs from the environment, as the
+    run's processes got them); {target: how many}. Safe to call twice, and for a run that never
+    began."""
+    names = names_of(spec)
+    done: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
+    for target, kind in (("broker", spec.broker), ("backend", spec.backend)):
+        service = kinds.service_of(target, kind)
+        url = os.environ.get(URL_VARS[target]) or ""
+        if service is None or not url or (target, url) in seen:
+            continue
+        seen.add((target, url))
+        done[target] = REMOVERS[service.name](target, url, names)
+    return done
