@@ -1,0 +1,226 @@
+"""A run leaves nothing on its broker and backend, whatever its end (issue #24 point 6).
+
+Each test works in a Redis database and a RabbitMQ vhost of its own (other sweeps share this
+machine's servers), so "before" and "after" are the whole keyspace / vhost, shared tables
+included: a run's members of kombu's shared binding tables and ``unacked`` hash count too.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from tests.conftest import CMX, REPO, query, write
+
+pytestmark = pytest.mark.integration
+
+API = "http://127.0.0.1:15672/api"
+#: Redis databases of these tests alone (0 and 1 are the default inventory's; others use 9/10).
+BROKER_DB, BACKEND_DB = 13, 14
+TASKS = '''
+import time
+
+from celery import shared_task
+
+
+@shared_task
+def boom():
+    raise ValueError("this task always fails")
+
+
+@shared_task
+def slow(seconds):
+    time.sleep(seconds)
+'''
+
+
+def api(method: str, path: str, body: dict | None = None):
+    """RabbitMQ's management API (guest on this machine's server); the decoded answer, if any."""
+    request = urllib.request.Request(f"{API}/{path}", method=method, data=json.dumps(body).encode() if body else None,
+                                     headers={"content-type": "application/json",
+                                              "authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read()
+    return json.loads(text) if text else None
+
+
+@pytest.fixture
+def vhost():
+    """A RabbitMQ vhost of the test's own, on which Celery's shared control exchanges exist (as on
+    any vhost Celery was used on); deleted after."""
+    name = f"cmx-leftovers-{uuid.uuid4().hex[:8]}"
+    api("PUT", f"vhosts/{name}")
+    api("PUT", f"permissions/{name}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+    from celery import Celery
+
+    app = Celery(broker=f"amqp://guest:guest@127.0.0.1:5672/{name}")
+    app.control.ping(timeout=0.2)  # declares celery.pidbox and reply.celery.pidbox
+    app.close()
+    yield name
+    api("DELETE", f"vhosts/{name}")
+
+
+def rabbit_state(vhost: str) -> tuple[set, set]:
+    """(queues with their message counts, exchanges) of the vhost."""
+    return {q["name"] for q in api("GET", f"queues/{vhost}")}, {e["name"] for e in api("GET", f"exchanges/{vhost}")}
+
+
+def redis_state() -> dict[int, set]:
+    return {db: set(redis.Redis(db=db).scan_iter(count=1000)) for db in (BROKER_DB, BACKEND_DB)}
+
+
+def inventory(root: Path, workdir: Path, vhost: str | None) -> Path:
+    amqp = f"amqp://guest:guest@127.0.0.1:5672/{vhost}" if vhost else "amqp://guest:guest@127.0.0.1:5672//"
+    return write(root / "inv.yml", f"""
+        all:
+          vars:
+            ansible_connection: local
+            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+            cmx_workdir: {workdir}/localhost
+          children:
+            brokers:
+              hosts:
+                localhost:
+                  broker_url: [redis://127.0.0.1:6379/{BROKER_DB}, "{amqp}"]
+                  rabbitmq_api_url: http://guest:guest@127.0.0.1:15672
+            backends: {{hosts: {{localhost: {{backend_url: redis://127.0.0.1:6379/{BACKEND_DB}}}}}}}
+            workers: {{hosts: {{localhost: }}}}
+            drivers: {{hosts: {{localhost: }}}}
+    """)
+
+
+def driving(workdir: Path) -> set[str]:
+    """Run ids whose driver drives now (it writes driver.pid in its run dir when it starts)."""
+    found = set()
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        cwd = p.info["cwd"] or ""
+        if ("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
+                and (Path(cwd) / "driver.pid").exists()):
+            found.add(Path(cwd).name)
+    return found
+
+
+def sweep_until(exp: Path, inv: Path, db: Path, workdir: Path, nth: int, sig: int) -> subprocess.Popen:
+    """Start ``cmx run``; once its ``nth`` run has driven for a second (a backlog is queued and
+    the worker holds prefetched messages), send ``sig``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[str] = set()
+    deadline = time.monotonic() + 300
+    while len(seen) < nth:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"run #{nth} never drove: {out[-2000:]} {err[-2000:]}")
+        seen |= driving(workdir)
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    return proc
+
+
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_failed_timed_out_and_interrupted_runs_leave_the_broker_and_backend_as_they_were(tmp_path, vhost, broker):
+    write(tmp_path / "usertasks.py", TASKS)
+    # One run whose tasks raise (failed), one whose backlog outlasts run_timeout (timeout), one
+    # stopped by Ctrl-C while its backlog waits and its worker holds prefetched messages.
+    exp = write(tmp_path / "left.yaml", f"""
+        name: leftovers-{broker}
+        workload: {{name: tasks, params: {{module: usertasks.py, mode: backlog}}}}
+        fixed: {{broker: {broker}, backend: redis, pool: threads, concurrency: 1, prefetch_multiplier: 4}}
+        zip:
+          - {{params.task: [usertasks.boom, usertasks.slow, usertasks.slow],
+              params.args: [[], [0.05], [0.04]], params.tasks: [20, 400, 400]}}
+        limits: {{run_timeout: 4s}}
+    """)
+    workdir = tmp_path / "hosts"
+    inv = inventory(tmp_path, workdir, vhost)
+    db = tmp_path / "results" / "cmx.duckdb"
+    before_redis, before_rabbit = redis_state(), rabbit_state(vhost)
+
+    proc = sweep_until(exp, inv, db, workdir, 3, signal.SIGINT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    statuses = query(db, 'SELECT "params.task", status FROM runs ORDER BY started_at')
+    assert statuses == [("usertasks.boom", "failed"), ("usertasks.slow", "timeout"),
+                        ("usertasks.slow", "interrupted")], statuses
+    run_ids = [r for (r,) in query(db, "SELECT run_id FROM runs")]
+    # Each run did put things there: result keys with the run's prefix, queued messages.
+    assert query(db, "SELECT count(*) FROM tasks WHERE state = 'FAILURE'")[0][0] > 0
+
+    after_redis, after_rabbit = redis_state(), rabbit_state(vhost)
+    assert after_redis == before_redis, {db_: sorted(after_redis[db_] - before_redis[db_])[:20] for db_ in after_redis}
+    assert after_rabbit == before_rabbit, (after_rabbit, before_rabbit)
+    assert all(len(r) > 10 for r in run_ids)
+
+
+def test_a_killed_controller_leaves_nothing_in_the_broker(tmp_path):
+    """kill -9 of `cmx run` mid-drive: the host's agent sees the controller gone, stops the run's
+    processes and removes what the run left on the broker and backend (its lease)."""
+    write(tmp_path / "usertasks.py", TASKS)
+    exp = write(tmp_path / "killed.yaml", """
+        name: leftovers-killed
+        workload: {name: tasks, params: {module: usertasks.py, task: usertasks.slow, args: [0.05], tasks: 400}}
+        fixed: {broker: redis, backend: redis, pool: threads, concurrency: 1}
+    """)
+    workdir = tmp_path / "hosts"
+    inv = inventory(tmp_path, workdir, None)
+    db = tmp_path / "results" / "cmx.duckdb"
+    before = redis_state()
+    proc = sweep_until(exp, inv, db, workdir, 1, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 90
+    while (now := redis_state()) != before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert now == before, {db_: sorted(now[db_] - before[db_])[:20] for db_ in now}
+
+
+@pytest.mark.parametrize("url", [f"redis://127.0.0.1:6379/{BROKER_DB}", "amqp"])
+def test_queues_no_one_removes_expire_on_their_own(tmp_path, vhost, url, monkeypatch):
+    """The safety net for a run whose every process was killed: its queues, with the messages in
+    them, are deleted by the server (RabbitMQ) or expire (kombu's Redis transport) once unused
+    for ``queue_expires_s``, through the app factory's own queue declarations."""
+    from cmx.workloads.app import create_app
+    from cmx.workloads.spec import RunSpec
+
+    broker = "redis" if url.startswith("redis") else "rabbitmq"
+    url = url if broker == "redis" else f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    monkeypatch.setenv("CMX_BROKER_URL", url)
+    monkeypatch.setenv("CMX_BACKEND_URL", "")
+    spec = RunSpec(run_id=f"expiry-{uuid.uuid4().hex[:8]}", experiment="e", cell_id="c", repeat=1,
+                   workload="throughput", broker=broker, backend="none", queue_expires_s=2.0)
+    (tmp_path / "spec.json").write_text(spec.dump())
+    app = create_app(spec, tmp_path, "localhost", client="driver")
+    for _ in range(50):
+        app.send_task("cmx.throughput.noop", args=("x",), queue=spec.queue)
+    app.send_task("cmx.throughput.noop", args=("x",), queue=spec.hold_queue)
+
+    def present() -> set[str]:
+        if broker == "redis":
+            client = redis.Redis(db=BROKER_DB)
+            return {q for q in (spec.queue, spec.hold_queue) if client.exists(q)}
+        return {q for q in rabbit_state(vhost)[0] if q.startswith(spec.key_prefix)}
+
+    try:
+        assert present() == {spec.queue, spec.hold_queue}
+        app.close()
+        deadline = time.monotonic() + 30  # RabbitMQ checks expiry on its own schedule: generous
+        while present() and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert present() == set()
+    finally:  # the binding tables kombu keeps for an hour, and the queues should the test fail
+        from cmx.workloads.host.leftovers import remove_run
+
+        remove_run(spec)
