@@ -36,6 +36,8 @@ class DriveContext:
     #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
     consuming_at: float | None = None
     watchdog: Watchdog | None = None
+    #: The run's marks given so far (workloads/host/runmarks.py).
+    marked: set[str] = field(default_factory=set)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -81,8 +83,27 @@ class DriveContext:
         return once each has confirmed it does; from then on a dead worker fails the run."""
         limit = max(1.0, min(self.spec.worker_start_timeout_s, self.remaining()))
         self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit)
+        self.mark("clock")
         if self.watchdog is None:
             self.watchdog = Watchdog(self.app, self.spec).__enter__()
+
+    def mark(self, name: str) -> None:
+        """Mark ``clock`` (the workload's clock started) or ``drain`` (its work is done) on every
+        host of the run: each host's sampler reads PSS of every process it watches then, so a peak
+        PSS comes from inside the run (workloads/host/runmarks.py). ``clock`` asks without waiting
+        (nothing of the workload waits for it); ``drain`` waits until the readings are in (a few
+        seconds at most), before the run's processes are stopped."""
+        from cmx.workloads.host.runmarks import mark
+
+        if name in self.marked:
+            return
+        self.marked.add(name)
+        wait = name == "drain"
+        mark(self.run_dir, name)  # the driver's host (its sampler watches the driver, a broker...)
+        self.app.control.broadcast("cmx_mark", arguments={"name": name}, destination=self.spec.worker_nodes,
+                                   reply=wait, timeout=3.0, limit=len(self.spec.worker_nodes))
+        if wait:
+            mark(self.run_dir, name, wait_s=2.0)
 
     def completed(self) -> int:
         """Tasks finished so far over all workers of the run, as counted by Celery itself."""
@@ -110,6 +131,7 @@ class DriveContext:
                 if depth is not None:
                     self.queue_samples.append((time.time(), depth))
                 if self.completed() >= n:
+                    self.mark("drain")
                     return
                 self.check_deadline(f"waiting for {n} tasks to finish")
                 time.sleep(poll_s)

@@ -23,6 +23,8 @@ Files in the run dir (fixed names):
 - ``connections.csv``  host,role,kind,ts,count,client   the run's own clients of the
   broker/backend (``role``) per client role (worker, driver), by the names they gave themselves
   (workloads/host/connprobes.py); nobody else's, the probe's included.
+- ``sample_marks.csv`` host,name,ts   the ticks that read PSS of every watched process for a mark
+  of the run (workloads/host/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
 - ``sampler.json``     settings, ticks, the sampler's own CPU cost, ``complete``, ``errors``.
 - ``sampler.pid``       written at start, removed at a clean exit.
 
@@ -45,6 +47,7 @@ from pathlib import Path
 from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
 from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
+from cmx.workloads.host.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
 from cmx.workloads.host.sampler_output import PEAKS_HEADER, SAMPLES_HEADER, ErrorLog, Output, secrets_from_env
 from cmx.workloads.host.watches import PidfileWatch, PortWatch
 
@@ -74,19 +77,24 @@ class _Stop:
 
     def __init__(self) -> None:
         self.requested = False
+        self.marked = False  # a mark of the run asks for a PSS reading now (runmarks.SIGNAL)
         self._r, w = os.pipe()
         os.set_blocking(self._r, False)
         os.set_blocking(w, False)
         signal.set_wakeup_fd(w)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._handle)
+        signal.signal(SIGNAL, self._mark)
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
 
+    def _mark(self, signum, frame) -> None:
+        self.marked = True
+
     def wait_until(self, deadline: float) -> bool:
-        """Sleep until the monotonic ``deadline``; True if a stop was requested."""
-        while not self.requested and (remaining := deadline - time.monotonic()) > 0:
+        """Sleep until the monotonic ``deadline`` or a mark; True if a stop was requested."""
+        while not self.requested and not self.marked and (remaining := deadline - time.monotonic()) > 0:
             select.select([self._r], [], [], remaining)
             try:
                 os.read(self._r, 512)
@@ -108,6 +116,7 @@ class Sampler:
         self._tracked: dict[int, WatchedProcess] = {}
         self._peaks: dict[int, tuple[str, str, int]] = {}
         self._rows: list[tuple] = []
+        self._marks: dict[str, float] = {}  # mark → ts of the tick that read PSS for it
         self._out = Output(config.run_dir)
         run_id = run_id_of(config.run_dir)
         probes = [make_probe(role, kind, run_id) for role, kind in config.connections]
@@ -132,7 +141,18 @@ class Sampler:
                 roles.setdefault(child, child_role)
         return roles
 
-    def tick(self, with_pss: bool) -> None:
+    def take_marks(self) -> None:
+        """A tick that reads PSS of every watched process for each new mark of the run."""
+        for name in MARKS:
+            if name not in self._marks and mark_file(self.config.run_dir, name).exists():
+                self._marks[name] = self.tick(with_pss=True)
+                self.ticks += 1
+                self._out.replace_csv("sample_marks.csv", MARKS_HEADER,
+                                      [(self.config.host, n, ts) for n, ts in self._marks.items()])
+                self._out.replace(sampled_file(self.config.run_dir, name).name, f"{self._marks[name]!r}\n")
+
+    def tick(self, with_pss: bool) -> float:
+        """One row per watched process; returns the tick's ts."""
         ts = round(time.time(), 6)
         host = self.config.host
         roles = self.watched(time.monotonic())
@@ -166,6 +186,7 @@ class Sampler:
         else:
             pss = {}
         self._rows.extend((host, pid, role, ts, rss, pss.get(pid), cpu) for pid, role, rss, cpu in sampled)
+        return ts
 
     def _untrack(self, pid: int) -> None:
         tracked = self._tracked.pop(pid, None)
@@ -182,6 +203,10 @@ class Sampler:
         self._connections.start()
         slot, next_flush = 0, t0 + FLUSH_EVERY_S
         while not stop.wait_until(due := t0 + slot * interval):
+            stop.marked = False
+            self.take_marks()  # woken by a mark, or one whose signal came before our handler
+            if time.monotonic() < due:  # woken early by a mark: the scheduled tick is still to come
+                continue
             if time.monotonic() - due > interval / 4:  # "late": over a quarter interval behind
                 self.late_ticks += 1
             self.tick(with_pss=self.pss.due(self.ticks, time.monotonic()))
@@ -222,6 +247,7 @@ class Sampler:
             "ticks": self.ticks,
             "late_ticks": self.late_ticks,
             "pss_rounds": self.pss.rounds,
+            "marks": dict(self._marks),
             "pss_cpu_seconds": round(self.pss.cpu_seconds, 3),
             # Whole-process CPU (all threads); startup (interpreter + imports) is also given
             # alone so steady-state cost is (cpu_seconds - startup_cpu_seconds) / wall_seconds.

@@ -102,3 +102,9 @@ INSERT OR REPLACE INTO cmx_schema VALUES ('connections', 2);
 -- sweeps (also version 2): `cmx run --tag KEY=VALUE` (a JSON object of them) and `--note TEXT`.
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS tags JSON;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS note VARCHAR;
+
+-- When each host's sampler read PSS of every watched process for a mark of the run (on that host's
+-- clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
+-- (workloads/host/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
+CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, name VARCHAR, ts DOUBLE);
+INSERT OR IGNORE INTO cmx_schema VALUES ('sample_marks', 1);
