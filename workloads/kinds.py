@@ -11,7 +11,8 @@ provisioning (role and secret per service), the runner (what to watch and count)
 the app factory (queue arguments, the backend's Celery URL, how clients name themselves).
 
 To add a kind on an existing server: an entry in BROKERS or BACKENDS. To add a server: an entry
-in SERVICES, its probe in connprobes.py, its naming in :func:`client_name_settings`, and a role
+in SERVICES, its probe in connprobes.py, its remover in leftovers.py, its naming in
+:func:`client_name_settings`, and a role
 (docs/architecture.md). Standard library only: shipped to every host.
 """
 from __future__ import annotations

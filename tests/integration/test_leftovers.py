@@ -79,7 +79,7 @@ def redis_state() -> dict[int, set]:
     return {db: set(redis.Redis(db=db).scan_iter(count=1000)) for db in (BROKER_DB, BACKEND_DB)}
 
 
-def inventory(root: Path, workdir: Path, vhost: str | None) -> Path:
+def inventory(root: Path, workdir: Path, vhost: str | None, backend: str = f"redis://127.0.0.1:6379/{BACKEND_DB}") -> Path:
     amqp = f"amqp://guest:guest@127.0.0.1:5672/{vhost}" if vhost else "amqp://guest:guest@127.0.0.1:5672//"
     return write(root / "inv.yml", f"""
         all:
@@ -94,7 +94,7 @@ def inventory(root: Path, workdir: Path, vhost: str | None) -> Path:
                 localhost:
                   broker_url: [redis://127.0.0.1:6379/{BROKER_DB}, "{amqp}"]
                   rabbitmq_api_url: http://guest:guest@127.0.0.1:15672
-            backends: {{hosts: {{localhost: {{backend_url: redis://127.0.0.1:6379/{BACKEND_DB}}}}}}}
+            backends: {{hosts: {{localhost: {{backend_url: "{backend}"}}}}}}
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
     """)
@@ -224,3 +224,32 @@ def test_queues_no_one_removes_expire_on_their_own(tmp_path, vhost, url, monkeyp
         from cmx.workloads.host.leftovers import remove_run
 
         remove_run(spec)
+
+
+def test_a_database_backend_keeps_no_result_of_the_runs(tmp_path):
+    """PostgreSQL's result rows carry no run id: each host removes those of the tasks it ran, for
+    a failed run and an ok one alike."""
+    import psycopg2
+
+    write(tmp_path / "usertasks.py", TASKS)
+    exp = write(tmp_path / "pg.yaml", """
+        name: leftovers-postgres
+        workload: {name: tasks, params: {module: usertasks.py, tasks: 20}}
+        fixed: {broker: redis, backend: postgres, pool: threads}
+        zip:
+          - {params.task: [usertasks.boom, usertasks.slow], params.args: [[], [0.001]]}
+    """)
+    workdir = tmp_path / "hosts"
+    inv = inventory(tmp_path, workdir, None, backend="postgresql://postgres@127.0.0.1:5432/postgres")
+    db = tmp_path / "results" / "cmx.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the boom run failed
+    assert sorted(query(db, 'SELECT "params.task", status FROM runs')) == [("usertasks.boom", "failed"),
+                                                                           ("usertasks.slow", "ok")]
+    ids = [t for (t,) in query(db, "SELECT DISTINCT task_id FROM tasks")]
+    assert len(ids) == 40
+    with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM celery_taskmeta WHERE task_id = ANY(%s)", (ids,))
+        assert cur.fetchone()[0] == 0

@@ -134,6 +134,23 @@ def reset(run_dir: Path) -> int:
     return 0
 
 
+def remove_results(run_dir: Path) -> int:
+    """Remove the results of the tasks this host's workers ran (their ids from its ``exec-*.csv``):
+    what a backend without the run's names in its keys keeps (workloads/host/leftovers.py)."""
+    import csv
+
+    from cmx.workloads.host.leftovers import remove_run
+    from cmx.workloads.spec import RunSpec
+
+    ids: set[str] = set()
+    for path in run_dir.glob("exec-*.csv"):
+        with open(path, newline="") as f:
+            ids.update(row["task_id"] for row in csv.DictReader(f) if row.get("task_id"))
+    if ids:
+        remove_run(RunSpec.load(run_dir), tuple(sorted(ids)))
+    return 0
+
+
 def _gone(p: psutil.Process) -> bool:
     """A process that exited counts as gone even while it is a zombie: whoever started it (a
     ``hostctl start-*`` that returned, so PID 1 by now) reaps it in its own time, and waiting

@@ -2,7 +2,8 @@
 
 A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``), its
 workers' control queues from their node names (``cmx-<run_id>@HOST``), and its Redis result keys
-carry the run's prefix (workloads/kinds.py ``run_key_settings``). The driver's remote-control
+carry the run's prefix (workloads/kinds.py ``run_key_settings``); a database backend's result rows
+are removed by the ids of the tasks each host's workers ran. The driver's remote-control
 reply queues are named after its threads, not the run: they are declared with a 10 s expiry
 (kombu's Mailbox), auto-deleted, and their shared binding table is kombu's to sweep. One function per server, keyed like the
 probes (``REMOVERS``, by SERVICES name in workloads/kinds.py); the host's finish calls
@@ -37,6 +38,11 @@ class RunNames:
     queues: tuple[str, ...]
     #: Queues without an exchange of their own (the raw baseline's).
     other_queues: tuple[str, ...] = ()
+    #: Tasks whose results to remove one by one (those a host's workers ran): a database backend's
+    #: rows carry no run id. Empty: remove by the run's names and prefixes.
+    task_ids: tuple[str, ...] = ()
+    #: The database backend's table of task results (Celery's ``database_table_names``).
+    result_table: str = "celery_taskmeta"
 
     @property
     def prefix(self) -> str:
@@ -49,9 +55,10 @@ class RunNames:
                 or name.startswith(f"cmx-{self.run_id}@") or name in self.other_queues)
 
 
-def names_of(spec) -> RunNames:
+def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
     """The run's names, from its spec."""
-    return RunNames(spec.run_id, (spec.queue, spec.hold_queue), (spec.raw_queue,))
+    table = (spec.celery.get("database_table_names") or {}).get("task", "celery_taskmeta")
+    return RunNames(spec.run_id, (spec.queue, spec.hold_queue), (spec.raw_queue,), tuple(task_ids), table)
 
 
 # ------------------------------------------------------------------------------------- redis
@@ -68,6 +75,9 @@ def remove_redis(target: str, url: str, names: RunNames) -> int:
 
     client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
     try:
+        if names.task_ids:  # results by name (the prefix scan of the run's end found the rest)
+            keys = [f"{names.prefix}.celery-task-meta-{t}" for t in names.task_ids] if target == "backend" else []
+            return sum(client.delete(*keys[i:i + 1000]) for i in range(0, len(keys), 1000))
         removed = 0
         patterns = [f"{_glob(names.prefix)}*", f"cmx-{_glob(names.run_id)}@*",
                     *[_glob(q) for q in names.other_queues]]
@@ -129,7 +139,7 @@ def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
     not there is not an error (RabbitMQ answers ok). Returns how many deletions were asked."""
     from kombu import Connection
 
-    if target != "broker":
+    if target != "broker" or names.task_ids:
         return 0
     asked = 0
     with Connection(url, connect_timeout=10) as conn:
@@ -151,9 +161,24 @@ def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
 
 # ---------------------------------------------------------------------------------- postgres
 def remove_postgres(target: str, url: str, names: RunNames) -> int:
-    """Nothing: a PostgreSQL backend's rows carry no run id to find them by (they expire through
-    Celery's ``result_expires`` cleanup)."""
-    return 0
+    """The results of the run's tasks, by task id (a PostgreSQL backend's rows carry no run id):
+    each host removes those of the tasks its workers ran (workloads/host/hostrun.py)."""
+    if target != "backend" or not names.task_ids:
+        return 0
+    import psycopg2
+    from psycopg2 import sql
+
+    conn = psycopg2.connect(kinds.libpq_url(url), connect_timeout=10)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)", (names.result_table,))
+            if cur.fetchone()[0] is None:  # no result stored yet on this database
+                return 0
+            cur.execute(sql.SQL("DELETE FROM {} WHERE task_id = ANY(%s)").format(sql.Identifier(names.result_table)),
+                        (list(names.task_ids),))
+            return cur.rowcount
+    finally:
+        conn.close()
 
 
 #: One remover per server (SERVICES in workloads/kinds.py): (target, url, names) → how many went.
@@ -162,14 +187,15 @@ REMOVERS: Mapping[str, Callable[[str, str, RunNames], int]] = {
 }
 
 
-def remove_run(spec) -> dict[str, int]:
+def remove_run(spec, task_ids: tuple[str, ...] = ()) -> dict[str, int]:
     """Remove what the run created on its broker and backend (URLs from the environment, as the
-    run's processes got them); {target: how many}. Safe to call twice, and for a run that never
-    began."""
-    names = names_of(spec)
+    run's processes got them); {target: how many}. With ``task_ids``: the results of those tasks
+    only. Safe to call twice, and for a run that never began."""
+    names = names_of(spec, task_ids)
     done: dict[str, int] = {}
     seen: set[tuple[str, str]] = set()
-    for target, kind in (("broker", spec.broker), ("backend", spec.backend)):
+    targets = (("backend", spec.backend),) if task_ids else (("broker", spec.broker), ("backend", spec.backend))
+    for target, kind in targets:
         service = kinds.service_of(target, kind)
         url = os.environ.get(URL_VARS[target]) or ""
         if service is None or not url or (target, url) in seen:
