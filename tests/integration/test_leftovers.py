@@ -16,11 +16,10 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 import redis
 
-from tests.conftest import CMX, REPO, query, write
+from tests.conftest import CMX, REPO, driving, query, write
 
 pytestmark = pytest.mark.integration
 
@@ -98,17 +97,6 @@ def inventory(root: Path, workdir: Path, vhost: str | None, backend: str = f"red
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
     """)
-
-
-def driving(workdir: Path) -> set[str]:
-    """Run ids whose driver drives now (it writes driver.pid in its run dir when it starts)."""
-    found = set()
-    for p in psutil.process_iter(["cmdline", "cwd"]):
-        cwd = p.info["cwd"] or ""
-        if ("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
-                and (Path(cwd) / "driver.pid").exists()):
-            found.add(Path(cwd).name)
-    return found
 
 
 def sweep_until(exp: Path, inv: Path, db: Path, workdir: Path, nth: int, sig: int) -> subprocess.Popen:
