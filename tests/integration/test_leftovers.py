@@ -241,3 +241,50 @@ def test_a_database_backend_keeps_no_result_of_the_runs(tmp_path):
     with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn, conn.cursor() as cur:
         cur.execute("SELECT count(*) FROM celery_taskmeta WHERE task_id = ANY(%s)", (ids,))
         assert cur.fetchone()[0] == 0
+
+
+def test_the_redis_remover_takes_the_runs_keys_and_members_and_nothing_of_another_run():
+    """What kombu and Celery keep for a run on Redis, beside the same for another run under way:
+    after the run's end only the other run's is left, shared tables and ``unacked`` included."""
+    import json as _json
+
+    from cmx.workloads.host.leftovers import remove_run
+    from cmx.workloads.spec import RunSpec
+
+    client = redis.Redis(db=BROKER_DB)
+    sep = "\x06\x16"
+
+    def spec(run_id: str) -> RunSpec:
+        return RunSpec(run_id=run_id, experiment="e", cell_id="c", repeat=1, workload="throughput",
+                       broker="redis", backend="redis", worker_nodes=[f"cmx-{run_id}@h1"])
+
+    def put(run_id: str) -> None:
+        q = f"cmx.{run_id}"
+        client.lpush(q, "m"), client.lpush(f"{q}{sep}3", "m"), client.lpush(f"{q}.hold", "m")
+        client.lpush(f"{q}.raw", "m"), client.lpush(f"cmx-{run_id}@h1.celery.pidbox", "m")
+        client.sadd(f"_kombu.binding.{q}", f"{q}{sep}{sep}{q}")
+        client.sadd(f"_kombu.binding_permanent.{q}", f"{q}{sep}{sep}{q}")
+        client.sadd("_kombu.binding.celery.pidbox", f"{sep}{sep}cmx-{run_id}@h1.celery.pidbox")
+        client.zadd("_kombu.binding_deadlines", {q: 1})
+        client.hset("unacked", f"tag-{run_id}", _json.dumps([{"body": "x"}, q, q]))
+        client.zadd("unacked_index", {f"tag-{run_id}": 1})
+        redis.Redis(db=BACKEND_DB).set(f"{q}.celery-task-meta-1", "r")
+
+    mine, other = "aaaa-1-11111111", "aaaa-1-111111112"  # the other's id starts with mine
+    before = redis_state()
+    put(other)
+    kept = redis_state()
+    put(mine)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CMX_BROKER_URL", f"redis://127.0.0.1:6379/{BROKER_DB}")
+        mp.setenv("CMX_BACKEND_URL", f"redis://127.0.0.1:6379/{BACKEND_DB}")
+        got = remove_run(spec(mine))
+        try:
+            assert redis_state() == kept, sorted(redis_state()[BROKER_DB] - kept[BROKER_DB])
+            assert client.smembers("_kombu.binding.celery.pidbox") == {
+                f"{sep}{sep}cmx-{other}@h1.celery.pidbox".encode()}
+            assert client.hkeys("unacked") == [f"tag-{other}".encode()]
+            assert got["broker"] > 0 and got["backend"] == 1
+        finally:
+            remove_run(spec(other))
+    assert redis_state() == before

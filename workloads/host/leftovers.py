@@ -62,15 +62,11 @@ def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
 
 
 # ------------------------------------------------------------------------------------- redis
-def _glob(text: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
 def remove_redis(target: str, url: str, names: RunNames) -> int:
     """Keys of the run: its queue lists (every priority), binding tables and their deadlines, its
     members of shared binding tables (control queues), its unacknowledged messages (kombu keeps
     them in one ``unacked`` hash per database and would restore them into the run's queue), and
-    its result keys. Returns how many keys or members went."""
+    its result keys. One pass over the database's keys. Returns how many keys or members went."""
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
@@ -78,18 +74,17 @@ def remove_redis(target: str, url: str, names: RunNames) -> int:
         if names.task_ids:  # results by name (the prefix scan of the run's end found the rest)
             keys = [f"{names.prefix}.celery-task-meta-{t}" for t in names.task_ids] if target == "backend" else []
             return sum(client.delete(*keys[i:i + 1000]) for i in range(0, len(keys), 1000))
-        removed = 0
-        patterns = [f"{_glob(names.prefix)}*", f"cmx-{_glob(names.run_id)}@*",
-                    *[_glob(q) for q in names.other_queues]]
+        removed, owned, shared = 0, [], []
+        for key in client.scan_iter(count=1000):
+            name = key.decode(errors="replace")
+            if names.owns(_kombu_name(name)):
+                owned.append(key)
+            elif name.startswith("_kombu.binding"):
+                shared.append(key)
+        for i in range(0, len(owned), 1000):
+            removed += client.delete(*owned[i:i + 1000])
         if target == "broker":
-            patterns += [f"_kombu.binding.{_glob(names.prefix)}*", f"_kombu.binding_permanent.{_glob(names.prefix)}*"]
-        for pattern in patterns:
-            keys = [k for k in client.scan_iter(match=pattern, count=1000)
-                    if names.owns(_kombu_name(k.decode(errors="replace")))]
-            if keys:
-                removed += client.delete(*keys)
-        if target == "broker":
-            removed += _redis_shared_tables(client, names)
+            removed += _redis_shared_tables(client, shared, names)
         return removed
     finally:
         client.close()
@@ -103,10 +98,11 @@ def _kombu_name(key: str) -> str:
     return key
 
 
-def _redis_shared_tables(client, names: RunNames) -> int:
+def _redis_shared_tables(client, tables: list[bytes], names: RunNames) -> int:
+    """The run's members of kombu's tables shared by every run on the database."""
     removed = 0
     sep = "\x06\x16"
-    for key in client.scan_iter(match="_kombu.binding*", count=1000):
+    for key in tables:
         kind = client.type(key)
         if kind == b"set":  # members are routing_key SEP pattern SEP queue
             members = [m for m in client.sscan_iter(key, count=1000)
