@@ -170,11 +170,12 @@ def pika_parameters(url: str, name: str | None = None):
 
 
 class RabbitRaw:
-    def __init__(self, url: str, queue: str, queue_arguments: dict, durable: bool, prefetch: int, name: str):
+    def __init__(self, url: str, queue: str, queue_arguments: dict, prefetch: int, name: str, durable: bool = False):
         import pika
 
         self.pika, self.queue, self.prefetch = pika, queue, prefetch
         self.params = pika_parameters(url, name)  # counted as the run's driver
+        # Durable where the kind needs it (quorum queues must be), not because x-expires is there.
         self.args, self.durable = dict(queue_arguments) or None, durable
         self.conn = pika.BlockingConnection(self.params)
         self.channel = self.conn.channel()
