@@ -80,6 +80,10 @@ def owned_key_problem(setting: str, value: Any) -> str | None:
     return None
 
 
+#: Seconds beyond its timeout and warm-up that what a run left on its broker outlives it unused,
+#: should its every process be killed (its end removes it): longer than any pause within a run.
+QUEUE_EXPIRY_MARGIN_S = 300.0
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -116,8 +120,9 @@ class RunSpec(_DimensionFields):
     worker_start_timeout_s: float = 60.0
     #: URL of the workload's service for this run (``Workload.service_module``), if it has one.
     service_url: str | None = None
-    #: Seconds an unused queue of the run outlives it (``x-expires``: RabbitMQ and kombu's Redis
-    #: transport delete it then), for what no process is left to delete (killed hosts); None: never.
+    #: Seconds what the run left on its broker outlives it unused, for what no process is left to
+    #: remove (killed hosts): RabbitMQ's ``x-expires`` on its queues, a TTL on its Redis keys
+    #: (workloads/host/leftovers.py); None: never.
     queue_expires_s: float | None = None
 
     @field_validator("celery")
@@ -153,10 +158,12 @@ class RunSpec(_DimensionFields):
         return f"cmx.{self.run_id}"
 
     def queue_arguments(self) -> dict[str, Any]:
-        """The run's queues' arguments: its broker kind's (quorum queues, say) and ``x-expires``.
-        Every declarer of the run's queues reads this: a redeclaration with other arguments fails."""
-        args = dict(kinds.BROKERS[self.broker].queue_arguments)
-        if self.queue_expires_s:
+        """The run's queues' arguments: its broker kind's (quorum queues, say) and ``x-expires``
+        where the server expires queues itself. Every declarer of the run's queues reads this: a
+        redeclaration with other arguments fails."""
+        kind = kinds.BROKERS[self.broker]
+        args = dict(kind.queue_arguments)
+        if self.queue_expires_s and kinds.SERVICES[kind.service].expires_queues:
             args["x-expires"] = int(self.queue_expires_s * 1000)
         return args
 

@@ -37,15 +37,12 @@ from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS
 from cmx.workloads.files import write_atomic
-from cmx.workloads.spec import RunSpec, node_name
+from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
 #: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
 DRAINED_STOP_GRACE_S = 1.0
-#: Seconds beyond the run's timeout that its queues outlive it unused (x-expires): its end deletes
-#: them; this is for a run whose every process was killed. Longer than any use within a run.
-QUEUE_EXPIRY_MARGIN_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -138,7 +135,7 @@ class Sweep:
         port = self._local_port(broker_host, self.inventory.broker_url(vals["broker"]))
         if port:
             args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
-        args[driver].append(f"--connections broker={kinds.BROKERS[vals['broker']].service}")
+        args[driver] += [f"--connections broker={kinds.BROKERS[vals['broker']].service}", "--keep-expiring"]
         backend_service = kinds.BACKENDS[vals["backend"]].service
         if backend_service:
             backend_host = self.inventory.hosts_of("backends")[0]

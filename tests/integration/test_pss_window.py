@@ -30,8 +30,9 @@ def test_a_short_threads_run_gets_its_peak_pss_from_inside_the_run(tmp_path):
         (peak_pss,), (peak_rss,) = (query(db, "SELECT value FROM metrics WHERE run_id = ? AND name = ?", [run_id, m])[0]
                                     for m in ("peak_pss_bytes", "peak_rss_bytes"))
         # The worker's PSS readings inside the run, summed per tick (one process: the threads pool).
-        inside = query(db, """SELECT ts, sum(pss_bytes) FROM samples WHERE run_id = ? AND role IN ('worker', 'worker-child')
-                              GROUP BY ts HAVING count(pss_bytes) = count(*) AND ts BETWEEN ? AND ?""",
+        inside = query(db, """SELECT ts, sum(pss_bytes) FROM samples
+                              WHERE run_id = ? AND role IN ('worker', 'worker-child') GROUP BY ts
+                              HAVING count(pss_bytes) = count(*) AND ts BETWEEN ? AND ?""",
                        [run_id, start, end])
         assert inside, f"{run_id}: no PSS reading of the worker between its clock start and its end"
         assert peak_pss is not None and peak_pss == max(v for _, v in inside), (run_id, peak_pss, inside)

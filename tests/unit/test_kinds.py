@@ -90,6 +90,8 @@ def test_the_app_factory_reads_queue_arguments_and_backend_urls_from_the_kinds(m
     assert spec("rabbitmq", "none").queue_arguments() == spec("redis", "none").queue_arguments() == {}
     expiring = spec("rabbitmq-quorum", "none").model_copy(update={"queue_expires_s": 90.5})
     assert expiring.queue_arguments() == {"x-queue-type": "quorum", "x-expires": 90500}
+    # kombu's Redis emulation of x-expires costs PEXPIREs per message: there a keeper sets TTLs
+    assert expiring.model_copy(update={"broker": "redis"}).queue_arguments() == {}
     monkeypatch.setenv("CMX_BACKEND_URL", "postgresql://u:p@h:5432/d")
     assert backend_url(spec("redis", "postgres")) == "db+postgresql+psycopg2://u:p@h:5432/d"
     assert backend_url(spec("redis", "rpc")) == "rpc://"

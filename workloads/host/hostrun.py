@@ -115,8 +115,9 @@ def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int 
 def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None,
                   keep: bool) -> dict:
     """Stop the run's processes while, beside them, the facts are recorded (clock offset included);
-    then remove what the run left on its broker and backend (``reset``: one host), write the stamps as CSV, delete the secrets and pack
-    the run dir into ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
+    then remove what the run left on its broker and backend (``reset``: one host), write the stamps
+    as CSV, remove the results of the tasks run here, delete the secrets and pack the run dir into
+    ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
     {"rc", "seconds": {step: s}, "failed": [step], "errors": [line], "pack"}."""
     import threading
 

@@ -3,17 +3,20 @@
 A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``), its
 workers' control queues from their node names (``cmx-<run_id>@HOST``), and its Redis result keys
 carry the run's prefix (workloads/kinds.py ``run_key_settings``); a database backend's result rows
-are removed by the ids of the tasks each host's workers ran. The driver's remote-control
-reply queues are named after its threads, not the run: they are declared with a 10 s expiry
-(kombu's Mailbox), auto-deleted, and their shared binding table is kombu's to sweep. One function per server, keyed like the
-probes (``REMOVERS``, by SERVICES name in workloads/kinds.py); the host's finish calls
-:func:`remove_run` (workloads/host/hostctl.py ``reset``), and so does the agent when its lease
-ends (workloads/host/agent.py). What no process is left to remove goes through the servers'
-own expiry: the run's queues carry ``x-expires`` (RunSpec.queue_arguments), which RabbitMQ and
-kombu's Redis transport both honour, and Celery's results expire (``result_expires``).
+are removed by the ids of the tasks each host's workers ran. The driver's remote-control reply
+queues are named after its threads, not the run: they are declared with a 10 s expiry (kombu's
+Mailbox), auto-deleted, and their shared binding table is kombu's to sweep.
+
+One function per server, keyed like the probes (``REMOVERS``, by SERVICES name in
+workloads/kinds.py); the host's finish calls :func:`remove_run` (workloads/host/hostctl.py
+``reset``), and so does the agent when its lease ends (workloads/host/agent.py). What no process
+is left to remove goes through expiry: on RabbitMQ the run's queues carry ``x-expires``
+(RunSpec.queue_arguments); on Redis the driver host's sampler keeps a TTL on the run's keys
+(``KEEPERS``), set anew while the run lives, so they outlive a run killed whole by
+``queue_expires_s`` at most; Celery's results expire by ``result_expires``.
 
 Nothing here touches a name another run could own: every deletion is of a name built from this
-run's id or written down by this run's own driver.
+run's id, or of the results of tasks this run's workers ran.
 """
 from __future__ import annotations
 
@@ -129,6 +132,30 @@ def _redis_shared_tables(client, tables: list[bytes], names: RunNames) -> int:
     return removed
 
 
+#: kombu's Redis transport: a queue's priority lists are ``QUEUE<sep>N`` for N in these steps.
+_REDIS_PRIORITY_STEPS, _REDIS_SEP = (3, 6, 9), "\x06\x16"
+
+
+def keep_redis(target: str, url: str, names: RunNames, ttl_s: float) -> int:
+    """A TTL of ``ttl_s`` on the run's queue lists (every priority) and binding tables, set anew at
+    each call (a list emptied and filled again has lost it). Its results carry Celery's own."""
+    import redis
+
+    if target != "broker":
+        return 0
+    keys = [k for q in (*names.queues, *names.other_queues)
+            for k in (q, *[f"{q}{_REDIS_SEP}{p}" for p in _REDIS_PRIORITY_STEPS])]
+    keys += [f"{table}{q}" for q in names.queues for table in ("_kombu.binding.", "_kombu.binding_permanent.")]
+    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.expire(key, max(1, int(ttl_s)))
+            return sum(bool(r) for r in pipe.execute())
+    finally:
+        client.close()
+
+
 # ---------------------------------------------------------------------------------- rabbitmq
 def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
     """The run's queues (with their messages and bindings) and its exchanges. Deleting what is
@@ -183,19 +210,37 @@ REMOVERS: Mapping[str, Callable[[str, str, RunNames], int]] = {
 }
 
 
-def remove_run(spec, task_ids: tuple[str, ...] = ()) -> dict[str, int]:
-    """Remove what the run created on its broker and backend (URLs from the environment, as the
-    run's processes got them); {target: how many}. With ``task_ids``: the results of those tasks
-    only. Safe to call twice, and for a run that never began."""
-    names = names_of(spec, task_ids)
-    done: dict[str, int] = {}
+#: Servers that expire nothing of a run by themselves: a keeper sets a TTL on what the run has
+#: there, (target, url, names, ttl_s) → how many keys got it. RabbitMQ needs none (x-expires).
+KEEPERS: Mapping[str, Callable[[str, str, RunNames, float], int]] = {"redis": keep_redis}
+
+
+def _servers(spec, targets):
+    """(target, service name, url) of the run's servers among ``targets``, each URL once."""
     seen: set[tuple[str, str]] = set()
-    targets = (("backend", spec.backend),) if task_ids else (("broker", spec.broker), ("backend", spec.backend))
     for target, kind in targets:
         service = kinds.service_of(target, kind)
         url = os.environ.get(URL_VARS[target]) or ""
         if service is None or not url or (target, url) in seen:
             continue
         seen.add((target, url))
-        done[target] = REMOVERS[service.name](target, url, names)
-    return done
+        yield target, service.name, url
+
+
+def keep_expiring(spec) -> int:
+    """Set the TTL (``spec.queue_expires_s``) on what the run has on servers that need a keeper."""
+    if not spec.queue_expires_s:
+        return 0
+    names = names_of(spec)
+    return sum(KEEPERS[service](target, url, names, spec.queue_expires_s)
+               for target, service, url in _servers(spec, (("broker", spec.broker), ("backend", spec.backend)))
+               if service in KEEPERS)
+
+
+def remove_run(spec, task_ids: tuple[str, ...] = ()) -> dict[str, int]:
+    """Remove what the run created on its broker and backend (URLs from the environment, as the
+    run's processes got them); {target: how many}. With ``task_ids``: the results of those tasks
+    only. Safe to call twice, and for a run that never began."""
+    names = names_of(spec, task_ids)
+    targets = (("backend", spec.backend),) if task_ids else (("broker", spec.broker), ("backend", spec.backend))
+    return {target: REMOVERS[service](target, url, names) for target, service, url in _servers(spec, targets)}

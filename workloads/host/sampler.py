@@ -2,7 +2,7 @@
 
     python -m cmx.workloads.host.sampler --run-dir DIR --host NAME [--interval 0.2] [--pss-every 5]
         [--pss-budget 0.3] [--watch ROLE=PIDFILE]... [--watch-port ROLE=PORT]...
-        [--connections ROLE=KIND]... [--conn-interval 0.25]
+        [--connections ROLE=KIND]... [--conn-interval 0.25] [--keep-expiring]
 
 Shipped to every host (Linux: it reads /proc): imports only the standard library and psutil;
 redis and psycopg2 are imported lazily, by the connection probes that need them. Its parts:
@@ -57,6 +57,8 @@ SAMPLER_ROLE = "sampler"
 CHILD_ROLE = {"worker": "worker-child"}
 
 FLUSH_EVERY_S = 10.0
+#: Seconds between two settings of the TTL on the run's keys (--keep-expiring), at most a third of it.
+KEEP_EVERY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class SamplerConfig:
     ports: tuple[tuple[str, int], ...] = ()
     connections: tuple[tuple[str, str], ...] = ()
     conn_interval_s: float = 0.25
+    #: Keep a TTL on what the run has on servers that expire nothing themselves (the driver's host).
+    keep_expiring: bool = False
 
 
 class _Stop:
@@ -201,7 +205,7 @@ class Sampler:
         for name, header in (("samples.csv", SAMPLES_HEADER), ("connections.csv", CONNECTIONS_HEADER)):
             self._out.replace_csv(name, header, [])
         self._connections.start()
-        slot, next_flush = 0, t0 + FLUSH_EVERY_S
+        slot, next_flush, next_keep = 0, t0 + FLUSH_EVERY_S, t0
         while not stop.wait_until(due := t0 + slot * interval):
             stop.marked = False
             self.take_marks()  # woken by a mark, or one whose signal came before our handler
@@ -216,6 +220,8 @@ class Sampler:
             if now >= next_flush:
                 self.flush(complete=False)
                 next_flush = now + FLUSH_EVERY_S
+            if self.config.keep_expiring and now >= next_keep:
+                next_keep = now + self.keep_expiring()
         self._connections.stop()
         for pid in list(self._tracked):
             self._untrack(pid)
@@ -226,6 +232,19 @@ class Sampler:
         pidfile = self.config.run_dir / "sampler.pid"
         if read_pidfile(pidfile) == self._own_pid:
             pidfile.unlink()
+
+    def keep_expiring(self) -> float:
+        """Set the TTL on the run's keys anew (workloads/host/leftovers.py); seconds until the next time."""
+        from cmx.workloads.host.leftovers import keep_expiring
+        from cmx.workloads.spec import RunSpec
+
+        try:
+            spec = RunSpec.load(self.config.run_dir)
+            keep_expiring(spec)
+        except Exception as exc:  # a TTL is worth less than the samples
+            self.errors.record("keep-expiring", f"{type(exc).__name__}: {exc}")
+            return KEEP_EVERY_S
+        return min(KEEP_EVERY_S, (spec.queue_expires_s or 3 * KEEP_EVERY_S) / 3)
 
     def flush(self, complete: bool) -> None:
         rows, self._rows = self._rows, []
@@ -327,13 +346,15 @@ def parse_args(argv: list[str] | None) -> SamplerConfig:
     parser.add_argument("--connections", action="append", default=[], metavar="ROLE=KIND",
                         type=_role_value("KIND", _kind))
     parser.add_argument("--conn-interval", type=_positive(float), default=0.25)
+    parser.add_argument("--keep-expiring", action="store_true",
+                        help="keep a TTL on the run's keys on its Redis broker while the run lives")
     args = parser.parse_args(argv)
     return SamplerConfig(
         run_dir=args.run_dir, host=args.host, interval_s=args.interval, pss_every=args.pss_every,
         pss_budget_percent=args.pss_budget,
         watches=tuple(PidfileWatch(role, path) for role, path in args.watch),
         ports=tuple(args.watch_port), connections=tuple(args.connections),
-        conn_interval_s=args.conn_interval)
+        conn_interval_s=args.conn_interval, keep_expiring=args.keep_expiring)
 
 
 def main(argv: list[str] | None = None) -> int:
