@@ -57,8 +57,9 @@ SAMPLER_ROLE = "sampler"
 CHILD_ROLE = {"worker": "worker-child"}
 
 FLUSH_EVERY_S = 10.0
-#: Seconds between two settings of the TTL on the run's keys (--keep-expiring), at most a third of it.
-KEEP_EVERY_S = 30.0
+#: Seconds between two settings of the TTL on the run's keys (--keep-expiring), at most a third of
+#: the TTL: a key the run creates has one within this (one pipeline of a few EXPIREs: cheap).
+KEEP_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
