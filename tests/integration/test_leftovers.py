@@ -271,3 +271,32 @@ def test_the_redis_remover_takes_the_runs_keys_and_members_and_nothing_of_anothe
         finally:
             remove_run(spec(other))
     assert redis_state() == before
+
+
+def test_a_database_backend_keeps_no_result_of_the_runs(tmp_path):
+    """PostgreSQL's result rows carry no run id: each host removes those of the tasks it ran, for
+    a failed run and an ok one alike."""
+    import psycopg2
+
+    write(tmp_path / "usertasks.py", TASKS)
+    exp = write(tmp_path / "pg.yaml", """
+        name: leftovers-postgres
+        workload: {name: tasks, params: {module: usertasks.py, tasks: 20}}
+        fixed: {broker: redis, backend: postgres, pool: threads}
+        zip:
+          - {params.task: [usertasks.boom, usertasks.slow], params.args: [[], [0.001]]}
+    """)
+    workdir = tmp_path / "hosts"
+    inv = inventory(tmp_path, workdir, None, backend="postgresql://postgres@127.0.0.1:5432/postgres")
+    db = tmp_path / "results" / "cmx.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the boom run failed
+    assert sorted(query(db, 'SELECT "params.task", status FROM runs')) == [("usertasks.boom", "failed"),
+                                                                           ("usertasks.slow", "ok")]
+    ids = [t for (t,) in query(db, "SELECT DISTINCT task_id FROM tasks")]
+    assert len(ids) == 40
+    with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM celery_taskmeta WHERE task_id = ANY(%s)", (ids,))
+        assert cur.fetchone()[0] == 0
