@@ -82,7 +82,7 @@ class CompareResult:
     baseline: Side
     contender: Side
     metrics: list[MetricComparison]
-    warnings: list[str]   # host facts that differ (said on stderr); pooling is said by each Side
+    warnings: list[str]   # host facts that differ, runs not sampled (said on stderr); pooling is said by each Side
 
     @property
     def notes(self) -> list[str]:
@@ -216,6 +216,16 @@ def host_warnings(con, base: Side, cont: Side) -> list[str]:
             for i, fact in enumerate(facts) if a[i] and b[i] and a[i] != b[i]]
 
 
+def not_sampled(con, side: Side, role: str) -> list[str]:
+    """One line per metric some of the side's runs have no value of (a peak PSS with no reading
+    inside the run): those runs are left out of it, and n says so; this says why."""
+    rows = con.execute("SELECT name, count(*) FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+                       "AND value IS NULL AND name LIKE 'peak_pss%' GROUP BY name ORDER BY name",
+                       [list(side.run_ids)]).fetchall()
+    return [f"{name}: not sampled in {k} of the {role}'s {len(side.run_ids)} run(s) (left out of its n)"
+            for name, k in rows]
+
+
 def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = False,
             margin_pct: float = stats.MARGIN_PCT, metrics: tuple[str, ...] = ()) -> CompareResult:
     """Per metric either side has (or only ``metrics``): n, median and interval per side, change %,
@@ -232,4 +242,5 @@ def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = F
         better = metricdefs.get(name).better.value
         rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better,
                                                                          margin_pct=margin_pct)))
-    return CompareResult(base, cont, rows, host_warnings(con, base, cont))
+    warnings = host_warnings(con, base, cont) + not_sampled(con, base, "baseline") + not_sampled(con, cont, "contender")
+    return CompareResult(base, cont, rows, warnings)

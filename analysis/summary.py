@@ -23,6 +23,8 @@ class CellSummary:
     lost: float = 0.0
     unseen: float = 0.0  # tasks not seen run on a host whose records did not arrive (may have run)
     metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
+    #: Ok runs without a value of the metric (a peak PSS no reading inside the run gave).
+    missing: dict[str, int] = field(default_factory=dict)
     #: The metrics that mean something for this cell (its workload's headline for its params);
     #: None: all of them. A backlog cell's "latency" is its queue position, so it is not shown.
     shown: tuple[str, ...] | None = None
@@ -66,19 +68,23 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
             s.unseen += value
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)
+        elif status == "ok" and name in headline:
+            s.missing[name] = s.missing.get(name, 0) + 1
     for (cell_id, name), vals in values.items():
         by_id[cell_id].metrics[name] = stats.summarize(vals)
     return list(by_id.values())
 
 
-def with_interval(name: str, s: stats.Summary | None, ok: int) -> Text:
-    """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs."""
+def with_interval(name: str, s: stats.Summary | None, ok: int, missing: int = 0) -> Text:
+    """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs,
+    and how many of them were not sampled (memory from the sampler: a run without a reading)."""
+    unsampled = "not sampled" if metricdefs.get(name).unit == "bytes" else "no value"
     if s is None or s.median is None:
-        return Text("–")
+        return Text(unsampled if missing else "–")
     text = Text(fmt(name, s.median))
     extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 else ""
     if s.n != ok:
-        extra += f" n={s.n}"
+        extra += f" n={s.n}" + (f" ({missing} {unsampled})" if missing else "")
     if extra:
         text.append("\n" + extra.strip(), style="dim")
     return text
@@ -115,7 +121,8 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         if s.unseen:  # a host's records missing: these may have run there, or not
             lost += f" [yellow](+{s.unseen:,.0f} unseen)[/yellow]"
         table.add_row(*[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims], ok, lost,
-                      *[with_interval(n, s.metrics.get(n), s.ok) if n in shown else Text("n/a") for n in headline])
+                      *[with_interval(n, s.metrics.get(n), s.ok, s.missing.get(n, 0)) if n in shown else Text("n/a")
+                        for n in headline])
     said = caption(headline)
     table.caption = Text("median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "
                          "the median" + (f". {said}" if said else ""))

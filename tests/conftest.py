@@ -91,6 +91,18 @@ def nethosts_can_be_made() -> None:
     require(missing())
 
 
+def driving(workdir: Path) -> set[str]:
+    """Run ids whose driver drives now: its process runs in <workdir>/<host>/runs/<run_id> and
+    wrote driver.pid there (it does when it starts driving; its imports come earlier)."""
+    found = set()
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        cwd = p.info["cwd"] or ""
+        if ("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
+                and (Path(cwd) / "driver.pid").exists()):
+            found.add(Path(cwd).name)
+    return found
+
+
 @pytest.fixture
 def results(tmp_path) -> Path:
     """A results database path of the test's own (artifacts and wheelhouse land beside it)."""

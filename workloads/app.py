@@ -15,11 +15,6 @@ from cmx.workloads.recorder import Recorder
 from cmx.workloads.spec import RunSpec
 
 
-def queue_arguments(spec: RunSpec) -> dict:
-    """The run's queues' arguments for its broker kind (quorum queues, say)."""
-    return dict(kinds.BROKERS[spec.broker].queue_arguments)
-
-
 def backend_url(spec: RunSpec) -> str | None:
     """Celery's ``result_backend`` for the run's backend kind (None: no backend)."""
     has_server = kinds.BACKENDS[spec.backend].service is not None
@@ -28,13 +23,15 @@ def backend_url(spec: RunSpec) -> str | None:
 
 def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
     """Every broker and backend connection of this process carries the run's client name, so the
-    connection probes count the run's own clients and nobody else's (workloads/clientname.py).
+    connection probes count the run's own clients and nobody else's (workloads/clientname.py),
+    and every key it writes carries the run's prefix, so the run's end finds it.
     Set after the cell's ``celery.*`` settings: merged into them, never replaced by them."""
     for target, kind in (("broker", spec.broker), ("backend", spec.backend)):
         service = kinds.service_of(target, kind)
         if service is not None:
             name = client_name(spec.run_id, client, target)
             app.conf.update(kinds.client_name_settings(service.name, target, name, app.conf))
+            app.conf.update(kinds.run_key_settings(service.name, target, spec.key_prefix + ".", app.conf))
 
 
 def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:
@@ -50,7 +47,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
         app = own
         app.set_current()
-    qargs = queue_arguments(spec)
+    qargs = spec.queue_arguments()
     harness = dict(
         task_default_queue=spec.queue,
         task_queues=(Queue(spec.queue, queue_arguments=qargs), Queue(spec.hold_queue, queue_arguments=qargs)),

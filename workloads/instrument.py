@@ -248,3 +248,15 @@ def cmx_progress(state):
     accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
     active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
     return {"accepted": accepted, "active": active, "completed": accepted - active}
+
+
+@control_command(args=[("name", str)], signature="<name>")
+def cmx_mark(state, name):
+    """Mark the run's ``clock`` or ``drain`` on this worker's host: its sampler reads PSS of every
+    process it watches now (workloads/host/runmarks.py). ``drain`` answers once that is done
+    (within 2 s), so the reading is in before the run's processes are stopped."""
+    from cmx.workloads.host.runmarks import mark
+
+    if _recorder is None:
+        return {"sampled": False}
+    return {"sampled": mark(_recorder.run_dir, name, wait_s=2.0 if name == "drain" else 0.0)}

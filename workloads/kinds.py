@@ -11,7 +11,8 @@ provisioning (role and secret per service), the runner (what to watch and count)
 the app factory (queue arguments, the backend's Celery URL, how clients name themselves).
 
 To add a kind on an existing server: an entry in BROKERS or BACKENDS. To add a server: an entry
-in SERVICES, its probe in connprobes.py, its naming in :func:`client_name_settings`, and a role
+in SERVICES, its probe in connprobes.py, its remover in leftovers.py, its naming in
+:func:`client_name_settings`, and a role
 (docs/architecture.md). Standard library only: shipped to every host.
 """
 from __future__ import annotations
@@ -30,6 +31,11 @@ class Service:
     schemes: Mapping[str, int]
     #: The URL of the server cmx provisions, from ``password``, ``address``, ``port`` and ``db``.
     url_form: str
+    #: The server itself deletes a queue left unused for its ``x-expires`` (RabbitMQ), at no cost
+    #: per message. kombu emulates it on Redis with PEXPIREs on every message sent and received
+    #: (a third of the consume rate): there the run's keys expire by workloads/host/leftovers.py's
+    #: keeper instead, refreshed while the run lives.
+    expires_queues: bool = False
 
     @property
     def default_port(self) -> int:
@@ -57,7 +63,7 @@ SERVICES: Mapping[str, Service] = _frozen({s.name: s for s in (
     Service("redis", _frozen({"redis": 6379, "rediss": 6379}),
             "redis://:{password}@{address}:{port}/{db}"),
     Service("rabbitmq", _frozen({"amqp": 5672, "amqps": 5671, "pyamqp": 5672}),
-            "amqp://cmx:{password}@{address}:{port}//"),
+            "amqp://cmx:{password}@{address}:{port}//", expires_queues=True),
     Service("postgres", _frozen({"postgresql": 5432, "postgres": 5432, "db+postgresql": 5432}),
             "postgresql://postgres:{password}@{address}:{port}/postgres"),
 )})
@@ -161,3 +167,16 @@ def client_name_settings(service: str, target: str, name: str, conf: Mapping[str
         engine["connect_args"] = {**(engine.get("connect_args") or {}), "application_name": name}
         return {"database_engine_options": engine}
     raise ValueError(f"no client name for a {service} backend")
+
+
+def run_key_settings(service: str, target: str, prefix: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The Celery settings that make every key a run's client writes on ``service`` for ``target``
+    start with ``prefix``, merged into what ``conf`` holds, so the run's end (and nothing else)
+    removes them (workloads/host/leftovers.py): a Redis backend's result keys. Nothing elsewhere:
+    queue and exchange names carry the run's id already, and a PostgreSQL backend's rows have
+    no key to prefix."""
+    if target == "backend" and service == "redis":
+        opts = dict(conf.get("result_backend_transport_options") or {})
+        opts["global_keyprefix"] = prefix
+        return {"result_backend_transport_options": opts}
+    return {}

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, create_model, field_validator
 
+from cmx.workloads import kinds
 from cmx.workloads.dimensions import ON_HOSTS, Dimension, owned_settings
 
 # Celery settings that a dimension or the harness owns, with what to use instead. One table for
@@ -52,7 +53,11 @@ OWNED_SETTINGS: dict[str, str] = {
 OWNED_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     "broker_transport_options": (("client_name",), ("client_properties", "connection_name")),
     "database_engine_options": (("connect_args", "application_name"),),
+    # The run's result keys carry the run's prefix, by which the run's end removes them
+    # (workloads/host/leftovers.py).
+    "result_backend_transport_options": (("global_keyprefix",),),
 }
+_RUN_KEYS = "set by the harness: the run's result keys carry the run's prefix, by which its end removes them"
 
 
 def owned_setting_problem(setting: str) -> str | None:
@@ -70,9 +75,14 @@ def owned_key_problem(setting: str, value: Any) -> str | None:
                 break
             inner = inner[key]
         else:
-            return f"celery.{setting}.{'.'.join(path)}: {_CLIENT_NAME}"
+            why = _RUN_KEYS if setting == "result_backend_transport_options" else _CLIENT_NAME
+            return f"celery.{setting}.{'.'.join(path)}: {why}"
     return None
 
+
+#: Seconds beyond its timeout and warm-up that what a run left on its broker outlives it unused,
+#: should its every process be killed (its end removes it): longer than any pause within a run.
+QUEUE_EXPIRY_MARGIN_S = 300.0
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -110,6 +120,10 @@ class RunSpec(_DimensionFields):
     worker_start_timeout_s: float = 60.0
     #: URL of the workload's service for this run (``Workload.service_module``), if it has one.
     service_url: str | None = None
+    #: Seconds what the run left on its broker outlives it unused, for what no process is left to
+    #: remove (killed hosts): RabbitMQ's ``x-expires`` on its queues, a TTL on its Redis keys
+    #: (workloads/host/leftovers.py); None: never.
+    queue_expires_s: float | None = None
 
     @field_validator("celery")
     @classmethod
@@ -132,6 +146,26 @@ class RunSpec(_DimensionFields):
         then adds :attr:`queue` by remote control. Worker start-up is thus never inside a
         measurement, and ``backlog`` mode can publish everything before any worker consumes."""
         return f"cmx.{self.run_id}.hold"
+
+    @property
+    def raw_queue(self) -> str:
+        """The raw baseline's queue (workloads/drive/raw_broker.py)."""
+        return f"cmx.{self.run_id}.raw"
+
+    @property
+    def key_prefix(self) -> str:
+        """What every queue, exchange and result key of the run starts with (so its end finds them)."""
+        return f"cmx.{self.run_id}"
+
+    def queue_arguments(self) -> dict[str, Any]:
+        """The run's queues' arguments: its broker kind's (quorum queues, say) and ``x-expires``
+        where the server expires queues itself. Every declarer of the run's queues reads this: a
+        redeclaration with other arguments fails."""
+        kind = kinds.BROKERS[self.broker]
+        args = dict(kind.queue_arguments)
+        if self.queue_expires_s and kinds.SERVICES[kind.service].expires_queues:
+            args["x-expires"] = int(self.queue_expires_s * 1000)
+        return args
 
     @classmethod
     def load(cls, run_dir: Path) -> "RunSpec":

@@ -25,6 +25,7 @@ CSV_COLUMNS = {
     "connections": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "count": "INTEGER",
                     "client": "VARCHAR"},
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
+    "sample_marks": {"host": "VARCHAR", "name": "VARCHAR", "ts": "DOUBLE"},
 }
 
 
@@ -87,7 +88,7 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         for kind in ("pub", "recv", "exec"):
             _stage(con, kind, [f for d in host_dirs for f in sorted(d.glob(f"{kind}-*.csv"))])
         con.execute(sql("ingest_tasks.sql"), {"run_id": run_id, "unrun": unrun})
-        for table in ("samples", "peaks", "connections"):
+        for table in ("samples", "peaks", "connections", "sample_marks"):
             _stage(con, table, [d / f"{table}.csv" for d in host_dirs if (d / f"{table}.csv").exists()])
             con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])
         _stage(con, "queue", [d / "queue.csv" for d in host_dirs if (d / "queue.csv").exists()])

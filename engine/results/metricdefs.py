@@ -69,7 +69,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("publish_behind", "tasks", _L, "behind",
               "stream: publishes the driver made later than their intended send time"),
     MetricDef("peak_pss_bytes", "bytes", _L, "peak PSS",
-              "peak over ticks of the worker processes' summed PSS (shared pages split): the headline memory"),
+              "peak over ticks inside the run (clock start to drain) of the worker processes' summed PSS (shared "
+              "pages split): the headline memory; NULL when no reading fell inside the run (not sampled)"),
     MetricDef("peak_rss_bytes", "bytes", _L, "peak RSS",
               "peak over ticks of the worker processes' summed RSS (counts shared pages in every process)"),
     MetricDef("peak_pss_per_slot_bytes", "bytes", _L, "PSS per slot",

@@ -37,7 +37,7 @@ from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS
 from cmx.workloads.files import write_atomic
-from cmx.workloads.spec import RunSpec, node_name
+from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
@@ -136,7 +136,7 @@ class Sweep:
         port = self._local_port(broker_host, self.inventory.broker_url(vals["broker"]))
         if port:
             args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
-        args[driver].append(f"--connections broker={kinds.BROKERS[vals['broker']].service}")
+        args[driver] += [f"--connections broker={kinds.BROKERS[vals['broker']].service}", "--keep-expiring"]
         backend_service = kinds.BACKENDS[vals["backend"]].service
         if backend_service:
             backend_host = self.inventory.hosts_of("backends")[0]
@@ -178,6 +178,7 @@ class Sweep:
             # The driver waits for workers to answer and consume as long as one may take to start.
             worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
             service_url=self._service_url(),
+            queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
         )
 
     def _service_url(self) -> str | None:

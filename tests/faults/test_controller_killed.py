@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import CMX, REPO, cmx, query, write
+from tests.conftest import CMX, REPO, cmx, driving, query, write
 from tests.nethosts import NetHosts, missing
 from tests.prereqs import require
 
@@ -55,18 +55,6 @@ def _points(seed: int, n: int) -> list[tuple[int, float]]:
     return [(rng.randint(1, 2), round(rng.uniform(0.2, DRIVE_S - 0.8), 2)) for _ in range(n)]
 
 
-def _driving(workdir: Path) -> set[str]:
-    """Run ids whose driver drives now: its process runs in <workdir>/<host>/runs/<run_id> and
-    wrote driver.pid there (it does when it starts driving; its imports come earlier)."""
-    found = set()
-    for p in psutil.process_iter(["cmdline", "cwd"]):
-        cwd = p.info["cwd"] or ""
-        if ("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
-                and (Path(cwd) / "driver.pid").exists()):
-            found.add(Path(cwd).name)
-    return found
-
-
 def _kill_mid_drive(exp: Path, inv: Path, db: Path, workdir: Path, which: int, after_s: float) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
@@ -77,7 +65,7 @@ def _kill_mid_drive(exp: Path, inv: Path, db: Path, workdir: Path, which: int, a
         while len(seen) < which:
             assert proc.poll() is None, f"cmx run ended ({proc.returncode}) before its run #{which} drove"
             assert time.monotonic() < deadline, f"run #{which} never drove"
-            seen |= _driving(workdir)
+            seen |= driving(workdir)
             time.sleep(0.05)
         time.sleep(after_s)
         assert proc.poll() is None

@@ -82,6 +82,7 @@ def test_per_slot_memory_of_a_preforking_pool(tmp_path):
          ("w1", 22, "worker-child", 1.0, 70, 30, 1),
          ("w1", 20, "worker", 2.0, 100, None, 1), ("w1", 21, "worker-child", 2.0, 90, None, 1),
          ("w1", 22, "worker-child", 2.0, 90, None, 1)])
+    csv(run / "w1" / "sample_marks.csv", "host,name,ts", [("w1", "clock", 1.0), ("w1", "drain", 2.0)])
     with db.connect(tmp_path / "r.duckdb") as con:
         m = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))}).metrics
     assert m["peak_pss_per_slot_bytes"] == 25      # (20 + 30) / 2 children

@@ -28,7 +28,11 @@ def artifacts(tmp_path):
     csv(h / "samples.csv", "host,pid,role,ts,rss_bytes,pss_bytes,cpu_percent",
         [("w1", 20, "worker", 1.0, 100, 80, 1), ("w1", 21, "worker-child", 1.0, 50, 20, 1),
          ("w1", 20, "worker", 2.0, 120, None, 1), ("w1", 21, "worker-child", 2.0, 60, None, 1),
-         ("w1", 30, "broker", 2.0, 999, 999, 1)])
+         ("w1", 30, "broker", 2.0, 999, 999, 1),
+         # PSS read outside the run (before its clock started, after its work drained): no peak of it
+         ("w1", 20, "worker", 0.5, 10, 6, 1), ("w1", 21, "worker-child", 0.5, 5, 3, 1),
+         ("w1", 20, "worker", 3.0, 150, 140, 1), ("w1", 21, "worker-child", 3.0, 20, 15, 1)])
+    csv(h / "sample_marks.csv", "host,name,ts", [("w1", "clock", 1.0), ("w1", "drain", 2.0)])
     csv(h / "peaks.csv", "host,pid,role,name,vmhwm_bytes", [("w1", 20, "worker", "celery", 130),
                                                             ("w1", 21, "worker-child", "celery", 70)])
     csv(h / "connections.csv", "host,role,kind,ts,count", [("w1", "broker", "redis", 1.0, 3),
@@ -54,7 +58,7 @@ def test_metrics_have_exact_values(artifacts):
     assert m["makespan_s"] == pytest.approx(5)
     assert m["latency_p50_s"] == pytest.approx(11.5)      # finished - sent: 11, 11, 12, 15
     assert m["peak_rss_bytes"] == 180                     # worker + child at the tick t=2
-    assert m["peak_pss_bytes"] == 100                     # only ticks where every PSS was read
+    assert m["peak_pss_bytes"] == 100                     # only ticks in the run where every PSS was read
     assert m["worker_vmhwm_max_bytes"] == 130
     assert m["broker_connections_max"] == 5
     assert m["backend_connections_max"] is None
@@ -64,6 +68,20 @@ def test_metrics_have_exact_values(artifacts):
     assert m["sampler_cpu_percent"] == pytest.approx(1.0)
     assert m["publish_behind"] == 0
     assert got.driver["status"] == "ok"
+
+
+def test_a_peak_pss_only_from_readings_inside_the_run(artifacts):
+    """PSS read only as the worker started (or after the work) is no peak of the run: not sampled."""
+    tmp, run = artifacts
+    (run / "w1" / "sample_marks.csv").write_text("host,name,ts\nw1,clock,2.5\n")  # no reading after the clock but t=3
+    with db.connect(tmp / "r.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))}).metrics
+    assert (m["peak_pss_bytes"], m["peak_pss_bytes_worker"]) == (155, 155)  # a run that never drained: to its end
+    (run / "w1" / "sample_marks.csv").unlink()  # no marks: the host was never sampled inside the run
+    with db.connect(tmp / "r2.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))}).metrics
+    assert m["peak_pss_bytes"] is None and m["peak_rss_bytes"] == 180
+    assert "peak_pss_bytes_worker" not in m and m.get("peak_pss_per_slot_bytes") is None
 
 
 def test_tasks_rows_one_per_execution_and_lost_ones_kept(artifacts):

@@ -8,9 +8,9 @@ import yaml
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.invvars import VARIABLES
 from cmx.workloads import kinds
-from cmx.workloads.app import backend_url, name_clients, queue_arguments
+from cmx.workloads.app import backend_url, name_clients
 from cmx.workloads.clientname import client_name
-from cmx.workloads.host import connprobes
+from cmx.workloads.host import connprobes, leftovers
 from cmx.workloads.spec import RunSpec
 from tests.conftest import REPO
 
@@ -57,7 +57,7 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
             assert kind.name == name
             assert kind.service is None or kind.service in kinds.SERVICES, (target, name)
             assert kind.provisionable <= (kind.service is not None)
-    assert set(connprobes.PROBES) == set(kinds.SERVICES) == set(connprobes.CONNECTION_KINDS)
+    assert set(connprobes.PROBES) == set(kinds.SERVICES) == set(connprobes.CONNECTION_KINDS) == set(leftovers.REMOVERS)
     services_yml = yaml.safe_load((PLAYBOOKS / "services.yml").read_text())
     stop_yml = yaml.safe_load((PLAYBOOKS / "services_stop.yml").read_text())
     for service in kinds.SERVICES.values():
@@ -86,8 +86,12 @@ def spec(broker: str, backend: str) -> RunSpec:
 
 
 def test_the_app_factory_reads_queue_arguments_and_backend_urls_from_the_kinds(monkeypatch):
-    assert queue_arguments(spec("rabbitmq-quorum", "none")) == {"x-queue-type": "quorum"}
-    assert queue_arguments(spec("rabbitmq", "none")) == queue_arguments(spec("redis", "none")) == {}
+    assert spec("rabbitmq-quorum", "none").queue_arguments() == {"x-queue-type": "quorum"}
+    assert spec("rabbitmq", "none").queue_arguments() == spec("redis", "none").queue_arguments() == {}
+    expiring = spec("rabbitmq-quorum", "none").model_copy(update={"queue_expires_s": 90.5})
+    assert expiring.queue_arguments() == {"x-queue-type": "quorum", "x-expires": 90500}
+    # kombu's Redis emulation of x-expires costs PEXPIREs per message: there a keeper sets TTLs
+    assert expiring.model_copy(update={"broker": "redis"}).queue_arguments() == {}
     monkeypatch.setenv("CMX_BACKEND_URL", "postgresql://u:p@h:5432/d")
     assert backend_url(spec("redis", "postgres")) == "db+postgresql+psycopg2://u:p@h:5432/d"
     assert backend_url(spec("redis", "rpc")) == "rpc://"

@@ -35,6 +35,7 @@ def _metrics_sql_names(tmp_path) -> set[str]:
         con.execute("UPDATE tasks SET name = CASE WHEN task_id IN ('t0', 't1') THEN 'cmx.mixed.long' "
                     "ELSE 'cmx.mixed.short' END")
         con.execute("INSERT INTO peaks VALUES ('r1', 'h1', 10, 'worker', 'celery', 500)")
+        con.execute("INSERT INTO sample_marks VALUES ('r1', 'h1', 'clock', ?), ('r1', 'h1', 'drain', ?)", [T0, T0 + 3])
         for target in TARGETS:
             for client in CLIENTS:
                 con.execute("INSERT INTO connections (run_id, host, role, kind, ts, count, client) "

@@ -312,3 +312,27 @@ def test_error_log_redacts_secrets_and_records_each_failure_once():
         "connections broker=redis: RuntimeError: cannot reach *** (password ***)",
         "connections backend=rabbitmq: GET http://***@mq:15672/api/connections failed",
     ]
+
+
+def test_a_mark_reads_pss_of_every_watched_process_at_once(tmp_path, spawn, sampler):
+    """The run's clock start and drain (workloads/host/runmarks.py) each get a PSS reading of every
+    watched process, whatever the PSS schedule says, and the sampler writes down when."""
+    from cmx.workloads.host.runmarks import mark
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    proc = spawn("import time; time.sleep(60)")
+    (run_dir / "w.pid").write_text(str(proc.pid))
+    s = sampler("--watch", f"worker={run_dir / 'w.pid'}", "--interval", "0.5", "--pss-every", "100000")
+    wait_for(lambda: (run_dir / "samples.csv").exists(), what="samples.csv")
+    time.sleep(1.2)  # past the first ticks (a first tick reads PSS as a new high)
+    assert mark(run_dir, "clock", wait_s=10)
+    assert mark(run_dir, "drain", wait_s=10)
+    assert mark(run_dir, "drain", wait_s=0)  # once only: a second mark is already read
+    out = s.stop()
+    marks = read_csv(run_dir / "sample_marks.csv", "host,name,ts")
+    assert [(m["host"], m["name"]) for m in marks] == [("h1", "clock"), ("h1", "drain")]
+    for m in marks:
+        at = [r for r in out.rows("worker", proc.pid) if r["ts"] == m["ts"]]
+        assert len(at) == 1 and int(at[0]["pss_bytes"]) > 0, (m, at)
+    assert out.summary["marks"] == {m["name"]: float(m["ts"]) for m in marks}

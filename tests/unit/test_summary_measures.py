@@ -143,3 +143,31 @@ def test_cell_summary_and_report_page_count_unseen_tasks_apart_from_lost(tmp_pat
     solo = next(r for r in page.split("<tr") if ">solo<" in r)
     assert "7 tasks unseen" in threads and "tasks lost" not in threads
     assert "2 tasks lost" in solo and "unseen" not in solo
+
+
+def test_a_peak_not_sampled_in_some_runs_says_so_in_the_summary(tmp_path):
+    """One run of three without a PSS reading inside it: its peak PSS is left out and the summary
+    says so beside n; with none at all, the column says "not sampled", never a bare dash."""
+    from cmx.analysis.summary import summarize
+    from cmx.engine.results import db
+    from tests.results_fixture import add_run, cell_id
+
+    path = tmp_path / "p.duckdb"
+    with db.connect(path) as con:
+        for i, pss in enumerate([40 << 20, None, 42 << 20]):
+            add_run(con, "e", f"a{i}", {"pool": "threads"}, repeat=i + 1,
+                    metrics={"peak_pss_bytes": pss, "peak_rss_bytes": 60 << 20})
+        for i in range(3):
+            add_run(con, "e", f"b{i}", {"pool": "solo"}, repeat=i + 1,
+                    metrics={"peak_pss_bytes": None, "peak_rss_bytes": 60 << 20})
+    cells = [Cell(cell_id({"pool": pool}), {"pool": pool}) for pool in ("threads", "solo")]
+    headline = ("peak_pss_bytes", "peak_rss_bytes")
+    with views.connect(path, read_only=True) as con:
+        sums = summarize(con, "e", cells, headline)
+    console = Console(width=200, record=True)
+    console.print(render("t", sums, headline))
+    text = console.export_text()
+    threads = "\n".join(line for line in text.splitlines() if "threads" in line or "n=2" in line)
+    assert "n=2 (1 not sampled)" in threads, text
+    solo = next(line for line in text.splitlines() if "solo" in line)
+    assert "not sampled" in solo and "60.0 MiB" in solo, text

@@ -14,7 +14,6 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads import kinds
 from cmx.workloads.base import DriveTimeout
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
@@ -38,6 +37,8 @@ class DriveContext:
     #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
     consuming_at: float | None = None
     watchdog: Watchdog | None = None
+    #: The run's marks given so far (workloads/host/runmarks.py).
+    marked: set[str] = field(default_factory=set)
 
     def worker_events(self) -> list:
         """What the workers' hosts said of them so far (workloads/workerevents.py)."""
@@ -64,7 +65,7 @@ class DriveContext:
 
     def declare_queues(self) -> None:
         """Declare the run's queues so nothing published before a consumer exists is dropped."""
-        qargs = dict(kinds.BROKERS[self.spec.broker].queue_arguments)
+        qargs = self.spec.queue_arguments()
         with self.app.connection_for_write() as conn:
             for name in (self.spec.queue, self.spec.hold_queue):
                 Queue(name, queue_arguments=qargs).bind(conn.default_channel).declare()
@@ -98,6 +99,25 @@ class DriveContext:
         limit = max(1.0, min(self.spec.worker_start_timeout_s, self.remaining()))
         self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit, events=self.worker_events)
         watchdog.watch_silence()
+        self.mark("clock")
+
+    def mark(self, name: str) -> None:
+        """Mark ``clock`` (the workload's clock started) or ``drain`` (its work is done) on every
+        host of the run: each host's sampler reads PSS of every process it watches then, so a peak
+        PSS comes from inside the run (workloads/host/runmarks.py). ``clock`` asks without waiting
+        (nothing of the workload waits for it); ``drain`` waits until the readings are in (a few
+        seconds at most), before the run's processes are stopped."""
+        from cmx.workloads.host.runmarks import mark
+
+        if name in self.marked:
+            return
+        self.marked.add(name)
+        wait = name == "drain"
+        mark(self.run_dir, name)  # the driver's host (its sampler watches the driver, a broker...)
+        self.app.control.broadcast("cmx_mark", arguments={"name": name}, destination=self.spec.worker_nodes,
+                                   reply=wait, timeout=3.0, limit=len(self.spec.worker_nodes))
+        if wait:
+            mark(self.run_dir, name, wait_s=2.0)
 
     def completed(self) -> int:
         """Tasks finished so far over all workers of the run, as counted by Celery itself."""

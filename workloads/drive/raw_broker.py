@@ -39,7 +39,7 @@ POLL_S = 0.5  # how long a consumer blocks before it looks at the stop flag agai
 
 
 def raw_queue(ctx: "DriveContext") -> str:
-    return f"cmx.{ctx.spec.run_id}.raw"
+    return ctx.spec.raw_queue
 
 
 def encode(task_id: str, sent_at: float, payload: str) -> bytes:
@@ -170,18 +170,19 @@ def pika_parameters(url: str, name: str | None = None):
 
 
 class RabbitRaw:
-    def __init__(self, url: str, queue: str, queue_arguments: dict, prefetch: int, name: str):
+    def __init__(self, url: str, queue: str, queue_arguments: dict, prefetch: int, name: str, durable: bool = False):
         import pika
 
         self.pika, self.queue, self.prefetch = pika, queue, prefetch
         self.params = pika_parameters(url, name)  # counted as the run's driver
-        self.args = dict(queue_arguments) or None  # the broker kind's (quorum queues must be durable)
+        # Durable where the kind needs it (quorum queues must be), not because x-expires is there.
+        self.args, self.durable = dict(queue_arguments) or None, durable
         self.conn = pika.BlockingConnection(self.params)
         self.channel = self.conn.channel()
 
     def reset(self) -> None:
         self.channel.queue_delete(self.queue)
-        self.channel.queue_declare(self.queue, durable=self.args is not None, arguments=self.args)
+        self.channel.queue_declare(self.queue, durable=self.durable, arguments=self.args)
 
     def publish(self, ctx, params, schedule: Pacer, pubs: list) -> None:
         if batch_size(params) == 1:
@@ -235,7 +236,8 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
     if kind.service == "redis":
         broker = RedisRaw(url, queue, name)
     else:
-        broker = RabbitRaw(url, queue, queue_arguments=dict(kind.queue_arguments),
+        # The run's queue arguments (x-expires too); durable only where the kind needs it (quorum).
+        broker = RabbitRaw(url, queue, queue_arguments=ctx.spec.queue_arguments(), durable=bool(kind.queue_arguments),
                            prefetch=ctx.spec.prefetch_multiplier, name=name)
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message

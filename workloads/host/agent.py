@@ -26,7 +26,8 @@ visible command or log. Each command but ping and quit runs in its own thread, s
 answered during a drive.
 
 The lease: everything the agent started (workers and their children, samplers, services,
-drivers: whole process groups) is stopped, and the agent exits, when its stdin ends (the controller
+drivers: whole process groups) is stopped, what the runs under way left on the broker and backend
+is removed (on the driver's host), and the agent exits, when its stdin ends (the controller
 died, SSH dropped), on SIGTERM/SIGHUP/SIGINT, or when nothing arrived for ``--lease`` seconds.
 """
 from __future__ import annotations
@@ -56,6 +57,7 @@ class RunState:
     driver: object = None  # the driver's Popen while it runs
     reported: set = field(default_factory=set)  # keys of the worker events sent to the controller
     events_lock: threading.Lock = field(default_factory=threading.Lock)  # worker_events.json, one writer
+    drives: bool = False  # this host runs the driver: it removes the run's leftovers on the broker
 
 
 class Agent:
@@ -144,6 +146,7 @@ class Agent:
             def warm() -> None:  # the driver's imports overlap the worker's start
                 state.driver = hostctl.start_driver(state.run_dir, warm=True)
 
+            state.drives = bool(msg["payload"].get("driver"))
             rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set,
                                warm if msg["payload"].get("driver") else None)
         return {"rc": rc, "error": hostrun.begin_error(state.run_dir) if rc else None}
@@ -246,6 +249,13 @@ class Agent:
                 hostctl.stop(state.run_dir, LEASE_STOP_GRACE_S)
             except Exception as exc:  # the groups below still go
                 print(f"stopping {state.run_dir} failed: {exc}", file=sys.stderr)
+            if state.drives:  # no finish will come: what the run left on the broker goes now
+                try:
+                    hostrun.load_secrets(state.run_dir)
+                    hostctl.reset(state.run_dir)
+                except Exception as exc:  # the servers' own expiry takes what is left
+                    print(f"removing the leftovers of {state.run_dir} failed: {exc}", file=sys.stderr)
+                _forget_secrets()
             (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
         for proc in list(hostctl.SPAWNED):
             if proc.poll() is None:

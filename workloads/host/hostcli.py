@@ -8,7 +8,7 @@ Every command works in the run dir given by ``--run-dir`` (the per-host work dir
   start-service  start the workload's service (detached) and wait until it listens
   start-sampler  start the process/connection sampler (detached)
   drive          run the driver in the foreground (``cmx.workloads.drive.driver``)
-  reset          delete the run queues on the broker, so no earlier run's message leaks in
+  reset          remove what the run created on its broker and backend (queues, bindings, results)
   stop           stop everything the run started on this host; no stray process is left
   facts          write facts.json: CPU, cores, memory, kernel, Python and library versions
   begin          the run's start on this host in one call: spec, secrets, reset, sampler, service

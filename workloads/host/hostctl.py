@@ -125,20 +125,29 @@ def drive(run_dir: Path) -> int:
 
 
 def reset(run_dir: Path) -> int:
-    """Delete the run's queues (at its start, and again after it, so brokers do not fill up)."""
-    from kombu import Connection
-
+    """Remove what the run created on its broker and backend: its queues with their messages,
+    exchanges, bindings and results (workloads/host/leftovers.py). After the run, whatever its end."""
+    from cmx.workloads.host.leftovers import remove_run
     from cmx.workloads.spec import RunSpec
 
-    spec = RunSpec.load(run_dir)
-    with Connection(os.environ["CMX_BROKER_URL"], connect_timeout=10) as conn:
-        conn.ensure_connection(max_retries=3)
-        channel = conn.default_channel
-        for name in (spec.queue, spec.hold_queue):
-            try:
-                channel.queue_delete(name)
-            except Exception:  # absent queue: AMQP closes the channel; open a new one
-                channel = conn.channel()
+    remove_run(RunSpec.load(run_dir))
+    return 0
+
+
+def remove_results(run_dir: Path) -> int:
+    """Remove the results of the tasks this host's workers ran (their ids from its ``exec-*.csv``):
+    what a backend without the run's names in its keys keeps (workloads/host/leftovers.py)."""
+    import csv
+
+    from cmx.workloads.host.leftovers import remove_run
+    from cmx.workloads.spec import RunSpec
+
+    ids: set[str] = set()
+    for path in run_dir.glob("exec-*.csv"):
+        with open(path, newline="") as f:
+            ids.update(row["task_id"] for row in csv.DictReader(f) if row.get("task_id"))
+    if ids:
+        remove_run(RunSpec.load(run_dir), tuple(sorted(ids)))
     return 0
 
 

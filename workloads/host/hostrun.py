@@ -87,7 +87,7 @@ def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=N
     write_secrets(run_dir, payload.get("secrets") or {})
     load_secrets(run_dir)
     # No queue reset here: run ids are unique per execution (engine/plan/planner.py), so the run's
-    # queues are new, and finish deletes them after the run.
+    # queues are new, and finish removes them after the run (workloads/host/leftovers.py).
     args = (payload.get("sampler_args") or "").replace("{run_dir}", str(run_dir))
     hostctl.start_sampler(run_dir, host, shlex.split(args))
     if prepared is not None:
@@ -114,9 +114,10 @@ def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int 
 
 def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None,
                   keep: bool) -> dict:
-    """Stop the run's processes while, beside them, the queues are reset (one host) and the facts
-    recorded (clock offset included); then write the stamps as CSV, delete the secrets and pack
-    the run dir into ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
+    """Stop the run's processes while, beside them, the facts are recorded (clock offset included);
+    then remove what the run left on its broker and backend (``reset``: one host), write the stamps
+    as CSV, remove the results of the tasks run here, delete the secrets and pack the run dir into
+    ``<run_dir>.tgz``. Each step runs even when another failed, and says so. Returns
     {"rc", "seconds": {step: s}, "failed": [step], "errors": [line], "pack"}."""
     import threading
 
@@ -136,20 +137,22 @@ def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_por
         seconds[name] = round(time.monotonic() - t0, 4)
 
     def collect() -> None:  # needs none of the run's processes: overlaps their shutdown
-        if reset:
-            step("reset", lambda: hostctl.reset(run_dir))
         step("facts", lambda: hostctl.facts(run_dir, host, clock_port))
 
     beside = threading.Thread(target=collect, daemon=True)
     beside.start()
     step("stop", lambda: hostctl.stop(run_dir, grace))
+    if reset:  # once the workers are gone: a worker shutting down puts its unacked messages back
+        step("reset", lambda: hostctl.reset(run_dir))
     beside.join(120)
     if beside.is_alive():
         failed.append("facts")
-        errors.append(f"resetting the queues or recording the facts on {host} took over 120 s")
+        errors.append(f"recording the facts on {host} took over 120 s")
     hostctl.reap()
     # The stamps' frames become the CSV files ingest reads, once every writer has stopped.
     step("rows", lambda: write_csv(run_dir))
+    if any(run_dir.glob("exec-*.csv")):  # a backend's results of the tasks run here
+        step("results", lambda: hostctl.remove_results(run_dir))
     (run_dir / SECRETS).unlink(missing_ok=True)
     t0 = time.monotonic()
     tar = subprocess.run(["tar", "-czf", f"{run_dir}.tgz", "-C", str(run_dir), "."], capture_output=True, text=True)

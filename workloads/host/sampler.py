@@ -2,7 +2,7 @@
 
     python -m cmx.workloads.host.sampler --run-dir DIR --host NAME [--interval 0.2] [--pss-every 5]
         [--pss-budget 0.3] [--watch ROLE=PIDFILE]... [--watch-port ROLE=PORT]...
-        [--connections ROLE=KIND]... [--conn-interval 0.25]
+        [--connections ROLE=KIND]... [--conn-interval 0.25] [--keep-expiring]
 
 Shipped to every host (Linux: it reads /proc): imports only the standard library and psutil;
 redis and psycopg2 are imported lazily, by the connection probes that need them. Its parts:
@@ -23,6 +23,8 @@ Files in the run dir (fixed names):
 - ``connections.csv``  host,role,kind,ts,count,client   the run's own clients of the
   broker/backend (``role``) per client role (worker, driver), by the names they gave themselves
   (workloads/host/connprobes.py); nobody else's, the probe's included.
+- ``sample_marks.csv`` host,name,ts   the ticks that read PSS of every watched process for a mark
+  of the run (workloads/host/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
 - ``sampler.json``     settings, ticks, the sampler's own CPU cost, ``complete``, ``errors``.
 - ``sampler.pid``       written at start, removed at a clean exit.
 
@@ -45,6 +47,7 @@ from pathlib import Path
 from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
 from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
+from cmx.workloads.host.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
 from cmx.workloads.host.sampler_output import PEAKS_HEADER, SAMPLES_HEADER, ErrorLog, Output, secrets_from_env
 from cmx.workloads.host.watches import PidfileWatch, PortWatch
 
@@ -54,6 +57,9 @@ SAMPLER_ROLE = "sampler"
 CHILD_ROLE = {"worker": "worker-child"}
 
 FLUSH_EVERY_S = 10.0
+#: Seconds between two settings of the TTL on the run's keys (--keep-expiring), at most a third of
+#: the TTL: a key the run creates has one within this (one pipeline of a few EXPIREs: cheap).
+KEEP_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class SamplerConfig:
     ports: tuple[tuple[str, int], ...] = ()
     connections: tuple[tuple[str, str], ...] = ()
     conn_interval_s: float = 0.25
+    #: Keep a TTL on what the run has on servers that expire nothing themselves (the driver's host).
+    keep_expiring: bool = False
 
 
 class _Stop:
@@ -74,19 +82,24 @@ class _Stop:
 
     def __init__(self) -> None:
         self.requested = False
+        self.marked = False  # a mark of the run asks for a PSS reading now (runmarks.SIGNAL)
         self._r, w = os.pipe()
         os.set_blocking(self._r, False)
         os.set_blocking(w, False)
         signal.set_wakeup_fd(w)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._handle)
+        signal.signal(SIGNAL, self._mark)
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
 
+    def _mark(self, signum, frame) -> None:
+        self.marked = True
+
     def wait_until(self, deadline: float) -> bool:
-        """Sleep until the monotonic ``deadline``; True if a stop was requested."""
-        while not self.requested and (remaining := deadline - time.monotonic()) > 0:
+        """Sleep until the monotonic ``deadline`` or a mark; True if a stop was requested."""
+        while not self.requested and not self.marked and (remaining := deadline - time.monotonic()) > 0:
             select.select([self._r], [], [], remaining)
             try:
                 os.read(self._r, 512)
@@ -108,10 +121,14 @@ class Sampler:
         self._tracked: dict[int, WatchedProcess] = {}
         self._peaks: dict[int, tuple[str, str, int]] = {}
         self._rows: list[tuple] = []
+        self._marks: dict[str, float] = {}  # mark → ts of the tick that read PSS for it
         self._out = Output(config.run_dir)
         run_id = run_id_of(config.run_dir)
         probes = [make_probe(role, kind, run_id) for role, kind in config.connections]
         self._connections = ConnectionSampler(config.host, probes, config.conn_interval_s, errors)
+        if config.keep_expiring:  # imported now, so their cost counts as start-up, not as sampling
+            import cmx.workloads.host.leftovers  # noqa: F401
+            import cmx.workloads.spec  # noqa: F401
         self._started_wall = time.time()
         self._started_mono = time.monotonic()
         self._startup_cpu = _own_cpu_seconds()
@@ -132,7 +149,18 @@ class Sampler:
                 roles.setdefault(child, child_role)
         return roles
 
-    def tick(self, with_pss: bool) -> None:
+    def take_marks(self) -> None:
+        """A tick that reads PSS of every watched process for each new mark of the run."""
+        for name in MARKS:
+            if name not in self._marks and mark_file(self.config.run_dir, name).exists():
+                self._marks[name] = self.tick(with_pss=True)
+                self.ticks += 1
+                self._out.replace_csv("sample_marks.csv", MARKS_HEADER,
+                                      [(self.config.host, n, ts) for n, ts in self._marks.items()])
+                self._out.replace(sampled_file(self.config.run_dir, name).name, f"{self._marks[name]!r}\n")
+
+    def tick(self, with_pss: bool) -> float:
+        """One row per watched process; returns the tick's ts."""
         ts = round(time.time(), 6)
         host = self.config.host
         roles = self.watched(time.monotonic())
@@ -166,6 +194,7 @@ class Sampler:
         else:
             pss = {}
         self._rows.extend((host, pid, role, ts, rss, pss.get(pid), cpu) for pid, role, rss, cpu in sampled)
+        return ts
 
     def _untrack(self, pid: int) -> None:
         tracked = self._tracked.pop(pid, None)
@@ -180,8 +209,12 @@ class Sampler:
         for name, header in (("samples.csv", SAMPLES_HEADER), ("connections.csv", CONNECTIONS_HEADER)):
             self._out.replace_csv(name, header, [])
         self._connections.start()
-        slot, next_flush = 0, t0 + FLUSH_EVERY_S
+        slot, next_flush, next_keep = 0, t0 + FLUSH_EVERY_S, t0
         while not stop.wait_until(due := t0 + slot * interval):
+            stop.marked = False
+            self.take_marks()  # woken by a mark, or one whose signal came before our handler
+            if time.monotonic() < due:  # woken early by a mark: the scheduled tick is still to come
+                continue
             if time.monotonic() - due > interval / 4:  # "late": over a quarter interval behind
                 self.late_ticks += 1
             self.tick(with_pss=self.pss.due(self.ticks, time.monotonic()))
@@ -191,6 +224,8 @@ class Sampler:
             if now >= next_flush:
                 self.flush(complete=False)
                 next_flush = now + FLUSH_EVERY_S
+            if self.config.keep_expiring and now >= next_keep:
+                next_keep = now + self.keep_expiring()
         self._connections.stop()
         for pid in list(self._tracked):
             self._untrack(pid)
@@ -201,6 +236,19 @@ class Sampler:
         pidfile = self.config.run_dir / "sampler.pid"
         if read_pidfile(pidfile) == self._own_pid:
             pidfile.unlink()
+
+    def keep_expiring(self) -> float:
+        """Set the TTL on the run's keys anew (workloads/host/leftovers.py); seconds until the next time."""
+        from cmx.workloads.host.leftovers import keep_expiring
+        from cmx.workloads.spec import RunSpec
+
+        try:
+            spec = RunSpec.load(self.config.run_dir)
+            keep_expiring(spec)
+        except Exception as exc:  # a TTL is worth less than the samples
+            self.errors.record("keep-expiring", f"{type(exc).__name__}: {exc}")
+            return KEEP_EVERY_S
+        return min(KEEP_EVERY_S, (spec.queue_expires_s or 3 * KEEP_EVERY_S) / 3)
 
     def flush(self, complete: bool) -> None:
         rows, self._rows = self._rows, []
@@ -222,6 +270,7 @@ class Sampler:
             "ticks": self.ticks,
             "late_ticks": self.late_ticks,
             "pss_rounds": self.pss.rounds,
+            "marks": dict(self._marks),
             "pss_cpu_seconds": round(self.pss.cpu_seconds, 3),
             # Whole-process CPU (all threads); startup (interpreter + imports) is also given
             # alone so steady-state cost is (cpu_seconds - startup_cpu_seconds) / wall_seconds.
@@ -301,13 +350,15 @@ def parse_args(argv: list[str] | None) -> SamplerConfig:
     parser.add_argument("--connections", action="append", default=[], metavar="ROLE=KIND",
                         type=_role_value("KIND", _kind))
     parser.add_argument("--conn-interval", type=_positive(float), default=0.25)
+    parser.add_argument("--keep-expiring", action="store_true",
+                        help="keep a TTL on the run's keys on its Redis broker while the run lives")
     args = parser.parse_args(argv)
     return SamplerConfig(
         run_dir=args.run_dir, host=args.host, interval_s=args.interval, pss_every=args.pss_every,
         pss_budget_percent=args.pss_budget,
         watches=tuple(PidfileWatch(role, path) for role, path in args.watch),
         ports=tuple(args.watch_port), connections=tuple(args.connections),
-        conn_interval_s=args.conn_interval)
+        conn_interval_s=args.conn_interval, keep_expiring=args.keep_expiring)
 
 
 def main(argv: list[str] | None = None) -> int:

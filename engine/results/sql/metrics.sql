@@ -13,14 +13,32 @@ done AS (SELECT count(DISTINCT task_id) AS n FROM executed),
 conn_ticks AS (
     SELECT role, host, ts, sum(count) AS n FROM connections WHERE run_id = $run_id GROUP BY ALL
 ),
+-- PSS is read only every few ticks: a peak PSS comes only from readings inside the run, between
+-- the host's marks (sample_marks: the ticks that read it as the clock started and as the work
+-- drained; a run that never drained has no end). A host without a clock mark: not sampled (NULL).
+windows AS (
+    SELECT host, min(ts) FILTER (WHERE name = 'clock') AS t0,
+           coalesce(max(ts) FILTER (WHERE name = 'drain'), 'infinity'::DOUBLE) AS t1
+    FROM sample_marks WHERE run_id = $run_id GROUP BY host
+),
+in_run AS (
+    SELECT s.* FROM samples s JOIN windows w ON s.host = w.host AND s.ts BETWEEN w.t0 AND w.t1
+    WHERE s.run_id = $run_id
+),
 -- Memory: per host and sampler tick, the sum over worker processes; then the peak per host,
 -- added up over hosts (ticks of different hosts are not aligned, so this is an upper bound).
 worker_ticks AS (
-    SELECT host, ts, sum(rss_bytes) AS rss, sum(pss_bytes) AS pss, count(pss_bytes) = count(*) AS pss_complete
-    FROM samples WHERE run_id = $run_id AND role IN ('worker', 'worker-child') GROUP BY host, ts
+    SELECT host, ts, sum(rss_bytes) AS rss FROM samples
+    WHERE run_id = $run_id AND role IN ('worker', 'worker-child') GROUP BY host, ts
+),
+worker_pss_ticks AS (  -- only ticks that read PSS of every worker process
+    SELECT host, ts, sum(pss_bytes) AS pss FROM in_run
+    WHERE role IN ('worker', 'worker-child') GROUP BY host, ts HAVING count(pss_bytes) = count(*)
 ),
 worker_peaks AS (
-    SELECT host, max(rss) AS rss, max(pss) FILTER (WHERE pss_complete) AS pss FROM worker_ticks GROUP BY host
+    SELECT r.host, r.rss, p.pss
+    FROM (SELECT host, max(rss) AS rss FROM worker_ticks GROUP BY host) r
+    LEFT JOIN (SELECT host, max(pss) AS pss FROM worker_pss_ticks GROUP BY host) p USING (host)
 )
 SELECT 'tasks_published', (SELECT n FROM published)
 UNION ALL SELECT 'tasks_completed', (SELECT n FROM done)
@@ -59,7 +77,8 @@ UNION ALL SELECT 'clock_suspect',
 UNION ALL SELECT 'send_lag_p99_s',
     (SELECT quantile_cont(sent_at - intended_at, 0.99) FROM steady WHERE intended_at IS NOT NULL)
 UNION ALL SELECT 'peak_rss_bytes', (SELECT sum(rss) FROM worker_peaks)
-UNION ALL SELECT 'peak_pss_bytes', (SELECT sum(pss) FROM worker_peaks)
+-- NULL (not sampled) when any worker host has no PSS reading inside the run: never a partial sum.
+UNION ALL SELECT 'peak_pss_bytes', (SELECT CASE WHEN count(pss) = count(*) THEN sum(pss) END FROM worker_peaks)
 UNION ALL SELECT 'worker_vmhwm_max_bytes',
     (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child'))
 -- Connections: the run's own clients only (the probes count the names cmx clients give
@@ -88,7 +107,7 @@ FROM (
     FROM samples WHERE run_id = $run_id AND role = 'worker-child' GROUP BY host, ts
     UNION ALL
     SELECT 'pss', sum(pss_bytes) / count(*)
-    FROM samples WHERE run_id = $run_id AND role = 'worker-child' GROUP BY host, ts
+    FROM in_run WHERE role = 'worker-child' GROUP BY host, ts
     HAVING count(pss_bytes) = count(*)
 )
 GROUP BY kind
@@ -115,7 +134,7 @@ FROM (
     UNION ALL
     SELECT role, host, 'pss', max(v)
     FROM (SELECT CASE WHEN role = 'worker-child' THEN 'worker' ELSE role END AS role, host, ts, sum(pss_bytes) AS v
-          FROM samples WHERE run_id = $run_id AND role <> 'sampler' GROUP BY ALL
+          FROM in_run WHERE role <> 'sampler' GROUP BY ALL
           HAVING count(pss_bytes) = count(*))
     GROUP BY role, host
 )

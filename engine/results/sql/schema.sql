@@ -122,3 +122,9 @@ CREATE TABLE IF NOT EXISTS threshold_checks (
     n INTEGER, held BOOLEAN
 );
 INSERT OR IGNORE INTO cmx_schema VALUES ('threshold_checks', 1);
+
+-- When each host's sampler read PSS of every watched process for a mark of the run (on that host's
+-- clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
+-- (workloads/host/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
+CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, name VARCHAR, ts DOUBLE);
+INSERT OR IGNORE INTO cmx_schema VALUES ('sample_marks', 1);
