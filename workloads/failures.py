@@ -53,3 +53,14 @@ def first_failure(art_dir: Path) -> tuple[dict, Path] | None:
         return None
     _, head, path = min(found, key=lambda f: f[0])
     return head, path
+
+
+def failure_error(art_dir: Path, failed: float) -> str:
+    """The error of a run whose tasks raised: how many, and the first one's exception (its full
+    traceback stays in the run's artifacts)."""
+    first = first_failure(art_dir)
+    if first is None:
+        return f"{failed:g} task(s) did not succeed (no traceback was kept)"
+    head, path = first
+    return (f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} "
+            f"(traceback: {path})")

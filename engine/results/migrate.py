@@ -40,7 +40,24 @@ class Step:
 #: Applied in this order after ``schema.sql``. Adding a migration is one entry here, e.g.
 #: ``Step("tasks", 1, 2, "ALTER TABLE tasks ADD COLUMN retries INTEGER")`` (rows stored before
 #: read NULL in it). tests/integration/test_upgrade.py opens the 0.1.0 fixture with every step.
-STEPS: tuple[Step, ...] = ()
+STEPS: tuple[Step, ...] = (
+    # 0.2.0. Each finished sweep is one point of history (issue 26): `planned` = the runs this
+    # invocation meant to execute; `resumes` = the sweep id of the interrupted sweep it continues
+    # (NULL when it starts a point of its own). A sweep is finished when each planned run has an
+    # end that is ok, failed or timeout; `cmx run` resumes only an unfinished one (db.resume_point).
+    Step("sweeps", 2, 3, "ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS planned INTEGER; "
+                         "ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS resumes VARCHAR"),
+    # Thresholds (`thresholds:`) checked per cell when a sweep ends, on the median of the cell's ok
+    # runs of that sweep's point (median NULL: no ok run has the metric, so it is not held).
+    Step("threshold_checks", 0, 1, "CREATE TABLE IF NOT EXISTS threshold_checks (sweep_id VARCHAR, "
+                                   "cell_id VARCHAR, metric VARCHAR, op VARCHAR, value DOUBLE, median DOUBLE, "
+                                   "n INTEGER, held BOOLEAN)"),
+    # When each host's sampler read PSS of every watched process for a mark of the run (that host's
+    # clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
+    # (workloads/host/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
+    Step("sample_marks", 0, 1, "CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, "
+                               "name VARCHAR, ts DOUBLE)"),
+)
 
 
 def versions(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

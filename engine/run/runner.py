@@ -36,6 +36,7 @@ from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS
+from cmx.workloads.failures import failure_error
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 
@@ -58,19 +59,6 @@ class SweepHandler(Protocol):
     def sweep_started(self, total: int, skipped: int) -> None: ...
     def stage(self, run: Run | None, stage: str) -> None: ...
     def run_finished(self, outcome: RunOutcome) -> None: ...
-
-
-def task_failure_error(art_dir: Path, failed: float) -> str:
-    """The error of a run whose tasks raised: how many, and the first one's exception (its full
-    traceback stays in the run's artifacts)."""
-    from cmx.workloads.failures import first_failure
-
-    first = first_failure(art_dir)
-    if first is None:
-        return f"{failed:g} task(s) did not succeed (no traceback was kept)"
-    head, path = first
-    return (f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} "
-            f"(traceback: {path})")
 
 
 class Interrupted(Exception):
@@ -360,7 +348,7 @@ class Sweep:
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
             if status is RunStatus.OK and metrics.get("tasks_failed"):
-                status, error = RunStatus.FAILED, task_failure_error(art_dir, metrics["tasks_failed"])
+                status, error = RunStatus.FAILED, failure_error(art_dir, metrics["tasks_failed"])
             stages["ingest"] = time.monotonic() - t0
             metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)

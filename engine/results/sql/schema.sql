@@ -105,26 +105,5 @@ INSERT INTO cmx_schema VALUES ('connections', 2) ON CONFLICT DO UPDATE SET versi
 -- sweeps (also version 2): `cmx run --tag KEY=VALUE` (a JSON object of them) and `--note TEXT`.
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS tags JSON;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS note VARCHAR;
+-- Later changes are steps in engine/results/migrate.py (STEPS), never edits here.
 
--- sweeps (also version 2), issue 26: each finished sweep is one point of history. `planned`: the
--- runs this invocation meant to execute; `resumes`: the sweep id of the interrupted sweep it
--- continues (the point's id; NULL when the sweep starts a point of its own). A sweep is finished
--- when each of its planned runs has an end that is ok, failed or timeout; `cmx run` resumes only
--- an unfinished one and otherwise measures again (engine/results/db.py: resume_point).
-ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS planned INTEGER;
-ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS resumes VARCHAR;
-
--- Thresholds (`thresholds:` in the experiment) checked per cell when a sweep ends, on the median
--- of the cell's ok runs of that sweep's point: one row per cell and threshold.
-CREATE TABLE IF NOT EXISTS threshold_checks (
-    sweep_id VARCHAR, cell_id VARCHAR, metric VARCHAR, op VARCHAR, value DOUBLE,
-    median DOUBLE,   -- NULL when the cell has no ok run with this metric (the threshold is not held)
-    n INTEGER, held BOOLEAN
-);
-INSERT OR IGNORE INTO cmx_schema VALUES ('threshold_checks', 1);
-
--- When each host's sampler read PSS of every watched process for a mark of the run (on that host's
--- clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
--- (workloads/host/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
-CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, name VARCHAR, ts DOUBLE);
-INSERT OR IGNORE INTO cmx_schema VALUES ('sample_marks', 1);
