@@ -37,6 +37,16 @@ def revisions(con, experiment: str) -> list[int]:
                                       [experiment]).fetchall()]
 
 
+def choose_revision(known: list[int], experiment: str, revision: int | None) -> int:
+    """``revision`` when the experiment has it, its latest when None; LookupError (exit 2) otherwise."""
+    if not known:
+        raise LookupError(f"experiment {experiment!r} has no runs in this database")
+    if revision is not None and revision not in known:
+        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
+                          f"(it has {', '.join(map(str, known))})")
+    return known[-1] if revision is None else revision
+
+
 @lru_cache(maxsize=1)
 def _javascript() -> str:
     # Vega, Vega-Lite and Vega-Embed in one script, so the page needs no network. Only "</script"
@@ -69,12 +79,7 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     known = revisions(con, experiment)
     if not known and tags:
         raise LookupError(f"experiment {experiment!r} has no runs of sweeps tagged {tags_text(tags)} in this database")
-    if not known:
-        raise LookupError(f"experiment {experiment!r} has no runs in this database")
-    if revision is not None and revision not in known:
-        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
-                          f"(it has {', '.join(map(str, known))})")
-    chosen = known[-1] if revision is None else revision
+    chosen = choose_revision(known, experiment, revision)
     cells, varying, fixed, found = build_charts(con, experiment, chosen)
     answer, tradeoffs = _answer(con, experiment, chosen, cells)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -53,23 +53,17 @@ def recommend(
     from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, RecommendError, default_objective, objective,
                                         parse_constraint, recommend as rank)
     from cmx.analysis.recommend_format import as_json, as_markdown, as_table
-    from cmx.analysis.report import revisions
+    from cmx.analysis.report import choose_revision, revisions
 
     try:
         tags = db.parse_tags(tag)
         objectives = [objective(m, MAXIMIZE) for m in maximize] + [objective(m, MINIMIZE) for m in minimize]
         constraints = [parse_constraint(w) for w in where]
         with views.connect(db_path, read_only=True) as con:
-            known = revisions(con, experiment)
-            if not known:
-                raise RecommendError(f"experiment {experiment!r} is not in {db_path}")
-            if revision is not None and revision not in known:
-                raise RecommendError(f"experiment {experiment!r} has no revision {revision} (it has "
-                                     f"{', '.join(map(str, known))})")
-            chosen = known[-1] if revision is None else revision
+            chosen = choose_revision(revisions(con, experiment), experiment, revision)
             objectives = objectives or [default_objective(con, experiment, chosen)]
             rec = rank(con, experiment, chosen, objectives, constraints, tags, margin)
-    except (FileNotFoundError, ValueError, InputError) as exc:
+    except (FileNotFoundError, LookupError, ValueError, InputError) as exc:
         fail(exc)
     if fmt is RecommendFormat.json:
         print(as_json(rec))
