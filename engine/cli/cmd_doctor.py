@@ -68,8 +68,7 @@ def doctor(
     """
     from cmx.engine.hosts import doctor as dr
     from cmx.engine.hosts.connection import connections
-    from cmx.engine.hosts.inventory import choose_inventory, load_inventory
-    from cmx.engine.paths import BUILTIN_INVENTORY
+    from cmx.engine.hosts.inventory import choose_inventory, load_inventory, uses_builtin
     from cmx.workloads.clock import ClockServer
 
     try:
@@ -83,7 +82,7 @@ def doctor(
             exp = load_experiment(file)
             cells = expand(exp)
         path = choose_inventory(inventory, exp.inventory if exp else None, file or Path("."))
-        if path == BUILTIN_INVENTORY:
+        if uses_builtin(inventory, exp.inventory if exp else None):
             err.print(f"using the built-in localhost inventory ({path})", markup=False, highlight=False)
         inv = load_inventory(path)
         needs = _needs(exp, cells, inv) if exp else dr.Needs()

@@ -22,8 +22,7 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
     from cmx.engine.cli.checks import check_against_inventory, check_thresholds
     from cmx.engine.model.load import load_experiment
-    from cmx.engine.hosts.inventory import choose_inventory, load_inventory
-    from cmx.engine.paths import BUILTIN_INVENTORY
+    from cmx.engine.hosts.inventory import choose_inventory, load_inventory, uses_builtin
     from cmx.engine.limits import DEFAULT_MAX_CELLS
     from cmx.engine.model.cells import expand
 
@@ -35,7 +34,7 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     inv = None
     if need_inventory:
         path = choose_inventory(inventory, exp.inventory, file)
-        if path == BUILTIN_INVENTORY:
+        if uses_builtin(inventory, exp.inventory):
             err.print(f"{file}: no inventory named (--inventory, inventory:, ./inventory/local.yml): using the "
                       f"built-in localhost inventory, {path}", markup=False, highlight=False, soft_wrap=True)
         inv = load_inventory(path, secrets_dir=results_dir)

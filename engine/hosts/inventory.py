@@ -210,6 +210,12 @@ def choose_inventory(option: Path | None, in_file: str | None, experiment_file: 
     return LOCAL_INVENTORY if LOCAL_INVENTORY.exists() else BUILTIN_INVENTORY
 
 
+def uses_builtin(option: Path | None, in_file: str | None) -> bool:
+    """Whether :func:`choose_inventory` falls back to the built-in inventory (nothing named, no
+    ./inventory/local.yml): what cmx says in one line. Naming the built-in file itself is naming one."""
+    return option is None and not in_file and not LOCAL_INVENTORY.exists()
+
+
 def _missing_in_file(in_file: str, path: Path, experiment_file: str | Path) -> Problem:
     """One line at the file's ``inventory:``."""
     from cmx.engine.model.yamlpos import load_yaml

@@ -102,6 +102,9 @@ def test_init_in_an_empty_folder_validates_on_the_built_in_inventory_and_says_so
     assert line == (f"experiments/demo.yaml: no inventory named (--inventory, inventory:, ./inventory/local.yml): "
                     f"using the built-in localhost inventory, {BUILTIN_INVENTORY}")
     assert _files(tmp_path) == {"experiments", "experiments/demo.yaml", "experiments/demo_tasks.py"}
+    # naming the built-in file itself is naming an inventory: nothing to say
+    named = cmx("validate", "experiments/demo.yaml", "--inventory", str(BUILTIN_INVENTORY), cwd=tmp_path, timeout=120)
+    assert named.returncode == 0 and named.stderr == "", named.stderr
     # a folder's own inventory/local.yml wins, silently
     write(tmp_path / "inventory" / "local.yml", (REPO / "inventory" / "local.yml").read_text())
     quiet = cmx("validate", "experiments/demo.yaml", cwd=tmp_path, timeout=120)
