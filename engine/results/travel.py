@@ -230,6 +230,7 @@ def _insert(con, m: Manifest, tables: dict[str, str]) -> Imported:
                                  f"'{workload[0]}', the export's are of another: import into another --db",
                                  str(m.folder)))
     con.execute("CREATE OR REPLACE TEMP TABLE travel_sweeps AS SELECT unnest(?::VARCHAR[]) AS sweep_id", [added])
+    _check_revisions(con, m)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE travel_runs AS SELECT DISTINCT run_id
                     FROM read_parquet({_literal(m.file('run_starts'))})
                     WHERE sweep_id IN (SELECT sweep_id FROM travel_sweeps)""")
@@ -251,3 +252,22 @@ def _insert(con, m: Manifest, tables: dict[str, str]) -> Imported:
             raise InputError(Problem(f"does not fit table {table} ({db._first_line(exc)}); nothing imported",
                                      str(m.file(table)))) from None
     return Imported(added, skipped, rows)
+
+
+def _check_revisions(con, m: Manifest) -> None:
+    """Revisions are numbered per database (cmx.engine.run.provenance.revision_for): a new sweep
+    whose revision number stands here for another definition would have its runs pooled with runs
+    of that other definition, so it is refused (the two machines ran different experiments)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE travel_in AS SELECT * FROM main.sweeps LIMIT 0")
+    con.execute(f"INSERT INTO travel_in BY NAME SELECT * FROM read_parquet({_literal(m.file('sweeps'))})")
+    clash = con.execute("""
+        SELECT i.sweep_id, coalesce(i.revision, 1), i.definition_hash, t.definition_hash
+        FROM travel_in i JOIN main.sweeps t ON t.experiment = i.experiment
+            AND coalesce(t.revision, 1) = coalesce(i.revision, 1) AND t.definition_hash <> i.definition_hash
+        WHERE i.sweep_id IN (SELECT sweep_id FROM travel_sweeps) LIMIT 1""").fetchone()
+    if clash:
+        sweep, revision, theirs, ours = clash
+        raise InputError(Problem(f"sweep {sweep} is revision {revision} of '{m.experiment}' under another definition "
+                                 f"({theirs[:12]}) than this database's revision {revision} ({ours[:12]}): their "
+                                 "runs would be pooled; import into another --db, or run one machine's experiment "
+                                 "under another name; nothing imported", str(m.folder)))

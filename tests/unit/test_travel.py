@@ -118,6 +118,22 @@ def test_two_lab_machines_meet_in_one_database(tmp_path):
     assert (m["baseline"]["n"], m["contender"]["n"], m["verdict"]) == (5, 5, "better"), m
 
 
+def test_another_definition_under_the_same_revision_is_refused(tmp_path):
+    """Two machines that ran different definitions of one experiment both call theirs revision 1."""
+    lab(tmp_path / "lab1.duckdb", "lab1-night", "redis", [100, 101, 99])
+    lab(tmp_path / "lab2.duckdb", "lab2-night", "redis", [200, 201, 199])
+    for name, digest in (("lab1", "a" * 64), ("lab2", "b" * 64)):
+        with db.connect(tmp_path / f"{name}.duckdb") as con:
+            con.execute("UPDATE sweeps SET definition_hash = ?, revision = 1", [digest])
+        travel.export(tmp_path / f"{name}.duckdb", "nightly", tmp_path / f"{name}-ex", "test")
+    target = tmp_path / "all.duckdb"
+    travel.import_export(tmp_path / "lab1-ex", target)
+    before = rows_of(target)
+    line = one_line_exit_2(cmx("import", str(tmp_path / "lab2-ex"), "--db", str(target), timeout=120))
+    assert "sweep lab2-night is revision 1 of 'nightly' under another definition (bbbbbbbbbbbb)" in line
+    assert "nothing imported" in line and rows_of(target) == before
+
+
 def test_a_newer_export_is_refused_and_the_database_untouched(source, tmp_path):
     travel.export(source, "exp", tmp_path / "ex", "test")
     manifest = tmp_path / "ex" / "manifest.json"
