@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -68,6 +69,17 @@ def keyed_tables(con) -> dict[str, str]:
                           WHERE NOT t.internal AND NOT t.temporary AND t.schema_name = 'main'
                           GROUP BY t.table_name ORDER BY t.table_name""").fetchall()
     return {name: next(k for k in KEYS if k in cols) for name, cols in rows if any(k in cols for k in KEYS)}
+
+
+@lru_cache(maxsize=1)
+def travelling() -> dict[str, str]:
+    """:func:`keyed_tables` of a database of this cmx's schema: the tables an export may hold."""
+    con = duckdb.connect(":memory:")
+    try:
+        migrate.upgrade(con)
+        return keyed_tables(con)
+    finally:
+        con.close()
 
 
 def _literal(path: Path) -> str:
@@ -143,10 +155,14 @@ def read_manifest(folder: Path | str) -> Manifest:
         versions = {str(t): int(v) for t, v in body["versions"].items()}
         rows = {str(t): int(spec["rows"]) for t, spec in body["tables"].items()}
         sweeps = [str(s) for s in body["sweeps"]]
-        manifest = Manifest(str(body["experiment"]), str(body.get("cmx_version")), versions, sweeps, rows, folder)
+        manifest = Manifest(str(body["experiment"]), str(body.get("cmx_version") or "unknown"), versions, sweeps, rows, folder)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(Problem(f"not a cmx export manifest (bad or missing {exc})", str(path))) from None
     _check_versions(manifest, path)
+    stray = sorted(set(rows) - set(travelling()))
+    if stray or "sweeps" not in rows or "run_starts" not in rows:
+        what = f"table {stray[0]} is not one that travels" if stray else "sweeps and run_starts are both needed"
+        raise InputError(Problem(f"not a cmx export manifest ({what})", str(path)))
     missing = [manifest.file(t).name for t in rows if not manifest.file(t).is_file()]
     if missing:
         raise InputError(Problem(f"incomplete export: {', '.join(missing)} missing; export it again", str(folder)))
@@ -158,28 +174,20 @@ def _check_versions(m: Manifest, path: Path) -> None:
     for table in m.rows:
         if table not in m.versions:
             raise InputError(Problem(f"table {table} has no version in the manifest", str(path)))
-    hit = migrate.newer(m.versions)
-    if hit:
-        table, version, known = hit
-        knows = f"version {known}" if known else "no such table"
-        raise InputError(Problem(f"exported by a newer cmx ({m.cmx_version}: table {table} at version {version}; "
-                                 f"this cmx knows {knows}): import it with that cmx or a later one; nothing "
-                                 "imported", str(path)))
+    reason = migrate.newer_reason(m.versions)
+    if reason:
+        raise InputError(Problem(f"exported by a newer cmx ({m.cmx_version}: {reason}): import it with that cmx "
+                                 "or a later one; nothing imported", str(path)))
 
 
 def import_export(folder: Path | str, db_path: Path | str) -> Imported:
     """Merge the export in ``folder`` into ``db_path`` (created when new): the sweeps it does not
     hold yet, every table's rows of them, in one transaction."""
     m = read_manifest(folder)
-    with db.connect(db_path) as con:
-        tables = keyed_tables(con)
-        for table in m.rows:
-            if table not in tables:  # known version, yet no such table: not one cmx wrote
-                raise InputError(Problem(f"{m.file(table).name}: no table {table} in a results database",
-                                         str(m.folder)))
+    with db.connect(db_path) as con:  # upgraded on open: it has every table of travelling()
         con.execute("BEGIN TRANSACTION")
         try:
-            result = _insert(con, m, tables)
+            result = _insert(con, m, travelling())
             if result.added:
                 db.refresh_runs_view(con)  # new dimension columns, if the imported runs brought any
             con.execute("COMMIT")
@@ -198,9 +206,6 @@ def _read(con, m: Manifest, table: str, what: str) -> duckdb.DuckDBPyRelation:
 
 
 def _insert(con, m: Manifest, tables: dict[str, str]) -> Imported:
-    if "sweeps" not in m.rows or "run_starts" not in m.rows:
-        raise InputError(Problem("not a cmx export: sweeps.parquet and run_starts.parquet are both needed",
-                                 str(m.folder)))
     for table, n in m.rows.items():
         found = _read(con, m, table, "count(*)").fetchone()[0]
         if found != n:

@@ -52,7 +52,7 @@ def source(tmp_path) -> Path:
 def test_every_table_travels_but_cmx_schema(tmp_path):
     with db.connect(tmp_path / "new.duckdb") as con:
         tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal").fetchall()}
-        assert set(travel.keyed_tables(con)) == tables - {"cmx_schema"}
+        assert set(travel.keyed_tables(con)) == set(travel.travelling()) == tables - {"cmx_schema"}
 
 
 def test_export_then_import_gives_the_same_rows(source, tmp_path):
@@ -185,6 +185,11 @@ def test_an_import_that_fails_midway_adds_nothing(source, tmp_path):
     ("", "not a cmx export (no manifest.json)"),
     ("{oops", "cannot read it as a cmx export manifest"),
     ('{"a": 1}', "not a cmx export manifest"),
+    ('{"format": "cmx-export", "format_version": 1, "experiment": "e", "sweeps": [], "versions": {"runs": 2},'
+     ' "tables": {"runs": {"rows": 0}}}', "table runs is not one that travels"),
+    ('{"format": "cmx-export", "format_version": 1, "experiment": "e", "sweeps": [], "versions": {"tasks": 1},'
+     ' "tables": {"tasks": {"rows": 0}}}', "sweeps and run_starts are both needed"),
+    ('{"format": "cmx-export", "format_version": 2}', "export format 2 is newer than this cmx reads"),
 ])
 def test_bad_folders_are_one_line_exit_2(tmp_path, manifest, words):
     folder = tmp_path / "ex"
