@@ -40,7 +40,9 @@ def import_cmd(
 
     A sweep is known by its id: one already in the database is skipped and said so, so importing the nightly exports of several machines, or one twice, stores each sweep once. An export from an older cmx is imported (columns added since read empty); one from a newer cmx is refused.
 
-    Exit codes: 0; 2 bad input (not an export, a newer one, run ids that clash), nothing imported.
+    Revision numbers are per database: a sweep whose revision stands here for another definition of the experiment is refused (its runs would be pooled with that definition's).
+
+    Exit codes: 0; 2 bad input (not an export, a newer one, run ids that clash, a revision of another definition), nothing imported.
     """
     from cmx.engine.results import travel
 

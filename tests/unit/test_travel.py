@@ -134,6 +134,17 @@ def test_another_definition_under_the_same_revision_is_refused(tmp_path):
     assert "nothing imported" in line and rows_of(target) == before
 
 
+def test_run_ids_that_clash_are_refused(tmp_path):
+    lab(tmp_path / "lab1.duckdb", "night", "redis", [100, 101])
+    with db.connect(tmp_path / "lab2.duckdb") as con:
+        add_run(con, "nightly", "night-0", {"broker": "redis"}, sweep_id="other-night")
+    travel.export(tmp_path / "lab2.duckdb", "nightly", tmp_path / "ex", "test")
+    before = rows_of(tmp_path / "lab1.duckdb")
+    line = one_line_exit_2(cmx("import", str(tmp_path / "ex"), "--db", str(tmp_path / "lab1.duckdb"), timeout=120))
+    assert "run night-0 of a new sweep is already here under another sweep" in line
+    assert rows_of(tmp_path / "lab1.duckdb") == before
+
+
 def test_a_newer_export_is_refused_and_the_database_untouched(source, tmp_path):
     travel.export(source, "exp", tmp_path / "ex", "test")
     manifest = tmp_path / "ex" / "manifest.json"
