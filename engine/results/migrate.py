@@ -88,14 +88,21 @@ def newer(found: dict[str, int], known: dict[str, int] | None = None) -> tuple[s
     return None
 
 
+def newer_reason(found: dict[str, int]) -> str | None:
+    """What a newer cmx wrote, in words ("table T at version V; this cmx knows …"), or None."""
+    hit = newer(found)
+    if not hit:
+        return None
+    table, version, known = hit
+    return f"table {table} at version {version}; this cmx knows {f'version {known}' if known else 'no such table'}"
+
+
 def refuse_newer(found: dict[str, int], path: Path | str) -> None:
     """InputError (exit 2) for a database written by a newer cmx; nothing is written to it."""
-    hit = newer(found)
-    if hit:
-        table, version, known = hit
-        knows = f"version {known}" if known else "no such table"
-        raise InputError(Problem(f"written by a newer cmx (table {table} at version {version}; this cmx knows "
-                                 f"{knows}): open it with that cmx or a later one; left untouched", str(path)))
+    reason = newer_reason(found)
+    if reason:
+        raise InputError(Problem(f"written by a newer cmx ({reason}): open it with that cmx or a later one; "
+                                 "left untouched", str(path)))
 
 
 def pending(found: dict[str, int]) -> bool:

@@ -1,0 +1,61 @@
+"""``cmx export`` and ``cmx import``: an experiment's sweeps as Parquet, merged into another
+results database (cmx.engine.results.travel)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cmx.engine.cli.common import DB_OPTION, app, fail, out
+from cmx.engine.errors import InputError
+
+
+@app.command("export")
+def export_cmd(
+    experiment: str = typer.Argument(..., help="The experiment's name."),
+    out_dir: Path = typer.Option(..., "--out", metavar="DIR", help="A new (or empty) folder to write."),
+    db_path: Path = DB_OPTION,
+):
+    """Write an experiment's sweeps as Parquet: one file per table (sweeps with their provenance, runs, tasks, samples, metrics, hosts, …) and manifest.json (cmx version, table versions, sweep ids, row counts).
+
+    Exit codes: 0; 2 bad input (no such experiment, --out not empty).
+    """
+    from cmx.engine.results import travel
+    from cmx.engine.run.provenance import cmx_version
+
+    try:
+        m = travel.export(db_path, experiment, out_dir, cmx_version())
+    except (FileNotFoundError, InputError) as exc:
+        fail(exc)
+    out.print(f"exported {experiment}: {len(m.sweeps)} sweep(s), {sum(m.rows.values()):,} rows in "
+              f"{len(m.rows)} tables to {out_dir}", markup=False, highlight=False)
+
+
+@app.command("import")
+def import_cmd(
+    folder: Path = typer.Argument(..., help="A folder `cmx export --out` wrote."),
+    db_path: Path = DB_OPTION,
+):
+    """Merge an export into a results database (created if new): its sweeps not already there, in one transaction.
+
+    A sweep is known by its id: one already in the database is skipped and said so, so importing the nightly exports of several machines, or one twice, stores each sweep once. An export from an older cmx is imported (columns added since read empty); one from a newer cmx is refused.
+
+    Revision numbers are per database: a sweep whose revision stands here for another definition of the experiment is refused (its runs would be pooled with that definition's).
+
+    Exit codes: 0; 2 bad input (not an export, a newer one, run ids that clash, a revision of another definition), nothing imported.
+    """
+    from cmx.engine.results import travel
+
+    try:
+        res = travel.import_export(folder, db_path)
+    except InputError as exc:
+        fail(exc)
+    for sweep in res.skipped:
+        out.print(f"skipped sweep {sweep}: already in {db_path}", markup=False, highlight=False)
+    if res.added:
+        rows = ", ".join(f"{table} {n:,}" for table, n in res.rows.items() if n)
+        out.print(f"imported {len(res.added)} sweep(s) ({', '.join(res.added)}) into {db_path}: {rows}",
+                  markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(f"nothing to import: every sweep of {folder} is already in {db_path}", markup=False,
+                  highlight=False, soft_wrap=True)
