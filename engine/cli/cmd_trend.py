@@ -53,6 +53,8 @@ def trend(
             res = trend_of(con, experiment, by=by, metrics=tuple(metric), only=only, revision=revision)
     except (FileNotFoundError, ValueError, InputError) as exc:
         fail(exc)
+    for warning in res.warnings:
+        err.print(f"warning: environments differ: {warning}", markup=False, highlight=False, soft_wrap=True)
     if fmt is TrendFormat.json:
         print(as_json(res))
     elif fmt is TrendFormat.markdown:

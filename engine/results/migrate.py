@@ -40,7 +40,14 @@ class Step:
 #: Applied in this order after ``schema.sql``. Adding a migration is one entry here, e.g.
 #: ``Step("tasks", 1, 2, "ALTER TABLE tasks ADD COLUMN retries INTEGER")`` (rows stored before
 #: read NULL in it). tests/integration/test_upgrade.py opens the 0.1.0 fixture with every step.
-STEPS: tuple[Step, ...] = ()
+STEPS: tuple[Step, ...] = (
+    # The environment fingerprint (cmx.analysis.fingerprint): the hosts' CPU frequency governor and
+    # the result backend's server version, and the package versions each worker and driver ran with.
+    Step("hosts", 1, 2, "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS governor VARCHAR; "
+                        "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS backend_version VARCHAR"),
+    Step("packages", 0, 1, "CREATE TABLE IF NOT EXISTS packages "
+                           "(run_id VARCHAR, host VARCHAR, role VARCHAR, name VARCHAR, version VARCHAR)"),
+)
 
 
 def versions(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
