@@ -198,11 +198,13 @@ def _metric_names(con, sides: list[Side], present: set[str]) -> list[str]:
 
 def host_warnings(con, base: Side, cont: Side) -> list[str]:
     """One line per fact of the environment fingerprint (:mod:`cmx.analysis.fingerprint`: package
-    versions, servers, kernel, CPU…) whose values differ between the two sides' runs."""
+    versions, servers, kernel, CPU…) whose values differ between the two sides' runs, unless the
+    sides chose the difference (another ``broker``: another broker server)."""
     per_run = fingerprint.of_runs(con, [*base.run_ids, *cont.run_ids])
     a, b = fingerprint.merged(per_run, base.run_ids), fingerprint.merged(per_run, cont.run_ids)
+    skip = fingerprint.chosen(con, base.run_ids, cont.run_ids)
     return [f"hosts differ: {fact} is {fingerprint.shown(x)} in the baseline but {fingerprint.shown(y)} "
-            "in the contender" for fact, x, y in fingerprint.differences(a, b)]
+            "in the contender" for fact, x, y in fingerprint.differences(a, b, skip)]
 
 
 def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = False,

@@ -15,6 +15,9 @@ from cmx.workloads.fingerprint import PACKAGES
 HOST_FACTS = ("broker_version", "backend_version", "kernel", "python", "cpu_model", "governor", "cores")
 #: Every fact: the packages by name, then the host facts.
 FACTS = (*PACKAGES, *HOST_FACTS)
+#: The dimension that sets a fact on purpose: two sides that differ in it are meant to differ in
+#: the fact (comparing broker=redis with broker=rabbitmq, the broker's server differs of course).
+CHOSEN_BY = {"broker_version": "broker", "backend_version": "backend", **{p: f"package.{p}" for p in PACKAGES}}
 #: A package a process reported but could not find.
 ABSENT = "not installed"
 
@@ -55,6 +58,22 @@ def of_runs(con, run_ids) -> dict[str, Values]:
     return out
 
 
+def chosen(con, a_ids, b_ids) -> set[str]:
+    """The facts the two groups of runs differ in on purpose: those whose dimension
+    (:data:`CHOSEN_BY`) has other values on one side than on the other."""
+    dims = _columns(con, "runs")
+    out = set()
+    for fact, dim in CHOSEN_BY.items():
+        if dim not in dims:
+            continue
+        a, b = ({v for (v,) in con.execute(f'SELECT DISTINCT "{dim}" FROM runs WHERE run_id IN '
+                                           "(SELECT unnest(?::VARCHAR[]))", [list(ids)]).fetchall()}
+                for ids in (a_ids, b_ids))
+        if a != b:
+            out.add(fact)
+    return out
+
+
 def merged(per_run: dict[str, Values], run_ids) -> Values:
     """The facts of several runs together (the union of each fact's values)."""
     out: Values = {}
@@ -68,9 +87,10 @@ def shown(values: set[str]) -> str:
     return ", ".join(sorted(values, key=str))
 
 
-def differences(a: Values, b: Values) -> list[tuple[str, set[str], set[str]]]:
-    """(fact, values of a, values of b) of each fact both know and that differs, in FACTS order."""
-    return [(f, a[f], b[f]) for f in FACTS if a.get(f) and b.get(f) and a[f] != b[f]]
+def differences(a: Values, b: Values, skip: set[str] = frozenset()) -> list[tuple[str, set[str], set[str]]]:
+    """(fact, values of a, values of b) of each fact both know and that differs, in FACTS order
+    (``skip``: facts the sides differ in on purpose, see :func:`chosen`)."""
+    return [(f, a[f], b[f]) for f in FACTS if f not in skip and a.get(f) and b.get(f) and a[f] != b[f]]
 
 
 def changes(points: list[tuple[str, Values]]) -> list[str]:

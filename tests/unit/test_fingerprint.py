@@ -16,11 +16,11 @@ from tests.unit.test_trend import history
 BASE = {"celery": "5.5.3", "kombu": "5.5.4", "billiard": "4.2.1", "redis": "5.2.1", "amqp": "5.3.1", "pika": None}
 
 
-def environment(con, run_id, *, governor="performance", kernel="6.8", **versions):
+def environment(con, run_id, *, governor="performance", kernel="6.8", broker_version="redis 7.0.15", **versions):
     """The hosts row and the worker's and driver's packages rows of one run on one host."""
     con.execute("INSERT INTO hosts (run_id, host, cpu_model, cores, kernel, python, celery, kombu, broker_version, "
                 "governor, backend_version) VALUES (?, 'localhost', 'Xeon', 2, ?, '3.11.7', '5.5.3', '5.5.4', "
-                "'redis 7.0.15', ?, 'postgresql 16.4')", [run_id, kernel, governor])
+                "?, ?, 'postgresql 16.4')", [run_id, kernel, broker_version, governor])
     for role in ("worker", "driver"):
         for name, version in {**BASE, **versions}.items():
             con.execute("INSERT INTO packages VALUES (?, 'localhost', ?, ?, ?)", [run_id, role, name, version])
@@ -44,6 +44,20 @@ def test_compare_names_a_package_version_and_the_governor_that_differ(tmp_path):
     assert "warning: hosts differ: celery is 5.5.3 in the baseline but 5.7.0 in the contender" in p.stderr
     same = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(path))
     assert same.returncode == 0 and "differ" not in same.stderr, same.stderr
+
+
+def test_a_difference_the_sides_chose_is_no_warning_and_the_others_still_are(tmp_path):
+    """broker=redis against broker=rabbitmq: another broker server is the point, another kernel is not."""
+    path = tmp_path / "c.duckdb"
+    with db.connect(path) as con:
+        for broker, server, kernel in (("redis", "redis 7.0.15", "6.8"), ("rabbitmq", "RabbitMQ 3.13.7", "6.1")):
+            for i in range(3):
+                add_run(con, "k", f"{broker}-{i}", {"broker": broker, "pool": "threads"}, repeat=i + 1,
+                        metrics={"consume_rate": 1.0})
+                environment(con, f"{broker}-{i}", broker_version=server, kernel=kernel)
+    with db.connect(path, read_only=True) as con:
+        res = compare(con, parse_selection("k:broker=redis"), parse_selection("k:broker=rabbitmq"))
+    assert res.warnings == ["hosts differ: kernel is 6.8 in the baseline but 6.1 in the contender"]
 
 
 def test_a_fact_one_side_never_recorded_is_no_difference(tmp_path):
