@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cmx.analysis import stats
+from cmx.analysis import fingerprint, stats
 from cmx.analysis.views import dimension_columns
 from cmx.engine.results import metricdefs
 
-#: Host facts that should match between two sides (pyperf warns on the same kind of difference).
-HOST_FACTS = ("cpu_model", "cores", "kernel", "python", "celery", "kombu")
 #: A column of ``runs`` that is no dimension but separates definitions of one experiment (i9a adds it).
 REVISION = "revision"
 
@@ -82,7 +80,7 @@ class CompareResult:
     baseline: Side
     contender: Side
     metrics: list[MetricComparison]
-    warnings: list[str]   # host facts that differ, runs not sampled (said on stderr); pooling is said by each Side
+    warnings: list[str]   # fingerprint facts that differ, runs not sampled (on stderr, as pyperf warns); pooling: said by each Side
 
     @property
     def notes(self) -> list[str]:
@@ -199,21 +197,14 @@ def _metric_names(con, sides: list[Side], present: set[str]) -> list[str]:
 
 
 def host_warnings(con, base: Side, cont: Side) -> list[str]:
-    """One line per host fact whose values differ between the two sides' runs."""
-    cols = {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'hosts'").fetchall()}
-    facts = [f for f in HOST_FACTS if f in cols]
-    if not facts:
-        return []
-
-    def values(side: Side) -> list[set]:
-        rows = con.execute(f"SELECT {', '.join(facts)} FROM hosts WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-                           [list(side.run_ids)]).fetchall()
-        return [{r[i] for r in rows if r[i] is not None} for i in range(len(facts))]
-
-    a, b = values(base), values(cont)
-    return [f"hosts differ: {fact} is {', '.join(map(str, sorted(a[i], key=str)))} in the baseline but "
-            f"{', '.join(map(str, sorted(b[i], key=str)))} in the contender"
-            for i, fact in enumerate(facts) if a[i] and b[i] and a[i] != b[i]]
+    """One line per fact of the environment fingerprint (:mod:`cmx.analysis.fingerprint`: package
+    versions, servers, kernel, CPU…) whose values differ between the two sides' runs, unless the
+    sides chose the difference (another ``broker``: another broker server)."""
+    per_run = fingerprint.of_runs(con, [*base.run_ids, *cont.run_ids])
+    a, b = fingerprint.merged(per_run, base.run_ids), fingerprint.merged(per_run, cont.run_ids)
+    skip = fingerprint.chosen(con, base.run_ids, cont.run_ids)
+    return [f"hosts differ: {fact} is {fingerprint.shown(x)} in the baseline but {fingerprint.shown(y)} "
+            "in the contender" for fact, x, y in fingerprint.differences(a, b, skip)]
 
 
 def not_sampled(con, side: Side, role: str) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cmx.analysis import stats
+from cmx.analysis import fingerprint, stats
 from cmx.analysis.compare import Selection, SelectionError, selection_where
 from cmx.engine.results import metricdefs
 
@@ -64,6 +64,8 @@ class TrendResult:
     by: str
     series: list[Series]
     cells: dict[str, dict] = field(default_factory=dict)  # cell_id → its dimension values (for labels)
+    #: Fingerprint facts that changed along the points (cmx.analysis.fingerprint.changes), for stderr.
+    warnings: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- change points
@@ -150,7 +152,8 @@ def _latest_revision(con, experiment: str) -> int | None:
 
 
 def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...], only: str | None):
-    """(point key, cell_id, metric, value) of every ok run, with the points in the order they ran."""
+    """(point key, cell_id, metric, value, first_run, run_id) of every ok run, with the points in
+    the order they ran."""
     cond, params = "TRUE", []
     if only:
         filters = []
@@ -170,7 +173,8 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
             SELECT w.sweep_id, {key} AS point, p.started_at AS point_started
             FROM sweeps w JOIN sweeps p ON p.sweep_id = coalesce(w.resumes, w.sweep_id)
             WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?)
-        SELECT pt.point, s.cell_id, m.name, m.value, min(pt.point_started) OVER (PARTITION BY pt.point) AS first_run
+        SELECT pt.point, s.cell_id, m.name, m.value, min(pt.point_started) OVER (PARTITION BY pt.point) AS first_run,
+               s.run_id
         FROM run_starts s JOIN run_ends e USING (run_id) JOIN points pt USING (sweep_id) JOIN metrics m USING (run_id)
         WHERE e.status = 'ok' AND m.value IS NOT NULL AND s.run_id IN (SELECT run_id FROM picked)
           AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], m.name))
@@ -195,10 +199,12 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
                              + (f" in sweeps tagged {by.removeprefix('tag.')}" if by != "sweep" else ""))
     order: dict[str, int] = {}
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for point, cell_id, name, value, _ in rows:
+    run_ids: dict[str, set[str]] = {}
+    for point, cell_id, name, value, _, run_id in rows:
         if point is None:
             continue  # a sweep without the tag
         order.setdefault(point, len(order))
+        run_ids.setdefault(point, set()).add(run_id)
         values.setdefault((cell_id, name), {}).setdefault(point, []).append(value)
     ats = list(order)
     rank = {m: i for i, m in enumerate(metricdefs.METRICS)}
@@ -221,7 +227,15 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
         "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
         [experiment]).fetchall()}
-    return TrendResult(experiment, revision, by, series, {s.cell_id: cells.get(s.cell_id, {}) for s in series})
+    return TrendResult(experiment, revision, by, series, {s.cell_id: cells.get(s.cell_id, {}) for s in series},
+                       _fingerprint_changes(con, by, ats, run_ids))
+
+
+def _fingerprint_changes(con, by: str, ats: list[str], run_ids: dict[str, set[str]]) -> list[str]:
+    """The facts of the environment that changed from one point to a later one (their runs')."""
+    per_run = fingerprint.of_runs(con, [r for a in ats for r in run_ids[a]])
+    label = "sweep {}".format if by == "sweep" else f"{by.removeprefix('tag.')}={{}}".format
+    return fingerprint.changes([(label(a), fingerprint.merged(per_run, run_ids[a])) for a in ats])
 
 
 def latest_verdicts(result: TrendResult) -> list[tuple[Series, Change]]:

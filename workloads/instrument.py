@@ -34,6 +34,7 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 from celery.worker.control import control_command
 
+from cmx.workloads.fingerprint import versions as package_versions
 from cmx.workloads.recorder import Recorder
 
 SENT_HEADER = "cmx_sent_at"
@@ -230,7 +231,8 @@ def _on_ready(sender=None, **_):
     # The heartbeat the worker's broker connection really negotiated (the server may lower what
     # was asked; Redis has none): ingest turns it into the metric heartbeat_negotiated_s.
     heartbeat = getattr(getattr(getattr(sender, "connection", None), "connection", None), "heartbeat", None)
-    info = {"ready_at": time.time(), "heartbeat_negotiated_s": heartbeat}
+    # packages: the versions this worker process runs with (table packages, role worker).
+    info = {"ready_at": time.time(), "heartbeat_negotiated_s": heartbeat, "packages": package_versions()}
     (_recorder.run_dir / "worker.json").write_text(json.dumps(info))
     # hostctl start-worker waits for this file: a worker that dies on start fails fast, clearly.
     (_recorder.run_dir / "worker.ready").write_text(str(info["ready_at"]))

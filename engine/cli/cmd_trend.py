@@ -40,7 +40,7 @@ def trend(
 ):
     """Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change points.
 
-    Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). Changes are found by E-divisive means (as apache-otava does) over the points' medians and kept only when the runs before and after differ under the rule of `cmx compare`: Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0 (better / worse / differs). The latest point is always compared with the runs since the last change before it, so a regression shows the night it happens.
+    Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). Changes are found by E-divisive means (as apache-otava does) over the points' medians and kept only when the runs before and after differ under the rule of `cmx compare`: Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0 (better / worse / differs). The latest point is always compared with the runs since the last change before it, so a regression shows the night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, governor: the fingerprint compare warns of), stderr names each fact and the point it changed at.
 
     Exit codes: 0; 1 with --fail-on worse when a latest point is worse; 2 bad input.
     """
@@ -53,6 +53,8 @@ def trend(
             res = trend_of(con, experiment, by=by, metrics=tuple(metric), only=only, revision=revision)
     except (FileNotFoundError, ValueError, InputError) as exc:
         fail(exc)
+    for warning in res.warnings:
+        err.print(f"warning: environments differ: {warning}", markup=False, highlight=False, soft_wrap=True)
     if fmt is TrendFormat.json:
         print(as_json(res))
     elif fmt is TrendFormat.markdown:

@@ -2,7 +2,7 @@
 
 Layout read (``results/artifacts/<run_id>/``): one folder per host holding the files the host-side
 code wrote (``pub-PID.csv``, ``recv-PID.csv``, ``exec-PID.csv``, ``samples.csv``, ``peaks.csv``,
-``connections.csv``, ``sampler.json``, ``facts.json``, ``driver.json``).
+``connections.csv``, ``sampler.json``, ``facts.json``, ``worker.json``, ``driver.json``).
 """
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         for d in host_dirs:
             if (d / "driver.json").exists():
                 out.driver = _read_json(d / "driver.json")
-        _insert_hosts(con, run_id, host_dirs, hosts, out.driver.get("broker_version"))
+        _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
+        _insert_packages(con, run_id, host_dirs)
         rows = [(name, value, None) for name, value in
                 con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()]
         extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
@@ -129,11 +130,24 @@ def _sampler_cpu(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
     return [] if worst is None else [("sampler_cpu_percent", worst, "%")]
 
 
-def _insert_hosts(con, run_id: str, host_dirs: list[Path], hosts: dict[str, HostInfo], broker_version) -> None:
+def _insert_hosts(con, run_id: str, host_dirs: list[Path], hosts: dict[str, HostInfo], driver: dict) -> None:
     for d in host_dirs:
         f = _read_json(d / "facts.json")
         info = hosts.get(d.name, HostInfo(groups=()))
-        con.execute("INSERT INTO hosts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        con.execute("""INSERT INTO hosts (run_id, host, groups, cpu_model, cores, memory_bytes, kernel, python, celery,
+                                          kombu, broker_version, clock_offset_s, clock_uncertainty_s, hostname,
+                                          governor, backend_version)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", [
             run_id, d.name, ",".join(info.groups), f.get("cpu_model"), f.get("cores"), f.get("memory_bytes"),
-            f.get("kernel"), f.get("python"), f.get("celery"), f.get("kombu"), broker_version,
-            f.get("clock_offset_s"), f.get("clock_uncertainty_s"), f.get("hostname")])
+            f.get("kernel"), f.get("python"), f.get("celery"), f.get("kombu"), driver.get("broker_version"),
+            f.get("clock_offset_s"), f.get("clock_uncertainty_s"), f.get("hostname"), f.get("governor"),
+            driver.get("backend_version")])
+
+
+def _insert_packages(con, run_id: str, host_dirs: list[Path]) -> None:
+    """The versions each worker and driver process reported of itself (worker.json, driver.json)."""
+    rows = [(run_id, d.name, role, name, version)
+            for d in host_dirs for role in ("worker", "driver")
+            for name, version in (_read_json(d / f"{role}.json").get("packages") or {}).items()]
+    if rows:
+        con.executemany("INSERT INTO packages VALUES (?, ?, ?, ?, ?)", rows)

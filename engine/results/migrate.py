@@ -57,6 +57,12 @@ STEPS: tuple[Step, ...] = (
     # (workloads/host/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
     Step("sample_marks", 0, 1, "CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, "
                                "name VARCHAR, ts DOUBLE)"),
+    # The environment fingerprint (cmx.analysis.fingerprint): the hosts' CPU frequency governor and
+    # the result backend's server version, and the package versions each worker and driver ran with.
+    Step("hosts", 1, 2, "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS governor VARCHAR; "
+                        "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS backend_version VARCHAR"),
+    Step("packages", 0, 1, "CREATE TABLE IF NOT EXISTS packages "
+                           "(run_id VARCHAR, host VARCHAR, role VARCHAR, name VARCHAR, version VARCHAR)"),
 )
 
 

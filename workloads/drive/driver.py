@@ -2,8 +2,8 @@
 
 ``python -m cmx.workloads.drive.driver`` (with ``CMX_RUN_DIR``, ``CMX_HOST`` and the broker/backend URLs in
 the environment) loads the run spec, waits for every worker of the run, hands control to the
-workload's ``drive``, and writes ``driver.json`` (status, error, timings, broker version, metrics
-the workload reported). It never raises past ``main``: what went wrong is in ``driver.json``.
+workload's ``drive``, and writes ``driver.json`` (status, error, timings, broker and backend server
+versions, the driver's own package versions, metrics the workload reported). It never raises past ``main``: what went wrong is in ``driver.json``.
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from cmx.workloads.catalog import registry
 from cmx.workloads.drive.context import DriveContext
 from cmx.workloads.drive.workerwatch import WorkerProblem
 from cmx.workloads.files import write_atomic
+from cmx.workloads.fingerprint import versions as package_versions
 from cmx.workloads.instrument import recorder
 from cmx.workloads.spec import RunSpec, host_from_env, run_dir_from_env
 
-__all__ = ["DriveContext", "DriveTimeout", "broker_version", "main"]  # DriveContext/DriveTimeout: their old home
+__all__ = ["DriveContext", "DriveTimeout", "backend_version", "broker_version", "main"]  # DriveContext/DriveTimeout: their old home
 
 
 def broker_version(app: Celery) -> str:
@@ -42,6 +43,28 @@ def broker_version(app: Celery) -> str:
             return f"{product} {version}".strip()
     except Exception as exc:  # nice to have; the run must not fail for it
         return f"unknown ({type(exc).__name__})"
+
+
+def backend_version(app: Celery, backend: str) -> str | None:
+    """The result backend's server and version, asked of the server the way the driver reaches it;
+    None when the backend has no server of its own (``rpc`` replies through the broker, ``none``)."""
+    from cmx.workloads.kinds import BACKENDS
+
+    service = BACKENDS[backend].service if backend in BACKENDS else None
+    try:
+        if service == "redis":
+            return "redis " + app.backend.client.info("server")["redis_version"]
+        if service == "postgres":
+            from sqlalchemy import text
+
+            session = app.backend.ResultSession()
+            try:
+                return "postgresql " + session.execute(text("SHOW server_version")).scalar()
+            finally:
+                session.close()
+    except Exception as exc:  # nice to have, as the broker's
+        return f"unknown ({type(exc).__name__})"
+    return None
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
@@ -82,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir, host = run_dir_from_env(), host_from_env()
     write_atomic(run_dir / "driver.pid", str(os.getpid()))
     started = time.time()
-    result: dict = {"status": "failed", "error": None, "started_at": started}
+    # packages: the versions this driver process runs with (table packages, role driver).
+    result: dict = {"status": "failed", "error": None, "started_at": started, "packages": package_versions()}
     ctx = spec = None
     try:
         spec = RunSpec.load(run_dir)
@@ -91,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         app = create_app(spec, run_dir, host, client="driver")
         ctx = DriveContext(app, spec, run_dir, host, deadline=time.monotonic() + spec.run_timeout_s)
         result["broker_version"] = broker_version(app)
+        result["backend_version"] = backend_version(app, spec.backend)
         ctx.declare_queues()
         workload.drive(ctx, params)
         if ctx.consuming_at is not None:  # its work is done: after the workload's own timing, not in it

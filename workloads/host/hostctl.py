@@ -240,6 +240,8 @@ def stop(run_dir: Path, grace: float) -> int:
 def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
     from importlib.metadata import PackageNotFoundError, version
 
+    from cmx.workloads.fingerprint import governor
+
     def ver(dist: str) -> str | None:
         try:
             return version(dist)
@@ -258,7 +260,7 @@ def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
         "host": host, "cpu_model": cpu_model or platform.processor(), "cores": os.cpu_count(),
         "memory_bytes": psutil.virtual_memory().total, "kernel": platform.release(),
         "python": platform.python_version(), "celery": ver("celery"), "kombu": ver("kombu"),
-        "hostname": platform.node(), "time": time.time(),
+        "hostname": platform.node(), "time": time.time(), "governor": governor(),
         "clock_offset_s": None, "clock_uncertainty_s": None, "clock_method": "not measured",
     }
     if clock_port:
