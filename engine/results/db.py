@@ -296,14 +296,18 @@ def resume_point(con, experiment: str, revision: int) -> tuple[str | None, set[t
             (SELECT count(*) FROM run_starts s JOIN run_ends e USING (run_id)
              WHERE s.sweep_id = w.sweep_id AND e.status IN {ENDED}),
             (SELECT count(*) FROM run_starts s LEFT JOIN run_ends e USING (run_id)
-             WHERE s.sweep_id = w.sweep_id AND (e.status IS NULL OR e.status NOT IN {ENDED}))
+             WHERE s.sweep_id = w.sweep_id AND (e.status IS NULL OR e.status NOT IN {ENDED})),
+            -- on_error: abort stops at the first run that is not ok, even its last one: aborted
+            json_extract_string(w.definition, '$.on_error') = 'abort' AND EXISTS (
+                SELECT 1 FROM run_starts s JOIN run_ends e USING (run_id)
+                WHERE s.sweep_id = w.sweep_id AND e.status <> 'ok')
         FROM sweeps w WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?
         ORDER BY w.started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
     if row is None:
         return None, set()
-    _, point, planned, ended, unended = row
+    _, point, planned, ended, unended, aborted = row
     # A sweep stored before `planned` was recorded: finished unless a run of it has no end.
-    if not unended and (planned is None or ended >= planned):
+    if not unended and not aborted and (planned is None or ended >= planned):
         return None, set()
     rows = con.execute("""SELECT s.cell_id, s.repeat FROM run_starts s JOIN run_ends e USING (run_id)
                           JOIN sweeps w USING (sweep_id)

@@ -42,3 +42,26 @@ def test_a_sweep_stored_before_planned_was_recorded_is_finished_unless_a_run_has
         assert db.resume_point(con, "e", 1) == (None, set())
         sweep(con, "old2", None, [("a", 1, "ok"), ("b", 1, "interrupted")], started=1)
         assert db.resume_point(con, "e", 1) == ("old2", {("a", 1)})
+
+
+def test_an_aborted_sweep_is_resumed_even_when_its_last_run_was_the_one_that_failed(tmp_path):
+    """on_error: abort stops at the first run that is not ok; when that is the last planned run,
+    every run has an end, yet the sweep was cut short: the next `cmx run` resumes it (a host that
+    dropped, brought back, finishes the rest) rather than measuring it all again."""
+    with db.connect(tmp_path / "r.duckdb") as con:
+        db.record_sweep(con, "s1", "e", "e.yaml", "throughput", "", "inv", {"on_error": "abort"}, {"revision": 1},
+                        planned=2)
+        for cell, status in (("a", "ok"), ("b", "failed")):
+            db.record_run_start(con, experiment="e", sweep_id="s1", run_id=f"s1-{cell}", cell_id=cell, repeat=1,
+                                workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+            db.record_run_end(con, f"s1-{cell}", status, None, {})
+        assert db.resume_point(con, "e", 1) == ("s1", {("a", 1)})
+        # The same runs under on_error: continue make a finished sweep: measured again.
+        db.record_sweep(con, "s2", "e", "e.yaml", "throughput", "", "inv", {"on_error": "continue"},
+                        {"revision": 1}, planned=2)
+        con.execute("UPDATE sweeps SET started_at = started_at + INTERVAL 1 SECOND WHERE sweep_id = 's2'")
+        for cell, status in (("a", "ok"), ("b", "failed")):
+            db.record_run_start(con, experiment="e", sweep_id="s2", run_id=f"s2-{cell}", cell_id=cell, repeat=1,
+                                workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+            db.record_run_end(con, f"s2-{cell}", status, None, {})
+        assert db.resume_point(con, "e", 1) == (None, set())
