@@ -4,7 +4,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from cmx.engine.results import db
+from cmx.engine.results import db, migrate
 from cmx.engine.errors import InputError
 
 
@@ -37,7 +37,7 @@ def test_an_old_database_gains_the_columns_and_runs_are_selected_by_tag(tmp_path
         _start(con, "s2", "r2")
         assert con.execute("SELECT sweep_id, tags ->> 'commit', note FROM sweeps ORDER BY 1").fetchall() == [
             ("s0", None, None), ("s1", "abc", "after the upgrade"), ("s2", "def", None)]
-        assert con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone() == (2,)
+        assert con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone() == (migrate.current()["sweeps"],)
 
         def runs(tags):
             where, params = db.tagged_runs_sql(con, tags)
