@@ -117,21 +117,9 @@ def _bootstrap(data: tuple, statistic, resamples: int) -> tuple[np.ndarray, np.n
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
-def _median(x, axis=-1):
-    return np.median(x, axis=axis)
-
-
 def summarize(values: list[float], resamples: int = RESAMPLES) -> Summary:
     """n, median and percentile-bootstrap interval of the median (seeded, so reproducible)."""
-    x = _clean(values)
-    if len(x) == 0:
-        return Summary(0, None, None, None)
-    med = float(np.median(x))
-    if len(x) == 1:
-        return Summary(1, med, med, med)
-    low, high = _bootstrap((x,), _median, resamples)
-    # A percentile interval of the median always holds the median; clip float noise.
-    return Summary(len(x), med, min(float(low), med), max(float(high), med), _cv(x))
+    return summarize_many([values], resamples)[0]
 
 
 #: Resampled values held at once by :func:`summarize_many` (rows × resamples × n; 8 bytes each).
@@ -140,13 +128,13 @@ BATCH_VALUES = 8_000_000
 
 def _sorted_median(x, axis=-1):
     """np.median's value by one sort of the last axis: ~4× faster on short rows (np.median
-    partitions each row); summarize_many's test holds it equal to summarize."""
+    partitions each row)."""
     s = np.sort(x, axis=axis)
     n = s.shape[-1]
     return s[..., n // 2] if n % 2 else (s[..., n // 2 - 1] + s[..., n // 2]) / 2
 
 
-def summarize_many(samples: list) -> list[Summary]:
+def summarize_many(samples: list, resamples: int = RESAMPLES) -> list[Summary]:
     """:func:`summarize` of each sample, the same numbers, in one scipy bootstrap per sample size:
     scipy draws one set of resample indices for all rows of a batch from the same seed, so each
     row's interval is exactly the one :func:`summarize` gives it alone (``cmx trend`` summarizes
@@ -155,19 +143,22 @@ def summarize_many(samples: list) -> list[Summary]:
     out: list[Summary | None] = [None] * len(cleaned)
     by_n: dict[int, list[int]] = {}
     for i, x in enumerate(cleaned):
-        if len(x) < 2:
-            out[i] = summarize(x)
+        if len(x) == 0:
+            out[i] = Summary(0, None, None, None)
+        elif len(x) == 1:
+            out[i] = Summary(1, float(x[0]), float(x[0]), float(x[0]))
         else:
             by_n.setdefault(len(x), []).append(i)
     for n, rows in by_n.items():
-        step = max(1, BATCH_VALUES // (RESAMPLES * n))
+        step = max(1, BATCH_VALUES // (resamples * n))
         for start in range(0, len(rows), step):
             part = rows[start:start + step]
             data = np.stack([cleaned[i] for i in part])
             meds = np.median(data, axis=-1)
-            low, high = _bootstrap((data,), _sorted_median, RESAMPLES)
+            low, high = _bootstrap((data,), _sorted_median, resamples)
             for j, i in enumerate(part):
                 med = float(meds[j])
+                # A percentile interval of the median always holds the median; clip float noise.
                 out[i] = Summary(n, med, min(float(low[j]), med), max(float(high[j]), med), _cv(cleaned[i]))
     return out
 

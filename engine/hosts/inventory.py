@@ -207,7 +207,7 @@ def choose_inventory(option: Path | None, in_file: str | None, experiment_file: 
         if not path.exists():
             raise InputError(_missing_in_file(in_file, path, experiment_file))
         return path
-    return LOCAL_INVENTORY if LOCAL_INVENTORY.exists() else BUILTIN_INVENTORY
+    return BUILTIN_INVENTORY if uses_builtin(option, in_file) else LOCAL_INVENTORY
 
 
 def uses_builtin(option: Path | None, in_file: str | None) -> bool:
