@@ -15,6 +15,7 @@ from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the p
 from cmx.engine.model.yamlpos import check_yaml_syntax
 from cmx.engine.paths import BUILTIN_INVENTORY, LOCAL_INVENTORY
 from cmx.workloads import kinds
+from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
@@ -42,15 +43,15 @@ class Inventory:
 
     @property
     def redis_password(self) -> str:
-        return self.password("redis")
+        return self.password(REDIS)
 
     @property
     def rabbitmq_password(self) -> str:
-        return self.password("rabbitmq")
+        return self.password(RABBITMQ)
 
     @property
     def postgres_password(self) -> str:
-        return self.password("postgres")
+        return self.password(POSTGRES)
 
     def hosts_of(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
@@ -98,7 +99,7 @@ class Inventory:
         if not hosts:
             return None
         given = self.hostvars.get(hosts[0], {}).get("rabbitmq_api_url")
-        if given or self.given_url("brokers", "broker_url", tuple(kinds.SERVICES["rabbitmq"].schemes)):
+        if given or self.given_url("brokers", "broker_url", tuple(kinds.SERVICES[RABBITMQ].schemes)):
             return given
         port = int(self.hostvars.get(hosts[0], {}).get("rabbitmq_management_port", 15672))
         return f"http://cmx:{self.rabbitmq_password}@{self.address(hosts[0])}:{port}"  # ours: API enabled
