@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import redis
 
-from tests.faults.brokers import PrivateRedis
+from tests.faults.brokers import PrivateRedis, free_port
+from tests.nethosts import NetHosts
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +43,35 @@ def test_a_restart_of_what_cmx_did_not_lay_out_or_does_not_know_fails_plainly(tm
     assert done.returncode == 1 and "needs the node's name" in done.stderr
     done = serverctl("restart", "sqs", "--dir", str(tmp_path), "--port", "1")
     assert done.returncode == 2 and "invalid choice: 'sqs'" in done.stderr
+
+
+@pytest.mark.usefixtures("nethosts_can_be_made")
+def test_a_redis_on_another_host_is_restarted_over_ssh(tmp_path):
+    """The fault's way: ``serverctl`` on the server's host, through SSH, with the host's Python."""
+    with NetHosts(tmp_path / "net", 1) as net:
+        (h1,) = net.hosts
+        root, port = tmp_path / "h1-redis", free_port()
+        root.mkdir()
+        (root / "redis.conf").write_text(  # as roles/redis writes it (daemonize: no systemd in a netns)
+            f"bind {h1.address}\nport {port}\nprotected-mode no\ndir {root}\npidfile {root}/redis.pid\n"
+            f"logfile {root}/redis.log\ndaemonize yes\nsave \"\"\nappendonly no\n")
+        subprocess.run(["ip", "netns", "exec", h1.ns, "redis-server", str(root / "redis.conf")], check=True)
+        client = lambda: redis.Redis(host=h1.address, port=port, socket_connect_timeout=5)  # noqa: E731
+        for _ in range(100):
+            try:
+                before = client().info("server")["process_id"]
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the Redis on h1 did not come up")
+        done = subprocess.run(
+            ["ssh", "-i", str(net.key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@{h1.address}",
+             sys.executable, "-m", "cmx.workloads.host.serverctl", "restart", "redis", "--dir", str(root),
+             "--port", str(port), "--timeout", "30"], capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["service"] == "redis"
+        after = client().info("server")["process_id"]
+        assert after != before
+        assert after in net.pids(h1)  # started again on that host, not here
