@@ -45,6 +45,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("tasks_redelivered", "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
     MetricDef("tasks_failed", "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
     MetricDef("publish_rate", "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
+    MetricDef("publish_rate_min_driver", "tasks/s", _H, "slowest driver",
+              "drivers > 1: the slowest driver host's publish rate (publish_rate is the whole run's)"),
     MetricDef("publish_batch", "messages", _N, "publish batch",
               "via raw: messages per round trip the server acknowledged (1: one call per message)"),
     MetricDef("consume_rate", "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
@@ -144,7 +146,7 @@ RUN_SUMMARY_COLUMNS = ("tasks_published", "tasks_completed", "tasks_lost", "task
                        "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max", "backend_connections_max")
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
-FACTS = ("host_share_min", "clock_suspect")
+FACTS = ("host_share_min", "publish_rate_min_driver", "clock_suspect")
 
 
 def _guess_unit(name: str) -> str:

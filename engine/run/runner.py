@@ -82,7 +82,8 @@ class RunTargets:
     """Which hosts do what in one run."""
 
     workers: tuple[str, ...]
-    driver: str
+    driver: str  # the leading driver (the first of ``drivers``)
+    drivers: tuple[str, ...]
     hosts: tuple[str, ...]
     sampler_args: dict[str, str]
 
@@ -116,8 +117,9 @@ class Sweep:
     def targets(self, run: Run) -> RunTargets:
         vals = run.cell.values
         workers = self.inventory.workers_for(vals["machines"])
-        driver = self.inventory.driver()
-        hosts = list(dict.fromkeys([*workers, driver]))
+        drivers = self.inventory.drivers_for(vals.get("drivers", 1))
+        driver = drivers[0]
+        hosts = list(dict.fromkeys([*workers, *drivers]))
         args: dict[str, list[str]] = {h: ["--watch worker={run_dir}/worker.pid",  # the host's run dir
                                           "--watch driver={run_dir}/driver.pid"] for h in hosts}
         broker_host = self.inventory.hosts_of("brokers")[0]
@@ -137,7 +139,7 @@ class Sweep:
             service_host = self.inventory.service_host()
             args.setdefault(service_host, []).append("--watch service={run_dir}/service.pid")
         hosts = list(dict.fromkeys([*hosts, *args]))
-        return RunTargets(workers=workers, driver=driver, hosts=tuple(hosts),
+        return RunTargets(workers=workers, driver=driver, drivers=drivers, hosts=tuple(hosts),
                           sampler_args={h: " ".join(a) for h, a in args.items()})
 
     def _local_port(self, host: str, url: str | None) -> int | None:
@@ -161,7 +163,7 @@ class Sweep:
             **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/dimensions.py
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
-            worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
+            worker_nodes=[node_name(run.run_id, h) for h in targets.workers], driver_hosts=list(targets.drivers),
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
             # The driver waits for workers to answer and consume as long as one may take to start.
             worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
@@ -302,7 +304,7 @@ class Sweep:
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
-        started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.driver,
+        started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,
                                   drive_timeout=spec.run_timeout_s + 30,
                                   ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
                                   cancel=lambda: self._interrupted)
@@ -335,7 +337,7 @@ class Sweep:
         ingest_error = None
         with db.connect(self.db_path) as con:  # one connection for the ingest and the run's end
             try:
-                got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
+                got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts, targets.drivers)
                 metrics, driver = got.metrics, got.driver
                 if driver.get("status") == "ok":
                     ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
@@ -373,7 +375,7 @@ class Sweep:
                     "service": {"module": service, "port": int(spec.service_url.rsplit(":", 1)[1])}
                     if h == service_host else None,
                     "worker": {"ready_timeout": conns[h].worker_ready_timeout} if h in targets.workers else None,
-                    "driver": h == targets.driver}
+                    "driver": h in targets.drivers}
                 for h in targets.hosts}
 
     def _stop_grace(self, started: StepResult) -> float:

@@ -75,6 +75,7 @@ def find_task(app, name: str, folder) -> Any:
 class UserTasks(Workload):
     name = "tasks"
     Params = UserTasksParams
+    splits = True  # throughput's publish: each driver its share
     headline_metrics = ("publish_rate", "consume_rate", "latency_p50_s", "latency_p99_s", "tasks_failed",
                         "peak_rss_bytes", "peak_pss_bytes")
     smoke_params = {"tasks": 5}

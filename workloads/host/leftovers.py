@@ -61,7 +61,7 @@ class RunNames:
 def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
     """The run's names, from its spec."""
     table = (spec.celery.get("database_table_names") or {}).get("task", "celery_taskmeta")
-    return RunNames(spec.run_id, (spec.queue, spec.hold_queue), (spec.raw_queue,), tuple(task_ids), table)
+    return RunNames(spec.run_id, (spec.queue, spec.hold_queue, *spec.drivers_queues), (spec.raw_queue,), tuple(task_ids), table)
 
 
 # ------------------------------------------------------------------------------------- redis
