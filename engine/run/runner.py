@@ -29,6 +29,8 @@ from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
 from cmx.engine.hosts.provision import provision, stop_services
+from cmx.engine.hosts.reach import blocked, unreachable
+from cmx.engine.run import placement
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
@@ -36,7 +38,6 @@ from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS
-from cmx.workloads.failures import failure_error
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 
@@ -112,6 +113,7 @@ class Sweep:
         self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
+        self.blocked: dict[str, str] = {}  # run_id → the unreachable host it needs (engine/hosts/reach.py)
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
@@ -202,11 +204,16 @@ class Sweep:
         for run in runs:  # every URL must resolve before any host is touched
             self.secrets(run)
             self.targets(run)
-        hosts = sorted({h for run in runs for h in self.targets(run).hosts})
-        conns = connections(self.inventory.path, hosts)
+        conns = connections(self.inventory.path, sorted({h for run in runs for h in self.targets(run).hosts}))
+        # A host down now fails the runs that need it; the others go on (engine/hosts/reach.py).
+        self.blocked = blocked({r.run_id: self.targets(r).hosts for r in runs}, unreachable(conns))
+        live = [r for r in runs if r.run_id not in self.blocked]
+        hosts = sorted({h for run in live for h in self.targets(run).hosts})
+        if not live:
+            return self._execute_provisioned(runs)
         self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
-        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in runs},
-                                                        {r.cell.values["backend"] for r in runs})
+        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in live},
+                                                        {r.cell.values["backend"] for r in live})
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
         self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
@@ -230,9 +237,10 @@ class Sweep:
 
     def _execute_provisioned(self, runs: list[Run]) -> list[RunOutcome]:
         self.handler.stage(None, "checking brokers and backends")
-        for kind in sorted({r.cell.values["broker"] for r in runs}):
+        live = [r for r in runs if r.run_id not in self.blocked]
+        for kind in sorted({r.cell.values["broker"] for r in live}):
             check_broker(self.inventory.broker_url(kind))
-        for kind in sorted({r.cell.values["backend"] for r in runs if kinds.BACKENDS[r.cell.values["backend"]].service}):
+        for kind in sorted({r.cell.values["backend"] for r in live if kinds.BACKENDS[r.cell.values["backend"]].service}):
             check_backend(kind, self.inventory.backend_url(kind))
         outcomes: list[RunOutcome] = []
         # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
@@ -241,7 +249,8 @@ class Sweep:
             for run in runs:
                 if self._interrupted:
                     break
-                error = self._rate_for(run) if ratesearch.FRACTION in run.cell.values else None
+                error = self.blocked.get(run.run_id) or (self._rate_for(run) if ratesearch.FRACTION in run.cell.values
+                                                         else None)
                 outcome = self.execute_run(run) if error is None else self._refuse(run, error)
                 outcomes.append(outcome)
                 self.handler.run_finished(outcome)
@@ -349,8 +358,7 @@ class Sweep:
                 driver["error"] = (f"{driver.get('error')}: "
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
-            if status is RunStatus.OK and metrics.get("tasks_failed"):
-                status, error = RunStatus.FAILED, failure_error(art_dir, metrics["tasks_failed"])
+            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir)
             stages["ingest"] = time.monotonic() - t0
             metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)

@@ -1,0 +1,140 @@
+"""A fleet over real SSH (tests/nethosts.py): eleven namespace hosts, a broker host, two drivers
+and eight workers, in one sweep of ``machines: [1, 2, 4, 8]`` × ``drivers: [1, 2]``; and a worker
+host that does not answer when a sweep starts.
+
+h1 runs the broker (a Redis the sweep provisions), h2 and h3 are the drivers, h4..h11 the workers.
+Each task sleeps a little, so a backlog's work spreads over the workers by their pace, not by
+which one added the queue first.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import cmx, query, write
+from tests.nethosts import NetHosts
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
+
+TASKS = 240
+WORKERS = [f"h{i}" for i in range(4, 12)]
+DRIVERS = ["h2", "h3"]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fleet")
+    with NetHosts(root / "net", 11) as net:
+        inv = net.inventory(root / "fleet.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": DRIVERS,
+                                                 "workers": WORKERS}, workdir_root=root / "hosts")
+        exp = write(root / "fleet.yaml", f"""
+            name: fleet
+            workload: {{name: concurrent_sleep, params: {{tasks: {TASKS}, sleep_s: 0.02}}}}
+            fixed: {{pool: threads, concurrency: 4, prefetch_multiplier: 1, broker: redis}}
+            matrix: {{machines: [1, 2, 4, 8], drivers: [1, 2]}}
+            limits: {{run_timeout: 2m}}
+        """)
+        db = root / "results" / "cmx.duckdb"
+        started = time.monotonic()
+        proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1800)
+        seconds = time.monotonic() - started
+        print(f"fleet sweep: {seconds:.1f} s for 8 runs on 11 hosts")
+        leftovers = {h.name: net.pids(h) for h in net.hosts}
+        sshd = {h.name: [p for p in leftovers[h.name] if _is_sshd(p)] for h in net.hosts}
+        left = {h: sorted(set(pids) - set(sshd[h])) for h, pids in leftovers.items()}
+        yield net, root, db, proc, left
+
+
+def _is_sshd(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].endswith(b"sshd")
+    except OSError:
+        return False
+
+
+def test_the_fleet_sweep_passes(fleet):
+    _, _, db, proc, _ = fleet
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert query(db, "SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM runs") == [(8, 8)]
+
+
+def test_machines_n_puts_work_on_exactly_n_hosts_each_at_least_half_its_share(fleet):
+    _, _, db, _, _ = fleet
+    rows = query(db, """
+        SELECT r.machines, r.drivers, t.host, count(DISTINCT t.task_id)
+        FROM runs r JOIN task_times t USING (run_id) WHERE t.state = 'SUCCESS'
+        GROUP BY ALL ORDER BY ALL""")
+    by_run: dict[tuple, dict[str, int]] = {}
+    for machines, drivers, host, n in rows:
+        by_run.setdefault((machines, drivers), {})[host] = n
+    assert sorted(by_run) == [(m, d) for m in (1, 2, 4, 8) for d in (1, 2)]
+    for (machines, drivers), hosts in by_run.items():
+        assert sorted(hosts) == sorted(WORKERS[:machines]), (machines, drivers, hosts)
+        assert sum(hosts.values()) == TASKS
+        assert min(hosts.values()) * machines / TASKS >= 0.5, (machines, drivers, hosts)
+    shares = query(db, """
+        SELECT r.machines, m.value FROM runs r JOIN metrics m USING (run_id)
+        WHERE m.name = 'host_share_min' ORDER BY ALL""")
+    assert [m for m, _ in shares] == [2, 2, 4, 4, 8, 8]
+    assert all(share * machines >= 0.5 for machines, share in shares), shares
+
+
+def test_each_driver_publishes_its_share_and_the_rates_are_stored(fleet):
+    _, _, db, _, _ = fleet
+    rows = query(db, """
+        SELECT r.machines, r.drivers, t.publisher_host, count(DISTINCT t.task_id)
+        FROM runs r JOIN task_times t USING (run_id) GROUP BY ALL ORDER BY ALL""")
+    for machines in (1, 2, 4, 8):
+        assert [(h, n) for m, d, h, n in rows if m == machines and d == 1] == [("h2", TASKS)]
+        assert [(h, n) for m, d, h, n in rows if m == machines and d == 2] == [("h2", TASKS // 2),
+                                                                             ("h3", TASKS // 2)]
+    rates = query(db, """
+        SELECT r.drivers, m.name, m.value FROM runs r JOIN metrics m USING (run_id)
+        WHERE m.name IN ('publish_rate', 'publish_rate_min_driver') ORDER BY ALL""")
+    assert sum(1 for d, name, _ in rates if name == "publish_rate_min_driver") == 4
+    assert all(d == 2 and v > 0 for d, name, v in rates if name == "publish_rate_min_driver"), rates
+    assert all(v > 0 for _, name, v in rates if name == "publish_rate")
+
+
+def test_nothing_of_a_run_outlives_it_on_any_host(fleet):
+    *_, left = fleet
+    assert left == {f"h{i}": [] for i in range(1, 12)}
+
+
+def test_an_unreachable_worker_host_fails_only_the_runs_that_need_it(fleet, tmp_path):
+    net, root, *_ = fleet
+    by_name = {h.name: h for h in net.hosts}
+    inv = tmp_path / "ghost.yml"
+    inv.write_text(f"""
+all:
+  vars:
+    ansible_user: root
+    ansible_ssh_private_key_file: {net.key}
+    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
+    ansible_python_interpreter: /usr/bin/python3
+    python_env_interpreter: /usr/bin/python3
+  hosts:
+    h1: {{ansible_host: {by_name['h1'].address}, cmx_workdir: {root}/hosts/h1}}
+    h2: {{ansible_host: {by_name['h2'].address}, cmx_workdir: {root}/hosts/h2}}
+    h4: {{ansible_host: {by_name['h4'].address}, cmx_workdir: {root}/hosts/h4}}
+    ghost: {{ansible_host: {net.subnet}.99, cmx_workdir: {tmp_path}/ghost}}
+  children:
+    brokers: {{hosts: {{h1: }}}}
+    drivers: {{hosts: {{h2: }}}}
+    workers: {{hosts: {{h4: , ghost: }}}}
+""")
+    exp = write(tmp_path / "e.yaml", """
+        name: ghost
+        workload: {name: concurrent_sleep, params: {tasks: 20, sleep_s: 0.01}}
+        fixed: {pool: threads, concurrency: 2, broker: redis}
+        matrix: {machines: [1, 2]}
+        limits: {run_timeout: 1m}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = dict(query(db, "SELECT machines, status || ': ' || coalesce(error, '') FROM runs"))
+    assert runs[1] == "ok: "
+    assert runs[2].startswith("failed: host ghost was unreachable when the sweep started"), runs
