@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.conftest import cmx, query, write
+from tests.integration.test_multihost import _describe, _is_ssh
 from tests.nethosts import NetHosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
@@ -40,18 +41,8 @@ def fleet(tmp_path_factory):
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1800)
         seconds = time.monotonic() - started
         print(f"fleet sweep: {seconds:.1f} s for 8 runs on 11 hosts")
-        leftovers = {h.name: net.pids(h) for h in net.hosts}
-        sshd = {h.name: [p for p in leftovers[h.name] if _is_sshd(p)] for h in net.hosts}
-        left = {h: sorted(set(pids) - set(sshd[h])) for h, pids in leftovers.items()}
+        left = {h.name: [_describe(p) for p in net.pids(h) if not _is_ssh(p)] for h in net.hosts}
         yield net, root, db, proc, left
-
-
-def _is_sshd(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")[0].endswith(b"sshd")
-    except OSError:
-        return False
 
 
 def test_the_fleet_sweep_passes(fleet):
@@ -138,3 +129,35 @@ all:
     runs = dict(query(db, "SELECT machines, status || ': ' || coalesce(error, '') FROM runs"))
     assert runs[1] == "ok: "
     assert runs[2].startswith("failed: host ghost was unreachable when the sweep started"), runs
+
+
+def test_a_stream_from_two_drivers_keeps_the_whole_rate_and_each_drivers_clock(tmp_path):
+    """Two drivers each send half a stream at half the rate: the run's publish rate is the whole
+    rate, the slowest driver's about half, and every task's latency counts from its own
+    publisher's intended send time (on the controller's clock)."""
+    with NetHosts(tmp_path / "net", 5) as net:
+        inv = net.inventory(tmp_path / "inv.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h2", "h3"],
+                                                    "workers": ["h4", "h5"]}, workdir_root=tmp_path / "hosts")
+        exp = write(tmp_path / "stream.yaml", """
+            name: stream-drivers
+            workload: {name: throughput, params: {tasks: 300, mode: stream, rate: 100}}
+            fixed: {pool: threads, concurrency: 2, broker: redis, machines: 2, drivers: 2}
+            limits: {run_timeout: 1m}
+        """)
+        db = tmp_path / "results" / "cmx.duckdb"
+        proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
+        left = {h.name: [_describe(p) for p in net.pids(h) if not _is_ssh(p)] for h in net.hosts}
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert left == {f"h{i}": [] for i in range(1, 6)}
+    assert query(db, "SELECT publisher_host, count(*), count(intended_at) FROM task_times GROUP BY ALL ORDER BY 1") \
+        == [("h2", 150, 150), ("h3", 150, 150)]
+    metrics = dict(query(db, "SELECT name, value FROM metrics"))
+    assert 70 <= metrics["publish_rate"] <= 130, metrics["publish_rate"]
+    assert 35 <= metrics["publish_rate_min_driver"] <= 65, metrics["publish_rate_min_driver"]
+    # Each driver paces its half from the same start: the two schedules interleave over ~3 s.
+    [(h2_first, h3_first, h2_last, h3_last)] = query(db, """
+        SELECT min(origin_at) FILTER (WHERE publisher_host = 'h2'), min(origin_at) FILTER (WHERE publisher_host = 'h3'),
+               max(origin_at) FILTER (WHERE publisher_host = 'h2'), max(origin_at) FILTER (WHERE publisher_host = 'h3')
+        FROM task_times""")
+    assert abs(h2_first - h3_first) < 1.0 and abs(h2_last - h3_last) < 1.0
+    assert 0 < metrics["latency_p50_s"] < 2.0
