@@ -25,6 +25,9 @@ FINISH_TASK = "Finish the run on the host (stop, reset, facts, pack)."
 FETCH_TASK = "Fetch the run dir to the controller."
 #: Seconds the controller waits beyond a step's own bound before it calls a host unresponsive.
 SLACK_S = 60.0
+#: Seconds the other drivers of a run may go on after its leading driver ended (which waited for
+#: every task: the others have published theirs; one still waiting for the clock waits in vain).
+OTHERS_AFTER_LEADER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,10 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
             relay()
             if cancel():
                 raise InterruptedError("cancelled")
+            if drivers[0] not in drives:  # the leader ended: the others have done their part, or never will
+                deadline = min(deadline, time.monotonic() + OTHERS_AFTER_LEADER_S)
             if time.monotonic() > deadline:
-                timed_out = True
+                timed_out = drivers[0] in drives
                 break
             for driver in [d for d, p in drives.items() if p.done.is_set()]:
                 try:

@@ -7,7 +7,9 @@ on two queues of the run (``RunSpec.drivers_queues``, removed with the run's oth
 workloads/host/leftovers.py): each other driver says "ready" on the first once it can publish
 (stream) or has published its share (backlog); the leader, once it has heard every one, starts the
 workers consuming and answers "go" on the second, with the moment the clock started. Every wait
-is bounded by the run's deadline.
+is bounded by the run's deadline; a driver that fails before it is ready says so on the first
+queue, and the controller stops waiting for the others once the leader ended
+(engine/run/runsteps.py).
 
 The broker carries the meeting because every driver already talks to it: no new port, no path
 through the controller, and a driver that cannot reach the broker could not publish anyway.
@@ -70,8 +72,10 @@ def gather(app: Celery, spec: RunSpec, until: float, check: Callable[[str], None
         try:
             while len(hosts) < count(spec) - 1:
                 waiting = sorted(set(spec.driver_hosts[1:]) - set(hosts))
-                hosts.append(_get(queue, until, check, "waiting for the drivers on " + ", ".join(waiting)
-                                  + " to be ready")["host"])
+                said = _get(queue, until, check, "waiting for the drivers on " + ", ".join(waiting) + " to be ready")
+                if said.get("error"):  # it failed before it was ready: no clock will start
+                    raise DriversProblem(f"the driver on {said['host']} failed: {said['error']}")
+                hosts.append(said["host"])
         finally:
             queue.close()
     return hosts
@@ -105,3 +109,19 @@ def meet(app: Celery, spec: RunSpec, host: str, until: float, check: Callable[[s
                                                    "to start the workers")["consuming_at"])
         finally:
             queue.close()
+
+
+def give_up(app: Celery, spec: RunSpec, host: str, error: str) -> None:
+    """Another driver that failed before the clock started: tell the leader, which would otherwise
+    wait for it until the run's deadline. Best effort (the broker may be what failed)."""
+    ready, _ = spec.drivers_queues
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1)
+            queue = _queue(conn, spec, ready)
+            try:
+                queue.put({"host": host, "error": error})
+            finally:
+                queue.close()
+    except Exception:  # the run fails by its own error either way
+        pass
