@@ -52,3 +52,22 @@ def test_throughput_through_celery_splits(tmp_path, params):
           drivers: [1, 2]
         """)
     assert [c.values["drivers"] for c in expand(load_experiment(path))] == [1, 2]
+
+
+def test_drivers_beyond_the_inventorys_group_are_refused_where_drivers_is_set(tmp_path):
+    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.engine.errors import InputError
+    from cmx.engine.hosts.inventory import load_inventory
+    from cmx.engine.paths import BUILTIN_INVENTORY
+
+    path = _write(tmp_path, """\
+        name: d
+        workload: {name: throughput, params: {tasks: 10}}
+        matrix:
+          drivers: [1, 2]
+        """)
+    exp = load_experiment(path)
+    with pytest.raises(InputError) as info:
+        check_against_inventory(exp, expand(exp), load_inventory(BUILTIN_INVENTORY, tmp_path))
+    [problem] = [str(p) for p in info.value.problems]
+    assert problem.startswith(f"{path}:4:") and "drivers: 2 asks for more hosts than group 'drivers'" in problem
