@@ -28,14 +28,14 @@ from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
-from cmx.engine.hosts.provision import provision, stop_services
+from cmx.engine.hosts.provision import provision, stop_services, version_set_key
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
-from cmx.workloads.dimensions import ON_HOSTS
+from cmx.workloads.dimensions import ON_HOSTS, package_versions
 from cmx.workloads.failures import failure_error
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
@@ -111,6 +111,8 @@ class Sweep:
         self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
+        #: version set key -> the host environment of a package.* version set (set by provisioning).
+        self.environments: dict[str, str] = {}
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
@@ -161,6 +163,8 @@ class Sweep:
             **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/dimensions.py
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
+            packages=(versions := package_versions(vals)),
+            python_env=self.environments[version_set_key(versions)] if versions else None,
             worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
             # The driver waits for workers to answer and consume as long as one may take to start.
@@ -207,8 +211,11 @@ class Sweep:
                                                         {r.cell.values["backend"] for r in runs})
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
-        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
-                                 list(self.exp.workload.requirements))
+        # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
+        version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
+        self.lib_key, self.environments = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                                    list(self.exp.workload.requirements),
+                                                    version_sets=list(version_sets.values()))
         try:
             self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
             self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
