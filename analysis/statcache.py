@@ -1,5 +1,6 @@
 """The statistics of a finished point, computed once: a content-keyed cache of
-:func:`stats.summarize_many`'s summaries and :func:`stats.compare_samples`' comparisons.
+:func:`stats.summarize_many`'s summaries, of the tests of candidate changes (``trend.shown``) and
+of each series' change points (``trend.change_points``).
 
 A point's summary is a pure function of its runs' values (scipy's bootstrap is seeded), and results
 are append-only, so a finished night's point never changes: ``cmx trend`` over a year of nights
@@ -37,8 +38,13 @@ def path() -> Path:
     return base / "cmx" / "stats.duckdb"
 
 
+@lru_cache(maxsize=1)
+def _seeded():
+    return hashlib.blake2b(_version().encode(), digest_size=16)
+
+
 def _key(*parts) -> str:
-    digest = hashlib.blake2b(_version().encode(), digest_size=16)
+    digest = _seeded().copy()
     for part in parts:
         digest.update(np.asarray(part, dtype=float).tobytes() if isinstance(part, (list, np.ndarray))
                       else repr(part).encode())
@@ -48,7 +54,8 @@ def _key(*parts) -> str:
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS summaries (key VARCHAR PRIMARY KEY, n INTEGER, median DOUBLE,
                  low DOUBLE, high DOUBLE, cv DOUBLE);
-             CREATE TABLE IF NOT EXISTS comparisons (key VARCHAR PRIMARY KEY, value VARCHAR)"""
+             CREATE TABLE IF NOT EXISTS comparisons (key VARCHAR PRIMARY KEY, value VARCHAR);
+             CREATE TABLE IF NOT EXISTS series_changes (key VARCHAR PRIMARY KEY, value VARCHAR)"""
 
 
 class Cache:
@@ -57,7 +64,7 @@ class Cache:
 
     def __init__(self):
         self.con = None
-        self.pending: dict[str, list[tuple]] = {"summaries": [], "comparisons": []}
+        self.pending: dict[str, list[tuple]] = {"summaries": [], "comparisons": [], "series_changes": []}
 
     def __enter__(self) -> "Cache":
         if path().exists():
@@ -94,17 +101,41 @@ class Cache:
         found |= new
         return [found[k] for k in keys]
 
-    def compare_samples(self, baseline: list[float], contender: list[float], better: str,
-                        margin_pct: float = stats.MARGIN_PCT) -> stats.Comparison:
-        """:func:`stats.compare_samples`, read back when these runs were compared so before."""
-        key = _key(list(baseline), list(contender), better, margin_pct, stats.RESAMPLES)
-        for (value,) in self._read("SELECT value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", [key]):
-            data = json.loads(value)
-            return stats.Comparison(**{**data, "baseline": stats.Summary(**data["baseline"]),
-                                       "contender": stats.Summary(**data["contender"])})
-        result = stats.compare_samples(baseline, contender, better, margin_pct=margin_pct)
-        self.pending["comparisons"].append((key, json.dumps(asdict(result))))
-        return result
+    def memo(self, test):
+        """``test(before, after, better, margin_pct) -> Comparison | None`` (trend.shown), each answer
+        read back when these runs were tested so before."""
+        def read_or_test(before, after, better, margin_pct):
+            key = _key(list(before), [len(before)], list(after), better, margin_pct, stats.RESAMPLES)
+            for (value,) in self._read("SELECT value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))",
+                                       [key]):
+                return _comparison(json.loads(value))
+            result = test(before, after, better, margin_pct)
+            self.pending["comparisons"].append((key, json.dumps(None if result is None else asdict(result))))
+            return result
+        return read_or_test
+
+    def many(self, find, series: list[tuple], test) -> list[list]:
+        """``find(runs, medians, better, margin_pct, test)`` (trend.change_points) of each series,
+        read back in one query for the series whose runs are what they were (a finished history)."""
+        keys = [_key([v for r in runs for v in r], [len(r) for r in runs], better, margin_pct, stats.RESAMPLES)
+                for runs, _, better, margin_pct in series]
+        found = {k: [(i, _comparison(c), how) for i, c, how in json.loads(v)] for k, v in self._read(
+            "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
+        out = []
+        for key, args in zip(keys, series):
+            if key not in found:
+                found[key] = find(*args, test)
+                self.pending["series_changes"].append(
+                    (key, json.dumps([(i, asdict(c), how) for i, c, how in found[key]])))
+            out.append(found[key])
+        return out
+
+
+def _comparison(data: dict | None) -> stats.Comparison | None:
+    if data is None:
+        return None
+    return stats.Comparison(**{**data, "baseline": stats.Summary(**data["baseline"]),
+                               "contender": stats.Summary(**data["contender"])})
 
 
 def _write(table: str, rows: list[tuple]) -> None:

@@ -45,15 +45,29 @@ def test_a_changed_or_new_sample_is_computed_again(counted):
     assert counted == [2] and got == stats.summarize_many(changed)
 
 
-def test_comparisons_read_back_are_the_computed_ones(tmp_path, monkeypatch):
+def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monkeypatch):
+    from cmx.analysis import trend
+
     monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "stats.duckdb"))
     before, after = [1000.0, 1010.0, 995.0, 1003.0] * 3, [700.0, 705.0, 699.0]
+    runs = [[1000.0, 1010.0, 995.0], [1003.0, 1001.0, 998.0], [1002.0, 997.0, 1006.0], [700.0, 705.0, 699.0]]
+    medians = [stats.summarize(r).median for r in runs]
     with statcache.Cache() as cache:
-        computed = cache.compare_samples(before, after, "higher")
-    monkeypatch.setattr(stats, "compare_samples", lambda *a, **k: pytest.fail("computed again"))
+        computed = cache.memo(trend.shown)(before, after, "higher", 5.0)
+        quiet = cache.memo(trend.shown)(before, before, "higher", 5.0)
+        changes = cache.many(trend.change_points, [(runs, medians, "higher", 5.0)], cache.memo(trend.shown))
+    assert computed.verdict == stats.WORSE and quiet is None
+    assert changes == [trend.change_points(runs, medians, "higher", 5.0)] and changes[0][0][0] == 3
+
+    def never(*args, **kwargs):
+        pytest.fail("computed again")
+
+    monkeypatch.setattr(stats, "compare_samples", never)
+    monkeypatch.setattr(stats, "mann_whitney_p", never)
     with statcache.Cache() as cache:
-        assert cache.compare_samples(before, after, "higher") == computed
-    assert computed.verdict == stats.WORSE
+        assert cache.memo(trend.shown)(before, after, "higher", 5.0) == computed
+        assert cache.memo(trend.shown)(before, before, "higher", 5.0) is None
+        assert cache.many(never, [(runs, medians, "higher", 5.0)], None) == changes
 
 
 def test_a_cache_that_cannot_be_written_changes_nothing_but_the_time(tmp_path, monkeypatch):
