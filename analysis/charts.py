@@ -171,3 +171,26 @@ def tradeoff(rows: list[dict], x_title: str, y_title: str, title: str) -> alt.To
     line = front.mark_line(color="#e45756").encode(order="x:Q")
     names = front.mark_text(align="left", dx=6, dy=-6, fontSize=9).encode(text="label:N")
     return alt.layer(line, points, names).properties(width=420, height=260, title=title)
+
+
+def history(rows: list[dict], ats: list[str], metric_title: str, series: Series, title: str) -> alt.TopLevelMixin:
+    """A metric's history: per cell (``cell``) one point per sweep or tag value (``at``, in the
+    order ``ats``), its median with the 95 % interval (``low``..``high``) as an error bar; rows whose
+    ``change`` is set (a change point, cmx trend's) get a red triangle labelled with it."""
+    x = alt.X("at:O", title="sweep (in the order they ran)", sort=ats, axis=alt.Axis(labelAngle=-40, labelLimit=140))
+    base = alt.Chart(_data(rows)).encode(x=x, detail="cell:N", **channels(series))
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("median:Q", title=metric_title),
+        tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("at:N"), alt.Tooltip("median:Q", format=",.4g"),
+                 alt.Tooltip("low:Q", format=",.4g"), alt.Tooltip("high:Q", format=",.4g"),
+                 alt.Tooltip("n:Q", title="ok runs")])
+    spread = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title=metric_title), y2="high:Q")
+    changed = base.transform_filter("datum.change != null")
+    red = alt.value("#d62728")  # over the series' colour: a change reads the same in every series
+    marks = changed.mark_point(shape="triangle-down", size=140, filled=True, opacity=1).encode(
+        y="median:Q", color=red, tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("at:N", title="change at"),
+                               alt.Tooltip("change:N", title="change"), alt.Tooltip("p_value:Q", format=".2g"),
+                               alt.Tooltip("verdict:N")])
+    said = changed.mark_text(dy=-14, fontSize=10, fontWeight="bold").encode(y="median:Q", text="change:N", color=red)
+    layered = alt.layer(line, spread, marks, said).properties(width=max(WIDTH, 18 * len(ats)), height=200)
+    return _series_facet(layered, series).properties(title=title)

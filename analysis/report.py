@@ -81,6 +81,9 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
         raise LookupError(f"experiment {experiment!r} has no runs of sweeps tagged {tags_text(tags)} in this database")
     chosen = choose_revision(known, experiment, revision)
     cells, varying, fixed, found = build_charts(con, experiment, chosen)
+    from cmx.analysis.report_history import history_charts  # more than one sweep: each headline metric's history
+
+    found += history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment))
     answer, tradeoffs = _answer(con, experiment, chosen, cells)
     out_dir.mkdir(parents=True, exist_ok=True)
     for chart in [*tradeoffs, *found]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cmx.analysis import fingerprint, stats
+from cmx.analysis import fingerprint, statcache, stats
 from cmx.analysis.compare import Selection, SelectionError, selection_where
 from cmx.engine.results import metricdefs
 
@@ -97,19 +97,25 @@ def _pooled(runs: list[list[float]], start: int, end: int) -> list[float]:
     return [v for point in runs[start:end] for v in point]
 
 
-def _tested(runs, start: int, tau: int, end: int, better: str, margin_pct: float) -> stats.Comparison | None:
-    """The comparison of the runs of points [start, tau) and [tau, end), at most WINDOW points a
-    side, when it shows a change."""
-    before, after = _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
+def shown(before: list[float], after: list[float], better: str, margin_pct: float) -> stats.Comparison | None:
+    """The comparison of the runs ``before`` and ``after`` a candidate when it shows a change."""
     if min(len(before), len(after)) < stats.MIN_N or stats.mann_whitney_p(before, after) > stats.ALPHA:
         return None  # cheap first: no verdict of SHOWN has p above ALPHA
     result = stats.compare_samples(before, after, better, margin_pct=margin_pct)
     return result if result.verdict in SHOWN else None
 
 
+def _tested(runs, start: int, tau: int, end: int, better: str, margin_pct: float,
+            test=shown) -> stats.Comparison | None:
+    """:func:`shown` of the runs of points [start, tau) and [tau, end), at most WINDOW points a side."""
+    before, after = _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
+    return test(before, after, better, margin_pct)
+
+
 def change_points(runs: list[list[float]], medians: list[float | None], better: str,
-                  margin_pct: float = stats.MARGIN_PCT) -> list[tuple[int, stats.Comparison, str]]:
-    """(index, comparison, method) of each change of a series, in order of position."""
+                  margin_pct: float = stats.MARGIN_PCT, test=shown) -> list[tuple[int, stats.Comparison, str]]:
+    """(index, comparison, method) of each change of a series, in order of position. ``test``:
+    :func:`shown`, or the same answers read back (analysis/statcache.py)."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
     if len(keep) < 2:
         return []
@@ -129,7 +135,7 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
         if best is None:
             break
         _, start, tau, end = best
-        result = _tested(kept_runs, start, tau, end, better, margin_pct)
+        result = _tested(kept_runs, start, tau, end, better, margin_pct, test)
         if result is None:
             break
         found[tau] = (result, EDIVISIVE)
@@ -137,7 +143,7 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
     last = len(keep) - 1
     if last not in found:
         since = max((i for i in found if i < last), default=0)
-        result = _tested(kept_runs, since, last, last + 1, better, margin_pct)
+        result = _tested(kept_runs, since, last, last + 1, better, margin_pct, test)
         if result is not None:
             found[last] = (result, LATEST)
     return [(keep[i], r, how) for i, (r, how) in sorted(found.items())]
@@ -218,12 +224,16 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
     if missing:
         raise SelectionError(f"--metric {missing[0]}: no ok run of {experiment!r} (revision {revision}) has it"
                              + (" (it is no metric cmx knows)" if missing[0] in unknown else ""))
-    summaries = iter(stats.summarize_many([r for s in series for r in s.runs]))  # one batched bootstrap
-    for s in series:
-        s.summaries = [next(summaries) for _ in s.runs]
-    for s in series:
-        found = change_points(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
-        s.changes = [Change(i, s.ats[i], r, how) for i, r, how in found]
+    # A finished point's numbers are computed once and read back after (analysis/statcache.py):
+    # each night bootstraps only its own points.
+    with statcache.Cache() as cache:
+        summaries = iter(cache.summarize_many([r for s in series for r in s.runs]))  # one batched bootstrap
+        for s in series:
+            s.summaries = [next(summaries) for _ in s.runs]
+        found = cache.many(change_points, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
+                                           for s in series], cache.memo(shown))
+        for s, changes in zip(series, found):
+            s.changes = [Change(i, s.ats[i], r, how) for i, r, how in changes]
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
         "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
         [experiment]).fetchall()}

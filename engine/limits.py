@@ -142,3 +142,10 @@ def count_cells(data: dict) -> tuple[int, tuple]:
     if isinstance(include, list):
         count += len(include)
     return count, where
+
+# --------------------------------------------------------------------------- package versions
+
+#: Seconds one ``package.NAME`` version may take to be found (``pip download --no-deps`` from
+#: the package index into the controller's cache) when no wheel of it is on this machine yet;
+#: a found version is kept, so later checks of the same file cost nothing.
+PACKAGE_LOOKUP_TIMEOUT_S = 60.0

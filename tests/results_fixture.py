@@ -138,3 +138,26 @@ def build_grid(path: Path, experiment: str = "grid", repeats: int = 3, tasks_per
         con.execute(f"INSERT INTO queue_depth SELECT run_id, {T0 + 1} + k, 10 - k FROM grid, range(11) AS a(k)")
         con.execute("COMMIT")
     return path
+
+
+#: The cell of :func:`history`'s nights, and its runs' spread: three runs a night, a few % apart.
+HISTORY_CELL = {"broker": "redis", "backend": "none", "pool": "threads", "concurrency": 4}
+HISTORY_JITTER = (-0.012, 0.0, 0.015)
+
+
+def history(path, nights: list[float], *, cells=(HISTORY_CELL,), tags=None, experiment="e", resumed: dict | None = None):
+    """One sweep per night (started an hour apart), 3 ok runs a cell, consume_rate = level × (1 + jitter)."""
+    with db.connect(path) as con:
+        for night, level in enumerate(nights, 1):
+            sweep = f"s{night:03d}"
+            db.record_sweep(con, sweep, experiment, "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
+                            tags=(tags or {}).get(night, {"night": str(night)}), planned=3 * len(cells))
+            con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?",
+                        [1_700_000_000 + 3600 * night, sweep])
+            for c, dims in enumerate(cells):
+                for repeat, jitter in enumerate(HISTORY_JITTER, 1):
+                    rate = level * (1 + jitter) * (1 + c)
+                    add_run(con, experiment, f"r{night}-{c}-{repeat}", dims, repeat=repeat, sweep_id=sweep,
+                            started_at=1_700_000_000 + 3600 * night + repeat,
+                            metrics={"consume_rate": rate, "latency_p99_s": 1000 / rate})
+    return path

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cmx.workloads import kinds
+from cmx.workloads.fingerprint import PACKAGES
 from cmx.workloads.vocab import pools
 from cmx.workloads.vocab.services import REDIS
 
@@ -87,6 +88,35 @@ ON_HOSTS: tuple[Dimension, ...] = tuple(d for d in DIMENSIONS if d.reaches != "h
 ON_WORKER: tuple[Dimension, ...] = tuple(d for d in DIMENSIONS if d.reaches in ("argv", "config"))
 #: The pools (the ``pool`` dimension's choices; their traits: workloads/vocab/pools.py).
 POOLS: tuple[str, ...] = BY_NAME["pool"].choices
+
+
+#: ``package.NAME: [VERSION_SPEC, ...]``: the version of a Python package the run's worker and
+#: driver import, from an environment of its own on each host (one per version set, built from the
+#: wheelhouse: engine/hosts/provision.py). NAME is one of the packages every worker and driver
+#: reports (workloads/fingerprint.py): what they report is what the cell is checked against.
+PACKAGE_PREFIX = "package."
+VERSIONED: tuple[str, ...] = PACKAGES
+
+
+def package_versions(values: Any) -> dict[str, str]:
+    """``{package: version spec}`` of a cell's ``package.*`` values (empty: the controller's versions)."""
+    return {k[len(PACKAGE_PREFIX):]: v for k, v in sorted(values.items()) if k.startswith(PACKAGE_PREFIX)}
+
+
+def version_matches(spec: str, actual: str | None) -> bool:
+    """Whether ``actual`` (a version a process imported) is what ``spec`` asks: a version
+    (``5.5.3``, equal as PEP 440 compares) or a specifier set (``>=5.5,<5.6``)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if actual is None:
+        return False
+    try:
+        if spec.strip()[:1].isdigit():
+            return Version(actual) == Version(spec)
+        return SpecifierSet(spec).contains(actual, prereleases=True)
+    except (InvalidVersion, ValueError):
+        return False
 
 
 @dataclass(frozen=True)

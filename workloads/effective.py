@@ -19,7 +19,8 @@ from typing import Any, Callable
 from celery import Task
 from celery.worker.control import control_command
 
-from cmx.workloads.dimensions import ON_WORKER
+from cmx.workloads.dimensions import ON_WORKER, PACKAGE_PREFIX
+from cmx.workloads.fingerprint import versions as package_versions
 from cmx.workloads.instrument import own_tasks
 from cmx.workloads.vocab import pools
 
@@ -142,6 +143,8 @@ def effective_config(consumer, settings: list[str]) -> dict[str, Any]:
         read = EFFECTIVE_SETTINGS.get(key)
         out["celery." + key] = read(consumer) if read else consumer.app.conf.get(key)
     out |= task_config(consumer, settings)
+    # The versions this worker process imported: what a cell's package.* dimensions are checked against.
+    out |= {PACKAGE_PREFIX + name: found for name, found in package_versions().items()}
     return {k: _plain(v) for k, v in out.items()}
 
 

@@ -112,6 +112,12 @@ class RunSpec(_DimensionFields):
     #: Worker switches turned on (``worker.gossip``, ``worker.mingle``, ``worker.heartbeat``,
     #: ``worker.events``); all are off unless a cell says otherwise.
     worker_flags: dict[str, bool] = Field(default_factory=dict)
+    #: ``package.NAME`` values of the cell: {package: version spec} the worker and the driver
+    #: must import (each checks what it runs against them); empty: the base venv's versions.
+    packages: dict[str, str] = Field(default_factory=dict)
+    #: The host environment (``envs/<name>`` of the work dir) of the cell's version set, in which
+    #: the worker and the driver run; None: the base venv.
+    python_env: str | None = None
     #: Celery node names of the workers of this run (``cmx@<inventory name>``), one per host.
     worker_nodes: list[str] = Field(default_factory=list)
     #: The hosts that publish the run's tasks (the ``drivers`` dimension: the first N of group
@@ -195,6 +201,16 @@ def worker_client_name(run_id: str) -> str:
     from cmx.workloads.clientname import client_name
 
     return client_name(run_id, "worker", "broker")
+
+
+def python_for(spec: "RunSpec", run_dir: Path) -> str:
+    """The Python the run's worker and driver run in: the cell's version set's environment, or
+    this process's own (the base venv). ``run_dir`` is ``<work dir>/runs/<run_id>``."""
+    import sys
+
+    if not spec.python_env:
+        return sys.executable
+    return str(Path(run_dir).absolute().parent.parent / "envs" / spec.python_env / "bin" / "python")
 
 
 def run_dir_from_env() -> Path:

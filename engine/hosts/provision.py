@@ -41,15 +41,23 @@ def python_version() -> str:
     return "%d.%d" % sys.version_info[:2]
 
 
+def house_name(pins: list[str]) -> str:
+    """The wheelhouse of ``pins``, named by its content (the environment built from it on a host too)."""
+    return f"py{python_version()}-" + hashlib.sha256("\n".join([python_version(), *pins]).encode()).hexdigest()[:12]
+
+
 def build_wheelhouse(root: Path, pins: list[str]) -> Path:
-    """Download the wheels for ``pins`` (and their dependencies) once; reused while pins are equal."""
-    key = hashlib.sha256("\n".join([python_version(), *pins]).encode()).hexdigest()[:12]
-    house = root / f"py{python_version()}-{key}"
+    """Download the wheels for ``pins`` (and their dependencies) once; reused while pins are equal.
+    The wheels of chosen package versions (engine/model/packages.py) are found offline too."""
+    from cmx.engine.model.packages import cache_dir
+
+    house = root / house_name(pins)
     if (house / ".complete").exists():
         return house
     house.mkdir(parents=True, exist_ok=True)
+    links = ["--find-links", str(cache_dir())] if cache_dir().is_dir() else []
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-           "--only-binary=:all:", "-d", str(house), *pins]
+           "--only-binary=:all:", *links, "-d", str(house), *pins]
     _pip(cmd, house)
     extra = _patch_release_requirements(house)
     if extra:
@@ -61,7 +69,10 @@ def build_wheelhouse(root: Path, pins: list[str]) -> Path:
 def _pip(cmd: list[str], house: Path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        lines = proc.stderr.strip().splitlines() or ["pip failed"]
+        # A conflict (package.kombu 5.5 beside the controller's celery) is said on the lines above the last.
+        conflict = [ln.strip() for ln in lines if "conflict is caused by" in ln or " depends on " in ln]
+        last = "; ".join(conflict[:4]) if conflict else lines[-1]
         raise HostError(f"building the wheelhouse in {house} failed: {last} "
                         "(the controller needs a package index or a pip cache holding these wheels)")
 
@@ -91,6 +102,47 @@ def _patch_release_requirements(house: Path) -> list[str]:
             if req.marker.evaluate(env):
                 wanted.add(f"{req.name}{req.specifier}")
     return sorted(wanted)
+
+
+def environment_pins(pins: list[str], versions: dict[str, str]) -> list[str]:
+    """The requirements of the environment of one ``package.*`` version set: each chosen package at
+    its version (the one validation resolved: engine/model/packages.py); the packages a chosen one
+    requires left for pip to fit to it (celery 5.5 takes a kombu 5.5); the rest as ``pins``."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from cmx.engine.model.packages import requires, resolve
+
+    chosen, fitted = {}, set()
+    for name, spec in versions.items():
+        try:
+            version_, wheel = resolve(name, spec)
+        except ValueError as exc:
+            raise HostError(str(exc)) from None
+        chosen[canonicalize_name(name)] = f"{name}=={version_}"
+        fitted |= {canonicalize_name(n) for n in requires(wheel)}
+    out = []
+    for pin in pins:
+        name = canonicalize_name(Requirement(pin).name)
+        out.append(name if name in fitted and name not in chosen else chosen.pop(name, pin))
+    return out + sorted(chosen.values())
+
+
+def environment_archives(root: Path, pins: list[str], version_sets: list[dict[str, str]]) -> dict[str, dict]:
+    """{environment name: {name, wheelhouse, requirements}} of each version set, its wheelhouse
+    built on the controller (content-keyed: reused across sweeps). A set pip cannot satisfy
+    is a HostError before any host is touched."""
+    out = {}
+    for versions in version_sets:
+        env_pins = environment_pins(pins, versions)
+        name = house_name(env_pins)
+        try:
+            archive = wheelhouse_archive(root, env_pins)
+        except HostError as exc:
+            wanted = ", ".join(f"package.{n} {v}" for n, v in versions.items())
+            raise HostError(f"the environment of {wanted}: {exc}") from None
+        out[name] = {"name": name, "wheelhouse": str(archive.resolve()), "requirements": env_pins}
+    return out
 
 
 def _tar(src: Path, dest: Path, arcname: str) -> Path:
@@ -150,14 +202,21 @@ def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
 
 def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
               user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
-              on_result: Callable[[str, PlaybookResult], None] | None = None) -> str:
-    """Make every host ready: venv with the pinned dependencies and the workloads package; then
-    start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given). Returns the
-    key of the shipped code (playbooks put ``lib/<key>`` on PYTHONPATH). ``on_result`` sees each
-    playbook's result (what changed: a second converge changes nothing)."""
+              on_result: Callable[[str, PlaybookResult], None] | None = None,
+              version_sets: list[dict[str, str]] | None = None) -> tuple[str, dict[str, str]]:
+    """Make every host ready: venv with the pinned dependencies and the workloads package, and
+    one more environment per ``package.*`` version set; then start the services the sweep
+    provisions itself (Redis, PostgreSQL where no URL is given). Returns the key of the shipped
+    code (playbooks put ``lib/<key>`` on PYTHONPATH) and {version set key: environment name}
+    (:func:`version_set_key`; the host's ``envs/<name>``). ``on_result`` sees each playbook's
+    result (what changed: a second converge changes nothing)."""
     report = on_result or (lambda _name, _result: None)
     pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
     house = wheelhouse_archive(work_dir / "wheelhouse", pins)
+    envs, chosen = {}, {}
+    for versions in version_sets or []:
+        (name, env), = environment_archives(work_dir / "wheelhouse", pins, [versions]).items()
+        envs[name], chosen[version_set_key(versions)] = env, name
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
     result = run_playbook(
         "provision.yml", inventory.path, work_dir / "ansible" / "provision",
@@ -167,6 +226,7 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
             "python_env_python_version": python_version(),
             "python_env_requirements": pins,
             "python_env_workloads": str(lib),
+            "python_env_envs": list(envs.values()),
         },
         secrets={},
     )
@@ -182,7 +242,12 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
         report("services.yml", started)
         if not started.ok:
             raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")
-    return lib.name.removesuffix(".tar")
+    return lib.name.removesuffix(".tar"), chosen
+
+
+def version_set_key(versions: dict[str, str]) -> str:
+    """A ``package.*`` version set as one string (the key :func:`provision`'s mapping uses)."""
+    return ",".join(f"{n}={v}" for n, v in sorted(versions.items()))
 
 
 def stop_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,

@@ -3,7 +3,8 @@ the canonical form of a value (or a one-line reason it is refused).
 
 The built-in dimensions come from the registry in :mod:`cmx.workloads.dimensions` (their type,
 choices, bounds and defaults); ``params.*`` are typed by the workload's ``Params`` model,
-``celery.*`` by Celery's own table (engine/model/celery_settings.py), ``worker.*`` are booleans.
+``celery.*`` by Celery's own table (engine/model/celery_settings.py), ``worker.*`` are booleans,
+``package.*`` are version specs (whether the registry has the version: engine/model/packages.py).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from cmx.engine.model import celery_settings
 from cmx.workloads.base import WorkloadParams
 from cmx.workloads.catalog import registry
-from cmx.workloads.dimensions import BY_NAME, DIMENSIONS, FLAG_NAMES, Dimension
+from cmx.workloads.dimensions import BY_NAME, DIMENSIONS, FLAG_NAMES, PACKAGE_PREFIX, VERSIONED, Dimension
 
 
 def defaults() -> dict[str, Any]:
@@ -81,8 +82,37 @@ def name_problem(name: Any, params: type[WorkloadParams] | None) -> str | None:
                 + suggest(flag, list(FLAG_NAMES), "worker."))
     if name.startswith("celery."):
         return celery_settings.name_problem(name)  # typed from Celery's table; owned ones refused
+    if name.startswith(PACKAGE_PREFIX):
+        package = name[len(PACKAGE_PREFIX):]
+        if package in VERSIONED:
+            return None
+        return (f"unknown package '{name}' (a version can be chosen of: "
+                f"{', '.join(PACKAGE_PREFIX + p for p in VERSIONED)})" + suggest(package, list(VERSIONED), PACKAGE_PREFIX))
     return (f"unknown dimension '{name}' (built-ins: {', '.join(BY_NAME)}; "
-            f"or params.NAME / celery.SETTING / worker.FLAG)" + suggest(name, list(BY_NAME)))
+            f"or params.NAME / celery.SETTING / worker.FLAG / package.NAME)" + suggest(name, list(BY_NAME)))
+
+
+def check_version_spec(name: str, value: Any) -> str:
+    """The canonical form of a ``package.*`` value: a version (``5.5.3``) or a PEP 440 specifier
+    set (``>=5.5,<5.6``), as a string; ValueError with a one-line message otherwise."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(value, str):
+        # YAML reads 5.10 as the number 5.1: a version must be quoted to mean what it says.
+        raise ValueError(f"{name} takes a version as a string, e.g. \"5.5.3\" (quote it), got {value!r}")
+    text = value.strip()
+    try:
+        if text[:1].isdigit():
+            Version(text)
+        else:
+            SpecifierSet(text)
+            if not text:
+                raise InvalidSpecifier(text)
+    except (InvalidVersion, InvalidSpecifier):
+        raise ValueError(f"{name}: {value!r} is neither a version (5.5.3) nor a version "
+                         f"specifier (>=5.5,<5.6)") from None
+    return text
 
 
 @lru_cache(maxsize=None)
@@ -108,6 +138,8 @@ def normalise_value(name: str, value: Any, params: type[WorkloadParams] | None) 
         raise ValueError(f"{name} must be true or false, got {value!r}")
     if name.startswith("celery."):
         return celery_settings.check_value(name, value)
+    if name.startswith(PACKAGE_PREFIX):
+        return check_version_spec(name, value)
     return value
 
 

@@ -172,6 +172,38 @@ def _user_code_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Is
     return issues
 
 
+def _package_issues(cells: list[Cell], data: dict) -> list[Issue]:
+    """Every ``package.NAME`` version the cells ask for is one the registry has (engine/model/packages.py)."""
+    from cmx.engine.model.packages import resolve
+    from cmx.workloads.dimensions import package_versions
+
+    asked = sorted({item for cell in cells for item in package_versions(cell.values).items()})
+    issues = []
+    for name, spec in asked:
+        try:
+            resolve(name, spec)
+        except ValueError as exc:
+            issues.append(Issue(_dimension_path(data, f"package.{name}", spec), str(exc)))
+    return issues
+
+
+def _dimension_path(data: dict, name: str, value: Any) -> tuple:
+    """Where the file sets dimension ``name`` to ``value``: the item of its list in the matrix or
+    a zip group, or its key in fixed or an include."""
+    places: list[tuple] = [("matrix", name), ("fixed", name)]
+    places += [("zip", i, name) for i, g in enumerate(data.get("zip") or []) if isinstance(g, dict)]
+    places += [("include", i, name) for i, g in enumerate(data.get("include") or []) if isinstance(g, dict)]
+    for path in places:
+        node: Any = data
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else (node[key] if isinstance(node, list) else None)
+        if isinstance(node, list) and value in node:
+            return path + (node.index(value),)
+        if node == value:
+            return path
+    return (name,)
+
+
 def _value_path(data: dict, field: str, value: Any, prefix: str = "params.") -> tuple:
     """Where the file sets workload param ``field`` to ``value``: the item of a dimension's list
     when one holds it, else the first place the param is set."""
@@ -229,6 +261,8 @@ def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS)
         issues.extend(_cell_issues(experiment, cells, data))
     if experiment is not None and not issues:
         issues.extend(_user_code_issues(experiment, cells, data))
+    if experiment is not None and not issues:
+        issues.extend(_package_issues(cells, data))
 
     if issues:
         problems = [_to_problem(file, positions, i) for i in issues]

@@ -17,7 +17,7 @@ from cmx.engine.model.dimensions import json_schema
 from cmx.engine.model import thresholds as threshold_rules
 from cmx.engine.model.experiment import Experiment
 from cmx.workloads.catalog import registry
-from cmx.workloads.dimensions import DIMENSIONS, FLAG_NAMES
+from cmx.workloads.dimensions import DIMENSIONS, FLAG_NAMES, VERSIONED
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 #: Where the committed copy lives (shipped experiments point editors at it).
@@ -34,6 +34,10 @@ _PATTERNS = {
     r"^params\.[A-Za-z_][A-Za-z0-9_]*$": {},
     r"^celery\.[a-z][a-z0-9_]*$": _CELERY_VALUE,
     rf"^worker\.({'|'.join(FLAG_NAMES)})$": {"type": "boolean"},
+    rf"^package\.({'|'.join(VERSIONED)})$": {
+        "type": "string", "minLength": 1,
+        "description": "a version (\"5.5.3\") or specifier set (\">=5.5,<5.6\") of the package the run's "
+                       "worker and driver import; the package index or wheelhouse must have it"},
 }
 
 

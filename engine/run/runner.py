@@ -14,7 +14,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from cmx.engine.errors import HostError
 from cmx.engine.results import db
@@ -28,22 +27,22 @@ from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
-from cmx.engine.hosts.provision import provision, stop_services
+from cmx.engine.hosts.provision import provision, stop_services, version_set_key
 from cmx.engine.hosts.reach import blocked, unreachable
 from cmx.engine.run import placement
+from cmx.engine.run.targets import RunTargets, run_targets
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
-from cmx.workloads.dimensions import ON_HOSTS
+from cmx.workloads.dimensions import ON_HOSTS, package_versions
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 from cmx.workloads.vocab.services import RABBITMQ
 from cmx.workloads.vocab import metrics as M
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
 #: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
 DRAINED_STOP_GRACE_S = 1.0
@@ -80,16 +79,6 @@ def run_label(run: Run, varying: list[str]) -> str:
     return f"{shown} #{run.repeat}"
 
 
-@dataclass
-class RunTargets:
-    """Which hosts do what in one run."""
-
-    workers: tuple[str, ...]
-    driver: str  # the leading driver (the first of ``drivers``)
-    drivers: tuple[str, ...]
-    hosts: tuple[str, ...]
-    sampler_args: dict[str, str]
-
 
 class Sweep:
     """Executes the runs of one experiment against one inventory, storing each in the database."""
@@ -116,44 +105,12 @@ class Sweep:
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
         self.blocked: dict[str, str] = {}  # run_id → the unreachable host it needs (engine/hosts/reach.py)
+        #: version set key -> the host environment of a package.* version set (set by provisioning).
+        self.environments: dict[str, str] = {}
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
-        vals = run.cell.values
-        workers = self.inventory.workers_for(vals["machines"])
-        drivers = self.inventory.drivers_for(vals.get("drivers", 1))
-        driver = drivers[0]
-        hosts = list(dict.fromkeys([*workers, *drivers]))
-        args: dict[str, list[str]] = {h: ["--watch worker={run_dir}/worker.pid",  # the host's run dir
-                                          "--watch driver={run_dir}/driver.pid"] for h in hosts}
-        broker_host = self.inventory.hosts_of("brokers")[0]
-        port = self._local_port(broker_host, self.inventory.broker_url(vals["broker"]))
-        if port:
-            args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
-        args[driver] += [f"--connections broker={kinds.BROKERS[vals['broker']].service}", "--keep-expiring"]
-        backend_service = kinds.BACKENDS[vals["backend"]].service
-        if backend_service:
-            backend_host = self.inventory.hosts_of("backends")[0]
-            port = self._local_port(backend_host, self.inventory.backend_url(vals["backend"]))
-            if port:
-                args.setdefault(backend_host, []).append(f"--watch-port backend={port}")
-            args[driver].append(f"--connections backend={backend_service}")
-        workload = registry.get(self.exp.workload.name)
-        if workload.service_module:
-            service_host = self.inventory.service_host()
-            args.setdefault(service_host, []).append("--watch service={run_dir}/service.pid")
-        hosts = list(dict.fromkeys([*hosts, *args]))
-        return RunTargets(workers=workers, driver=driver, drivers=drivers, hosts=tuple(hosts),
-                          sampler_args={h: " ".join(a) for h, a in args.items()})
-
-    def _local_port(self, host: str, url: str | None) -> int | None:
-        """The service's port when it runs on ``host`` itself (so its process can be sampled)."""
-        if not url:
-            return None
-        parts = urlsplit(url.removeprefix("db+"))
-        if parts.hostname in LOOPBACK or parts.hostname in (host, self.inventory.address(host)):
-            return parts.port or kinds.default_port(parts.scheme)
-        return None
+        return run_targets(self.inventory, self.exp.workload.name, run.cell.values)
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
         vals = run.cell.values
@@ -167,6 +124,8 @@ class Sweep:
             **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/dimensions.py
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
+            packages=(versions := package_versions(vals)),
+            python_env=self.environments[version_set_key(versions)] if versions else None,
             worker_nodes=[node_name(run.run_id, h) for h in targets.workers], driver_hosts=list(targets.drivers),
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
             # The driver waits for workers to answer and consume as long as one may take to start.
@@ -218,8 +177,11 @@ class Sweep:
                                                         {r.cell.values["backend"] for r in live})
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
-        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
-                                 list(self.exp.workload.requirements))
+        # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
+        version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
+        self.lib_key, self.environments = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                                    list(self.exp.workload.requirements),
+                                                    version_sets=list(version_sets.values()))
         try:
             self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
             self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")

@@ -13,30 +13,9 @@ from cmx.analysis.compare import SelectionError
 from cmx.analysis.trend import WINDOW, change_points, split_scores, trend
 from cmx.analysis.trend_format import as_json, as_markdown
 from cmx.engine.results import db
-from tests.results_fixture import add_run
+from tests.results_fixture import HISTORY_CELL as CELL, add_run, history
 
-CELL = {"broker": "redis", "backend": "none", "pool": "threads", "concurrency": 4}
 OTHER = {**CELL, "pool": "solo"}
-#: Three runs a night, a few % apart (a quiet machine's spread).
-JITTER = (-0.012, 0.0, 0.015)
-
-
-def history(path, nights: list[float], *, cells=(CELL,), tags=None, experiment="e", resumed: dict | None = None):
-    """One sweep per night (started an hour apart), 3 ok runs a cell, consume_rate = level × (1 + jitter)."""
-    with db.connect(path) as con:
-        for night, level in enumerate(nights, 1):
-            sweep = f"s{night:03d}"
-            db.record_sweep(con, sweep, experiment, "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
-                            tags=(tags or {}).get(night, {"night": str(night)}), planned=3 * len(cells))
-            con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?",
-                        [1_700_000_000 + 3600 * night, sweep])
-            for c, dims in enumerate(cells):
-                for repeat, jitter in enumerate(JITTER, 1):
-                    rate = level * (1 + jitter) * (1 + c)
-                    add_run(con, experiment, f"r{night}-{c}-{repeat}", dims, repeat=repeat, sweep_id=sweep,
-                            started_at=1_700_000_000 + 3600 * night + repeat,
-                            metrics={"consume_rate": rate, "latency_p99_s": 1000 / rate})
-    return path
 
 
 def _changes(res, metric="consume_rate", cell=0):

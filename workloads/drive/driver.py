@@ -22,6 +22,7 @@ from cmx.workloads.servers import registry as servers
 from cmx.workloads.app import create_app
 from cmx.workloads.drive import DriveTimeout
 from cmx.workloads.catalog import registry
+from cmx.workloads.dimensions import version_matches
 from cmx.workloads.drive.context import DriveContext
 from cmx.workloads.drive.workerwatch import WorkerProblem
 from cmx.workloads.files import write_atomic
@@ -88,6 +89,19 @@ def connection_lost(exc: BaseException, spec: RunSpec | None) -> str | None:
             + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
 
 
+class PackageMismatch(Exception):
+    """The driver imports another version of a package than its cell's ``package.*`` asks."""
+
+
+def check_packages(spec: RunSpec, found: dict[str, str | None]) -> None:
+    """Raise :class:`PackageMismatch` naming each package, the version the cell asks and the one
+    this process imported."""
+    bad = [f"cell asks package.{name} {wanted!r}; driver runs {found.get(name)!r}"
+           for name, wanted in spec.packages.items() if not version_matches(wanted, found.get(name))]
+    if bad:
+        raise PackageMismatch("the driver does not run what the cell asks: " + "; ".join(bad))
+
+
 def main(argv: list[str] | None = None) -> int:
     run_dir, host = run_dir_from_env(), host_from_env()
     write_atomic(run_dir / "driver.pid", str(os.getpid()))
@@ -97,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = spec = None
     try:
         spec = RunSpec.load(run_dir)
+        check_packages(spec, result["packages"])
         workload = registry.get(spec.workload)
         params = workload.Params.model_validate(spec.params)
         app = create_app(spec, run_dir, host, client="driver")
@@ -110,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         result["status"] = "ok"
     except DriveTimeout as exc:
         result.update(status="timeout", error=str(exc))
+    except PackageMismatch as exc:
+        result["error"] = str(exc)
     except WorkerProblem as exc:
         result.update(error=str(exc), silent_worker_hosts=exc.hosts if exc.silent else [])
     except Exception as exc:

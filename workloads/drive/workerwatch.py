@@ -18,7 +18,7 @@ from celery import Celery
 
 from cmx.workloads import kinds
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.dimensions import ON_WORKER
+from cmx.workloads.dimensions import ON_WORKER, PACKAGE_PREFIX, version_matches
 from cmx.workloads.effective import parse_task_key
 from cmx.workloads.instrument import WAKE_TASK
 from cmx.workloads.spec import RunSpec, node_name, worker_client_name
@@ -74,6 +74,7 @@ def wanted_config(spec: RunSpec) -> dict[str, Any]:
     """The cell's intent in the keys :func:`cmx.workloads.effective.effective_config` answers."""
     want: dict[str, Any] = {d.name: getattr(spec, d.name) for d in ON_WORKER}  # pool, concurrency...
     want |= {"celery." + k: v for k, v in spec.celery.items()}
+    want |= {PACKAGE_PREFIX + k: v for k, v in spec.packages.items()}  # the versions it imports
     return want
 
 
@@ -96,7 +97,9 @@ def mismatches(want: dict[str, Any], config: dict[str, Any]) -> list[str]:
     'cell asks celery.SETTING X; task T runs Y' for every task of the run that runs a task-level
     setting of the cell otherwise (its own option, an annotation, a pool that drops it)."""
     bad = [f"cell asks {key} {wanted!r}; worker runs {config.get(key)!r}"
-           for key, wanted in want.items() if not _same(wanted, config.get(key))]
+           for key, wanted in want.items()
+           if not (version_matches(wanted, config.get(key)) if key.startswith(PACKAGE_PREFIX)
+                   else _same(wanted, config.get(key)))]
     for key, actual in sorted(config.items()):
         task_setting = parse_task_key(key)
         if task_setting is not None and (wanted_key := "celery." + task_setting[1]) in want:

@@ -53,11 +53,12 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_never) -> int:
     from cmx.workloads.dimensions import worker_argv
-    from cmx.workloads.spec import RunSpec, node_name
+    from cmx.workloads.spec import RunSpec, node_name, python_for
 
     spec = RunSpec.load(run_dir)
     (run_dir / "worker.ready").unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "celery", "-A", "cmx.workloads.worker_app", "worker",
+    # The cell's package.* versions: the worker runs in their environment (the supervisor need not).
+    cmd = [python_for(spec, run_dir), "-m", "celery", "-A", "cmx.workloads.worker_app", "worker",
            "-n", node_name(spec.run_id, host), "-Q", spec.hold_queue, "-l", "WARNING",
            *worker_argv(spec)]  # -P POOL -c N and the worker.* switches, from the dimension registry
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
@@ -111,12 +112,16 @@ def start_sampler(run_dir: Path, host: str, sampler_args: list[str]) -> int:
 def start_driver(run_dir: Path, warm: bool = False) -> subprocess.Popen:
     """Start the driver in its own process group, its output in driver.log; it writes driver.pid
     itself, so ``stop`` can end it even when whoever started it is gone. ``warm``: imported now,
-    run when ``go`` is written on its stdin (workloads/host/drivewarm.py)."""
+    run when ``go`` is written on its stdin (workloads/host/drivewarm.py). It runs in the
+    environment of the cell's package.* versions, as the worker does."""
+    from cmx.workloads.spec import RunSpec, python_for
+
     module = "cmx.workloads.drive.driver"
+    python = python_for(RunSpec.load(run_dir), run_dir)
     if warm:
-        return _spawn([sys.executable, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None,
+        return _spawn([python, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None,
                       stdin=subprocess.PIPE)
-    return _spawn([sys.executable, "-m", module], run_dir, "driver.log", None)
+    return _spawn([python, "-m", module], run_dir, "driver.log", None)
 
 
 def drive(run_dir: Path) -> int:

@@ -1,0 +1,67 @@
+"""The report's history charts: when an experiment's revision has more than one sweep (a point of
+history: a sweep and the sweeps that resumed it), one chart per headline metric drawing each
+cell's points with their 95 % intervals and the change points, as ``cmx trend`` finds them
+(analysis/trend.py computes every number; this module only arranges them for the chart)."""
+from __future__ import annotations
+
+from cmx.analysis import charts, legend
+from cmx.analysis.report_charts import Chart
+from cmx.analysis.trend import trend
+from cmx.engine.results import metricdefs
+
+
+def points(con, experiment: str, revision: int) -> int:
+    """How many points of history (sweeps, a resumed one counted once) the revision has."""
+    return con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
+                       "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()[0]
+
+
+def history_charts(con, experiment: str, revision: int, cells: list[dict], varying: list[str],
+                   headline: tuple[str, ...], caption: str = "") -> list[Chart]:
+    """One chart per metric of ``headline`` (with a better direction) that the sweeps measured;
+    none when the revision has a single point of history."""
+    judged = tuple(m for m in headline if m in metricdefs.METRICS
+                   and metricdefs.get(m).better is not metricdefs.Better.NEITHER)
+    if not judged or points(con, experiment, revision) < 2:
+        return []
+    present = {m for (m,) in con.execute(
+        "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND revision = ? "
+        "AND value IS NOT NULL AND name IN (SELECT unnest(?::VARCHAR[]))", [experiment, revision, list(judged)]).fetchall()}
+    judged = tuple(m for m in judged if m in present)
+    if not judged:
+        return []
+    result = trend(con, experiment, metrics=judged, revision=revision)
+    by_id = {c["cell_id"]: c for c in cells}
+    ats = list(dict.fromkeys(a for s in result.series for a in s.ats))
+    if len(ats) < 2:
+        return []
+    out = []
+    for metric in judged:
+        rows = []
+        for s in (s for s in result.series if s.metric == metric):
+            cell = by_id.get(s.cell_id, {})
+            changes = {c.index: c for c in s.changes}
+            for i, (at, summary) in enumerate(zip(s.ats, s.summaries)):
+                change = changes.get(i)
+                rows.append({"cell": cell.get("label", s.cell_id), "at": at, "median": summary.median,
+                             "low": summary.low, "high": summary.high, "n": summary.n,
+                             **{d: cell.get(d) for d in varying},
+                             "change": None if change is None else _said(change.comparison),
+                             "p_value": None if change is None else change.comparison.p_value,
+                             "verdict": None if change is None else change.comparison.verdict})
+        if not rows:
+            continue
+        series = legend.assign(rows, varying)
+        found = sum(r["change"] is not None for r in rows)
+        label = metricdefs.get(metric).label
+        note = (f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
+                f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds (E-divisive "
+                "means, kept where compare's rule shows the runs before and after differ), labelled with the "
+                f"change. {series.caption()} {caption}")
+        spec = charts.history(rows, ats, label, series, f"{label} across sweeps").to_dict()
+        out.append(Chart(f"history_{metric}", f"History of {label}", " ".join(note.split()), spec))
+    return out
+
+
+def _said(comparison) -> str:
+    return comparison.verdict if comparison.change_pct is None else f"{comparison.change_pct:+.1f} %"

@@ -1,0 +1,54 @@
+"""`cmx report` of an experiment with several sweeps: each headline metric's history per cell,
+one point per sweep with its 95 % interval and the change points cmx trend finds marked (a
+fixture database, no services)."""
+from __future__ import annotations
+
+import json
+import re
+
+from tests.conftest import cmx
+from tests.results_fixture import HISTORY_CELL, history
+
+OTHER = {**HISTORY_CELL, "pool": "solo"}
+
+
+def _layers(spec: dict) -> list[dict]:
+    inner = spec.get("spec", spec)
+    return inner.get("layer", [])
+
+
+def test_history_charts_mark_the_night_a_cell_got_slower(tmp_path):
+    # Four nights; the first cell's last night is 30 % slower, the other cell's is not (each its own level).
+    db = history(tmp_path / "r.duckdb", [1000, 1004, 997, 1001], cells=(HISTORY_CELL, OTHER))
+    import duckdb
+
+    with duckdb.connect(str(db)) as con:  # the first cell's runs of the last night: 30 % slower
+        con.execute("UPDATE metrics SET value = value * 0.7 WHERE name = 'consume_rate' AND run_id LIKE 'r4-0-%'")
+        con.execute("UPDATE metrics SET value = value / 0.7 WHERE name = 'latency_p99_s' AND run_id LIKE 'r4-0-%'")
+    out = tmp_path / "out"
+    p = cmx("report", "e", "--db", str(db), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    names = re.search(r"charts \(([^)]*)\)", p.stdout).group(1).split(", ")
+    assert "history_consume_rate" in names and "history_latency_p99_s" in names, names
+    spec = json.loads((out / "history_consume_rate.vl.json").read_text())
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in _layers(spec)]
+    assert marks == ["line", "errorbar", "point", "text"], marks
+    rows = next(iter(spec["datasets"].values())) if "datasets" in spec else spec["data"]["values"]
+    assert len(rows) == 8 and {r["at"] for r in rows} == {"s001", "s002", "s003", "s004"}
+    assert all(r["low"] <= r["median"] <= r["high"] for r in rows)
+    changed = [(r["at"], r["pool"], r["verdict"]) for r in rows if r["change"] is not None]
+    assert changed == [("s004", "threads", "worse")], changed
+    [label] = [r["change"] for r in rows if r["change"] is not None]
+    assert label.endswith(" %") and -31 < float(label[:-2]) < -29, label  # the change %, as cmx trend says it
+    page = (out / "index.html").read_text()
+    assert "History of" in page and "change point(s) cmx trend finds" in page
+    # Two cells split by pool: one colour each (analysis/legend.py), so no more than ten colours.
+    assert all(layer["encoding"]["color"]["field"] == "pool" for layer in _layers(spec))
+
+
+def test_one_sweep_draws_no_history(tmp_path):
+    db = history(tmp_path / "r.duckdb", [1000])
+    out = tmp_path / "out"
+    p = cmx("report", "e", "--db", str(db), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "history_" not in p.stdout and not list(out.glob("history_*"))

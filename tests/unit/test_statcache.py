@@ -1,0 +1,82 @@
+"""The statistics cache (analysis/statcache.py): numbers read back are the numbers computed, a
+finished point is bootstrapped once, a changed sample is computed again, and a cache that cannot
+be written changes nothing but the time."""
+from __future__ import annotations
+
+import pytest
+
+from cmx.analysis import statcache, stats
+
+SAMPLES = [[1000.0, 1010.0, 995.0], [700.0, 705.0, 699.0], [5.0], [], [1.0, 2.0, 3.0, 4.0]]
+
+
+@pytest.fixture
+def counted(monkeypatch, tmp_path):
+    """The samples stats.summarize_many is asked to compute, per call."""
+    monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "stats.duckdb"))
+    calls: list[int] = []
+    real = stats.summarize_many
+
+    def spy(samples, resamples=stats.RESAMPLES):
+        calls.append(len(samples))
+        return real(samples, resamples)
+
+    monkeypatch.setattr(stats, "summarize_many", spy)
+    return calls
+
+
+def test_summaries_read_back_are_the_computed_ones_and_computed_once(counted):
+    with statcache.Cache() as cache:
+        first = cache.summarize_many(SAMPLES)
+    assert first == stats.summarize_many(SAMPLES)
+    counted.clear()
+    with statcache.Cache() as cache:
+        again = cache.summarize_many(SAMPLES)
+    assert again == first and counted == [0]  # nothing bootstrapped again
+
+
+def test_a_changed_or_new_sample_is_computed_again(counted):
+    with statcache.Cache() as cache:
+        cache.summarize_many(SAMPLES)
+    counted.clear()
+    changed = [SAMPLES[0], [700.0, 705.0, 698.0], [1.0, 2.0]]
+    with statcache.Cache() as cache:
+        got = cache.summarize_many(changed)
+    assert counted == [2] and got == stats.summarize_many(changed)
+
+
+def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monkeypatch):
+    from cmx.analysis import trend
+
+    monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "stats.duckdb"))
+    before, after = [1000.0, 1010.0, 995.0, 1003.0] * 3, [700.0, 705.0, 699.0]
+    runs = [[1000.0, 1010.0, 995.0], [1003.0, 1001.0, 998.0], [1002.0, 997.0, 1006.0], [700.0, 705.0, 699.0]]
+    medians = [stats.summarize(r).median for r in runs]
+    with statcache.Cache() as cache:
+        computed = cache.memo(trend.shown)(before, after, "higher", 5.0)
+        quiet = cache.memo(trend.shown)(before, before, "higher", 5.0)
+        changes = cache.many(trend.change_points, [(runs, medians, "higher", 5.0)], cache.memo(trend.shown))
+    assert computed.verdict == stats.WORSE and quiet is None
+    assert changes == [trend.change_points(runs, medians, "higher", 5.0)] and changes[0][0][0] == 3
+
+    def never(*args, **kwargs):
+        pytest.fail("computed again")
+
+    monkeypatch.setattr(stats, "compare_samples", never)
+    monkeypatch.setattr(stats, "mann_whitney_p", never)
+    with statcache.Cache() as cache:
+        assert cache.memo(trend.shown)(before, after, "higher", 5.0) == computed
+        assert cache.memo(trend.shown)(before, before, "higher", 5.0) is None
+        assert cache.many(never, [(runs, medians, "higher", 5.0)], None) == changes
+
+
+def test_a_cache_that_cannot_be_written_changes_nothing_but_the_time(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("CMX_STATS_CACHE", str(blocker / "stats.duckdb"))
+    with statcache.Cache() as cache:
+        assert cache.summarize_many(SAMPLES) == stats.summarize_many(SAMPLES)
+    (tmp_path / "junk.duckdb").write_text("not a database")
+    monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "junk.duckdb"))
+    with statcache.Cache() as cache:
+        assert cache.summarize_many(SAMPLES) == stats.summarize_many(SAMPLES)
