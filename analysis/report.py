@@ -17,7 +17,7 @@ import vl_convert
 
 from cmx.analysis.report_cells import _q, dimensions, table_metrics  # noqa: F401 (the report's API)
 from cmx.analysis.report_charts import CHARTED, Chart, build_charts  # noqa: F401 (the report's API)
-from cmx.analysis.views import dimension_columns, restrict_to_tags, tags_text
+from cmx.analysis.views import choose_revision, dimension_columns, restrict_to_tags, revisions, tags_text  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -29,22 +29,6 @@ class Report:
     cells: int
     runs: int
     revision: int = 1
-
-
-def revisions(con, experiment: str) -> list[int]:
-    """The experiment's revisions (definitions) in the database, oldest first."""
-    return [r[0] for r in con.execute("SELECT DISTINCT revision FROM runs WHERE experiment = ? ORDER BY 1",
-                                      [experiment]).fetchall()]
-
-
-def choose_revision(known: list[int], experiment: str, revision: int | None) -> int:
-    """``revision`` when the experiment has it, its latest when None; LookupError (exit 2) otherwise."""
-    if not known:
-        raise LookupError(f"experiment {experiment!r} has no runs in this database")
-    if revision is not None and revision not in known:
-        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
-                          f"(it has {', '.join(map(str, known))})")
-    return known[-1] if revision is None else revision
 
 
 @lru_cache(maxsize=1)
