@@ -222,7 +222,8 @@ def runs_needed(n: int, change: float | None, low: float | None, high: float | N
     targets = [t for t in (abs(change), margin - abs(change)) if t > 0]
     if not targets:
         return None
-    need = min(math.ceil(n * (half / t) ** 2) for t in targets)
+    # half / t beyond the cap means more runs than the cap whatever n is (and squaring it could overflow)
+    need = min(RUNS_NEEDED_CAP if half / t > RUNS_NEEDED_CAP else math.ceil(n * (half / t) ** 2) for t in targets)
     return min(RUNS_NEEDED_CAP, max(MIN_N_SHOWN, n + 1, need))
 
 

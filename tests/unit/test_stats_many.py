@@ -44,13 +44,14 @@ def test_compare_many_gives_compare_samples_comparisons():
 
 def test_compare_many_property():
     # The same, on samples hypothesis draws: ties, zeros, equal values and sizes 0 to 9.
-    from hypothesis import HealthCheck, given, settings, strategies as st
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
 
     from cmx.analysis import stats
 
     value = st.sampled_from([0.0, 1.0, 2.0, 2.5, 100.0, -3.0]) | st.floats(-1e6, 1e6, allow_nan=False)
     sample = st.lists(value, min_size=0, max_size=9)
 
+    @example([1.0, 1.0, 2.0555563429263857e-223], [[0.0, 0.0, 1.0]], "higher")  # runs_needed overflowed
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(sample, st.lists(sample, min_size=1, max_size=6), st.sampled_from(["higher", "lower", "neither"]))
     def check(base, contenders, better):
