@@ -177,14 +177,11 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
     kept.sort(key=lambda c: (sign * c.metrics[first.metric].median,
                              c.metrics[first.metric].high - c.metrics[first.metric].low, c.cell_id))
     best = kept[0]
-    for rank, cell in enumerate(kept, 1):
-        cell.rank = rank
-        if rank == 1:
-            cell.tied_with_best = True
-            continue
-        cmp = stats.compare_samples(data[best.cell_id][first.metric], data[cell.cell_id][first.metric],
-                                    first.better, margin_pct=margin_pct)
-        cell.versus_best = cmp
+    best.rank, best.tied_with_best = 1, True
+    versus = stats.compare_many(data[best.cell_id][first.metric], [data[c.cell_id][first.metric] for c in kept[1:]],
+                                first.better, margin_pct=margin_pct)  # one batch: compare_samples of each
+    for rank, (cell, cmp) in enumerate(zip(kept[1:], versus), 2):
+        cell.rank, cell.versus_best = rank, cmp
         cell.tied_with_best = cmp.verdict not in (stats.WORSE, stats.BETTER, stats.DIFFERS)
     front = pareto({c.cell_id: {o.metric: c.metrics[o.metric].median for o in objectives} for c in kept}, objectives)
     excluded = sorted((c for c in cells if c.excluded_by), key=lambda c: c.cell_id)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import vl_convert
 
+from cmx.analysis.pngs import Painter
 from cmx.analysis.report_cells import _q, dimensions, table_metrics  # noqa: F401 (the report's API)
 from cmx.analysis.report_charts import CHARTED, Chart, build_charts  # noqa: F401 (the report's API)
-from cmx.analysis.views import dimension_columns, restrict_to_tags, tags_text
+from cmx.analysis.views import choose_revision, dimension_columns, restrict_to_tags, revisions, tags_text  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -29,22 +30,6 @@ class Report:
     cells: int
     runs: int
     revision: int = 1
-
-
-def revisions(con, experiment: str) -> list[int]:
-    """The experiment's revisions (definitions) in the database, oldest first."""
-    return [r[0] for r in con.execute("SELECT DISTINCT revision FROM runs WHERE experiment = ? ORDER BY 1",
-                                      [experiment]).fetchall()]
-
-
-def choose_revision(known: list[int], experiment: str, revision: int | None) -> int:
-    """``revision`` when the experiment has it, its latest when None; LookupError (exit 2) otherwise."""
-    if not known:
-        raise LookupError(f"experiment {experiment!r} has no runs in this database")
-    if revision is not None and revision not in known:
-        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
-                          f"(it has {', '.join(map(str, known))})")
-    return known[-1] if revision is None else revision
 
 
 @lru_cache(maxsize=1)
@@ -71,24 +56,43 @@ def _javascript() -> str:
 
 
 def write_report(con, experiment: str, out_dir: Path, revision: int | None = None,
-                 tags: dict[str, str] | None = None) -> Report:
+                 tags: dict[str, str] | None = None, painter: Painter | None = None) -> Report:
     """Write ``index.html`` (self-contained) and ``<chart>.png`` / ``<chart>.vl.json`` into ``out_dir``,
     for one revision of the experiment (default its latest); with ``tags``, of the runs of sweeps
-    that carry every one of them only (``cmx report --tag``; this connection's ``runs`` is narrowed)."""
+    that carry every one of them only (``cmx report --tag``; this connection's ``runs`` is narrowed).
+    The PNGs are drawn by ``painter`` (analysis/pngs.py; one of its own when None) as each chart is
+    built; the report returns when all are written."""
+    if painter is None:
+        with Painter() as own:
+            return write_report(con, experiment, out_dir, revision, tags, own)
     restrict_to_tags(con, tags or {})
     known = revisions(con, experiment)
     if not known and tags:
         raise LookupError(f"experiment {experiment!r} has no runs of sweeps tagged {tags_text(tags)} in this database")
     chosen = choose_revision(known, experiment, revision)
-    cells, varying, fixed, found = build_charts(con, experiment, chosen)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    def draw(chart: Chart) -> None:  # each chart's PNG is drawn while the next ones are built
+        painter.paint(chart.spec, out_dir / f"{chart.name}.png")
+
+    cells, varying, fixed, found = build_charts(con, experiment, chosen, draw)
     from cmx.analysis.report_history import history_charts  # more than one sweep: each headline metric's history
 
-    found += history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment))
+    history = history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment))
+    for chart in history:
+        draw(chart)
+    found += history
     answer, tradeoffs = _answer(con, experiment, chosen, cells)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    for chart in tradeoffs:
+        draw(chart)
     for chart in [*tradeoffs, *found]:
         (out_dir / f"{chart.name}.vl.json").write_text(json.dumps(chart.spec, indent=1))
-        (out_dir / f"{chart.name}.png").write_bytes(vl_convert.vegalite_to_png(chart.spec, scale=1.5))
+    page = _page(con, experiment, chosen, known, tags, cells, varying, fixed, found, answer, tradeoffs, out_dir)
+    painter.wait()
+    return Report(experiment, out_dir, page, tuple(c.name for c in [*tradeoffs, *found]), len(cells),
+                  sum(c["runs"] for c in cells), chosen)
+
+
+def _page(con, experiment, chosen, known, tags, cells, varying, fixed, found, answer, tradeoffs, out_dir) -> Path:
     from cmx.analysis.page import render_html  # the page template, kept apart from the data work
 
     from cmx.analysis.hostshare import host_shares, shares_html
@@ -98,8 +102,7 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     page.write_text(render_html(experiment, cells, varying, fixed, found, table_metrics(con, experiment),
                                 _javascript(), " ".join(filter(None, (tags_note(tags), revision_note(chosen, known)))),
                                 shares, tuple(pitfall_notes(con, experiment, chosen)), answer, tradeoffs))
-    return Report(experiment, out_dir, page, tuple(c.name for c in [*tradeoffs, *found]), len(cells),
-                  sum(c["runs"] for c in cells), chosen)
+    return page
 
 
 def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str, list[Chart]]:

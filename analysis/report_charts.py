@@ -257,17 +257,26 @@ def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> 
                                      "latency vs rate").to_dict())
 
 
-def build_charts(con, experiment: str, revision: int = 1) -> tuple[list[dict], list[str], dict[str, str], list[Chart]]:
+def build_charts(con, experiment: str, revision: int = 1, on_chart=None) -> tuple[list[dict], list[str], dict[str, str],
+                                                                                 list[Chart]]:
     """(cells, varying dimensions, fixed dimensions, charts that fit the data) of one revision of
-    one experiment (revisions are different definitions: never pooled)."""
+    one experiment (revisions are different definitions: never pooled); ``on_chart(chart)`` is
+    called with each as soon as it is built (the report draws its PNG meanwhile)."""
     varying, fixed = dimensions(con, experiment, revision)
     shown = tuple(dict.fromkeys([*table_metrics(con, experiment), *CHARTED]))
     cells = cells_of(con, experiment, revision, varying, shown)
     caption = _fixed_caption(fixed)
-    found = [_rate_chart(cells, varying, caption), _rate_latency_chart(cells, varying, caption),
-             _latency_chart(con, experiment, revision, cells, caption),
-             _spectrum_chart(con, experiment, revision, cells, varying, caption),
-             _rate_over_time_chart(con, experiment, revision, cells, caption),
-             _memory_chart(con, experiment, revision, cells, caption), _peak_chart(cells, caption),
-             _connections_chart(con, experiment, revision, varying, caption)]
-    return cells, varying, fixed, [c for c in found if c is not None]
+    builders = [lambda: _rate_chart(cells, varying, caption), lambda: _rate_latency_chart(cells, varying, caption),
+                lambda: _latency_chart(con, experiment, revision, cells, caption),
+                lambda: _spectrum_chart(con, experiment, revision, cells, varying, caption),
+                lambda: _rate_over_time_chart(con, experiment, revision, cells, caption),
+                lambda: _memory_chart(con, experiment, revision, cells, caption), lambda: _peak_chart(cells, caption),
+                lambda: _connections_chart(con, experiment, revision, varying, caption)]
+    found = []
+    for build in builders:
+        chart = build()
+        if chart is not None:
+            found.append(chart)
+            if on_chart is not None:
+                on_chart(chart)
+    return cells, varying, fixed, found

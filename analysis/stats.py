@@ -168,17 +168,26 @@ def mann_whitney_p(a, b) -> float:
     permutation distribution of the mid-ranks while every split can be enumerated; else scipy's
     normal approximation (tie- and continuity-corrected)."""
     x, y = _clean(a), _clean(b)
-    if not len(x) or not len(y):
+    kind = _mw_method(x, y)
+    if kind is None:
         return 1.0
-    pooled = np.concatenate([x, y])
-    if len(np.unique(pooled)) == 1:
-        return 1.0
-    ties = len(np.unique(pooled)) < len(pooled) and min(len(x), len(y)) > 1  # (scipy permutes ≥ 2 a side)
-    if math.comb(len(pooled), len(x)) <= EXACT_LIMIT:
-        method = sps.PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if ties else "exact"
-    else:
-        method = "asymptotic"
+    method = sps.PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
     return float(min(1.0, sps.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue))
+
+
+def _mw_method(x: np.ndarray, y: np.ndarray) -> str | None:
+    """How :func:`mann_whitney_p` tests x against y: 'exact', 'permutation' or 'asymptotic'; None
+    when there is nothing to test (an empty side, or one value in all)."""
+    if not len(x) or not len(y):
+        return None
+    pooled = np.concatenate([x, y])
+    distinct = len(np.unique(pooled))
+    if distinct == 1:
+        return None
+    ties = distinct < len(pooled) and min(len(x), len(y)) > 1  # (scipy permutes ≥ 2 a side)
+    if math.comb(len(pooled), len(x)) <= EXACT_LIMIT:
+        return "permutation" if ties else "exact"
+    return "asymptotic"
 
 
 def _diff(x, y, axis=-1):
@@ -213,8 +222,18 @@ def runs_needed(n: int, change: float | None, low: float | None, high: float | N
     targets = [t for t in (abs(change), margin - abs(change)) if t > 0]
     if not targets:
         return None
-    need = min(math.ceil(n * (half / t) ** 2) for t in targets)
+    # half / t beyond the cap means more runs than the cap whatever n is (and squaring it could overflow)
+    need = min(RUNS_NEEDED_CAP if half / t > RUNS_NEEDED_CAP else math.ceil(n * (half / t) ** 2) for t in targets)
     return min(RUNS_NEEDED_CAP, max(MIN_N_SHOWN, n + 1, need))
+
+
+def _change_pct(sa: Summary, sb: Summary) -> float | None:
+    """100 × (contender − baseline) / |baseline| of the medians; 0 for zero against zero."""
+    if sa.median is not None and sb.median is not None and sa.median != 0:
+        return 100.0 * (sb.median - sa.median) / abs(sa.median)
+    if sa.median == 0 and sb.median == 0:
+        return 0.0
+    return None
 
 
 def compare_samples(baseline: list[float], contender: list[float], better: str,
@@ -222,11 +241,7 @@ def compare_samples(baseline: list[float], contender: list[float], better: str,
     """The whole comparison of one metric; ``better`` is 'higher', 'lower' or 'neither'."""
     a, b = _clean(baseline), _clean(contender)
     sa, sb = summarize(a, resamples), summarize(b, resamples)
-    change = None
-    if sa.median is not None and sb.median is not None and sa.median != 0:
-        change = 100.0 * (sb.median - sa.median) / abs(sa.median)
-    elif sa.median == 0 and sb.median == 0:
-        change = 0.0
+    change = _change_pct(sa, sb)
     if min(len(a), len(b)) < MIN_N:  # no verdict; a one-run side has no interval to resample
         p = mann_whitney_p(a, b) if len(a) and len(b) else None
         return Comparison(sa, sb, change, None, None, None, None, p, N_TOO_SMALL, margin_pct)
@@ -241,6 +256,67 @@ def compare_samples(baseline: list[float], contender: list[float], better: str,
     v = verdict(len(a), len(b), c_low, c_high, d_low, d_high, p, better, margin_pct)
     need = runs_needed(min(len(a), len(b)), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
     return Comparison(sa, sb, change, c_low, c_high, d_low, d_high, p, v, margin_pct, need)
+
+
+def compare_many(baseline: list[float], contenders: list[list[float]], better: str,
+                 resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT) -> list[Comparison]:
+    """:func:`compare_samples` of one baseline against each contender, the same Comparisons, in
+    one scipy call per sample size (``cmx recommend`` compares the best cell with every other):
+    as in :func:`summarize_many`, scipy draws one set of resample indices for all rows of a batch
+    from the same seed, and the Mann-Whitney tests run along the last axis of a batch of rows.
+    tests/unit/test_stats_many.py holds it equal to :func:`compare_samples`, pair by pair."""
+    a, bs = _clean(baseline), [_clean(c) for c in contenders]
+    sa, sbs = summarize(a, resamples), summarize_many(bs, resamples)
+    out: list[Comparison | None] = [None] * len(bs)
+    by_n: dict[int, list[int]] = {}
+    for i, (b, sb) in enumerate(zip(bs, sbs)):
+        if min(len(a), len(b)) < MIN_N:
+            out[i] = compare_samples(a, b, better, resamples, margin_pct)
+        else:
+            by_n.setdefault(len(b), []).append(i)
+    for n, rows in by_n.items():
+        step = max(1, BATCH_VALUES // (resamples * (len(a) + n)))
+        for start in range(0, len(rows), step):
+            part = rows[start:start + step]
+            base, other = np.tile(a, (len(part), 1)), np.stack([bs[i] for i in part])
+            d_low, d_high = _bootstrap((base, other), _diff, resamples)
+            if sa.median != 0:
+                c_lo, c_hi = _bootstrap((base, other), _change, resamples)
+            ps = mann_whitney_many(a, [bs[i] for i in part])
+            for j, i in enumerate(part):
+                sb, change = sbs[i], _change_pct(sa, sbs[i])
+                dl, dh = float(d_low[j]), float(d_high[j])
+                c_low = c_high = None
+                if sa.median != 0:
+                    c_low, c_high = min(float(c_lo[j]), change), max(float(c_hi[j]), change)
+                elif dl == dh == 0:
+                    c_low = c_high = 0.0
+                v = verdict(len(a), n, c_low, c_high, dl, dh, ps[j], better, margin_pct)
+                need = runs_needed(min(len(a), n), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
+                out[i] = Comparison(sa, sb, change, c_low, c_high, dl, dh, ps[j], v, margin_pct, need)
+    return out
+
+
+def mann_whitney_many(a, samples: list) -> list[float]:
+    """:func:`mann_whitney_p` of ``a`` against each of ``samples``: one scipy call per sample size
+    and method."""
+    x = _clean(a)
+    ys = [_clean(s) for s in samples]
+    out: list[float | None] = [None] * len(ys)
+    groups: dict[tuple, list[int]] = {}
+    for i, y in enumerate(ys):
+        method = _mw_method(x, y)
+        if method is None:
+            out[i] = mann_whitney_p(x, y)
+        else:
+            groups.setdefault((len(y), method), []).append(i)
+    for (_, kind), rows in groups.items():
+        method = sps.PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
+        ps = sps.mannwhitneyu(np.tile(x, (len(rows), 1)), np.stack([ys[i] for i in rows]), alternative="two-sided",
+                              method=method, axis=-1).pvalue
+        for j, i in enumerate(rows):
+            out[i] = float(min(1.0, ps[j]))
+    return out
 
 
 def verdict(n_a: int, n_b: int, change_low: float | None, change_high: float | None, diff_low: float,

@@ -90,6 +90,22 @@ def restrict_to_tags(con, tags: dict[str, str]) -> None:
                 "WHERE run_id IN (SELECT run_id FROM temp.main.cmx_tagged_runs)")
 
 
+def revisions(con, experiment: str) -> list[int]:
+    """The experiment's revisions (definitions) in the database, oldest first."""
+    return [r[0] for r in con.execute("SELECT DISTINCT revision FROM runs WHERE experiment = ? ORDER BY 1",
+                                      [experiment]).fetchall()]
+
+
+def choose_revision(known: list[int], experiment: str, revision: int | None) -> int:
+    """``revision`` when the experiment has it, its latest when None; LookupError (exit 2) otherwise."""
+    if not known:
+        raise LookupError(f"experiment {experiment!r} has no runs in this database")
+    if revision is not None and revision not in known:
+        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
+                          f"(it has {', '.join(map(str, known))})")
+    return known[-1] if revision is None else revision
+
+
 def tags_text(tags: dict[str, str]) -> str:
     """``commit=abc env=lab``: tags as ``--tag`` takes them."""
     return " ".join(f"{k}={v}" for k, v in tags.items())

@@ -53,14 +53,13 @@ def recommend(
     from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, RecommendError, default_objective, objective,
                                         parse_constraint, recommend as rank)
     from cmx.analysis.recommend_format import as_json, as_markdown, as_table
-    from cmx.analysis.report import choose_revision, revisions
 
     try:
         tags = db.parse_tags(tag)
         objectives = [objective(m, MAXIMIZE) for m in maximize] + [objective(m, MINIMIZE) for m in minimize]
         constraints = [parse_constraint(w) for w in where]
         with views.connect(db_path, read_only=True) as con:
-            chosen = choose_revision(revisions(con, experiment), experiment, revision)
+            chosen = views.choose_revision(views.revisions(con, experiment), experiment, revision)
             objectives = objectives or [default_objective(con, experiment, chosen)]
             rec = rank(con, experiment, chosen, objectives, constraints, tags, margin)
     except (FileNotFoundError, LookupError, ValueError, InputError) as exc:

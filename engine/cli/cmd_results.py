@@ -188,17 +188,20 @@ def report(
     """
     import time
 
-    from cmx.analysis.report import write_report
+    from cmx.analysis.pngs import Painter
 
     started = time.perf_counter()
     target = out_dir or Path("reports") / experiment
-    try:
-        tags = db.parse_tags(tag)
-        db_path = _smoke_db_if_only_there(experiment, db_path)
-        with views.connect(db_path, read_only=True) as con:
-            rep = write_report(con, experiment, target, revision, tags)
-    except (FileNotFoundError, LookupError, InputError) as exc:
-        fail(exc)
+    with Painter() as painter:  # its PNG workers start first: their engines warm while the report imports and queries
+        from cmx.analysis.report import write_report
+
+        try:
+            tags = db.parse_tags(tag)
+            db_path = _smoke_db_if_only_there(experiment, db_path)
+            with views.connect(db_path, read_only=True) as con:
+                rep = write_report(con, experiment, target, revision, tags, painter)
+        except (FileNotFoundError, LookupError, InputError) as exc:
+            fail(exc)
     out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
               f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False,
               soft_wrap=True)

@@ -12,7 +12,6 @@ from rich.text import Text
 
 from cmx.engine.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
 from cmx.engine.errors import HostError, InputError, Problem
-from cmx.engine.model.cells import value_text
 from cmx.analysis import views
 from cmx.engine.results import db
 
@@ -82,6 +81,8 @@ def plan(
     if as_json:
         print(json.dumps(plan_json(exp, cells), indent=2))
         return
+    from cmx.engine.model.cells import value_text
+
     dims = varying_dimensions(cells) or sorted(cells[0].values)
     table = Table(title=f"{exp.name}: {len(cells)} cells × {exp.repeats} repeats = {len(cells) * exp.repeats} runs",
                   title_justify="left")
@@ -211,6 +212,7 @@ def _check_thresholds(exp, cells, sweep, db_path: Path, varying: list[str]) -> i
     if not exp.thresholds:
         return 0
     from cmx.analysis.thresholds import check, render
+    from cmx.engine.model.cells import value_text
 
     with views.connect(db_path) as con:
         checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells],

@@ -13,3 +13,58 @@ def test_summarize_many_gives_summarize_figures():
     samples = [[rnd.gauss(100, 10) for _ in range(n)] for n in [3] * 20 + [5] * 5 + [1, 0, 2]]
     samples += [[1.0, 1.0, 1.0], [float("nan"), 2.0, 3.0], [None, 4.0]]
     assert stats.summarize_many(samples) == [stats.summarize(s) for s in samples]
+
+
+def _same(x, y) -> bool:
+    # repr: floats to the last bit, and nan equal to nan
+    return repr(x) == repr(y)
+
+
+def test_compare_many_gives_compare_samples_comparisons():
+    # `cmx recommend` compares the best cell with every other in one batch (stats.compare_many);
+    # every Comparison must be the one compare_samples gives the pair alone, so ranks, ties and
+    # "runs needed" do not depend on how many cells there are.
+    import random
+
+    from cmx.analysis import stats
+
+    rnd = random.Random(11)
+    base = [rnd.gauss(100, 10) for _ in range(3)]
+    contenders = [[rnd.gauss(mu, 10) for _ in range(n)] for n, mu in
+                  [(3, 100)] * 10 + [(3, 150)] * 5 + [(4, 60)] * 5 + [(5, 100), (2, 100), (1, 90), (0, 0)]]
+    contenders += [list(base), [base[0]] * 3, [round(v) for v in base], [1.0, 1.0, 2.0],
+                   [rnd.gauss(100, 1) for _ in range(20)], [None, 3.0, float("nan"), 4.0, 5.0]]
+    for better in ("higher", "lower", "neither"):
+        many = stats.compare_many(base, contenders, better)
+        assert _same(many, [stats.compare_samples(base, c, better) for c in contenders])
+    for base in ([1.0, 1.0, 2.0], [0.0, 0.0, 0.0], [0.0, 1.0, 2.0], [5.0] * 8):
+        assert _same(stats.compare_many(base, contenders, "higher"),
+                     [stats.compare_samples(base, c, "higher") for c in contenders])
+
+
+def test_compare_many_property():
+    # The same, on samples hypothesis draws: ties, zeros, equal values and sizes 0 to 9.
+    from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+    from cmx.analysis import stats
+
+    value = st.sampled_from([0.0, 1.0, 2.0, 2.5, 100.0, -3.0]) | st.floats(-1e6, 1e6, allow_nan=False)
+    sample = st.lists(value, min_size=0, max_size=9)
+
+    @example([1.0, 1.0, 2.0555563429263857e-223], [[0.0, 0.0, 1.0]], "higher")  # runs_needed overflowed
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(sample, st.lists(sample, min_size=1, max_size=6), st.sampled_from(["higher", "lower", "neither"]))
+    def check(base, contenders, better):
+        assert _same(stats.compare_many(base, contenders, better, resamples=200),
+                     [stats.compare_samples(base, c, better, resamples=200) for c in contenders])
+
+    check()
+
+
+def test_mann_whitney_many_gives_mann_whitney_p():
+    from cmx.analysis import stats
+
+    base = [1.0, 2.0, 3.0, 4.0]
+    others = [[5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 2.0, 9.0], [4.0, 4.0, 4.0], [1.0] * 4, [], [3.5] * 30,
+              [float(i) for i in range(40)], [2.0, 3.0]]
+    assert _same(stats.mann_whitney_many(base, others), [stats.mann_whitney_p(base, o) for o in others])
