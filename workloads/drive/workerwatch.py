@@ -179,8 +179,7 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_eve
                                 [host_of(n) for n in missing])
         if confirmed != want:
             time.sleep(0.05)
-    if kinds.BROKERS[spec.broker].service == "redis":
-        wake_redis_consumers(app, spec)
+    wake_blocked(app, spec)
     return time.time()
 
 
@@ -194,6 +193,15 @@ def wake(app: Celery, spec: RunSpec, workers: int) -> None:
     with app.producer_or_acquire() as producer:
         for _ in range(workers):
             app.send_task(WAKE_TASK, queue=spec.hold_queue, ignore_result=True, producer=producer)
+
+
+def wake_blocked(app: Celery, spec: RunSpec) -> int:
+    """End the blocking reads the run's workers have in flight on the broker, where the broker's
+    client blocks in one (Redis's BRPOP): once they consume (here), and when they are told to
+    stop (workloads/workerstop.py). How many were woken; 0 where nothing blocks."""
+    if kinds.BROKERS[spec.broker].service == "redis":
+        return wake_redis_consumers(app, spec)
+    return 0
 
 
 def wake_redis_consumers(app: Celery, spec: RunSpec) -> int:
