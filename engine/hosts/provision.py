@@ -143,6 +143,13 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
     return archive
 
 
+def content_key(house: Path, pins: list[str], lib: Path) -> str:
+    """What a provisioned host holds, as one key: the wheelhouse (named by Python version and
+    pins), the pins themselves (the user's requirements among them) and the shipped code (named
+    by its content). A host holding the same key needs nothing (roles/python_env checks it first)."""
+    return hashlib.sha256("\n".join([house.name, *pins, lib.name]).encode()).hexdigest()[:16]
+
+
 def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
     """services.yml's host list of each service's play (the play applies the role of that name)."""
     return {f"cmx_{service}_hosts": ",".join(hosts) for service, hosts in services.items()}
@@ -167,7 +174,9 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
             "python_env_python_version": python_version(),
             "python_env_requirements": pins,
             "python_env_workloads": str(lib),
+            "python_env_key": content_key(house, pins, lib),
         },
+        forks=len(hosts),
         secrets={},
     )
     report("provision.yml", result)
