@@ -15,6 +15,8 @@ from cmx.engine.paths import PLAYBOOKS, ROLES
 #: link down, powered off) ends its persistent SSH connection within 15 s, so the next task on
 #: it fails as unreachable instead of hanging on the dead connection until the playbook's
 #: timeout (tests/faults/test_ssh_dropped.py). ANSIBLE_SSH_ARGS in the environment wins.
+#: Hosts a playbook sets up at once: every host it names (``forks``), within these bounds.
+MIN_FORKS, MAX_FORKS = 20, 200
 SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=5 -o ServerAliveCountMax=3"
 
 
@@ -52,12 +54,13 @@ def _failure(event: dict) -> Failure:
 
 def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[str, Any],
                  secrets: dict[str, str], timeout: float | None = None,
-                 cancel: Callable[[], bool] | None = None) -> PlaybookResult:
+                 cancel: Callable[[], bool] | None = None, forks: int = 0) -> PlaybookResult:
     """Run ``engine/hosts/playbooks/<name>`` against ``inventory``. ``secrets`` reach the playbook as
     environment variables only. ansible-runner writes that environment (``artifacts/*/command``)
     and the job events to its private data dir, so that dir is a private temporary one (0700),
     removed when the call returns or raises, and by the next call when a crash left it behind;
-    only the playbook's stdout is kept, in ``private_dir``."""
+    only the playbook's stdout is kept, in ``private_dir``. ``forks``: how many hosts the play
+    works on at once (the hosts it names: all together), at least :data:`MIN_FORKS`."""
     import time
 
     import ansible_runner
@@ -70,7 +73,7 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
         "ANSIBLE_ROLES_PATH": str(ROLES),
         "ANSIBLE_HOST_KEY_CHECKING": "False",
         "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_FORKS": "20",
+        "ANSIBLE_FORKS": str(min(max(forks, MIN_FORKS), MAX_FORKS)),
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
         "ANSIBLE_NOCOLOR": "1",

@@ -195,6 +195,14 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
     return archive
 
 
+def content_key(house: Path, pins: list[str], lib: Path, envs: list[str] = ()) -> str:
+    """What a provisioned host holds, as one key: the wheelhouse (named by Python version and
+    pins), the pins themselves (the user's requirements among them), the shipped code (named
+    by its content) and the ``package.*`` environments (named by theirs). A host holding the same
+    key needs nothing (roles/python_env checks it first)."""
+    return hashlib.sha256("\n".join([house.name, *pins, lib.name, *sorted(envs)]).encode()).hexdigest()[:16]
+
+
 def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
     """services.yml's host list of each service's play (the play applies the role of that name)."""
     return {f"cmx_{service}_hosts": ",".join(hosts) for service, hosts in services.items()}
@@ -227,7 +235,9 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
             "python_env_requirements": pins,
             "python_env_workloads": str(lib),
             "python_env_envs": list(envs.values()),
+            "python_env_key": content_key(house, pins, lib, list(envs)),
         },
+        forks=len(hosts),
         secrets={},
     )
     report("provision.yml", result)

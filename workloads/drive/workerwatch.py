@@ -182,7 +182,7 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_eve
                                 [host_of(n) for n in missing])
         if confirmed != want:
             time.sleep(0.05)
-    servers.get(kinds.BROKERS[spec.broker].service).wake_consumers(app, worker_client_name(spec.run_id))
+    wake_blocked(app, spec)
     return time.time()
 
 
@@ -196,6 +196,14 @@ def wake(app: Celery, spec: RunSpec, workers: int) -> None:
     with app.producer_or_acquire() as producer:
         for _ in range(workers):
             app.send_task(WAKE_TASK, queue=spec.hold_queue, ignore_result=True, producer=producer)
+
+
+def wake_blocked(app: Celery, spec: RunSpec) -> int:
+    """End the blocking reads the run's workers have in flight on the broker, where the broker's
+    client blocks in one (Redis's BRPOP): once they consume (here), and when they are told to
+    stop (workloads/workerstop.py). How many were woken; 0 where nothing blocks (each server's
+    ``wake_consumers``, workloads/servers/)."""
+    return servers.get(kinds.BROKERS[spec.broker].service).wake_consumers(app, worker_client_name(spec.run_id))
 
 
 # -- a dead worker is noticed within seconds -------------------------------------------------------

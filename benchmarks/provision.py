@@ -1,0 +1,118 @@
+"""Provisioning many hosts: fresh hosts set up in parallel, provisioned ones checked, not rebuilt.
+
+    python benchmarks/provision.py              # 1 fresh host, then 8 fresh hosts, then the 8 again
+    python benchmarks/provision.py --hosts 4    # another count (needs root: tests/nethosts.py)
+
+Each host is a network namespace with its own sshd (tests/nethosts.py), reached over SSH like a lab
+machine; they share this machine's CPUs (2 cores here, shared with whatever else runs), so fresh
+hosts cost CPU that real machines would each bring. It times the real ``provision.yml``
+(``engine/hosts/provision.py`` ``provision``) for one fresh host and for ``--hosts`` fresh hosts,
+then a second provisioning of the same hosts (the check), and a second ``cmx run`` on them: the
+seconds from its launch to its first run's start. Issue #29's targets: the fresh hosts in at most
+twice the time of one; the second sweep's first run within 15 s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+#: Issue #29: fresh hosts at most this many times one host's time; a second sweep's first run
+#: at most this many seconds after its launch.
+FRESH_RATIO, SECOND_SWEEP_S = 2.0, 15.0
+
+
+def provision_hosts(inv_path: Path, hosts: list[str], work_dir: Path) -> tuple[float, object]:
+    from cmx.engine.hosts.inventory import load_inventory
+    from cmx.engine.hosts.provision import provision
+
+    inv = load_inventory(inv_path, secrets_dir=work_dir)
+    t0 = time.monotonic()
+    results = {}
+    provision(inv, hosts, work_dir, {}, on_result=lambda name, r: results.setdefault(name, r))
+    return time.monotonic() - t0, results.get("provision.yml")
+
+
+def first_run_after(inv: Path, work: Path, hosts: list[str]) -> tuple[float, float]:
+    """Launch ``cmx run`` of a one-run sweep on the hosts (a worker on each); (seconds from launch
+    to its first run's start, whole wall time)."""
+    exp = work / "second.yaml"
+    exp.write_text(json.dumps({"name": "provision-bench", "repeats": 1,
+                               "workload": {"name": "throughput", "params": {"tasks": 50, "mode": "backlog"}},
+                               "fixed": {"broker": "redis", "backend": "none", "pool": "threads",
+                                         "concurrency": 1, "machines": len(hosts) - 1},
+                               "limits": {"run_timeout": "3m"}}))
+    db = work / "results" / "cmx.duckdb"
+    venv = REPO / ".venv" / "bin" / "python"
+    launched = time.time()
+    t0 = time.monotonic()
+    proc = subprocess.run([str(venv if venv.exists() else sys.executable), "-m", "cmx.engine.cli.main", "run", str(exp),
+                           "--db", str(db), "--inventory", str(inv)], cwd=REPO, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=1800)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        sys.exit(f"cmx run failed ({proc.returncode}): {proc.stdout[-1500:]} {proc.stderr[-1500:]}")
+    from cmx.engine.results import db as results_db
+
+    with results_db.connect(db, read_only=True) as con:
+        started = con.execute("SELECT max(epoch(started_at)) FROM runs").fetchone()[0]
+    return started - launched, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary dir")
+    args = ap.parse_args()
+    from tests.nethosts import NetHosts, missing
+
+    if missing():
+        sys.exit(f"not measured: {missing()}")
+    tmp = Path(tempfile.mkdtemp(prefix="cmx-provbench-"))
+    # One wheelhouse for all (built once on the controller, as a sweep reuses it): only the hosts' part is timed.
+    wheels = tmp / "controller"
+    try:
+        with NetHosts(tmp / "one", 1) as net:
+            inv = net.inventory(tmp / "one.yml", {g: ["h1"] for g in ("brokers", "drivers", "workers")}, workdir_root=tmp / "one-hosts")
+            from cmx.engine.hosts.provision import host_requirements, wheelhouse_archive, workloads_archive
+
+            wheelhouse_archive(wheels / "wheelhouse", host_requirements())  # the controller's part, untimed
+            workloads_archive(wheels / "wheelhouse")
+            one, _ = provision_hosts(inv, ["h1"], wheels)
+        print(f"1 fresh host:            {one:7.1f} s")
+        n = args.hosts
+        with NetHosts(tmp / "many", n + 1) as net:  # h1: the broker and driver; h2..: workers
+            names = [h.name for h in net.hosts]
+            groups = {"brokers": ["h1"], "drivers": ["h1"], "workers": names[1:]}
+            inv = net.inventory(tmp / "many.yml", groups, workdir_root=tmp / "many-hosts")
+            fresh, _ = provision_hosts(inv, names[1:], wheels)
+            again, result = provision_hosts(inv, names[1:], wheels)
+            changed = sum(c for _, c in result.changed_per_host) if result else -1
+            print(f"{n} fresh hosts:           {fresh:7.1f} s   {fresh / one:5.2f} x one host "
+                  f"(target at most {FRESH_RATIO:g} x: {'met' if fresh <= FRESH_RATIO * one else 'NOT met'})")
+            print(f"{n} hosts again (checked): {again:7.1f} s   {changed} task(s) changed")
+            provision_hosts(inv, names[:1], wheels)
+            cmx_work = tmp / "sweep"
+            cmx_work.mkdir()
+            first_run_after(inv, cmx_work, names)  # the first sweep: provisions the broker's host too
+            wait, wall = first_run_after(inv, cmx_work, names)
+            print(f"second sweep on {n + 1} hosts: first run {wait:5.1f} s after launch (whole sweep {wall:.1f} s; "
+                  f"target at most {SECOND_SWEEP_S:g} s: {'met' if wait <= SECOND_SWEEP_S else 'NOT met'})")
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""A host already provisioned with the same content key is checked, not rebuilt; other code is
+installed there as before.
+
+One test host in a network namespace (tests/nethosts.py), reached over SSH, provisioned by the
+engine's own code (engine/hosts/provision.py through ansible-runner).
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from cmx.engine.hosts.inventory import load_inventory
+from cmx.engine.hosts.provision import provision
+from tests.nethosts import NetHosts
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
+
+
+def test_a_provisioned_host_is_checked_and_new_code_still_reaches_it(tmp_path):
+    results = tmp_path / "results"
+    hosts = tmp_path / "hosts"
+    with NetHosts(tmp_path / "net", 1) as net:
+        inv_path = net.inventory(tmp_path / "lab.yml", {g: ["h1"] for g in ("brokers", "drivers", "workers")},
+                                 workdir_root=hosts)
+        inventory = load_inventory(inv_path, secrets_dir=results)
+        seen = {}
+        key = provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__)
+        assert seen["provision.yml"].changed, "the first provisioning did nothing"
+        assert (hosts / "h1" / "venv" / "bin" / "python").exists()
+        assert (hosts / "h1" / "lib" / key / "cmx" / "workloads" / "__init__.py").exists()
+
+        # The full role would put the wheelhouse back; a host holding the same key is only checked.
+        shutil.rmtree(hosts / "h1" / "wheelhouse")
+        assert provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__) == key
+        assert seen["provision.yml"].ok and seen["provision.yml"].changed == ()
+        assert not (hosts / "h1" / "wheelhouse").exists()
+
+        # Other code (the user's tasks module) is another key: the host gets it.
+        user = tmp_path / "mytasks.py"
+        user.write_text("X = 1\n")
+        other = provision(inventory, ["h1"], results, {}, user_code={"cmx_user/mytasks.py": user},
+                          on_result=seen.__setitem__)
+        assert other != key and seen["provision.yml"].changed
+        assert (hosts / "h1" / "lib" / other / "cmx_user" / "mytasks.py").read_text() == "X = 1\n"
+        assert (hosts / "h1" / "wheelhouse").exists()

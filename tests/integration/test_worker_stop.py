@@ -1,0 +1,68 @@
+"""A drained worker told to stop stops on its own, at once, and keeps every row it recorded.
+
+A real worker (``hostrun.begin``, as the agent starts it) on real Redis and RabbitMQ runs a few
+tasks, then gets the stop a run's finish gives it (``hostctl.stop``). Before workloads/workerstop.py
+an idle worker read Celery's stop flag only when its event loop woke (RabbitMQ: its next timer,
+5 to 9 s; Redis: the BRPOP in flight, 1 s) and a prefork pool process slept 1 s before it exited,
+so the host's grace killed it. Here the grace is 4 s: the worker must end with exit code 0, and
+every task it ran must have its execution row.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+URLS = {"redis": "redis://127.0.0.1:6379/0", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
+TASKS = 20
+GRACE_S = 4.0
+
+
+@pytest.mark.parametrize("pool", ["prefork", "threads", "solo"])
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_a_drained_worker_stops_itself_and_keeps_its_rows(tmp_path, monkeypatch, broker, pool):
+    from cmx.workloads.app import create_app
+    from cmx.workloads.drive.workerwatch import start_consuming
+    from cmx.workloads.host import hostctl, hostrun
+    from cmx.workloads.recorder import write_csv
+    from cmx.workloads.spec import RunSpec, node_name
+
+    run_id = f"stop{uuid.uuid4().hex[:8]}"
+    spec = RunSpec(run_id=run_id, experiment="e", cell_id="c", repeat=1,
+                   workload="throughput", broker=broker, pool=pool, concurrency=2,
+                   worker_nodes=[node_name(run_id, "localhost")])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("CMX_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("CMX_HOST", "localhost")
+    payload = {"spec": spec.model_dump(mode="json"), "secrets": {"CMX_BROKER_URL": URLS[broker]},
+               "worker": {"ready_timeout": 60}}
+    try:
+        assert hostrun.begin(run_dir, "localhost", payload) == 0, hostrun.begin_error(run_dir)
+        (tmp_path / "driver").mkdir()
+        app = create_app(spec, tmp_path / "driver", "localhost", client="driver")
+        start_consuming(app, spec, 30)
+        for _ in range(TASKS):
+            app.tasks["cmx.throughput.noop"].apply_async(("x",), queue=spec.queue)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = app.control.broadcast("cmx_progress", reply=True, timeout=1.0, limit=1,
+                                         destination=list(spec.worker_nodes))
+            if done and next(iter(done[0].values())).get("completed", 0) >= TASKS:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the worker did not run every task within 60 s")
+        hostctl.stop(run_dir, GRACE_S)
+    finally:
+        hostctl.stop(run_dir, 1.0)  # nothing of the test outlives it, whatever failed
+        hostctl.reset(run_dir)
+    ended = json.loads((run_dir / "worker.exit").read_text())
+    assert ended.get("exit_code") == 0, f"the worker did not stop itself within {GRACE_S:g} s: {ended}"
+    write_csv(run_dir)
+    rows = sum(len(p.read_text().splitlines()) - 1 for p in run_dir.glob("exec-*.csv"))
+    assert rows == TASKS
