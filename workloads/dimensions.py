@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cmx.workloads import kinds
+from cmx.workloads import faults, kinds
 
 #: How a cell's value of a dimension reaches the run:
 #:  ``argv``    a switch on the worker's command line (:attr:`Dimension.argv`)
@@ -25,16 +25,18 @@ from cmx.workloads import kinds
 #:  ``url``     picks the broker or backend the inventory names (the app reads its URL from the
 #:              environment: CMX_BROKER_URL, CMX_BACKEND_URL)
 #:  ``hosts``   how many hosts of group ``workers`` run a worker (never sent to a host)
-Reach = Literal["argv", "config", "url", "hosts"]
+#:  ``harness`` read by the harness on the hosts (the run spec carries it; the worker's config never)
+Reach = Literal["argv", "config", "url", "hosts", "harness"]
 
 
 @dataclass(frozen=True)
 class Dimension:
     """One built-in dimension. ``type``: ``choice`` (one of ``choices``), ``integer`` (at least
-    ``minimum``, at most ``maximum``) or ``seconds`` (a number >= ``minimum``, 0 = off)."""
+    ``minimum``, at most ``maximum``), ``seconds`` (a number >= ``minimum``, 0 = off) or ``fault``
+    (``none`` or ``KIND@TIME[+KIND@TIME]``: workloads/faults.py)."""
 
     name: str
-    type: Literal["choice", "integer", "seconds"]
+    type: Literal["choice", "integer", "seconds", "fault"]
     default: Any
     reaches: Reach
     description: str
@@ -51,7 +53,7 @@ class Dimension:
 
     @property
     def python_type(self) -> type:
-        return {"choice": str, "integer": int, "seconds": float}[self.type]
+        return {"choice": str, "integer": int, "seconds": float, "fault": str}[self.type]
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
@@ -69,6 +71,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
               setting="broker_heartbeat", hint="seconds, 0 = off"),
     Dimension("machines", "integer", 1, "hosts", "how many hosts of group workers run a worker (the first N)",
               minimum=1, maximum=1_000),
+    Dimension("fault", "fault", faults.NONE, "harness",
+              "none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
+              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds"),
 )
 
 #: The dimensions by name, in :data:`DIMENSIONS` order.

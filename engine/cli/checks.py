@@ -5,6 +5,7 @@ from cmx.engine.errors import InputError, Problem
 from cmx.engine.model.experiment import Experiment
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.model.cells import Cell
+from cmx.engine.model.faultcheck import broker_problem
 from cmx.engine.model.yamlpos import load_yaml
 from cmx.workloads.catalog import registry
 
@@ -72,6 +73,15 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
             inv.backend_url(kind)
         except InputError as exc:
             problems.extend(exc.problems)
+    for cell in cells:  # restart_broker: only a broker the sweep provisions or one marked disposable
+        broker = cell.values["broker"]
+        provisioned = bool(inv.services_to_provision({broker}, set()))
+        host = (inv.hosts_of("brokers") or ("",))[0]
+        disposable = inv.hostvars.get(host, {}).get("cmx_disposable") is True
+        why = broker_problem(cell.values, provisioned, disposable)
+        if why and all(p.message != why for p in problems):
+            line, col = _where(exp, "fault")
+            problems.append(Problem(why, exp.source, line, col))
     workload = registry.get(exp.workload.name)
     if workload.needs_backend and any(c.values["backend"] == "none" for c in cells):
         line, col = _where(exp, "backend")

@@ -29,6 +29,7 @@ from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
 from cmx.engine.hosts.provision import provision, stop_services
+from cmx.engine.run.faultrun import FaultScheduler
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
@@ -167,6 +168,7 @@ class Sweep:
             worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
             service_url=self._service_url(),
             queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
+            settle_s=self.exp.limits.settle, fault_restart_s=self.exp.limits.fault_restart,
         )
 
     def _service_url(self) -> str | None:
@@ -302,10 +304,14 @@ class Sweep:
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
+        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver,
+                                {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0]},
+                                restart_s=spec.fault_restart_s, ready_timeout=conns[targets.workers[0]].worker_ready_timeout,
+                                shutdown_timeout=spec.run_timeout_s)
         started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.driver,
                                   drive_timeout=spec.run_timeout_s + 30,
                                   ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
-                                  cancel=lambda: self._interrupted)
+                                  cancel=lambda: self._interrupted, during=faults)
         stages.update(start_drive_stages(started))
 
         self.handler.stage(run, "stop + fetch")

@@ -48,9 +48,11 @@ def _lost(host: str, task: str, exc: Exception) -> Failure:
 
 
 def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driver: str, drive_timeout: float,
-                    ready_timeout: float, cancel: Callable[[], bool]) -> StepResult:
+                    ready_timeout: float, cancel: Callable[[], bool],
+                    during: Callable[[], None] = lambda: None) -> StepResult:
     """``begin`` on every host together; once all began, the drive. Bounded by the hosts' own
-    timeouts plus :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once."""
+    timeouts plus :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once. ``during()`` is
+    called while the drive runs (a fault run's faults: engine/run/faultrun.py)."""
     t0 = time.monotonic()
     failures: list[Failure] = []
     lost = agents.start(list(payloads))  # an agent lost since the last run comes back
@@ -80,9 +82,14 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
             return StepResult("failed", tuple(failures), time.monotonic() - t0)
         marks = {"drive": time.monotonic() - t0}
         relay = _Relay(agents, run_id, driver)
+
+        def tick() -> None:
+            relay()
+            during()
+
         try:
             reply = wait(agents[driver].request("drive", run_id=run_id, timeout=drive_timeout),
-                         drive_timeout + SLACK_S, cancel, tick=relay)
+                         drive_timeout + SLACK_S, cancel, tick=tick)
         except AgentLost as exc:
             return StepResult("failed", (_lost(driver, DRIVE_TASK, exc),), time.monotonic() - t0, marks,
                               worker_events=relay.events())

@@ -15,6 +15,8 @@ followed by K raw bytes (a run's pack). Commands:
   fetch-pack  run_id, keep: the run's pack, as bytes
   tell        run_id, events: worker events from other hosts, for this host's driver (its run
               dir's worker_events.json: workloads/workerevents.py)
+  fault       run_id, index, fault, delay_s, restart_s, ready_timeout: inject one of the run's
+              faults on this host after delay_s (workloads/host/faultinject.py); its record
   quit        stop what runs, answer, exit
 
 Unasked, the agent sends ``{"event": {...}, "run_id": ...}`` when a run's worker on this host
@@ -39,7 +41,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 LEASE_S = 20.0
@@ -102,7 +104,7 @@ class Agent:
             self.end("asked to quit")
             return
         handler = {"begin": self.begin, "drive": self.drive, "finish": self.finish,
-                   "fetch-pack": self.fetch_pack, "tell": self.tell}.get(cmd)
+                   "fetch-pack": self.fetch_pack, "tell": self.tell, "fault": self.fault}.get(cmd)
         if handler is None:
             self.send({"id": msg.get("id"), "ok": False, "error": f"unknown command {cmd!r}"})
             return
@@ -203,6 +205,31 @@ class Agent:
             known = workerevents.record(state.run_dir, list(msg.get("events") or []))
         return {"events": len(known)}
 
+    def fault(self, msg: dict) -> dict:
+        """Inject one fault of the run on this host; its events go out as they happen."""
+        from cmx.workloads import workerevents
+        from cmx.workloads.host import faultinject, hostctl, hostrun
+
+        run_id = msg["run_id"]
+        state = self._state(run_id)
+        self._enter(state)
+
+        def send(event) -> None:
+            state.reported.add(event.key)
+            with state.events_lock:  # a driver on this host knows it before it sees the worker's exit
+                workerevents.record(state.run_dir, [asdict(event)])
+            self.send({"event": asdict(event), "run_id": run_id})
+
+        def replacement() -> int:  # the same node, consuming the run's queue at once (a restarted unit)
+            from cmx.workloads.spec import RunSpec
+
+            hostrun.load_secrets(state.run_dir)
+            queue = RunSpec.load(state.run_dir).queue
+            return hostctl.start_worker(state.run_dir, self.host, float(msg.get("ready_timeout") or 60),
+                                        state.cancelled.is_set, queues=queue)
+
+        return faultinject.inject(state.run_dir, self.host, msg, state.cancelled.is_set, send, replacement)
+
     def watch_workers(self) -> None:
         """Send every new worker event of the runs under way (not once their finish began: the
         stop ends the worker on purpose)."""
@@ -217,6 +244,8 @@ class Agent:
                 for event in workerevents.observe(state.run_dir, self.host):
                     if event.key not in state.reported:
                         state.reported.add(event.key)
+                        if event.kind == workerevents.CLOCK:  # how late it is seen: faults are timed from it
+                            event = replace(event, age_s=max(time.time() - event.at, 0.0))
                         self.send({"event": asdict(event), "run_id": run_id})
 
     def fetch_pack(self, msg: dict) -> dict:
