@@ -1,0 +1,75 @@
+"""The fault dimension's form and checks (workloads/faults.py, engine/model/faultcheck.py): one-line
+problems at the value, exit 2, before any host is touched."""
+from __future__ import annotations
+
+import pytest
+
+from cmx.engine.model.cells import expand
+from cmx.engine.model.experiment import parse_duration
+from cmx.engine.model.faultcheck import broker_problem
+from cmx.engine.model.load import load_experiment
+from cmx.workloads import faults
+from tests.conftest import problems
+
+HEAD = "name: f\nworkload: {name: concurrent_sleep, params: {tasks: 4, sleep_s: 1}}\n"
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + text)
+    return path
+
+
+def test_a_fault_value_reads_as_its_faults_in_time_order():
+    assert faults.parse("none") == ()
+    assert faults.parse("kill_worker@2s+kill_child@500ms") == (
+        faults.Fault("kill_child", 0.5), faults.Fault("kill_worker", 2.0))
+    assert faults.parse("partition_worker@3/5s") == (faults.Fault("partition_worker", 3.0, 5.0),)
+    assert faults.canonical("term_worker@1m") == "term_worker@60"
+    assert faults.canonical(" kill_child@3s ") == faults.canonical("kill_child@3") == "kill_child@3"
+    assert parse_duration is faults.parse_duration  # one reader of durations for the file and the faults
+
+
+@pytest.mark.parametrize("value, message", [
+    ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
+                   "restart_broker, partition_worker)"),
+    ("kill_child", "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
+    ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
+    ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
+                           "e.g. partition_worker@3s/5s)"),
+    ("kill_child@3/2", "fault 'kill_child@3/2': kill_child takes no duration (only partition_worker does)"),
+    (3, "fault must be none or KIND@TIME (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
+        "partition_worker), got 3"),
+])
+def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
+    import json
+
+    path = write(tmp_path, f"matrix:\n  fault: [none, {json.dumps(value)}]\n")
+    assert problems(path) == [f"{path}:4:{len('  fault: [none, ') + 1}: {message}"]
+
+
+def test_cells_hold_the_canonical_fault(tmp_path):
+    exp = load_experiment(write(tmp_path, "matrix:\n  fault: [none, kill_child@3s, 'kill_worker@1+kill_child@250ms']\n"))
+    assert [c.values["fault"] for c in expand(exp)] == ["none", "kill_child@3", "kill_child@0.25+kill_worker@1"]
+
+
+def test_kill_child_is_refused_for_a_pool_without_child_processes(tmp_path):
+    path = write(tmp_path, "matrix:\n  pool: [prefork, threads]\n  fault: [none, kill_child@1]\n")
+    assert problems(path) == [f"{path}:5:17: fault kill_child@1: kill_child kills a pool child process, which only "
+                              "the prefork pool has (this cell's pool is threads)"]
+    load_experiment(write(tmp_path, "fixed: {pool: prefork}\nmatrix:\n  fault: [kill_child@1]\n"))  # fine
+
+
+def test_restart_broker_only_on_a_broker_cmx_owns():
+    cell = {"broker": "redis", "fault": "restart_broker@2"}
+    assert broker_problem(cell, provisioned=True, disposable=False) is None
+    assert broker_problem(cell, provisioned=False, disposable=True) is None
+    assert "not one the sweep provisions" in broker_problem(cell, provisioned=False, disposable=False)
+    assert broker_problem({"broker": "redis", "fault": "kill_child@1"}, provisioned=False, disposable=False) is None
+
+
+def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):
+    exp = load_experiment(write(tmp_path, ""))
+    assert (exp.limits.settle, exp.limits.fault_restart) == (10.0, 1.0)
+    exp = load_experiment(write(tmp_path, "limits: {settle: 2s, fault_restart: 500ms}\n"))
+    assert (exp.limits.settle, exp.limits.fault_restart) == (2.0, 0.5)
