@@ -42,8 +42,11 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
     for c in cells:
         params = workload.Params(**{k.removeprefix("params."): v for k, v in c.values.items()
                                     if k.startswith("params.")})
-        shown[c.cell_id] = workload.headline(params)
-    union = tuple(m for m in workload.headline_metrics if any(m in h for h in shown.values()))
+        # A fault cell leads with what the fault did to delivery (lost is its own column).
+        faulted = c.values.get("fault", "none") != "none"
+        shown[c.cell_id] = (metricdefs.FAULT_HEADLINE if faulted else ()) + tuple(workload.headline(params))
+    order = (*metricdefs.FAULT_HEADLINE, *workload.headline_metrics)
+    union = tuple(m for m in order if any(m in h for h in shown.values()))
     return union or workload.headline_metrics, shown
 
 

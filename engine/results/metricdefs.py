@@ -150,6 +150,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
 RUN_SUMMARY_COLUMNS = ("tasks_published", "tasks_completed", "tasks_lost", "tasks_duplicated", "publish_rate",
                        "consume_rate", "makespan_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
                        "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max", "backend_connections_max")
+#: What a fault cell's summary leads with (beside lost, its own column): what the fault did to delivery.
+FAULT_HEADLINE = ("tasks_duplicated", "tasks_redelivered", "tasks_failed", "stall_s", "recovery_s")
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
 FACTS = ("host_share_min", "clock_suspect")
