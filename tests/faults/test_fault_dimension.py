@@ -74,3 +74,25 @@ def test_kill_worker_is_replaced_and_the_run_stays_ok(tmp_path):
     assert m["tasks_lost"] == 0 and m["tasks_completed"] == 12, m
     assert m["stall_s"] > 1.0  # nothing finished while no worker ran
     assert run_processes(db) == []
+
+
+def test_term_worker_waits_for_running_tasks_and_a_replacement_takes_the_rest(tmp_path):
+    """SIGTERM (a deploy): Celery's warm shutdown finishes the tasks it runs before the worker exits,
+    whatever worker_soft_shutdown_timeout says (Celery applies that to a cold shutdown only); the
+    replacement then takes the rest. Read from what was stored: the fault's end came after the
+    running tasks' remainder, nothing was lost."""
+    db = sweep(tmp_path, "fault-term-worker", """
+        workload: {name: concurrent_sleep, params: {tasks: 6, sleep_s: 2.0}}
+        fixed: {broker: rabbitmq, pool: prefork, concurrency: 2, prefetch_multiplier: 1, fault: term_worker@0.5s}
+        matrix:
+          celery.worker_soft_shutdown_timeout: [0.0, 1.0]
+        limits: {run_timeout: 2m, settle: 3s, fault_restart: 1s}
+    """)
+    m = metrics_by(db, '"celery.worker_soft_shutdown_timeout"')
+    for soft, cell in m.items():
+        assert cell["tasks_lost"] == 0 and cell["tasks_completed"] == 6 and cell["tasks_duplicated"] == 0, (soft, cell)
+    for run_id, status, error in query(db, "SELECT run_id, status, error FROM runs"):
+        assert status == "ok", error
+        ((struck, ended),) = query(db, "SELECT struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
+        assert ended - struck >= 1.5 + 1.0  # the running 2 s tasks' remainder, then fault_restart
+    assert run_processes(db) == []

@@ -73,3 +73,39 @@ def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):
     assert (exp.limits.settle, exp.limits.fault_restart) == (10.0, 1.0)
     exp = load_experiment(write(tmp_path, "limits: {settle: 2s, fault_restart: 500ms}\n"))
     assert (exp.limits.settle, exp.limits.fault_restart) == (2.0, 0.5)
+
+
+def _fault_run(con, run_id: str, after: list[float]) -> dict:
+    """A run finishing a task every second from T0+1 to T0+5, a fault struck at T0+5.5 (the clock
+    started at T0+0.2), then tasks finishing at ``after`` (seconds from T0); its fault metrics."""
+    from cmx.engine.results import db
+    from tests.results_fixture import T0, add_run
+
+    tasks = [(f"a{i}", T0, T0 + i, T0 + i + 1, "SUCCESS") for i in range(5)]
+    tasks += [(f"b{i}", T0, T0 + s - 0.5, T0 + s, "SUCCESS") for i, s in enumerate(after)]
+    add_run(con, "e", run_id, {"fault": "kill_worker@5"}, tasks=tasks)
+    con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "
+                "VALUES (?, 0, 'kill_worker@5', 'kill_worker', 'w1', ?, ?, 'w1')", [run_id, T0 + 5.5, T0 + 0.2])
+    got = dict(con.execute(db.sql("metrics.sql"), {"run_id": run_id, "warmup_s": 0}).fetchall())
+    return {k: got[k] for k in ("fault_at_s", "stall_s", "recovery_s")}
+
+
+def test_fault_metrics_have_exact_values(tmp_path):
+    from cmx.engine.results import db
+
+    with db.connect(tmp_path / "f.duckdb") as con:
+        # back at 0.9/s... from 9 s, two a second: the window is ten pre-fault completions (11 s);
+        # the first whole window after the fault holding 90 % of them ends at 16.5 s
+        back = _fault_run(con, "r1", [9 + k * 0.5 for k in range(43)])
+        assert back == pytest.approx({"fault_at_s": 5.3, "stall_s": 3.5, "recovery_s": 11.0})
+        # nothing finished after the fault: no stall measured, never recovered
+        assert _fault_run(con, "r2", []) == pytest.approx({"fault_at_s": 5.3, "stall_s": None, "recovery_s": None})
+        # finishing again, but at half the pre-fault rate: never recovered
+        slow = _fault_run(con, "r3", [8 + k * 2.2 for k in range(10)])
+        assert slow["recovery_s"] is None and slow["stall_s"] == pytest.approx(2.5)
+        # no fault, no fault metrics
+        from tests.results_fixture import T0, add_run
+
+        add_run(con, "e", "r4", {}, tasks=[("x", T0, T0, T0 + 1, "SUCCESS")])
+        names = {n for n, _ in con.execute(db.sql("metrics.sql"), {"run_id": "r4", "warmup_s": 0}).fetchall()}
+        assert not names & {"fault_at_s", "stall_s", "recovery_s"}

@@ -223,10 +223,15 @@ class Agent:
         def replacement() -> int:  # the same node, consuming the run's queue at once (a restarted unit)
             from cmx.workloads.spec import RunSpec
 
-            hostrun.load_secrets(state.run_dir)
-            queue = RunSpec.load(state.run_dir).queue
-            return hostctl.start_worker(state.run_dir, self.host, float(msg.get("ready_timeout") or 60),
-                                        state.cancelled.is_set, queues=queue)
+            # Under the run's lock: a finish or the lease's end (which cancel first, then stop
+            # what runs) never misses a replacement started beside them.
+            with state.lock:
+                if state.cancelled.is_set() or self.ended.is_set():
+                    return 1
+                hostrun.load_secrets(state.run_dir)
+                queue = RunSpec.load(state.run_dir).queue
+                return hostctl.start_worker(state.run_dir, self.host, float(msg.get("ready_timeout") or 60),
+                                            state.cancelled.is_set, queues=queue)
 
         return faultinject.inject(state.run_dir, self.host, msg, state.cancelled.is_set, send, replacement)
 
@@ -272,6 +277,11 @@ class Agent:
             states = list(self.runs.values())
         for state in states:
             state.cancelled.set()
+        for state in states:
+            # A fault's replacement worker being started holds the lock; cancelled, it lets go at once.
+            got = state.lock.acquire(timeout=10)
+            if got:
+                state.lock.release()
             if state.driver is not None:
                 _end_group(state.driver, LEASE_STOP_GRACE_S)
             try:
