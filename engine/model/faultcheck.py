@@ -12,7 +12,9 @@ from typing import Any
 from cmx.workloads import faults, kinds
 
 #: Kinds cmx injects today; the others are refused at validation, saying so.
-INJECTED = ("kill_child", "kill_worker", "term_worker")
+INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker")
+#: The broker servers restart_broker can restart today (one the sweep provisioned).
+RESTARTABLE = ("redis",)
 
 
 def cell_problem(values: dict[str, Any]) -> str | None:
@@ -25,6 +27,10 @@ def cell_problem(values: dict[str, Any]) -> str | None:
         if fault.kind not in INJECTED:
             return (f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet "
                     f"(supported: {', '.join(INJECTED)})")
+        service = kinds.BROKERS[values["broker"]].service if values.get("broker") in kinds.BROKERS else None
+        if fault.kind == "restart_broker" and service not in RESTARTABLE:
+            return (f"fault {fault.text()}: restart_broker restarts only a {', '.join(RESTARTABLE)} broker the sweep "
+                    f"provisions so far (this cell's broker is {values.get('broker')})")
         if fault.kind == "kill_child" and values.get("pool") not in faults.CHILD_POOLS:
             return (f"fault {fault.text()}: kill_child kills a pool child process, which only the "
                     f"{', '.join(faults.CHILD_POOLS)} pool has (this cell's pool is {values.get('pool')})")
@@ -32,12 +38,13 @@ def cell_problem(values: dict[str, Any]) -> str | None:
 
 
 def broker_problem(values: dict[str, Any], provisioned: bool, disposable: bool) -> str | None:
-    """Why ``restart_broker`` may not restart the cell's broker: neither provisioned by the sweep
-    nor marked ``cmx_disposable: true`` in the inventory."""
+    """Why ``restart_broker`` may not restart the cell's broker: not provisioned by the sweep (a
+    broker the inventory marks ``cmx_disposable: true`` will be restartable once each server
+    module can restart its own; today only a provisioned one is)."""
     planned = faults.parse(values.get("fault", faults.NONE))
-    if any(f.kind == "restart_broker" for f in planned) and not (provisioned or disposable):
+    if any(f.kind == "restart_broker" for f in planned) and not provisioned:
         service = kinds.BROKERS[values["broker"]].service
-        return (f"fault restart_broker: the {service} broker of this cell is not one the sweep provisions; "
-                "cmx restarts only its own brokers or one the inventory marks cmx_disposable: true "
-                "on its brokers host")
+        return (f"fault restart_broker: the {service} broker of this cell is not one the sweep provisions "
+                "(its URL comes from the inventory): cmx restarts only the brokers it started, never a "
+                "shared one" + (" (cmx_disposable: true is not enough yet)" if disposable else ""))
     return None

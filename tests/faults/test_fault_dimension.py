@@ -96,3 +96,43 @@ def test_term_worker_waits_for_running_tasks_and_a_replacement_takes_the_rest(tm
         ((struck, ended),) = query(db, "SELECT struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
         assert ended - struck >= 1.5 + 1.0  # the running 2 s tasks' remainder, then fault_restart
     assert run_processes(db) == []
+
+
+def test_restart_broker_restarts_only_the_sweeps_own_redis(tmp_path):
+    """restart_broker on a Redis the sweep provisions (the inventory gives no URL: its own server,
+    on a port of its own; the shared 6379 is never touched): the server's pid changes, the worker
+    lives through it, and what the restart did to the tasks is stored (a Redis without persistence
+    drops what was queued)."""
+    from tests.faults.brokers import free_port
+
+    workdir, port = tmp_path / "hosts", free_port()
+    inv = tmp_path / "own-redis.yml"
+    inv.write_text(f"""
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+    python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+    cmx_workdir: {workdir}/localhost
+  children:
+    brokers: {{hosts: {{localhost: {{redis_port: {port}, redis_bind: 127.0.0.1}}}}}}
+    workers: {{hosts: {{localhost: }}}}
+    drivers: {{hosts: {{localhost: }}}}
+""")
+    db = sweep(tmp_path, "fault-restart-broker", f"""
+        inventory: {inv}
+        workload: {{name: concurrent_sleep, params: {{tasks: 10, sleep_s: 0.5}}}}
+        fixed: {{broker: redis, backend: none, concurrency: 2, prefetch_multiplier: 1, fault: restart_broker@1s}}
+        matrix:
+          pool: [prefork, threads]
+        limits: {{run_timeout: 2m, settle: 3s}}
+    """)
+    for run_id, status, error in query(db, "SELECT run_id, status, error FROM runs"):
+        assert status == "ok", error
+        ((kind, pid, err, struck, ended),) = query(
+            db, "SELECT kind, pid, error, struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
+        assert kind == "restart_broker" and err is None and pid and ended > struck
+    m = metrics_by(db, "pool")
+    for pool, cell in m.items():
+        assert cell["tasks_completed"] + cell["tasks_lost"] == 10, (pool, cell)
+    assert run_processes(db) == []

@@ -63,7 +63,7 @@ def test_kill_child_is_refused_for_a_pool_without_child_processes(tmp_path):
 def test_restart_broker_only_on_a_broker_cmx_owns():
     cell = {"broker": "redis", "fault": "restart_broker@2"}
     assert broker_problem(cell, provisioned=True, disposable=False) is None
-    assert broker_problem(cell, provisioned=False, disposable=True) is None
+    assert "cmx_disposable: true is not enough yet" in broker_problem(cell, provisioned=False, disposable=True)
     assert "not one the sweep provisions" in broker_problem(cell, provisioned=False, disposable=False)
     assert broker_problem({"broker": "redis", "fault": "kill_child@1"}, provisioned=False, disposable=False) is None
 

@@ -233,7 +233,8 @@ class Agent:
                 return hostctl.start_worker(state.run_dir, self.host, float(msg.get("ready_timeout") or 60),
                                             state.cancelled.is_set, queues=queue)
 
-        return faultinject.inject(state.run_dir, self.host, msg, state.cancelled.is_set, send, replacement)
+        return faultinject.inject(state.run_dir, self.host, {**msg, "workdir": str(self.workdir)},
+                                  state.cancelled.is_set, send, replacement)
 
     def watch_workers(self) -> None:
         """Send every new worker event of the runs under way (not once their finish began: the

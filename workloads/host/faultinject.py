@@ -7,6 +7,8 @@
 - ``kill_worker`` / ``term_worker``: SIGKILL / SIGTERM the run's worker's main process; once it
   and its supervisor are gone, after ``restart_s``, a replacement worker of the same node name
   starts consuming the run's queue (as systemd restarts a unit).
+- ``restart_broker``: stop and start the Redis server the sweep provisioned on this host (the
+  only broker server it may restart today: engine/model/faultcheck.py).
 
 Before the blow the agent sends a ``fault`` event (which process, which task, when: this host's
 ``time.time()``), so the driver knows the worker's exit that follows is the fault's; after it a
@@ -94,6 +96,34 @@ def _wait_gone(pid: int | None, timeout: float, cancelled: Callable[[], bool], w
         time.sleep(0.02)
 
 
+def restart_redis(workdir: Path, cancelled: Callable[[], bool]) -> int:
+    """Stop and start the Redis the sweep provisioned on this host (roles/redis: ``<workdir>/redis``,
+    its own config and pid file), as it was started; its pid before the restart. Only that server:
+    never one the inventory gave by URL (refused at validation: engine/model/faultcheck.py)."""
+    import subprocess
+
+    conf, pidfile = workdir / "redis" / "redis.conf", workdir / "redis" / "redis.pid"
+    pid = _pid(pidfile.parent, pidfile.name)
+    if pid is None or not conf.exists():
+        raise FaultFailed(f"no Redis provisioned by the sweep on this host ({pidfile} absent)")
+    try:
+        if "redis" not in psutil.Process(pid).name():
+            raise FaultFailed(f"pid {pid} of {pidfile} is not the sweep's Redis")
+    except psutil.NoSuchProcess:
+        raise FaultFailed(f"the sweep's Redis (pid {pid}) is not running") from None
+    os.kill(pid, signal.SIGTERM)  # Redis shuts down (nothing to save: the role turns persistence off)
+    _wait_gone(pid, 30, cancelled, "Redis")
+    started = subprocess.run(["redis-server", str(conf)], capture_output=True, text=True, timeout=30)
+    if started.returncode:
+        raise FaultFailed(f"redis-server did not start again: {started.stderr.strip()[:300]}")
+    deadline = time.monotonic() + 30
+    while _pid(pidfile.parent, pidfile.name) in (None, pid):
+        if time.monotonic() > deadline:
+            raise FaultFailed("the restarted Redis wrote no pid file within 30 s")
+        time.sleep(0.05)
+    return pid
+
+
 def _record(run_dir: Path, row: dict) -> None:
     path = run_dir / FAULTS_CSV
     with _csv_lock, open(path, "a", newline="") as f:
@@ -116,9 +146,13 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
     try:
         _sleep_until(deadline, cancelled)
         worker = _pid(run_dir, "worker.pid")
-        if worker is None:
+        if fault.kind == "restart_broker":
+            row.update(struck_at=time.time())
+            send(WorkerEvent(FAULT, host, row["struck_at"], index=index, fault=text))
+            row["pid"] = restart_redis(Path(msg["workdir"]), cancelled)
+        elif worker is None:
             raise FaultFailed("no worker of the run runs on this host")
-        if fault.kind == "kill_child":
+        elif fault.kind == "kill_child":
             pid, task_id = busy_child(run_dir, worker, BUSY_CHILD_WAIT_S, cancelled)
             row.update(pid=pid, task_id=task_id, struck_at=time.time())
             send(WorkerEvent(FAULT, host, row["struck_at"], pid=pid, index=index, fault=text, task_id=task_id))
