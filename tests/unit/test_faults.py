@@ -109,3 +109,31 @@ def test_fault_metrics_have_exact_values(tmp_path):
         add_run(con, "e", "r4", {}, tasks=[("x", T0, T0, T0 + 1, "SUCCESS")])
         names = {n for n, _ in con.execute(db.sql("metrics.sql"), {"run_id": "r4", "warmup_s": 0}).fetchall()}
         assert not names & {"fault_at_s", "stall_s", "recovery_s"}
+
+
+def test_the_rate_over_time_chart_marks_each_fault_where_it_struck():
+    from cmx.analysis import charts
+
+    rows = [{"run": "a #1", "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0} for s in range(5)]
+    rows += [{"run": "b #1", "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0} for s in range(5)]
+    spec = charts.rate_over_time(rows, "t", [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]).to_dict()
+    panels = spec["concat"]
+    marks = [[(layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]) for layer in p["layer"]]
+             for p in panels]
+    assert marks == [["area", "line", "rule"], ["area", "line"]]  # only the fault run's panel has the rule
+    rule = panels[0]["layer"][2]
+    assert rule["data"]["values"] == [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]
+
+
+def test_a_fault_cells_summary_leads_with_delivery():
+    from cmx.analysis.summary import cell_headlines
+    from cmx.engine.model.cells import Cell
+    from cmx.engine.results.metricdefs import FAULT_HEADLINE
+    from cmx.workloads.catalog import registry
+
+    workload = registry.get("concurrent_sleep")
+    plain, faulted = Cell("c1", {"fault": "none"}), Cell("c2", {"fault": "kill_child@1"})
+    union, shown = cell_headlines(workload, [plain, faulted])
+    assert union[:len(FAULT_HEADLINE)] == FAULT_HEADLINE
+    assert shown[faulted.cell_id][:len(FAULT_HEADLINE)] == FAULT_HEADLINE
+    assert shown[plain.cell_id] == workload.headline_metrics
