@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from cmx.engine.errors import InputError, Problem
 from cmx.engine.model.experiment import Experiment
+from cmx.engine.hosts.connection import connections
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.model.cells import Cell
 from cmx.engine.model.faultcheck import broker_problem
@@ -79,6 +80,11 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
         host = (inv.hosts_of("brokers") or ("",))[0]
         disposable = inv.hostvars.get(host, {}).get("cmx_disposable") is True
         why = broker_problem(cell.values, provisioned, disposable)
+        worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
+        if "partition_worker" in str(cell.values.get("fault")) and worker and \
+                connections(inv.path, [worker])[worker].local:
+            why = why or (f"fault partition_worker: it changes the worker host's routes, and worker host {worker} is "
+                          "this machine (ansible_connection: local): give a worker host reached over SSH")
         if why and all(p.message != why for p in problems):
             line, col = _where(exp, "fault")
             problems.append(Problem(why, exp.source, line, col))

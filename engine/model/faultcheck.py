@@ -12,7 +12,7 @@ from typing import Any
 from cmx.workloads import faults, kinds
 
 #: Kinds cmx injects today; the others are refused at validation, saying so.
-INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker")
+INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker")
 #: The broker servers restart_broker can restart today (one the sweep provisioned).
 RESTARTABLE = ("redis",)
 

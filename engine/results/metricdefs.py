@@ -47,11 +47,11 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     # Fault runs (the fault dimension): measured from the first fault that struck.
     MetricDef("fault_at_s", "s", _N, "fault at",
               "when the first fault struck, seconds from the workload's clock start (the injecting host's clock, "
-              "corrected)", "fault"),
-    MetricDef("stall_s", "s", _L, "stall", "the longest time without a task finishing, from the fault on", "fault"),
+              "corrected)"),
+    MetricDef("stall_s", "s", _L, "stall", "the longest time without a task finishing, from the fault on"),
     MetricDef("recovery_s", "s", _L, "recovery",
               "from the fault until tasks finish at 90 % of the pre-fault rate again (over a window of about ten "
-              "pre-fault completions); NULL when they never do", "fault"),
+              "pre-fault completions); NULL when they never do"),
     MetricDef("publish_rate", "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
     MetricDef("publish_batch", "messages", _N, "publish batch",
               "via raw: messages per round trip the server acknowledged (1: one call per message)"),

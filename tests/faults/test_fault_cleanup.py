@@ -89,3 +89,55 @@ def test_faults_over_ssh_on_namespace_hosts(tmp_path):
             assert cell["tasks_completed"] + cell["tasks_lost"] == 8, (key, cell)
         took, left = _wait_gone(lambda: _namespace_leftovers(net) + _local_leftovers(workdir))
         assert left == [], left
+
+
+def _blackholes(net: NetHosts) -> list[str]:
+    return [f"{h.name}: {line}" for h in net.hosts
+            for line in subprocess.run(["ip", "netns", "exec", h.ns, "ip", "route"], capture_output=True,
+                                       text=True).stdout.splitlines() if "blackhole" in line]
+
+
+def test_partition_worker_over_ssh_is_always_undone(tmp_path):
+    """partition_worker@T/D on a namespace host (never this machine's routes): the worker host
+    cannot reach the broker for D seconds, then can again; the route is gone after the run, and
+    after a controller killed mid-partition too (the agent's lease end undoes it)."""
+    require(missing())
+    with NetHosts(tmp_path / "net", 2) as net:
+        workdir = tmp_path / "hosts"
+        inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
+                            workdir_root=workdir)
+        body = """
+            workload: {{name: concurrent_sleep, params: {{tasks: {tasks}, sleep_s: 0.5}}}}
+            fixed: {{broker: redis, pool: threads, concurrency: 2, prefetch_multiplier: 1, fault: "partition_worker@{at}/{d}"}}
+            limits: {{run_timeout: 3m, settle: 3s}}
+        """
+        exp = write(tmp_path / "partition.yaml", "name: partition\n" + body.format(tasks=8, at="0.5s", d="2s"))
+        db = tmp_path / "results" / "cmx.duckdb"
+        done = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        ((host, kind, error, struck, ended),) = query(db, "SELECT host, kind, error, struck_at, ended_at FROM fault_times")
+        assert (host, kind, error) == ("h2", "partition_worker", None) and ended - struck >= 2.0
+        m = metrics_by(db, "fault")["partition_worker@0.5/2"]
+        assert m["tasks_completed"] + m["tasks_lost"] == 8, m
+        assert _blackholes(net) == []
+
+        # the controller killed while the partition holds: the agent's lease end restores the route
+        long = write(tmp_path / "partition-long.yaml", "name: partition-long\n" + body.format(tasks=20, at="0.5s", d="60s"))
+        proc = subprocess.Popen([*CMX, "run", str(long), "--inventory", str(inv), "--db", str(tmp_path / "k.duckdb")],
+                                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 600
+            while not _blackholes(net):
+                assert proc.poll() is None, f"cmx run ended ({proc.returncode}) before the partition"
+                assert time.monotonic() < deadline, "the partition never held"
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        t0 = time.monotonic()
+        while _blackholes(net) and time.monotonic() - t0 < 60:
+            time.sleep(0.5)
+        assert _blackholes(net) == [], "the partition outlived the killed controller"
+        took, left = _wait_gone(lambda: _namespace_leftovers(net) + _local_leftovers(workdir))
+        assert left == [], left

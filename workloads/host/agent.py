@@ -213,6 +213,7 @@ class Agent:
         run_id = msg["run_id"]
         state = self._state(run_id)
         self._enter(state)
+        hostrun.load_secrets(state.run_dir)  # partition_worker: where the broker is
 
         def send(event) -> None:
             state.reported.add(event.key)
@@ -271,8 +272,9 @@ class Agent:
 
     def stop_everything(self) -> None:
         """Stop every run still under way on this host: its driver, then its processes together
-        (hostctl.stop), then whatever is left of every process group the agent started."""
-        from cmx.workloads.host import hostctl, hostrun
+        (hostctl.stop), undo a fault's partition, then whatever is left of every process group the
+        agent started."""
+        from cmx.workloads.host import faultinject, hostctl, hostrun
 
         with self.state_lock:
             states = list(self.runs.values())
@@ -297,6 +299,10 @@ class Agent:
                     print(f"removing the leftovers of {state.run_dir} failed: {exc}", file=sys.stderr)
                 _forget_secrets()
             (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
+            try:  # a partition of the run still holding: the host's routes as they were
+                faultinject.heal(state.run_dir)
+            except Exception as exc:
+                print(f"undoing the partition of {state.run_dir} failed: {exc}", file=sys.stderr)
         for proc in list(hostctl.SPAWNED):
             if proc.poll() is None:
                 _end_group(proc, LEASE_STOP_GRACE_S)

@@ -9,6 +9,8 @@
   starts consuming the run's queue (as systemd restarts a unit).
 - ``restart_broker``: stop and start the Redis server the sweep provisioned on this host (the
   only broker server it may restart today: engine/model/faultcheck.py).
+- ``partition_worker@T/D``: this host's traffic to the broker's address dropped for D seconds
+  (a blackhole route), restored after, when the run ends first, and when the agent's lease ends.
 
 Before the blow the agent sends a ``fault`` event (which process, which task, when: this host's
 ``time.time()``), so the driver knows the worker's exit that follows is the fault's; after it a
@@ -124,6 +126,65 @@ def restart_redis(workdir: Path, cancelled: Callable[[], bool]) -> int:
     return pid
 
 
+PARTITION = "partition.json"  # in the run dir while a partition holds: what heal() undoes
+
+
+def _ip(*args: str) -> None:
+    import subprocess
+
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
+    if done.returncode:
+        raise FaultFailed(f"ip {' '.join(args)} failed: {(done.stderr or done.stdout).strip()[:200]}")
+
+
+def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Callable[[], bool]) -> str:
+    """Drop this host's traffic to the broker's address for ``duration_s`` (a blackhole route: no
+    packet filter is needed on the host), then restore it, also when the run ends first; the
+    address. Refused on a host whose agent runs without SSH (this machine: its routes are every
+    helper's) and when the broker is this host itself or the controller's SSH comes from it."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
+    if not os.environ.get("SSH_CONNECTION"):
+        raise FaultFailed("partition_worker changes the worker host's routes: it needs a worker host reached "
+                          "over SSH, never the controller's own machine")
+    host = urlsplit(broker_url).hostname or ""
+    try:
+        address = socket.gethostbyname(host)
+    except OSError as exc:
+        raise FaultFailed(f"cannot resolve the broker's host {host!r}: {exc}") from None
+    if address.startswith("127.") or address == os.environ["SSH_CONNECTION"].split()[0]:
+        raise FaultFailed(f"the broker ({address}) is this host or the controller's own address: a partition "
+                          "from it would cut the cmx agent off, not the worker")
+    from cmx.workloads.files import write_atomic
+
+    write_atomic(run_dir / PARTITION, json.dumps({"address": address}))
+    _ip("route", "add", "blackhole", f"{address}/32")
+    try:
+        _sleep_until(time.monotonic() + duration_s, cancelled)
+    finally:
+        heal(run_dir)
+    return address
+
+
+def heal(run_dir: Path) -> None:
+    """Undo the run's partition on this host, if one holds (the agent's lease end calls it too)."""
+    import json
+
+    path = Path(run_dir) / PARTITION
+    try:
+        address = json.loads(path.read_text())["address"]
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        _ip("route", "del", "blackhole", f"{address}/32")
+    except FaultFailed as exc:
+        if "No such process" not in str(exc):  # already gone
+            raise
+    path.unlink(missing_ok=True)
+
+
 def _record(run_dir: Path, row: dict) -> None:
     path = run_dir / FAULTS_CSV
     with _csv_lock, open(path, "a", newline="") as f:
@@ -152,6 +213,10 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
             row["pid"] = restart_redis(Path(msg["workdir"]), cancelled)
         elif worker is None:
             raise FaultFailed("no worker of the run runs on this host")
+        elif fault.kind == "partition_worker":
+            row.update(pid=worker, struck_at=time.time())
+            send(WorkerEvent(FAULT, host, row["struck_at"], pid=worker, index=index, fault=text))
+            partition(run_dir, os.environ.get("CMX_BROKER_URL", ""), fault.duration_s or 0.0, cancelled)
         elif fault.kind == "kill_child":
             pid, task_id = busy_child(run_dir, worker, BUSY_CHILD_WAIT_S, cancelled)
             row.update(pid=pid, task_id=task_id, struck_at=time.time())
