@@ -353,7 +353,8 @@ class Sweep:
                 driver["error"] = (f"{driver.get('error')}: "
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
-            if status is RunStatus.OK and metrics.get("tasks_failed"):
+            # In a fault cell failed tasks are a finding (like lost and duplicated ones), not the run's failure.
+            if status is RunStatus.OK and metrics.get("tasks_failed") and not spec.faults:
                 status, error = RunStatus.FAILED, failure_error(art_dir, metrics["tasks_failed"])
             stages["ingest"] = time.monotonic() - t0
             metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
