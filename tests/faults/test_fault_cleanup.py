@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 
@@ -111,6 +112,7 @@ def test_partition_worker_over_ssh_is_always_undone(tmp_path):
             fixed: {{broker: redis, pool: threads, concurrency: 2, prefetch_multiplier: 1, fault: "partition_worker@{at}/{d}"}}
             limits: {{run_timeout: 3m, settle: 3s}}
         """
+        body = textwrap.dedent(body)
         exp = write(tmp_path / "partition.yaml", "name: partition\n" + body.format(tasks=8, at="0.5s", d="2s"))
         db = tmp_path / "results" / "cmx.duckdb"
         done = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=900)
