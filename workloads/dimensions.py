@@ -50,6 +50,9 @@ class Dimension:
     setting: str | None = None
     #: Said after "use the NAME dimension" when a file sets :attr:`setting` as ``celery.*``.
     hint: str = ""
+    #: False for a dimension added after cells had ids: at its default it is left out of the cell
+    #: id (engine/model/cells.py), so every cell stored before it keeps its id (resume, trend).
+    in_id_at_default: bool = True
 
     @property
     def python_type(self) -> type:
@@ -73,7 +76,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
               minimum=1, maximum=1_000),
     Dimension("fault", "fault", faults.NONE, "harness",
               "none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
-              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds"),
+              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds", in_id_at_default=False),
 )
 
 #: The dimensions by name, in :data:`DIMENSIONS` order.

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from cmx.engine.model.dimensions import defaults, normalise_values
 from cmx.engine.model.experiment import Experiment
+from cmx.workloads.dimensions import DIMENSIONS
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,18 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+#: Dimensions added after cells had ids, with their defaults: left out of the id at the default.
+_LATER_DEFAULTS = {d.name: d.default for d in DIMENSIONS if not d.in_id_at_default}
+
+
 def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
     """The cell's stable id: 12 hex chars of sha256 over the workload name and normalised values.
 
     Independent of key order and of the file the values came from.
     """
-    text = canonical({"workload": workload_name, "values": normalise_values(workload_name, dict(values))})
+    normal = {k: v for k, v in normalise_values(workload_name, dict(values)).items()
+              if not (k in _LATER_DEFAULTS and v == _LATER_DEFAULTS[k])}  # ids of cells stored before them
+    text = canonical({"workload": workload_name, "values": normal})
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

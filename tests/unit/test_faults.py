@@ -137,3 +137,18 @@ def test_a_fault_cells_summary_leads_with_delivery():
     assert union[:len(FAULT_HEADLINE)] == FAULT_HEADLINE
     assert shown[faulted.cell_id][:len(FAULT_HEADLINE)] == FAULT_HEADLINE
     assert shown[plain.cell_id] == workload.headline_metrics
+
+
+def test_a_cell_without_faults_keeps_the_id_it_had_before_the_fault_dimension(tmp_path):
+    """Cells stored before `fault` existed (resume, trend, compare by cell) keep their ids."""
+    import hashlib
+
+    from cmx.engine.model.cells import canonical, cell_id
+    from cmx.engine.model.dimensions import normalise_values
+
+    (plain,) = expand(load_experiment(write(tmp_path, "fixed: {pool: threads}\n")))
+    before = {k: v for k, v in plain.values.items() if k != "fault"}  # the values as 0.2.0 held them
+    old = hashlib.sha256(canonical({"workload": "concurrent_sleep",
+                                    "values": normalise_values("concurrent_sleep", before)}).encode()).hexdigest()[:12]
+    assert plain.values["fault"] == "none" and plain.cell_id == old
+    assert cell_id("concurrent_sleep", {**before, "fault": "kill_worker@1"}) != old
