@@ -69,8 +69,9 @@ def latency_spectrum(rows: list[dict], series: Series, title: str) -> alt.TopLev
     return _series_facet(chart, series).properties(title=title)
 
 
-def rate_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
-    """Per run panel: tasks finished per second (line) and queue depth (area, its own axis).
+def rate_over_time(rows: list[dict], title: str, faults: list[dict] = ()) -> alt.TopLevelMixin:
+    """Per run panel: tasks finished per second (line) and queue depth (area, its own axis); a fault
+    run's faults as red rules where they struck (``faults``: run, second, fault).
     Panels are concatenated, not facetted: Vega-Lite cannot facet a layer with independent axes."""
     panels = []
     for run in dict.fromkeys(r["run"] for r in rows):
@@ -81,7 +82,12 @@ def rate_over_time(rows: list[dict], title: str) -> alt.TopLevelMixin:
             tooltip=["second:Q", "width_s:Q", "completed:Q", alt.Tooltip("rate:Q", format=",.0f"), "queue_depth:Q"])
         depth = base.mark_area(color="#f58518", opacity=0.3).encode(
             y=alt.Y("queue_depth:Q", title="queue depth", axis=alt.Axis(titleColor="#f58518")))
-        panels.append(alt.layer(depth, rate).resolve_scale(y="independent")
+        layers = [depth, rate]
+        struck = [f for f in faults if f["run"] == run]
+        if struck:
+            layers.append(alt.Chart(_data(struck)).mark_rule(color="#e45756", strokeWidth=2).encode(
+                x="second:Q", tooltip=["fault:N", alt.Tooltip("second:Q", format=".2f")]))
+        panels.append(alt.layer(*layers).resolve_scale(y="independent")
                       .properties(width=WIDTH, height=160, title=run))
     return alt.concat(*panels, columns=3).properties(title=title)
 

@@ -146,11 +146,17 @@ def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict]
             for r, s, w, c, rate, q in rows]
     if not data:
         return None
+    # Where each fault struck, on the same axis (the controller's clock, from the first task sent).
+    struck = [{"run": name[r], "second": sec, "fault": f} for r, sec, f in con.execute("""
+        SELECT f.run_id, f.struck_at - (SELECT min(sent_at) FROM task_times t WHERE t.run_id = f.run_id), f.fault
+        FROM fault_times f WHERE f.run_id IN (SELECT unnest(?::VARCHAR[])) AND f.struck_at IS NOT NULL""",
+                                                                      [list(name)]).fetchall() if sec is not None]
     return Chart("rate_over_time", "Rate over time per run",
                  f"Tasks finished per second (line) and queue depth (shaded, its own axis) over one run of "
                  f"{len(runs)} cell(s), seconds from the first task sent, in buckets sized to the run (a "
                  "partial last bucket divided by its own width): warm-up and stalls show here, medians hide "
-                 "them. " + caption, charts.rate_over_time(data, "rate over time").to_dict())
+                 "them; a fault run's faults are red rules where they struck. " + caption,
+                 charts.rate_over_time(data, "rate over time", struck).to_dict())
 
 
 def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:

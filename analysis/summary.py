@@ -47,11 +47,13 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
     for c in cells:
         params = workload.Params(**{k.removeprefix("params."): v for k, v in c.values.items()
                                     if k.startswith("params.")})
-        # How the work split over several hosts: the smallest worker host's share, the slowest driver.
+        # A fault cell leads with what the fault did to delivery (lost is its own column); how the
+        # work split over several hosts follows the headline: the smallest worker host's share, the slowest driver.
+        faulted = c.values.get("fault", "none") != "none"
         split = tuple(m for m, dim in SPLIT_FACTS if c.values.get(dim, 1) > 1)
-        shown[c.cell_id] = tuple(workload.headline(params)) + split
-    union = tuple(m for m in workload.headline_metrics if any(m in h for h in shown.values()))
-    union += tuple(m for m, _ in SPLIT_FACTS if any(m in h for h in shown.values()))
+        shown[c.cell_id] = (metricdefs.FAULT_HEADLINE if faulted else ()) + tuple(workload.headline(params)) + split
+    order = (*metricdefs.FAULT_HEADLINE, *workload.headline_metrics, *(m for m, _ in SPLIT_FACTS))
+    union = tuple(m for m in order if any(m in h for h in shown.values()))
     return union or workload.headline_metrics, shown
 
 

@@ -36,8 +36,12 @@ MAX_PROBLEMS = 50
 DEFAULT_MAX_CELLS = 10_000
 #: Repeats of each cell.
 MAX_REPEATS = 1000
-#: Longest duration anywhere (run_timeout, warmup, heartbeat, *_s params): one day.
+#: Longest duration anywhere (run_timeout, warmup, settle, fault_restart, heartbeat, *_s params): one day.
 MAX_DURATION_S = 86_400.0
+#: limits.settle: a fault run ends after this long without a task finishing (its lost tasks counted).
+DEFAULT_SETTLE_S = 10.0
+#: limits.fault_restart: a killed or stopped worker's replacement starts this long after it exited.
+DEFAULT_FAULT_RESTART_S = 1.0
 
 #: Built-in dimensions: the largest value (a worker with more is not a benchmark cmx can run),
 #: from the dimension registry (workloads/dimensions.py); durations are bounded by MAX_DURATION_S.

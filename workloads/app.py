@@ -75,4 +75,6 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     # throughput's params.stamping: false leaves the per-task stamps out, to measure their cost.
     instrument.install(app, Recorder(run_dir, host), stamping=bool(spec.params.get("stamping", True)))
     failures.install(run_dir)
+    if spec.fault != "none" and client == "worker":  # kill_child finds a busy child; no stamp dies with one
+        instrument.fault_cell(run_dir)
     return app

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cmx.workloads import kinds
-from cmx.workloads.fingerprint import PACKAGES
+from cmx.workloads import faults, kinds
+from cmx.workloads.vocab.packages import PACKAGES
 from cmx.workloads.vocab import pools
 from cmx.workloads.vocab.services import REDIS
 
@@ -29,16 +29,18 @@ from cmx.workloads.vocab.services import REDIS
 #:              environment: CMX_BROKER_URL, CMX_BACKEND_URL)
 #:  ``hosts``   how many hosts of group ``workers`` run a worker, or of ``drivers`` publish (never
 #:              sent to a host as such: the run spec names the hosts)
-Reach = Literal["argv", "config", "url", "hosts"]
+#:  ``harness`` read by the harness on the hosts (the run spec carries it; the worker's config never)
+Reach = Literal["argv", "config", "url", "hosts", "harness"]
 
 
 @dataclass(frozen=True)
 class Dimension:
     """One built-in dimension. ``type``: ``choice`` (one of ``choices``), ``integer`` (at least
-    ``minimum``, at most ``maximum``) or ``seconds`` (a number >= ``minimum``, 0 = off)."""
+    ``minimum``, at most ``maximum``), ``seconds`` (a number >= ``minimum``, 0 = off) or ``fault``
+    (``none`` or ``KIND@TIME[+KIND@TIME]``: workloads/faults.py)."""
 
     name: str
-    type: Literal["choice", "integer", "seconds"]
+    type: Literal["choice", "integer", "seconds", "fault"]
     default: Any
     reaches: Reach
     description: str
@@ -58,7 +60,7 @@ class Dimension:
 
     @property
     def python_type(self) -> type:
-        return {"choice": str, "integer": int, "seconds": float}[self.type]
+        return {"choice": str, "integer": int, "seconds": float, "fault": str}[self.type]
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
@@ -78,6 +80,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
               minimum=1, maximum=1_000),
     Dimension("drivers", "integer", 1, "hosts", "how many hosts of group drivers publish the workload's tasks "
               "(the first N; each publishes its share)", minimum=1, maximum=100, quiet_default=True),
+    Dimension("fault", "fault", faults.NONE, "harness",
+              "none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
+              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds", quiet_default=True),
 )
 
 #: The dimensions by name, in :data:`DIMENSIONS` order.

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 #: The libraries whose versions each worker and driver reports (table ``packages``).
-PACKAGES = ("celery", "kombu", "billiard", "redis", "amqp", "pika")
+from cmx.workloads.vocab.packages import PACKAGES
+
 GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 
 

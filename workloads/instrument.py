@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 
@@ -51,6 +52,33 @@ _capturing = False  # workloads/drive/publisher.py is building a template messag
 _stamping = True  # per-task stamps on (install(stamping=False) is for measuring their cost)
 _by_class = False  # StampedTask stamps (True), or the signal handlers do (install decides)
 _time = time.time
+#: Fault cells (``fault`` not none): the run dir where each process marks the task it runs
+#: (``busy.<pid>``, read by kill_child: workloads/host/faultinject.py) and whose stamps of an
+#: execution are written as it ends, so a process killed by a fault loses none of a task it finished.
+_fault_dir: str | None = None
+
+
+def fault_cell(run_dir) -> None:
+    """Mark running tasks and write each execution's row at once (the run injects faults)."""
+    global _fault_dir
+    _fault_dir = str(run_dir)
+
+
+def busy_file(run_dir, pid: int) -> str:
+    return f"{run_dir}/busy.{pid}"
+
+
+def _mark_busy(task_id: str) -> None:
+    with open(busy_file(_fault_dir, os.getpid()), "w") as f:
+        f.write(task_id)
+
+
+def _mark_idle() -> None:
+    _recorder.flush("exec")
+    try:
+        os.unlink(busy_file(_fault_dir, os.getpid()))
+    except OSError:
+        pass
 
 
 def stamping() -> bool:
@@ -182,6 +210,8 @@ class StampedTask(Task):
         if not _by_class:  # stamping off, or the signals stamp
             return self.run(*args, **kwargs)
         _running[key] = (*_sent_and_redelivered(req), _time())
+        if _fault_dir:
+            _mark_busy(req.id)
         try:
             return self.run(*args, **kwargs)
         except (Retry, Ignore, Reject) as exc:  # states Celery gives no after_return
@@ -204,6 +234,8 @@ class StampedTask(Task):
         if ran is None:  # failed before __call__ (before_start, say): finished as it started
             ran = (*_sent_and_redelivered(self.request), finished)
         _executed(task_id, self.name, ran[0], ran[1], ran[2], finished, state)
+        if _fault_dir:
+            _mark_idle()
 
 
 def _thread_id() -> int:
@@ -215,8 +247,10 @@ def _on_received(sender=None, request=None, **_):
         _received(request.id)
 
 
-def _on_prerun(task_id=None, **_):
+def _on_prerun(task_id=None, task=None, **_):
     _started[task_id] = _time()
+    if _fault_dir and getattr(task, "name", None) != WAKE_TASK:
+        _mark_busy(task_id)
 
 
 def _on_postrun(task_id=None, task=None, state=None, **_):
@@ -226,6 +260,8 @@ def _on_postrun(task_id=None, task=None, state=None, **_):
         return
     _executed(task_id, task.name, *_sent_and_redelivered(task.request), _started.pop(task_id, finished), finished,
               state)
+    if _fault_dir:
+        _mark_idle()
 
 
 def _on_ready(sender=None, **_):
@@ -250,7 +286,8 @@ def cmx_progress(state):
     harness's :data:`WAKE_TASK` left out)."""
     accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
     active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
-    return {"accepted": accepted, "active": active, "completed": accepted - active}
+    # pid: a fault's replacement worker (same node) counts from 0 again (workloads/drive/settle.py).
+    return {"accepted": accepted, "active": active, "completed": accepted - active, "pid": os.getpid()}
 
 
 @control_command(args=[("name", str)], signature="<name>")

@@ -133,6 +133,18 @@ class RunSpec(_DimensionFields):
     #: remove (killed hosts): RabbitMQ's ``x-expires`` on its queues, a TTL on its Redis keys
     #: (workloads/host/leftovers.py); None: never.
     queue_expires_s: float | None = None
+    #: A fault run (``fault`` not none) ends once this long passed without a task finishing
+    #: (``limits.settle``); a killed or stopped worker's replacement starts ``fault_restart_s``
+    #: after it exited (``limits.fault_restart``).
+    settle_s: float = 10.0
+    fault_restart_s: float = 1.0
+
+    @property
+    def faults(self) -> tuple:
+        """The run's faults (workloads/faults.py ``Fault``), in time order; () for none."""
+        from cmx.workloads.faults import parse
+
+        return parse(self.fault)
 
     @field_validator("celery")
     @classmethod

@@ -22,6 +22,10 @@ from cmx.workloads.recorder import FRAMES
 #: In the driver's run dir: every event the controller passed on, as a JSON list.
 EVENTS_FILE = "worker_events.json"
 EXITED, CONSUMING = "exited", "consuming"
+#: A fault struck (sent by the injecting host's agent before the blow: pid and task it hit), a
+#: fault's end (its replacement worker is ready; ``error`` when it could not be injected), and the
+#: workload's clock start (the ``clock`` mark in a run dir), from which the controller times faults.
+FAULT, FAULT_END, CLOCK = "fault", "fault_end", "clock"
 
 
 @dataclass(frozen=True)
@@ -33,10 +37,20 @@ class WorkerEvent:
     exit_code: int | None = None
     signal: str | None = None  # "SIGKILL"
     signal_number: int | None = None
+    #: Faults (kinds FAULT, FAULT_END): which one of the run's faults (its index and text), the task
+    #: the killed process ran, and why it could not be injected.
+    index: int | None = None
+    fault: str | None = None
+    task_id: str | None = None
+    error: str | None = None
+    #: CLOCK: seconds between the mark and its sending (both on the marking host's clock).
+    age_s: float | None = None
 
     @property
     def key(self) -> tuple:
-        """One event per worker process and kind, however often it is seen or passed on."""
+        """One event per worker process and kind (per fault for faults), however often it is seen or passed on."""
+        if self.kind in (FAULT, FAULT_END):
+            return self.kind, self.host, self.index
         return self.kind, self.host, self.pid if self.kind == EXITED else None
 
     def text(self) -> str:
@@ -66,6 +80,10 @@ def observe(run_dir: Path, host: str) -> list[WorkerEvent]:
         events.append(WorkerEvent(EXITED, host, float(info.get("at") or 0.0), info.get("pid"), info.get("exit_code"),
                                   info.get("signal"), info.get("signal_number")))
     except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        events.append(WorkerEvent(CLOCK, host, float((run_dir / "mark.clock").read_text())))
+    except (OSError, ValueError):
         pass
     # Only the worker's main process records receipts (workloads/recorder.py "recv"); a worker
     # starts on the hold queue alone, so a receipt is a message of the run's queue.

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from cmx.engine.errors import InputError, Problem
 from cmx.engine.model.experiment import Experiment
+from cmx.engine.hosts.connection import connections
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.model.cells import Cell
+from cmx.engine.model.faultcheck import broker_problem
 from cmx.engine.model.yamlpos import load_yaml
 from cmx.workloads.catalog import registry
 
@@ -73,6 +75,20 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
             inv.backend_url(kind)
         except InputError as exc:
             problems.extend(exc.problems)
+    for cell in cells:  # restart_broker: only a broker the sweep provisions or one marked disposable
+        broker = cell.values["broker"]
+        provisioned = bool(inv.services_to_provision({broker}, set()))
+        host = (inv.hosts_of("brokers") or ("",))[0]
+        disposable = inv.hostvars.get(host, {}).get("cmx_disposable") is True
+        why = broker_problem(cell.values, provisioned, disposable)
+        worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
+        if "partition_worker" in str(cell.values.get("fault")) and worker and \
+                connections(inv.path, [worker])[worker].local:
+            why = why or (f"fault partition_worker: it changes the worker host's routes, and worker host {worker} is "
+                          "this machine (ansible_connection: local): give a worker host reached over SSH")
+        if why and all(p.message != why for p in problems):
+            line, col = _where(exp, "fault")
+            problems.append(Problem(why, exp.source, line, col))
     workload = registry.get(exp.workload.name)
     if workload.needs_backend and any(c.values["backend"] == "none" for c in cells):
         line, col = _where(exp, "backend")

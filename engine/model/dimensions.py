@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import TypeAdapter, ValidationError
 
 from cmx.engine.model import celery_settings
+from cmx.workloads import faults
 from cmx.workloads.base import WorkloadParams
 from cmx.workloads.catalog import registry
 from cmx.workloads.dimensions import BY_NAME, DIMENSIONS, FLAG_NAMES, PACKAGE_PREFIX, VERSIONED, Dimension
@@ -28,6 +29,8 @@ def defaults() -> dict[str, Any]:
 def check_builtin(d: Dimension, value: Any) -> Any:
     """The canonical value of built-in dimension ``d``; ValueError with a one-line message when
     ``value`` is not one it takes."""
+    if d.type == "fault":
+        return faults.canonical(value)
     if d.type == "choice":
         if not isinstance(value, str) or value not in d.choices:
             raise ValueError(f"unknown {d.name} {value!r} (choose from {', '.join(d.choices)})")
@@ -46,6 +49,11 @@ def json_schema(d: Dimension) -> dict:
     """The JSON Schema of one value of built-in dimension ``d`` (engine/model/schema.py)."""
     if d.type == "choice":
         return {"type": "string", "enum": list(d.choices), "description": d.description}
+    if d.type == "fault":
+        kinds = "|".join(faults.KINDS)
+        time = r"\d+(\.\d+)?(ms|s|m|h)?"
+        one = rf"({kinds})@{time}(/{time})?"
+        return {"type": "string", "pattern": rf"^(none|{one}(\+{one})*)$", "description": d.description}
     kind = "integer" if d.type == "integer" else "number"
     bound = {} if d.maximum is None else {"maximum": d.maximum}
     return {"type": kind, "minimum": d.minimum, **bound, "description": d.description}

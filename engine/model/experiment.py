@@ -6,33 +6,18 @@ engine/model/checks.py, their names and values by engine/model/dimensions.py.
 """
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from cmx.engine import limits
 from cmx.engine.model import thresholds as threshold_rules
+from cmx.workloads import faults
 
 # --------------------------------------------------------------------------- durations
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from a number of seconds or a string like ``"10m"``, ``"1.5s"``, ``"250ms"``, ``"1h30m"``."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a duration such as 30s, 10m or 1h, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        parts = _DURATION_PART.findall(text)
-        if parts and "".join(n + u for n, u in parts) == text:
-            return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    raise ValueError(f"expected a duration such as 30s, 10m, 1h or 250ms (or a number of seconds), "
-                     f"got {value!r}")
+# One reader of durations for the file and the fault dimension (workloads/faults.py ships to hosts).
+parse_duration = faults.parse_duration
 
 
 # --------------------------------------------------------------------------- models
@@ -47,8 +32,12 @@ class Limits(BaseModel):
 
     run_timeout: float = Field(600.0, gt=0, le=limits.MAX_DURATION_S)
     warmup: float = Field(0.0, ge=0, le=limits.MAX_DURATION_S)
+    #: A fault run ends once this long passed without a task finishing (after its last fault).
+    settle: float = Field(limits.DEFAULT_SETTLE_S, gt=0, le=limits.MAX_DURATION_S)
+    #: Seconds after a killed or stopped worker exited before its replacement starts (as systemd's RestartSec).
+    fault_restart: float = Field(limits.DEFAULT_FAULT_RESTART_S, ge=0, le=limits.MAX_DURATION_S)
 
-    @field_validator("run_timeout", "warmup", mode="before")
+    @field_validator("run_timeout", "warmup", "settle", "fault_restart", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)

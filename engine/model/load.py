@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from cmx.engine import limits
 from cmx.engine.errors import InputError, Problem
+from cmx.engine.model import faultcheck
 from cmx.engine.model.cells import Cell, expand_parts
 from cmx.engine.model.checks import SECTIONS, Checker, Issue
 from cmx.engine.model.dimensions import pydantic_message, suggest
@@ -136,6 +137,10 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
     params = workload.Params
     issues, seen = [], set()
     for cell in cells:
+        fault = faultcheck.cell_problem(cell.values)
+        if fault and fault not in seen:
+            seen.add(fault)
+            issues.append(Issue(_fault_path(data, cell.values.get("fault")), fault))
         given = {k[len("params."):]: v for k, v in cell.values.items() if k.startswith("params.")}
         try:
             valid = params.model_validate(given)
@@ -156,6 +161,37 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
                     message += f" (params.{field}={json.dumps(given[field], default=str)} in cell {cell.cell_id})"
                 issues.append(Issue(_param_path(data, field), message))
     return issues
+
+
+def _fault_path(data: dict, value: Any) -> tuple:
+    """Where the file sets ``fault`` to ``value`` (canonical): the item of a list holding it, else
+    the first place ``fault`` is set."""
+    from cmx.workloads.faults import canonical
+
+    def same(item: Any) -> bool:
+        try:
+            return canonical(item) == value
+        except ValueError:
+            return False
+
+    places = [("fixed",), ("matrix",), *[("zip", i) for i in range(len(data.get("zip") or []))],
+              *[(s, i) for s in ("include",) for i in range(len(data.get(s) or []))]]
+    first = None
+    for path in places:
+        node = data
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else (node[key] if isinstance(node, list) else None)
+        if not isinstance(node, dict) or "fault" not in node:
+            continue
+        first = first or path + ("fault",)
+        held = node["fault"]
+        if isinstance(held, list):
+            for index, item in enumerate(held):
+                if same(item):
+                    return path + ("fault", index)
+        elif same(held):
+            return path + ("fault",)
+    return first or ()
 
 
 def _user_code_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:

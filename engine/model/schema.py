@@ -110,9 +110,13 @@ def experiment_schema() -> dict:
     limits["run_timeout"] |= _DURATION
     limits["run_timeout"].pop("type", None)
     limits["run_timeout"].pop("exclusiveMinimum", None)
-    limits["warmup"] |= {"anyOf": [{"type": "number", "minimum": 0}, _DURATION["anyOf"][1]]}
-    limits["warmup"].pop("type", None)
-    limits["warmup"].pop("minimum", None)
+    for name in ("warmup", "fault_restart"):
+        limits[name] |= {"anyOf": [{"type": "number", "minimum": 0}, _DURATION["anyOf"][1]]}
+        limits[name].pop("type", None)
+        limits[name].pop("minimum", None)
+    limits["settle"] |= _DURATION
+    limits["settle"].pop("type", None)
+    limits["settle"].pop("exclusiveMinimum", None)
 
     branches = []
     for name, model in builtins.items():

@@ -27,6 +27,8 @@ CSV_COLUMNS = {
                     "client": "VARCHAR"},
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
     "sample_marks": {"host": "VARCHAR", "name": "VARCHAR", "ts": "DOUBLE"},
+    "faults": {"idx": "INTEGER", "fault": "VARCHAR", "kind": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
+               "task_id": "VARCHAR", "struck_at": "DOUBLE", "ended_at": "DOUBLE", "error": "VARCHAR"},
 }
 
 
@@ -97,6 +99,11 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         _stage(con, "queue", [d / "queue.csv" for d in host_dirs if (d / "queue.csv").exists()])
         con.execute("INSERT INTO main.queue_depth SELECT ? AS run_id, * FROM temp.stage_queue", [run_id])
         out.driver = _drivers_json(art_dir, drivers, host_dirs)
+        clock_host = drivers[0] if drivers else next((d.name for d in host_dirs if (d / "driver.json").exists()), None)
+        # A fault run's faults, each with the workload's clock start (the driver's, on its host's clock).
+        _stage(con, "faults", [d / "faults.csv" for d in host_dirs if (d / "faults.csv").exists()])
+        con.execute("INSERT INTO main.faults SELECT ? AS run_id, *, ? AS clock_at, ? AS clock_host FROM temp.stage_faults",
+                    [run_id, out.driver.get("consuming_at"), clock_host])
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
         _insert_packages(con, run_id, host_dirs)
         rows = [(name, value, None) for name, value in

@@ -48,6 +48,14 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.TASKS_DUPLICATED, "tasks", _L, "duplicated", "executions beyond the first of a task"),
     MetricDef(M.TASKS_REDELIVERED, "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
     MetricDef(M.TASKS_FAILED, "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
+    # Fault runs (the fault dimension): measured from the first fault that struck.
+    MetricDef(M.FAULT_AT_S, "s", _N, "fault at",
+              "when the first fault struck, seconds from the workload's clock start (the injecting host's clock, "
+              "corrected)"),
+    MetricDef(M.STALL_S, "s", _L, "stall", "the longest time without a task finishing, from the fault on"),
+    MetricDef(M.RECOVERY_S, "s", _L, "recovery",
+              "from the fault until tasks finish at 90 % of the pre-fault rate again (over a window of about ten "
+              "pre-fault completions); NULL when they never do"),
     MetricDef(M.PUBLISH_RATE, "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
     MetricDef(M.PUBLISH_RATE_MIN_DRIVER, "tasks/s", _H, "slowest driver",
               "drivers > 1: the slowest driver host's publish rate (publish_rate is the whole run's)"),
@@ -148,6 +156,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
 RUN_SUMMARY_COLUMNS = (M.TASKS_PUBLISHED, M.TASKS_COMPLETED, M.TASKS_LOST, M.TASKS_DUPLICATED, M.PUBLISH_RATE,
                        M.CONSUME_RATE, M.MAKESPAN_S, M.LATENCY_P50_S, M.LATENCY_P95_S, M.LATENCY_P99_S,
                        M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.BROKER_CONNECTIONS_MAX, M.BACKEND_CONNECTIONS_MAX)
+#: What a fault cell's summary leads with (beside lost, its own column): what the fault did to delivery.
+FAULT_HEADLINE = (M.TASKS_DUPLICATED, M.TASKS_REDELIVERED, M.TASKS_FAILED, M.STALL_S, M.RECOVERY_S)
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
 FACTS = (M.HOST_SHARE_MIN, M.PUBLISH_RATE_MIN_DRIVER, M.CLOCK_SUSPECT)

@@ -63,6 +63,13 @@ STEPS: tuple[Step, ...] = (
                         "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS backend_version VARCHAR"),
     Step("packages", 0, 1, "CREATE TABLE IF NOT EXISTS packages "
                            "(run_id VARCHAR, host VARCHAR, role VARCHAR, name VARCHAR, version VARCHAR)"),
+    # The faults a run injected (the `fault` dimension: workloads/host/faultinject.py), each as its
+    # host recorded it: when it struck and ended (that host's clock), the process and the task it
+    # hit, why it failed; and the workload's clock start (`clock_at`, on `clock_host`'s clock).
+    # Read through the view fault_times (task_times.sql), which puts them on the controller's clock.
+    Step("faults", 0, 1, "CREATE TABLE IF NOT EXISTS faults (run_id VARCHAR, idx INTEGER, fault VARCHAR, "
+                         "kind VARCHAR, host VARCHAR, pid INTEGER, task_id VARCHAR, struck_at DOUBLE, ended_at DOUBLE, "
+                         "error VARCHAR, clock_at DOUBLE, clock_host VARCHAR)"),
 )
 
 

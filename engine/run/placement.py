@@ -24,11 +24,12 @@ def idle_hosts(con, run_id: str) -> tuple[list[str], int]:
 
 
 def verdict(con, run_id: str, status: RunStatus, error: str | None, metrics: dict,
-            art_dir: Path) -> tuple[RunStatus, str | None]:
-    """The run's status once what ran is known: failed tasks, or a worker host with none done."""
+            art_dir: Path, faulted: bool = False) -> tuple[RunStatus, str | None]:
+    """The run's status once what ran is known: failed tasks, or a worker host with none done.
+    In a fault cell failed tasks are a finding (like lost and duplicated ones), not a failure."""
     if status is not RunStatus.OK:
         return status, error
-    if metrics.get(M.TASKS_FAILED):
+    if metrics.get(M.TASKS_FAILED) and not faulted:
         return RunStatus.FAILED, failure_error(art_dir, metrics[M.TASKS_FAILED])
     idle, done = idle_hosts(con, run_id)
     if idle and done:

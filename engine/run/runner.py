@@ -31,6 +31,7 @@ from cmx.engine.hosts.provision import provision, stop_services, version_set_key
 from cmx.engine.hosts.reach import blocked, unreachable
 from cmx.engine.run import placement
 from cmx.engine.run.targets import RunTargets, run_targets
+from cmx.engine.run.faultrun import FaultScheduler
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
@@ -132,6 +133,7 @@ class Sweep:
             worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
             service_url=self._service_url(),
             queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
+            settle_s=self.exp.limits.settle, fault_restart_s=self.exp.limits.fault_restart,
         )
 
     def _service_url(self) -> str | None:
@@ -277,10 +279,14 @@ class Sweep:
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
+        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver,
+                                {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0]},
+                                restart_s=spec.fault_restart_s, ready_timeout=conns[targets.workers[0]].worker_ready_timeout,
+                                shutdown_timeout=spec.run_timeout_s)
         started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,
                                   drive_timeout=spec.run_timeout_s + 30,
                                   ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
-                                  cancel=lambda: self._interrupted)
+                                  cancel=lambda: self._interrupted, during=faults)
         stages.update(start_drive_stages(started))
 
         self.handler.stage(run, "stop + fetch")
@@ -322,7 +328,7 @@ class Sweep:
                 driver["error"] = (f"{driver.get('error')}: "
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
-            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir)
+            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir, faulted=bool(spec.faults))
             stages["ingest"] = time.monotonic() - t0
             metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)

@@ -51,10 +51,12 @@ def _lost(host: str, task: str, exc: Exception) -> Failure:
 
 
 def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], drivers: tuple[str, ...],
-                    drive_timeout: float, ready_timeout: float, cancel: Callable[[], bool]) -> StepResult:
+                    drive_timeout: float, ready_timeout: float, cancel: Callable[[], bool],
+                    during: Callable[[], None] = lambda: None) -> StepResult:
     """``begin`` on every host together; once all began, the drive on every driver host (the
     first leads: workloads/drive/drivers.py). Bounded by the hosts' own timeouts plus
-    :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once."""
+    :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once. ``during()`` is called while
+    the drive runs (a fault run's faults: engine/run/faultrun.py)."""
     t0 = time.monotonic()
     failures: list[Failure] = []
     lost = agents.start(list(payloads))  # an agent lost since the last run comes back
@@ -93,6 +95,7 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
         timed_out, deadline = False, time.monotonic() + drive_timeout + SLACK_S
         while drives and not failures:  # the first driver that fails ends the wait: the finish stops the rest
             relay()
+            during()
             if cancel():
                 raise InterruptedError("cancelled")
             if drivers[0] not in drives:  # the leader ended: the others have done their part, or never will

@@ -49,15 +49,17 @@ def test_every_cell_has_every_dimension_at_its_default(tmp_path):
 
 @pytest.mark.parametrize("d", DIMENSIONS, ids=lambda d: d.name)
 def test_validation_takes_what_the_entry_allows(tmp_path, d):
-    good = list(d.choices) if d.type == "choice" else [d.minimum, d.maximum or d.minimum + 30]
+    good = {"choice": list(d.choices), "fault": ["none", "kill_worker@2"]}.get(d.type, [d.minimum, d.maximum or d.minimum + 30])
     exp = load_experiment(write(tmp_path, f"matrix:\n  {d.name}: {json.dumps(good)}\n"))
     assert [c.values[d.name] for c in expand(exp)] == [d.python_type(v) for v in good]
 
-    bad = "kafka" if d.type == "choice" else d.minimum - 1
+    bad = "kafka" if d.type in ("choice", "fault") else d.minimum - 1
     path = write(tmp_path, f"fixed:\n  {d.name}: {json.dumps(bad)}\n")
     expected = {"choice": f"unknown {d.name} 'kafka' (choose from {', '.join(d.choices)})",
                 "integer": f"{d.name} must be an integer >= {d.minimum:g}, got {bad}",
-                "seconds": f"{d.name} must be a number of seconds >= {d.minimum:g} (0 = off), got {bad}"}[d.type]
+                "seconds": f"{d.name} must be a number of seconds >= {d.minimum:g} (0 = off), got {bad}",
+                "fault": "unknown fault kind 'kafka' in 'kafka' (known: kill_child, kill_worker, term_worker, "
+                         "restart_broker, partition_worker)"}[d.type]
     column = len(f"  {d.name}: ") + 1
     assert problems(path) == [f"{path}:4:{column}: {expected}"]
     if d.maximum is not None:
@@ -74,6 +76,8 @@ def test_the_schema_has_every_dimension_with_its_choices():
             assert props[d.name]["description"] == d.description
             if d.type == "choice":
                 assert props[d.name]["enum"] == list(d.choices)
+            elif d.type == "fault":
+                assert props[d.name]["pattern"].startswith("^(none|")
             else:
                 assert props[d.name]["minimum"] == d.minimum
     assert list(defs["cmx_matrix"]["properties"]) == [d.name for d in DIMENSIONS]

@@ -221,7 +221,7 @@ def test_every_module_is_in_a_room_and_imports_only_rooms_upstream():
 #: the host tools (agent, hostctl, sampler, probes, leftovers).
 WORKLOAD_ROOMS: list[tuple[str, set[str]]] = [
     ("vocabulary", {"cmx.workloads.vocab", "cmx.workloads.kinds", "cmx.workloads.dimensions",
-                    "cmx.workloads.clientname"}),
+                    "cmx.workloads.clientname", "cmx.workloads.faults"}),
     ("servers", {"cmx.workloads.servers"}),
     ("runtime", {"cmx.workloads.spec", "cmx.workloads.clock", "cmx.workloads.files",
                  "cmx.workloads.failures", "cmx.workloads.fingerprint", "cmx.workloads.effective",
@@ -230,7 +230,8 @@ WORKLOAD_ROOMS: list[tuple[str, set[str]]] = [
     ("drive", {"cmx.workloads.drive"}),
     ("base", {"cmx.workloads.base"}),
     ("catalog", {"cmx.workloads.catalog"}),
-    ("app", {"cmx.workloads.app", "cmx.workloads.worker_app", "cmx.workloads.drive.driver"}),
+    ("app", {"cmx.workloads.app", "cmx.workloads.worker_app", "cmx.workloads.workerstop",
+             "cmx.workloads.drive.driver"}),
     ("host", {"cmx.workloads.host"}),
 ]
 

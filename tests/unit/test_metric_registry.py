@@ -37,6 +37,8 @@ def _metrics_sql_names(tmp_path) -> set[str]:
                     "ELSE 'cmx.mixed.short' END")
         con.execute("INSERT INTO peaks VALUES ('r1', 'h1', 10, 'worker', 'celery', 500)")
         con.execute("INSERT INTO sample_marks VALUES ('r1', 'h1', 'clock', ?), ('r1', 'h1', 'drain', ?)", [T0, T0 + 3])
+        con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "
+                    "VALUES ('r1', 0, 'kill_child@2', 'kill_child', 'h1', ?, ?, 'h1')", [T0 + 2.5, T0])
         for target in TARGETS:
             for client in CLIENTS:
                 con.execute("INSERT INTO connections (run_id, host, role, kind, ts, count, client) "

@@ -18,7 +18,6 @@ REGISTRIES = ("workloads/vocab/",)
 ALLOWED = {
     ("workloads/kinds.py", "redis"): "a URL scheme (redis://) in SERVICES' scheme table",
     ("workloads/kinds.py", "postgres"): "a URL scheme (postgres://) in SERVICES' scheme table",
-    ("workloads/fingerprint.py", "redis"): "the redis-py distribution whose version is recorded",
     ("workloads/servers/postgresql.py", "postgres"): "the operating-system user pg_ctl runs as",
     ("workloads/host/hostctl.py", "clock_uncertainty_s"): "a host fact: the hosts table's column",
     ("engine/results/ingest.py", "clock_uncertainty_s"): "a host fact: the hosts table's column",

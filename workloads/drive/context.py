@@ -166,9 +166,15 @@ class DriveContext:
     def wait_completed(self, n: int, poll_s: float = 0.2) -> None:
         """Block until ``n`` tasks have finished over all workers, or the run times out; samples
         the queue depth on the way (queue.csv). Another driver than the leader returns at once:
-        the leader waits for every driver's tasks (``n`` is the run's whole count)."""
+        the leader waits for every driver's tasks (``n`` is the run's whole count). A fault run
+        instead ends once its faults are over and ``limits.settle`` passed without a task
+        finishing (workloads/drive/settle.py)."""
         if not self.leads:
             return
+        if self.spec.faults:
+            from cmx.workloads.drive.settle import wait_settled
+
+            return wait_settled(self, poll_s)
         # One connection for every depth sample: a new one per poll would churn the broker's
         # connections (5 a second) and show up in the connection counts we measure.
         # The depth is sampled before each progress check: a backlog's first sample must not

@@ -23,7 +23,7 @@ from cmx.workloads.effective import parse_task_key
 from cmx.workloads.instrument import WAKE_TASK
 from cmx.workloads.spec import RunSpec, node_name, worker_client_name
 from cmx.workloads.vocab.pools import SILENT_WHEN_BUSY
-from cmx.workloads.workerevents import CONSUMING, EXITED, WorkerEvent, merge, observe, read
+from cmx.workloads.workerevents import CONSUMING, EXITED, FAULT, FAULT_END, WorkerEvent, merge, observe, read
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
 LOST_AFTER_S = 10.0
@@ -56,9 +56,17 @@ def reported(run_dir, host: str) -> list[WorkerEvent]:
 
 
 def check_alive(spec: RunSpec, events: list[WorkerEvent]) -> None:
-    """Raise :class:`WorkerProblem` naming how each ended when a worker of the run has exited."""
+    """Raise :class:`WorkerProblem` naming how each ended when a worker of the run has exited
+    (a fault's own blow excepted: its host named the process before it struck), or a fault of
+    the run could not be injected."""
+    failed = [e for e in events if e.kind == FAULT_END and e.error]
+    if failed:
+        raise WorkerProblem("; ".join(f"fault {e.fault} on {e.host} could not be injected: {e.error}" for e in failed),
+                            [e.host for e in failed], silent=False)
     nodes = set(spec.worker_nodes)
-    dead = [e for e in events if e.kind == EXITED and node_name(spec.run_id, e.host) in nodes]
+    struck = {(e.host, e.pid) for e in events if e.kind == FAULT}
+    dead = [e for e in events if e.kind == EXITED and node_name(spec.run_id, e.host) in nodes
+            and (e.host, e.pid) not in struck]
     if dead:
         raise WorkerProblem("; ".join(f"{e.text()} (pid {e.pid})" for e in dead), [e.host for e in dead],
                             silent=False)
@@ -257,6 +265,7 @@ class Watchdog:
         nodes = list(self.spec.worker_nodes)
         seen: dict[str, float] = {}
         busy = {n: False for n in nodes}
+        restarted: set[tuple] = set()
         asked = 0.0
         while not self._stop.wait(EVENTS_EVERY_S):
             events = self.events()
@@ -283,7 +292,17 @@ class Watchdog:
                 if node in seen:
                     seen[node] = now
                     busy[node] = isinstance(answer, dict) and answer.get("active", 0) > 0
-            lost = [n for n in nodes if now - seen[n] > self.lost_after_s
+            # A worker a fault ended answers nothing until its replacement is ready (a warm shutdown
+            # lasts as long as its tasks); from its end it has the usual time to answer again.
+            ended = {(e.host, e.index) for e in events if e.kind == FAULT_END}
+            down = {node_name(self.spec.run_id, e.host) for e in events
+                    if e.kind == FAULT and (e.host, e.index) not in ended}
+            for e in events:
+                if e.kind == FAULT_END and (e.host, e.index) not in restarted:
+                    restarted.add((e.host, e.index))
+                    if node_name(self.spec.run_id, e.host) in seen:
+                        seen[node_name(self.spec.run_id, e.host)] = now
+            lost = [n for n in nodes if now - seen[n] > self.lost_after_s and n not in down
                     and not (self.spec.pool in SILENT_WHEN_BUSY and (busy[n] or n in took))]
             if lost:
                 return self._fail(WorkerProblem(

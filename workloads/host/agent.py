@@ -15,6 +15,8 @@ followed by K raw bytes (a run's pack). Commands:
   fetch-pack  run_id, keep: the run's pack, as bytes
   tell        run_id, events: worker events from other hosts, for this host's driver (its run
               dir's worker_events.json: workloads/workerevents.py)
+  fault       run_id, index, fault, delay_s, restart_s, ready_timeout: inject one of the run's
+              faults on this host after delay_s (workloads/host/faultinject.py); its record
   quit        stop what runs, answer, exit
 
 Unasked, the agent sends ``{"event": {...}, "run_id": ...}`` when a run's worker on this host
@@ -39,7 +41,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 LEASE_S = 20.0
@@ -102,7 +104,7 @@ class Agent:
             self.end("asked to quit")
             return
         handler = {"begin": self.begin, "drive": self.drive, "finish": self.finish,
-                   "fetch-pack": self.fetch_pack, "tell": self.tell}.get(cmd)
+                   "fetch-pack": self.fetch_pack, "tell": self.tell, "fault": self.fault}.get(cmd)
         if handler is None:
             self.send({"id": msg.get("id"), "ok": False, "error": f"unknown command {cmd!r}"})
             return
@@ -203,6 +205,38 @@ class Agent:
             known = workerevents.record(state.run_dir, list(msg.get("events") or []))
         return {"events": len(known)}
 
+    def fault(self, msg: dict) -> dict:
+        """Inject one fault of the run on this host; its events go out as they happen."""
+        from cmx.workloads import workerevents
+        from cmx.workloads.host import faultinject, hostctl, hostrun
+
+        run_id = msg["run_id"]
+        state = self._state(run_id)
+        self._enter(state)
+        hostrun.load_secrets(state.run_dir)  # partition_worker: where the broker is
+
+        def send(event) -> None:
+            state.reported.add(event.key)
+            with state.events_lock:  # a driver on this host knows it before it sees the worker's exit
+                workerevents.record(state.run_dir, [asdict(event)])
+            self.send({"event": asdict(event), "run_id": run_id})
+
+        def replacement() -> int:  # the same node, consuming the run's queue at once (a restarted unit)
+            from cmx.workloads.spec import RunSpec
+
+            # Under the run's lock: a finish or the lease's end (which cancel first, then stop
+            # what runs) never misses a replacement started beside them.
+            with state.lock:
+                if state.cancelled.is_set() or self.ended.is_set():
+                    return 1
+                hostrun.load_secrets(state.run_dir)
+                queue = RunSpec.load(state.run_dir).queue
+                return hostctl.start_worker(state.run_dir, self.host, float(msg.get("ready_timeout") or 60),
+                                            state.cancelled.is_set, queues=queue)
+
+        return faultinject.inject(state.run_dir, self.host, {**msg, "workdir": str(self.workdir)},
+                                  state.cancelled.is_set, send, replacement)
+
     def watch_workers(self) -> None:
         """Send every new worker event of the runs under way (not once their finish began: the
         stop ends the worker on purpose)."""
@@ -217,6 +251,8 @@ class Agent:
                 for event in workerevents.observe(state.run_dir, self.host):
                     if event.key not in state.reported:
                         state.reported.add(event.key)
+                        if event.kind == workerevents.CLOCK:  # how late it is seen: faults are timed from it
+                            event = replace(event, age_s=max(time.time() - event.at, 0.0))
                         self.send({"event": asdict(event), "run_id": run_id})
 
     def fetch_pack(self, msg: dict) -> dict:
@@ -236,13 +272,19 @@ class Agent:
 
     def stop_everything(self) -> None:
         """Stop every run still under way on this host: its driver, then its processes together
-        (hostctl.stop), then whatever is left of every process group the agent started."""
-        from cmx.workloads.host import hostctl, hostrun
+        (hostctl.stop), undo a fault's partition, then whatever is left of every process group the
+        agent started."""
+        from cmx.workloads.host import faultinject, hostctl, hostrun
 
         with self.state_lock:
             states = list(self.runs.values())
         for state in states:
             state.cancelled.set()
+        for state in states:
+            # A fault's replacement worker being started holds the lock; cancelled, it lets go at once.
+            got = state.lock.acquire(timeout=10)
+            if got:
+                state.lock.release()
             if state.driver is not None:
                 _end_group(state.driver, LEASE_STOP_GRACE_S)
             try:
@@ -257,6 +299,10 @@ class Agent:
                     print(f"removing the leftovers of {state.run_dir} failed: {exc}", file=sys.stderr)
                 _forget_secrets()
             (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
+            try:  # a partition of the run still holding: the host's routes as they were
+                faultinject.heal(state.run_dir)
+            except Exception as exc:
+                print(f"undoing the partition of {state.run_dir} failed: {exc}", file=sys.stderr)
         for proc in list(hostctl.SPAWNED):
             if proc.poll() is None:
                 _end_group(proc, LEASE_STOP_GRACE_S)

@@ -51,7 +51,9 @@ def _tail(path: Path, lines: int = 5) -> str:
         return "(no log)"
 
 
-def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_never) -> int:
+def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_never, queues: str | None = None) -> int:
+    """Start the run's worker under its supervisor and wait until it is ready. It consumes the
+    hold queue (the driver adds the run's), or ``queues`` (a fault's replacement worker)."""
     from cmx.workloads.dimensions import worker_argv
     from cmx.workloads.spec import RunSpec, node_name, python_for
 
@@ -59,7 +61,7 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_neve
     (run_dir / "worker.ready").unlink(missing_ok=True)
     # The cell's package.* versions: the worker runs in their environment (the supervisor need not).
     cmd = [python_for(spec, run_dir), "-m", "celery", "-A", "cmx.workloads.worker_app", "worker",
-           "-n", node_name(spec.run_id, host), "-Q", spec.hold_queue, "-l", "WARNING",
+           "-n", node_name(spec.run_id, host), "-Q", queues or spec.hold_queue, "-l", "WARNING",
            *worker_argv(spec)]  # -P POOL -c N and the worker.* switches, from the dimension registry
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
     (run_dir / "worker.exit").unlink(missing_ok=True)

@@ -35,6 +35,20 @@ worker_pss_ticks AS (  -- only ticks that read PSS of every worker process
     SELECT host, ts, sum(pss_bytes) AS pss FROM in_run
     WHERE role IN ('worker', 'worker-child') GROUP BY host, ts HAVING count(pss_bytes) = count(*)
 ),
+-- A fault run (the fault dimension): its first fault that struck, on the controller's clock; the
+-- completions; the rate before the fault (first start to the fault) and a window holding about
+-- ten completions at that rate (at least 1 s), in which recovery is judged.
+fault AS (
+    SELECT min(struck_at) AS t, arg_min(clock_at, struck_at) AS clock_at FROM fault_times
+    WHERE run_id = $run_id AND error IS NULL AND struck_at IS NOT NULL
+),
+completions AS (SELECT finished_at AS c FROM executed WHERE finished_at IS NOT NULL),
+after_fault AS (SELECT c FROM completions, fault WHERE c >= fault.t),
+pre_fault AS (
+    SELECT (SELECT count(*) FROM completions, fault WHERE c < fault.t)
+           / nullif((SELECT t FROM fault) - (SELECT min(started_at) FROM executed), 0) AS rate
+),
+recovery_window AS (SELECT rate, greatest(1.0, 10.0 / rate) AS w FROM pre_fault WHERE rate > 0),
 worker_peaks AS (
     SELECT r.host, r.rss, p.pss
     FROM (SELECT host, max(rss) AS rss FROM worker_ticks GROUP BY host) r
@@ -50,6 +64,19 @@ UNION ALL SELECT 'tasks_unseen', (SELECT count(*) FROM t WHERE state = 'UNSEEN')
 UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) FROM executed)
 UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered) FROM t)
 UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM executed WHERE state <> 'SUCCESS')
+-- Faults: when the first struck (seconds from the workload's clock start), the longest time
+-- without a completion from it on (NULL when nothing finished after it), and how long until
+-- completions were back at 90 % of the pre-fault rate over a whole window after it (NULL: never).
+UNION ALL SELECT 'fault_at_s', t - clock_at FROM fault WHERE t IS NOT NULL
+UNION ALL SELECT 'stall_s',
+    (SELECT CASE WHEN (SELECT count(*) FROM after_fault) > 0 THEN max(c - prev) END
+     FROM (SELECT c, lag(c) OVER (ORDER BY c) AS prev FROM (SELECT c FROM after_fault UNION ALL SELECT t FROM fault)))
+    FROM fault WHERE t IS NOT NULL
+UNION ALL SELECT 'recovery_s',
+    (SELECT min(a.c - f.t) FROM after_fault a, fault f, recovery_window r
+     WHERE a.c - r.w >= f.t
+       AND (SELECT count(*) FROM completions b WHERE b.c > a.c - r.w AND b.c <= a.c) >= 0.9 * r.rate * r.w)
+    FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'publish_rate',
     (SELECT count(DISTINCT task_id) / nullif(max(sent_at) - min(sent_at), 0) FROM steady WHERE sent_at IS NOT NULL)
 UNION ALL SELECT 'consume_rate',

@@ -1,0 +1,51 @@
+"""Checks of a cell's ``fault`` value beside its other dimensions and the inventory (the value's own
+form is checked by workloads/faults.py ``parse``): each a one-line problem at the value.
+
+- ``kill_child`` needs a pool whose children are processes (prefork);
+- ``restart_broker`` may restart only a broker the sweep provisions, or one the inventory marks
+  ``cmx_disposable: true`` on its ``brokers`` host: never a user's shared broker by accident.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from cmx.workloads import faults, kinds
+from cmx.workloads.vocab.services import REDIS
+
+#: Kinds cmx injects today; the others are refused at validation, saying so.
+INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker")
+#: The broker servers restart_broker can restart today (one the sweep provisioned).
+RESTARTABLE = (REDIS,)
+
+
+def cell_problem(values: dict[str, Any]) -> str | None:
+    """Why the cell's faults cannot run with its other dimensions (None when they can)."""
+    try:
+        planned = faults.parse(values.get("fault", faults.NONE))
+    except ValueError as exc:
+        return str(exc)
+    for fault in planned:
+        if fault.kind not in INJECTED:
+            return (f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet "
+                    f"(supported: {', '.join(INJECTED)})")
+        service = kinds.BROKERS[values["broker"]].service if values.get("broker") in kinds.BROKERS else None
+        if fault.kind == "restart_broker" and service not in RESTARTABLE:
+            return (f"fault {fault.text()}: restart_broker restarts only a {', '.join(RESTARTABLE)} broker the sweep "
+                    f"provisions so far (this cell's broker is {values.get('broker')})")
+        if fault.kind == "kill_child" and values.get("pool") not in faults.CHILD_POOLS:
+            return (f"fault {fault.text()}: kill_child kills a pool child process, which only the "
+                    f"{', '.join(faults.CHILD_POOLS)} pool has (this cell's pool is {values.get('pool')})")
+    return None
+
+
+def broker_problem(values: dict[str, Any], provisioned: bool, disposable: bool) -> str | None:
+    """Why ``restart_broker`` may not restart the cell's broker: not provisioned by the sweep (a
+    broker the inventory marks ``cmx_disposable: true`` will be restartable once each server
+    module can restart its own; today only a provisioned one is)."""
+    planned = faults.parse(values.get("fault", faults.NONE))
+    if any(f.kind == "restart_broker" for f in planned) and not provisioned:
+        service = kinds.BROKERS[values["broker"]].service
+        return (f"fault restart_broker: the {service} broker of this cell is not one the sweep provisions "
+                "(its URL comes from the inventory): cmx restarts only the brokers it started, never a "
+                "shared one" + (" (cmx_disposable: true is not enough yet)" if disposable else ""))
+    return None

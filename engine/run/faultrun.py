@@ -1,0 +1,56 @@
+"""A fault run's faults, timed by the controller (the ``fault`` dimension: workloads/faults.py).
+
+The driver's host says when the workload's clock started (a ``clock`` event: its mark, with how
+late the agent saw it); from then each fault is sent to the agent of the host it strikes, with the
+delay left until its time, and that agent injects it (workloads/host/faultinject.py), telling the
+driver what it hit. An agent that cannot be reached is told to the driver as the fault's failure,
+so the run fails saying so instead of waiting. :class:`FaultScheduler` is a tick of the drive's
+wait (engine/run/runsteps.py), never blocking.
+"""
+from __future__ import annotations
+
+import time
+
+from cmx.engine.hosts.agents import AgentLost, Agents
+from cmx.workloads.faults import Fault
+from cmx.workloads.workerevents import CLOCK, FAULT_END
+
+
+class FaultScheduler:
+    """Sends the run's faults once its clock started; records what could not be sent."""
+
+    def __init__(self, agents: Agents, run_id: str, faults: tuple[Fault, ...], driver: str,
+                 targets: dict[str, str], restart_s: float, ready_timeout: float, shutdown_timeout: float):
+        self.agents, self.run_id, self.faults, self.driver = agents, run_id, faults, driver
+        #: where each target kind strikes: {"worker": host, "broker": host}
+        self.targets = targets
+        self.restart_s, self.ready_timeout, self.shutdown_timeout = restart_s, ready_timeout, shutdown_timeout
+        self.sent = not faults
+        self.problems: list[str] = []
+
+    def __call__(self) -> None:
+        if self.sent:
+            return
+        clock = next((e for e in self.agents.events(self.run_id)
+                      if e.get("kind") == CLOCK and e.get("host") == self.driver), None)
+        if clock is None:
+            return
+        self.sent = True
+        age = float(clock.get("age_s") or 0.0)
+        for index, fault in enumerate(self.faults):
+            host = self.targets[fault.target]
+            try:
+                self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
+                                          delay_s=max(fault.at_s - age, 0.0), restart_s=self.restart_s,
+                                          ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout)
+            except (AgentLost, KeyError) as exc:
+                self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
+
+    def _failed(self, index: int, fault: Fault, host: str, why: str) -> None:
+        self.problems.append(f"fault {fault.text()} on {host}: {why}")
+        event = {"kind": FAULT_END, "host": host, "at": time.time(), "index": index, "fault": fault.text(),
+                 "error": why}
+        try:
+            self.agents[self.driver].request("tell", run_id=self.run_id, events=[event])
+        except AgentLost:  # the drive's own wait says so
+            pass

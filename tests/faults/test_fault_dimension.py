@@ -1,0 +1,138 @@
+"""The ``fault`` dimension end to end: real workers on real brokers, a fault injected by the host's
+agent at its time, and what cmx stored of it read back from DuckDB (the killed task's own rows,
+the counts, the fault's record), never what Celery is expected to do."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import metrics_by, query, run_processes, sweep
+
+pytestmark = pytest.mark.integration
+
+
+def _killed(db, run_id: str) -> tuple[str, list[tuple]]:
+    """The task the fault's child ran, and every row cmx stored of it (state, redelivered)."""
+    (task_id,) = query(db, "SELECT task_id FROM faults WHERE run_id = ? AND error IS NULL", [run_id])[0]
+    rows = query(db, "SELECT state, redelivered FROM tasks WHERE run_id = ? AND task_id = ? ORDER BY state",
+                 [run_id, task_id])
+    return task_id, rows
+
+
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_kill_child_loses_the_task_unless_acks_late_and_reject_on_worker_lost(tmp_path, broker):
+    db = sweep(tmp_path, f"fault-kill-child-{broker}", f"""
+        workload: {{name: concurrent_sleep, params: {{tasks: 6, sleep_s: 1.0}}}}
+        fixed: {{broker: {broker}, pool: prefork, concurrency: 2, prefetch_multiplier: 1, fault: kill_child@0.5s}}
+        zip:
+          - {{celery.task_acks_late: [false, true, true], celery.task_reject_on_worker_lost: [false, false, true]}}
+        limits: {{run_timeout: 2m, settle: 3s}}
+    """)
+    runs = {(al, rl): (run_id, status) for run_id, al, rl, status in query(
+        db, 'SELECT run_id, "celery.task_acks_late", "celery.task_reject_on_worker_lost", status FROM runs')}
+    m = metrics_by(db, '"celery.task_acks_late", "celery.task_reject_on_worker_lost"')
+    for key, (run_id, status) in runs.items():
+        assert status == "ok", (key, status)  # a fault that struck and was measured: the run is ok
+        (at_s,) = query(db, "SELECT value FROM metrics WHERE run_id = ? AND name = 'fault_at_s'", [run_id])[0]
+        assert 0.5 <= at_s < 2.0, at_s  # when it struck, from the clock start, on one clock
+        assert m[key]["tasks_published"] == 6
+        assert m[key]["tasks_completed"] + m[key]["tasks_lost"] == 6
+    # acks on receipt (the default): the killed child's task is gone, never run again
+    run_id, _ = runs[(False, False)]
+    assert _killed(db, run_id)[1] == [("LOST", False)]
+    assert m[(False, False)]["tasks_lost"] == 1
+    # acks late alone: Celery acknowledges a task whose worker was lost (acks_on_failure_or_timeout)
+    run_id, _ = runs[(True, False)]
+    assert _killed(db, run_id)[1] == [("LOST", False)]
+    assert m[(True, False)]["tasks_lost"] == 1
+    # acks late + reject on worker lost: the message goes back, is delivered again, flagged so, and runs
+    run_id, _ = runs[(True, True)]
+    assert _killed(db, run_id)[1] == [("SUCCESS", True)]
+    assert m[(True, True)]["tasks_lost"] == 0 and m[(True, True)]["tasks_redelivered"] >= 1
+    assert m[(True, True)]["tasks_duplicated"] == 0
+    assert run_processes(db) == []
+
+
+def test_kill_worker_is_replaced_and_the_run_stays_ok(tmp_path):
+    """The worker's main process SIGKILLed: its death does not fail the run, a replacement of the
+    same node starts after limits.fault_restart and finishes what is left on the queue."""
+    db = sweep(tmp_path, "fault-kill-worker", """
+        workload: {name: concurrent_sleep, params: {tasks: 12, sleep_s: 0.5}}
+        fixed: {broker: rabbitmq, pool: threads, concurrency: 2, prefetch_multiplier: 1, fault: kill_worker@0.8s,
+                celery.task_acks_late: true}
+        limits: {run_timeout: 2m, settle: 3s, fault_restart: 1s}
+    """)
+    ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
+    assert status == "ok", error
+    ((kind, pid, struck, ended),) = query(db, "SELECT kind, pid, struck_at, ended_at FROM fault_times WHERE run_id = ?",
+                                          [run_id])
+    assert kind == "kill_worker" and pid and ended - struck >= 1.0  # the restart waited fault_restart
+    # threads: tasks run in the worker's main process, so the executions name both processes
+    pids = {p for (p,) in query(db, "SELECT DISTINCT pid FROM tasks WHERE run_id = ? AND pid IS NOT NULL", [run_id])}
+    assert pid in pids and len(pids) == 2, pids
+    m = metrics_by(db, "fault")["kill_worker@0.8"]
+    # RabbitMQ requeues what the dead connection had unacknowledged: nothing is lost
+    assert m["tasks_lost"] == 0 and m["tasks_completed"] == 12, m
+    assert m["stall_s"] > 1.0  # nothing finished while no worker ran
+    assert run_processes(db) == []
+
+
+def test_term_worker_waits_for_running_tasks_and_a_replacement_takes_the_rest(tmp_path):
+    """SIGTERM (a deploy): Celery's warm shutdown finishes the tasks it runs before the worker exits,
+    whatever worker_soft_shutdown_timeout says (Celery applies that to a cold shutdown only); the
+    replacement then takes the rest. Read from what was stored: the fault's end came after the
+    running tasks' remainder, nothing was lost."""
+    db = sweep(tmp_path, "fault-term-worker", """
+        workload: {name: concurrent_sleep, params: {tasks: 6, sleep_s: 2.0}}
+        fixed: {broker: rabbitmq, pool: prefork, concurrency: 2, prefetch_multiplier: 1, fault: term_worker@0.5s}
+        matrix:
+          celery.worker_soft_shutdown_timeout: [0.0, 1.0]
+        limits: {run_timeout: 2m, settle: 3s, fault_restart: 1s}
+    """)
+    m = metrics_by(db, '"celery.worker_soft_shutdown_timeout"')
+    for soft, cell in m.items():
+        assert cell["tasks_lost"] == 0 and cell["tasks_completed"] == 6 and cell["tasks_duplicated"] == 0, (soft, cell)
+    for run_id, status, error in query(db, "SELECT run_id, status, error FROM runs"):
+        assert status == "ok", error
+        ((struck, ended),) = query(db, "SELECT struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
+        assert ended - struck >= 1.5 + 1.0  # the running 2 s tasks' remainder, then fault_restart
+    assert run_processes(db) == []
+
+
+def test_restart_broker_restarts_only_the_sweeps_own_redis(tmp_path):
+    """restart_broker on a Redis the sweep provisions (the inventory gives no URL: its own server,
+    on a port of its own; the shared 6379 is never touched): the server's pid changes, the worker
+    lives through it, and what the restart did to the tasks is stored (a Redis without persistence
+    drops what was queued)."""
+    from tests.faults.brokers import free_port
+
+    workdir, port = tmp_path / "hosts", free_port()
+    inv = tmp_path / "own-redis.yml"
+    inv.write_text(f"""
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+    python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+    cmx_workdir: {workdir}/localhost
+  children:
+    brokers: {{hosts: {{localhost: {{redis_port: {port}, redis_bind: 127.0.0.1}}}}}}
+    workers: {{hosts: {{localhost: }}}}
+    drivers: {{hosts: {{localhost: }}}}
+""")
+    db = sweep(tmp_path, "fault-restart-broker", f"""
+        inventory: {inv}
+        workload: {{name: concurrent_sleep, params: {{tasks: 10, sleep_s: 0.5}}}}
+        fixed: {{broker: redis, backend: none, concurrency: 2, prefetch_multiplier: 1, fault: restart_broker@1s}}
+        matrix:
+          pool: [prefork, threads]
+        limits: {{run_timeout: 2m, settle: 3s}}
+    """)
+    for run_id, status, error in query(db, "SELECT run_id, status, error FROM runs"):
+        assert status == "ok", error
+        ((kind, pid, err, struck, ended),) = query(
+            db, "SELECT kind, pid, error, struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
+        assert kind == "restart_broker" and err is None and pid and ended > struck
+    m = metrics_by(db, "pool")
+    for pool, cell in m.items():
+        assert cell["tasks_completed"] + cell["tasks_lost"] == 10, (pool, cell)
+    assert run_processes(db) == []

@@ -1,0 +1,154 @@
+"""The fault dimension's form and checks (workloads/faults.py, engine/model/faultcheck.py): one-line
+problems at the value, exit 2, before any host is touched."""
+from __future__ import annotations
+
+import pytest
+
+from cmx.engine.model.cells import expand
+from cmx.engine.model.experiment import parse_duration
+from cmx.engine.model.faultcheck import broker_problem
+from cmx.engine.model.load import load_experiment
+from cmx.workloads import faults
+from tests.conftest import problems
+
+HEAD = "name: f\nworkload: {name: concurrent_sleep, params: {tasks: 4, sleep_s: 1}}\n"
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "exp.yaml"
+    path.write_text(HEAD + text)
+    return path
+
+
+def test_a_fault_value_reads_as_its_faults_in_time_order():
+    assert faults.parse("none") == ()
+    assert faults.parse("kill_worker@2s+kill_child@500ms") == (
+        faults.Fault("kill_child", 0.5), faults.Fault("kill_worker", 2.0))
+    assert faults.parse("partition_worker@3/5s") == (faults.Fault("partition_worker", 3.0, 5.0),)
+    assert faults.canonical("term_worker@1m") == "term_worker@60"
+    assert faults.canonical(" kill_child@3s ") == faults.canonical("kill_child@3") == "kill_child@3"
+    assert parse_duration is faults.parse_duration  # one reader of durations for the file and the faults
+
+
+@pytest.mark.parametrize("value, message", [
+    ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
+                   "restart_broker, partition_worker)"),
+    ("kill_child", "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
+    ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
+    ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
+                           "e.g. partition_worker@3s/5s)"),
+    ("kill_child@3/2", "fault 'kill_child@3/2': kill_child takes no duration (only partition_worker does)"),
+    (3, "fault must be none or KIND@TIME (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
+        "partition_worker), got 3"),
+])
+def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
+    import json
+
+    path = write(tmp_path, f"matrix:\n  fault: [none, {json.dumps(value)}]\n")
+    assert problems(path) == [f"{path}:4:{len('  fault: [none, ') + 1}: {message}"]
+
+
+def test_cells_hold_the_canonical_fault(tmp_path):
+    exp = load_experiment(write(tmp_path, "matrix:\n  fault: [none, kill_child@3s, 'kill_worker@1+kill_child@250ms']\n"))
+    assert [c.values["fault"] for c in expand(exp)] == ["none", "kill_child@3", "kill_child@0.25+kill_worker@1"]
+
+
+def test_kill_child_is_refused_for_a_pool_without_child_processes(tmp_path):
+    path = write(tmp_path, "matrix:\n  pool: [prefork, threads]\n  fault: [none, kill_child@1]\n")
+    assert problems(path) == [f"{path}:5:17: fault kill_child@1: kill_child kills a pool child process, which only "
+                              "the prefork pool has (this cell's pool is threads)"]
+    load_experiment(write(tmp_path, "fixed: {pool: prefork}\nmatrix:\n  fault: [kill_child@1]\n"))  # fine
+
+
+def test_restart_broker_only_on_a_broker_cmx_owns():
+    cell = {"broker": "redis", "fault": "restart_broker@2"}
+    assert broker_problem(cell, provisioned=True, disposable=False) is None
+    assert "cmx_disposable: true is not enough yet" in broker_problem(cell, provisioned=False, disposable=True)
+    assert "not one the sweep provisions" in broker_problem(cell, provisioned=False, disposable=False)
+    assert broker_problem({"broker": "redis", "fault": "kill_child@1"}, provisioned=False, disposable=False) is None
+
+
+def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):
+    exp = load_experiment(write(tmp_path, ""))
+    assert (exp.limits.settle, exp.limits.fault_restart) == (10.0, 1.0)
+    exp = load_experiment(write(tmp_path, "limits: {settle: 2s, fault_restart: 500ms}\n"))
+    assert (exp.limits.settle, exp.limits.fault_restart) == (2.0, 0.5)
+
+
+def _fault_run(con, run_id: str, after: list[float]) -> dict:
+    """A run finishing a task every second from T0+1 to T0+5, a fault struck at T0+5.5 (the clock
+    started at T0+0.2), then tasks finishing at ``after`` (seconds from T0); its fault metrics."""
+    from cmx.engine.results import db
+    from tests.results_fixture import T0, add_run
+
+    tasks = [(f"a{i}", T0, T0 + i, T0 + i + 1, "SUCCESS") for i in range(5)]
+    tasks += [(f"b{i}", T0, T0 + s - 0.5, T0 + s, "SUCCESS") for i, s in enumerate(after)]
+    add_run(con, "e", run_id, {"fault": "kill_worker@5"}, tasks=tasks)
+    con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "
+                "VALUES (?, 0, 'kill_worker@5', 'kill_worker', 'w1', ?, ?, 'w1')", [run_id, T0 + 5.5, T0 + 0.2])
+    got = dict(con.execute(db.sql("metrics.sql"), {"run_id": run_id, "warmup_s": 0}).fetchall())
+    return {k: got[k] for k in ("fault_at_s", "stall_s", "recovery_s")}
+
+
+def test_fault_metrics_have_exact_values(tmp_path):
+    from cmx.engine.results import db
+
+    with db.connect(tmp_path / "f.duckdb") as con:
+        # back at 0.9/s... from 9 s, two a second: the window is ten pre-fault completions (11 s);
+        # the first whole window after the fault holding 90 % of them ends at 16.5 s
+        back = _fault_run(con, "r1", [9 + k * 0.5 for k in range(43)])
+        assert back == pytest.approx({"fault_at_s": 5.3, "stall_s": 3.5, "recovery_s": 11.0})
+        # nothing finished after the fault: no stall measured, never recovered
+        assert _fault_run(con, "r2", []) == pytest.approx({"fault_at_s": 5.3, "stall_s": None, "recovery_s": None})
+        # finishing again, but at half the pre-fault rate: never recovered
+        slow = _fault_run(con, "r3", [8 + k * 2.2 for k in range(10)])
+        assert slow["recovery_s"] is None and slow["stall_s"] == pytest.approx(2.5)
+        # no fault, no fault metrics
+        from tests.results_fixture import T0, add_run
+
+        add_run(con, "e", "r4", {}, tasks=[("x", T0, T0, T0 + 1, "SUCCESS")])
+        names = {n for n, _ in con.execute(db.sql("metrics.sql"), {"run_id": "r4", "warmup_s": 0}).fetchall()}
+        assert not names & {"fault_at_s", "stall_s", "recovery_s"}
+
+
+def test_the_rate_over_time_chart_marks_each_fault_where_it_struck():
+    from cmx.analysis import charts
+
+    rows = [{"run": "a #1", "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0} for s in range(5)]
+    rows += [{"run": "b #1", "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0} for s in range(5)]
+    spec = charts.rate_over_time(rows, "t", [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]).to_dict()
+    panels = spec["concat"]
+    marks = [[(layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]) for layer in p["layer"]]
+             for p in panels]
+    assert marks == [["area", "line", "rule"], ["area", "line"]]  # only the fault run's panel has the rule
+    rule = panels[0]["layer"][2]
+    assert rule["data"]["values"] == [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]
+
+
+def test_a_fault_cells_summary_leads_with_delivery():
+    from cmx.analysis.summary import cell_headlines
+    from cmx.engine.model.cells import Cell
+    from cmx.engine.results.metricdefs import FAULT_HEADLINE
+    from cmx.workloads.catalog import registry
+
+    workload = registry.get("concurrent_sleep")
+    plain, faulted = Cell("c1", {"fault": "none"}), Cell("c2", {"fault": "kill_child@1"})
+    union, shown = cell_headlines(workload, [plain, faulted])
+    assert union[:len(FAULT_HEADLINE)] == FAULT_HEADLINE
+    assert shown[faulted.cell_id][:len(FAULT_HEADLINE)] == FAULT_HEADLINE
+    assert shown[plain.cell_id] == workload.headline_metrics
+
+
+def test_a_cell_without_faults_keeps_the_id_it_had_before_the_fault_dimension(tmp_path):
+    """Cells stored before `fault` existed (resume, trend, compare by cell) keep their ids."""
+    import hashlib
+
+    from cmx.engine.model.cells import canonical, cell_id
+    from cmx.engine.model.dimensions import normalise_values
+
+    (plain,) = expand(load_experiment(write(tmp_path, "fixed: {pool: threads}\n")))
+    before = {k: v for k, v in plain.values.items() if k not in ("fault", "drivers")}  # as 0.2.0 held them
+    old = hashlib.sha256(canonical({"workload": "concurrent_sleep",
+                                    "values": normalise_values("concurrent_sleep", before)}).encode()).hexdigest()[:12]
+    assert plain.values["fault"] == "none" and plain.cell_id == old
+    assert cell_id("concurrent_sleep", {**before, "fault": "kill_worker@1"}) != old
