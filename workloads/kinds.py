@@ -36,6 +36,11 @@ class Service:
     #: (a third of the consume rate): there the run's keys expire by workloads/host/leftovers.py's
     #: keeper instead, refreshed while the run lives.
     expires_queues: bool = False
+    #: The wire protocol its clients speak (``redis`` for a Sentinel set's master too): what the
+    #: fast publisher, the raw baseline, the wake-up and the pitfalls go by.
+    protocol: str = ""
+    #: A set of servers over every host of its group (workloads/sentinel.py), not one server on the first.
+    spread: bool = False
 
     @property
     def default_port(self) -> int:
@@ -61,11 +66,14 @@ def _frozen(mapping: dict) -> Mapping:
 
 SERVICES: Mapping[str, Service] = _frozen({s.name: s for s in (
     Service("redis", _frozen({"redis": 6379, "rediss": 6379}),
-            "redis://:{password}@{address}:{port}/{db}"),
+            "redis://:{password}@{address}:{port}/{db}", protocol="redis"),
     Service("rabbitmq", _frozen({"amqp": 5672, "amqps": 5671, "pyamqp": 5672}),
-            "amqp://cmx:{password}@{address}:{port}//", expires_queues=True),
+            "amqp://cmx:{password}@{address}:{port}//", expires_queues=True, protocol="amqp"),
     Service("postgres", _frozen({"postgresql": 5432, "postgres": 5432, "db+postgresql": 5432}),
-            "postgresql://postgres:{password}@{address}:{port}/postgres"),
+            "postgresql://postgres:{password}@{address}:{port}/postgres", protocol="postgres"),
+    # One master, one replica, three sentinels (roles/redis_sentinel); its port is the first
+    # sentinel's, ``redis_sentinel_redis_port`` the first Redis server's. URL: workloads/sentinel.py.
+    Service("redis_sentinel", _frozen({"sentinel": 26379}), "", protocol="redis", spread=True),
 )})
 
 
@@ -90,6 +98,7 @@ BROKERS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind("redis", "redis", db=0),
     Kind("rabbitmq", "rabbitmq"),
     Kind("rabbitmq-quorum", "rabbitmq", queue_arguments=_frozen({"x-queue-type": "quorum"})),
+    Kind("redis-sentinel", "redis_sentinel", db=0),
 )})
 BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind("none", None, provisionable=False),
@@ -99,6 +108,12 @@ BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
 )})
 #: What the run's clients talk to: its broker and its result backend.
 TARGETS: Mapping[str, Mapping[str, Kind]] = _frozen({"broker": BROKERS, "backend": BACKENDS})
+
+
+def protocol_of(target: str, name: str) -> str | None:
+    """The wire protocol of kind ``name`` of ``target``'s server (``redis``, ``amqp``...), None without one."""
+    service = service_of(target, name)
+    return service.protocol if service else None
 
 
 def service_of(target: str, name: str) -> Service | None:
@@ -153,7 +168,7 @@ def client_name_settings(service: str, target: str, name: str, conf: Mapping[str
     ``application_name``."""
     if target == "broker":
         opts = dict(conf.get("broker_transport_options") or {})
-        if service == "redis":
+        if SERVICES[service].protocol == "redis":
             opts["client_name"] = name
         elif service == "rabbitmq":  # py-amqp takes client_properties through kombu's transport options
             opts["client_properties"] = {**(opts.get("client_properties") or {}), "connection_name": name}

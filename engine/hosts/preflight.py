@@ -8,7 +8,10 @@ from cmx.workloads.kinds import libpq_url
 
 
 def redact(url: str) -> str:
-    """The URL without its password (for messages, logs and the results database)."""
+    """The URL without its password (for messages, logs and the results database); each of a
+    Sentinel set's ``;``-joined URLs too."""
+    if ";" in url:
+        return ";".join(map(redact, url.split(";")))
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -20,8 +23,12 @@ def redact(url: str) -> str:
 def check_broker(url: str, timeout: float = 5.0) -> None:
     from kombu import Connection
 
+    from cmx.workloads import sentinel
+
     try:
-        with Connection(url, connect_timeout=timeout) as conn:
+        # A Sentinel set's URL carries its master's name, which kombu takes as a transport option.
+        url_, options = sentinel.celery_broker(url) if sentinel.is_sentinel(url) else (url, {})
+        with Connection(url_, connect_timeout=timeout, transport_options=options) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:
         raise HostError(f"broker {redact(url)} does not answer: {type(exc).__name__}: {exc} "

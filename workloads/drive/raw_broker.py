@@ -122,7 +122,11 @@ class RedisRaw:
         import redis
 
         self.queue = queue
-        self.pool = redis.ConnectionPool.from_url(url, client_name=name)  # counted as the run's driver
+        from cmx.workloads.sentinel import is_sentinel, master_client
+
+        # counted as the run's driver; a Sentinel set's master as its sentinels name it
+        self.pool = (master_client(url, client_name=name).connection_pool if is_sentinel(url)
+                     else redis.ConnectionPool.from_url(url, client_name=name))
         self.client = redis.Redis(connection_pool=self.pool)
 
     def reset(self) -> None:
@@ -233,7 +237,7 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
     ctx.wait_for_workers()
     name = client_name(ctx.spec.run_id, "driver", "broker")
     kind = kinds.BROKERS[ctx.spec.broker]
-    if kind.service == "redis":
+    if kinds.protocol_of("broker", ctx.spec.broker) == "redis":
         broker = RedisRaw(url, queue, name)
     else:
         # The run's queue arguments (x-expires too); durable only where the kind needs it (quorum).

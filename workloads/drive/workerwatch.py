@@ -179,7 +179,7 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_eve
                                 [host_of(n) for n in missing])
         if confirmed != want:
             time.sleep(0.05)
-    if kinds.BROKERS[spec.broker].service == "redis":
+    if kinds.protocol_of("broker", spec.broker) == "redis":
         wake_redis_consumers(app, spec)
     return time.time()
 

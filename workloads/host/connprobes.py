@@ -98,11 +98,10 @@ class RedisProbe(ConnectionProbe):
 
     def client_names(self) -> list[str | None]:
         if self._client is None:
-            import redis  # lazily: only hosts that count Redis clients need it
+            from cmx.workloads.sentinel import redis_client  # redis lazily: only hosts that count Redis clients
 
             url = _url_from_env(self.role).replace("redis+socket://", "unix://", 1)
-            self._client = redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_S,
-                                                socket_connect_timeout=PROBE_TIMEOUT_S)
+            self._client = redis_client(url, timeout=PROBE_TIMEOUT_S)  # a Sentinel set's: its master
         # Server-wide, every database: the names tell broker from backend and this run from others.
         return [c.get("name") for c in self._client.client_list()]
 
@@ -214,7 +213,7 @@ def _rabbitmq_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe
 
 
 #: The probe of each server kind (workloads/kinds.py SERVICES; a unit test keeps them equal).
-PROBES = {"redis": RedisProbe, "rabbitmq": _rabbitmq_probe, "postgres": PostgresProbe}
+PROBES = {"redis": RedisProbe, "rabbitmq": _rabbitmq_probe, "postgres": PostgresProbe, "redis_sentinel": RedisProbe}
 
 
 def make_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:

@@ -70,9 +70,9 @@ def remove_redis(target: str, url: str, names: RunNames) -> int:
     members of shared binding tables (control queues), its unacknowledged messages (kombu keeps
     them in one ``unacked`` hash per database and would restore them into the run's queue), and
     its result keys. One pass over the database's keys. Returns how many keys or members went."""
-    import redis
+    from cmx.workloads.sentinel import redis_client
 
-    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    client = redis_client(url, timeout=10)  # a Sentinel set's: its master now
     try:
         if names.task_ids:  # results by name (the prefix scan of the run's end found the rest)
             keys = [f"{names.prefix}.celery-task-meta-{t}" for t in names.task_ids] if target == "backend" else []
@@ -139,14 +139,14 @@ _REDIS_PRIORITY_STEPS, _REDIS_SEP = (3, 6, 9), "\x06\x16"
 def keep_redis(target: str, url: str, names: RunNames, ttl_s: float) -> int:
     """A TTL of ``ttl_s`` on the run's queue lists (every priority) and binding tables, set anew at
     each call (a list emptied and filled again has lost it). Its results carry Celery's own."""
-    import redis
+    from cmx.workloads.sentinel import redis_client
 
     if target != "broker":
         return 0
     keys = [k for q in (*names.queues, *names.other_queues)
             for k in (q, *[f"{q}{_REDIS_SEP}{p}" for p in _REDIS_PRIORITY_STEPS])]
     keys += [f"{table}{q}" for q in names.queues for table in ("_kombu.binding.", "_kombu.binding_permanent.")]
-    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    client = redis_client(url, timeout=10)
     try:
         with client.pipeline(transaction=False) as pipe:
             for key in keys:
@@ -206,13 +206,13 @@ def remove_postgres(target: str, url: str, names: RunNames) -> int:
 
 #: One remover per server (SERVICES in workloads/kinds.py): (target, url, names) → how many went.
 REMOVERS: Mapping[str, Callable[[str, str, RunNames], int]] = {
-    "redis": remove_redis, "rabbitmq": remove_rabbitmq, "postgres": remove_postgres,
+    "redis": remove_redis, "rabbitmq": remove_rabbitmq, "postgres": remove_postgres, "redis_sentinel": remove_redis,
 }
 
 
 #: Servers that expire nothing of a run by themselves: a keeper sets a TTL on what the run has
 #: there, (target, url, names, ttl_s) → how many keys got it. RabbitMQ needs none (x-expires).
-KEEPERS: Mapping[str, Callable[[str, str, RunNames, float], int]] = {"redis": keep_redis}
+KEEPERS: Mapping[str, Callable[[str, str, RunNames, float], int]] = {"redis": keep_redis, "redis_sentinel": keep_redis}
 
 
 def _servers(spec, targets):
