@@ -143,3 +143,47 @@ def redis_client(any_url: str, timeout: float = 10.0, **kwargs):
     import redis
 
     return redis.Redis.from_url(any_url, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs)
+
+
+@dataclass(frozen=True)
+class Failover:
+    """A failover of the set: the master before and after, when it was asked for (``time.time()``)
+    and how long until the sentinels named the new master and it took writes."""
+
+    old: tuple[str, int]
+    new: tuple[str, int]
+    asked_at: float
+    took_s: float
+
+
+def failover(broker_url: str, timeout_s: float = 30.0) -> Failover:
+    """Fail the set's master over (``SENTINEL FAILOVER`` to the first sentinel that takes it: no
+    agreement needed, the replica is promoted at once) and wait, at most ``timeout_s``, until the
+    sentinels name another master and that one answers as a master. RuntimeError when it does not
+    happen in time: the fault could not be injected."""
+    import time
+
+    found, _, name = sentinels(broker_url)
+    sentinel = sentinel_client(broker_url, timeout=min(5.0, timeout_s))
+    old = sentinel.discover_master(name)
+    asked_at, start = time.time(), time.monotonic()
+    errors = []
+    for s in sentinel.sentinels:
+        try:
+            s.execute_command("SENTINEL FAILOVER", name)
+            break
+        except Exception as exc:  # that sentinel is down or refuses (a failover under way): the next one
+            errors.append(f"{type(exc).__name__}: {exc}")
+    else:
+        raise RuntimeError(f"no sentinel of {len(found)} took SENTINEL FAILOVER {name}: {'; '.join(errors)}")
+    while True:
+        try:
+            new = sentinel.discover_master(name)
+            if new != old and sentinel.master_for(name).info("replication")["role"] == "master":
+                return Failover(old, tuple(new), asked_at, time.monotonic() - start)
+        except Exception:  # noqa: BLE001 (mid-failover the sentinels or the new master may refuse)
+            pass
+        if time.monotonic() - start > timeout_s:
+            raise RuntimeError(f"the sentinels named no new master for {name} within {timeout_s:g} s "
+                               f"(still {old[0]}:{old[1]})")
+        time.sleep(0.05)

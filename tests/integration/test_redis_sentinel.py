@@ -88,7 +88,7 @@ def test_a_sweep_on_a_sentinel_set_it_provisioned_runs_through_the_master_and_le
                       **{(r, "broker_master_name"): "cmx" for r in runs}}, config
     # The run's workers were counted among the clients of the master the sentinels named.
     counted = dict(query(db, "SELECT run_id, max(count) FROM connections WHERE kind = 'redis_sentinel' "
-                             "AND role = 'worker' GROUP BY run_id"))
+                             "AND role = 'broker' AND client = 'worker' GROUP BY run_id"))
     assert counted.keys() == runs.keys() and min(counted.values()) >= 1, counted
 
     # The set ran where its layout says (one host: 2 servers, 3 sentinels), under the work dir...

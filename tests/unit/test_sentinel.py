@@ -74,3 +74,14 @@ def test_the_master_name_and_sentinel_password_are_not_a_cells_to_set():
     assert "inventory" in owned_key_problem("broker_transport_options", {"master_name": "x"})
     assert owned_key_problem("broker_transport_options", {"sentinel_kwargs": {"password": "p"}})
     assert owned_key_problem("broker_transport_options", {"visibility_timeout": 10}) is None
+
+
+def test_a_worker_consuming_from_another_kind_of_broker_fails_the_run():
+    from cmx.workloads.drive.workerwatch import broker_mismatch
+    from cmx.workloads.spec import RunSpec
+
+    spec = RunSpec(run_id="r", experiment="e", cell_id="c", repeat=1, workload="throughput", broker="redis-sentinel")
+    assert broker_mismatch(spec, {"broker_scheme": "sentinel"}) == []
+    assert broker_mismatch(spec, {"broker_scheme": "redis"}) == [
+        "cell asks broker redis-sentinel; worker consumes from a redis:// broker"]
+    assert broker_mismatch(spec.model_copy(update={"broker": "rabbitmq"}), {"broker_scheme": "amqp"}) == []
