@@ -1,7 +1,7 @@
-"""A Sentinel failover under a real Celery worker: the set cmx provisions (roles/redis_sentinel,
-through the engine's own services play), a worker consuming through kombu's Sentinel transport,
-``workloads.sentinel.failover`` (what the ``failover_broker`` fault runs), and the measured time
-until the worker consumes again, or never within the bound."""
+"""A Sentinel failover under real Celery workers (threads, prefork, gevent): the set cmx
+provisions (roles/redis_sentinel, through the engine's own services play), a worker of each pool
+consuming through kombu's Sentinel transport, ``workloads.sentinel.failover`` (what the ``failover_broker`` fault runs), and the measured time
+until each worker consumes again, or never within the bound."""
 from __future__ import annotations
 
 import os
@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 #: How long the worker may take to consume again after the failover before we call it "never".
 FOLLOW_BOUND_S = 60.0
+POOLS = ("threads", "prefork", "gevent")
 
 APP = '''
 import os, time
@@ -48,13 +49,22 @@ def _done(path: Path) -> dict[int, float]:
     return {int(n): float(t) for n, t in (line.split() for line in path.read_text().splitlines() if line.strip())}
 
 
-def _publish(app, n: int) -> None:
+def _publish(app, n: int, queue: str) -> None:
     """One task, retrying while the set fails over (the producer follows the sentinels too)."""
-    app.send_task("mark", args=(n,), retry=True, retry_policy={"max_retries": 20, "interval_start": 0.2,
-                                                                 "interval_step": 0.2, "interval_max": 1})
+    app.send_task("mark", args=(n,), queue=queue, retry=True,
+                  retry_policy={"max_retries": 20, "interval_start": 0.2, "interval_step": 0.2, "interval_max": 1})
 
 
-def test_a_celery_worker_follows_a_sentinel_failover(tmp_path):
+def _stop(worker: subprocess.Popen) -> None:
+    worker.terminate()
+    try:
+        worker.wait(30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait(10)
+
+
+def test_celery_workers_of_every_pool_follow_a_sentinel_failover(tmp_path):
     redis_port, sentinel_port = free_ports(2), free_ports(3)
     workdir = tmp_path / "hostwork"
     inv_path = sentinel_inventory(tmp_path / "inv.yml", workdir, redis_port, sentinel_port)
@@ -63,56 +73,63 @@ def test_a_celery_worker_follows_a_sentinel_failover(tmp_path):
     secrets = {"CMX_REDIS_SENTINEL_PASSWORD": inventory.password("redis_sentinel")}
     started = run_playbook("services.yml", inv_path, tmp_path / "ansible", extravars=_service_vars(services, inventory),
                            secrets=secrets)
-    worker = None
+    workers: dict[str, subprocess.Popen] = {}
     try:
         assert started.ok, started.summary()
         url = inventory.broker_url("redis-sentinel")
         write(tmp_path / "followapp.py", APP)
-        done_file = tmp_path / "done.txt"
-        env = {**os.environ, "SET_URL": url, "DONE_FILE": str(done_file),
-               "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "followapp", "worker", "--pool", "threads",
-                                   "-c", "2", "--without-gossip", "--without-mingle", "-l", "INFO"],
-                                  cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=open(tmp_path / "worker.log", "w"), stderr=subprocess.STDOUT)
-        os.environ["SET_URL"], os.environ["DONE_FILE"] = url, str(done_file)  # the producer's app reads them
+        done = {pool: tmp_path / f"done-{pool}.txt" for pool in POOLS}
+        for pool in POOLS:  # one worker per pool, each on a queue of its own
+            env = {**os.environ, "SET_URL": url, "DONE_FILE": str(done[pool]),
+                   "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+            workers[pool] = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "followapp", "worker", "--pool", pool, "-c", "2",
+                 "-Q", f"follow-{pool}", "-n", f"{pool}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
+                cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                stdout=open(tmp_path / f"worker-{pool}.log", "w"), stderr=subprocess.STDOUT)
+        os.environ["SET_URL"], os.environ["DONE_FILE"] = url, str(tmp_path / "unused")  # the producer's app
         sys.path.insert(0, str(tmp_path))
         try:
             import followapp
         finally:
             sys.path.remove(str(tmp_path))
-        for n in range(20):
-            _publish(followapp.app, n)
-        deadline = time.monotonic() + 60
-        while len(_done(done_file)) < 20:
-            assert time.monotonic() < deadline, "the worker never consumed before the failover"
+        for pool in POOLS:
+            for n in range(10):
+                _publish(followapp.app, n, f"follow-{pool}")
+        deadline = time.monotonic() + 90
+        while any(len(_done(done[pool])) < 10 for pool in POOLS):
+            assert time.monotonic() < deadline, {pool: len(_done(done[pool])) for pool in POOLS}
             time.sleep(0.2)
 
         before = sentinel.master_address(url)
         fo = sentinel.failover(url, timeout_s=30)
         assert fo.old == before and fo.new != fo.old and fo.new[1] in (redis_port, redis_port + 1)
 
-        # Publish one task every 0.2 s from the failover on; the worker follows when they are done.
-        n, recovered_at = 100, None
+        # One task per pool every 0.2 s from the failover on, until each worker ran one (or the bound).
+        n, follow_s, sent = 100, {}, {pool: set() for pool in POOLS}
         end = time.monotonic() + FOLLOW_BOUND_S
-        while time.monotonic() < end and recovered_at is None:
-            _publish(followapp.app, n)
+        while time.monotonic() < end and len(follow_s) < len(POOLS):
+            for pool in POOLS:
+                if pool not in follow_s:
+                    _publish(followapp.app, n, f"follow-{pool}")
+                    sent[pool].add(n)
+                    after = [t for k, t in _done(done[pool]).items() if k >= 100]
+                    if after:
+                        follow_s[pool] = min(after) - fo.asked_at
             n += 1
-            after = [t for k, t in _done(done_file).items() if k >= 100]
-            recovered_at = min(after) if after else None
             time.sleep(0.2)
-        follow_s = None if recovered_at is None else recovered_at - fo.asked_at
-        print(f"failover {fo.old} -> {fo.new} took {fo.took_s:.2f} s; worker consumed again "
-              f"{'never (within %g s)' % FOLLOW_BOUND_S if follow_s is None else f'after {follow_s:.2f} s'}")
-        assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-        assert follow_s is not None, ("the worker never consumed again after the failover:\n"
-                                      + (tmp_path / "worker.log").read_text()[-3000:])
+        print(f"failover {fo.old} -> {fo.new} took {fo.took_s:.2f} s; consumed again after: "
+              + ", ".join(f"{pool} {f'{follow_s[pool]:.2f} s' if pool in follow_s else 'never (%g s)' % FOLLOW_BOUND_S}"
+                          for pool in POOLS))
+        logs = {pool: (tmp_path / f"worker-{pool}.log").read_text()[-2000:] for pool in POOLS}
+        assert all(w.poll() is None for w in workers.values()), logs
+        assert set(follow_s) == set(POOLS), {p: logs[p] for p in POOLS if p not in follow_s}
         # Every task published after the failover is consumed: none was left on the demoted master.
-        last = n
         deadline = time.monotonic() + 30
-        while not set(range(100, last)) <= set(_done(done_file)):
-            assert time.monotonic() < deadline, sorted(set(range(100, last)) - set(_done(done_file)))
-            time.sleep(0.2)
+        for pool in POOLS:
+            while missing := sent[pool] - set(_done(done[pool])):
+                assert time.monotonic() < deadline, (pool, sorted(missing))
+                time.sleep(0.2)
         # Provisioning again (the next sweep) changes nothing and leaves the failed-over set as it is:
         # the sentinels' rewritten configs are theirs, the role compares its seeds.
         again = run_playbook("services.yml", inv_path, tmp_path / "ansible", secrets=secrets,
@@ -120,13 +137,8 @@ def test_a_celery_worker_follows_a_sentinel_failover(tmp_path):
         assert again.ok and again.changed == (), again.changed
         assert sentinel.master_address(url) == fo.new
     finally:
-        if worker is not None:
-            worker.terminate()
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(10)
+        for worker in workers.values():
+            _stop(worker)
         sys.modules.pop("followapp", None)
         os.environ.pop("SET_URL", None)
         os.environ.pop("DONE_FILE", None)
