@@ -187,3 +187,44 @@ def failover(broker_url: str, timeout_s: float = 30.0) -> Failover:
             raise RuntimeError(f"the sentinels named no new master for {name} within {timeout_s:g} s "
                                f"(still {old[0]}:{old[1]})")
         time.sleep(0.05)
+
+
+def kill_master(broker_url: str, set_dir: str, timeout_s: float = 60.0) -> Failover:
+    """The hard way: SIGKILL the set's master (its role's pid file ``redis-<port>.pid`` in
+    ``set_dir``, on this host), wait, at most ``timeout_s``, until the sentinels agree it is down
+    and name another master, then start the killed server again from its config (it rejoins as a
+    replica: the sentinels reconfigure it). RuntimeError when the master is not on this host or
+    no new master comes in time; the killed server is started again either way."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    _, _, name = sentinels(broker_url)
+    sentinel = sentinel_client(broker_url, timeout=5.0)
+    old = tuple(sentinel.discover_master(name))
+    base = os.path.join(set_dir, f"redis-{old[1]}")
+    try:
+        pid = int(open(base + ".pid").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        raise RuntimeError(f"the master {old[0]}:{old[1]} is not a server of the set in {set_dir}") from None
+    if "daemonize yes" not in open(base + ".conf").read():
+        raise RuntimeError("the master runs under systemd here: kill_master starts only a daemonizing one again")
+    asked_at, start = time.time(), time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    try:
+        while True:
+            try:
+                new = tuple(sentinel.discover_master(name))
+                if new != old and sentinel.master_for(name).info("replication")["role"] == "master":
+                    return Failover(old, new, asked_at, time.monotonic() - start)
+            except Exception:  # noqa: BLE001 (mid-failover the sentinels name the dead master or none)
+                pass
+            if time.monotonic() - start > timeout_s:
+                raise RuntimeError(f"the sentinels named no new master for {name} within {timeout_s:g} s")
+            time.sleep(0.05)
+    finally:
+        # Undone: the killed server comes back (with the umask its role starts it with: the
+        # config the sentinels rewrite holds the password).
+        subprocess.run(["redis-server", base + ".conf"], check=True, timeout=30,
+                       preexec_fn=lambda: os.umask(0o077))

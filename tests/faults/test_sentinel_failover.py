@@ -1,7 +1,8 @@
 """A Sentinel failover under real Celery workers (threads, prefork, gevent): the set cmx
 provisions (roles/redis_sentinel, through the engine's own services play), a worker of each pool
-consuming through kombu's Sentinel transport, ``workloads.sentinel.failover`` (what the ``failover_broker`` fault runs), and the measured time
-until each worker consumes again, or never within the bound."""
+consuming through kombu's Sentinel transport, ``workloads.sentinel.failover`` (what the
+``failover_broker`` fault runs) and, the hard way, ``kill_master``; the measured time until each
+worker consumes again, or never within the bound."""
 from __future__ import annotations
 
 import os
@@ -64,6 +65,47 @@ def _stop(worker: subprocess.Popen) -> None:
         worker.wait(10)
 
 
+def _follow(app, fo: sentinel.Failover, done: dict[str, Path], first: int, how: str,
+            workers: dict[str, subprocess.Popen], tmp_path: Path) -> None:
+    """Publish one task per pool every 0.2 s from the failover on (ids from ``first``) until each
+    worker ran one or the bound passed; print how long each took; every one published is consumed."""
+    n, follow_s, sent = first, {}, {pool: set() for pool in POOLS}
+    end = time.monotonic() + FOLLOW_BOUND_S
+    while time.monotonic() < end and len(follow_s) < len(POOLS):
+        for pool in POOLS:
+            if pool not in follow_s:
+                _publish(app, n, f"follow-{pool}")
+                sent[pool].add(n)
+                after = [t for k, t in _done(done[pool]).items() if k >= first]
+                if after:
+                    follow_s[pool] = min(after) - fo.asked_at
+        n += 1
+        time.sleep(0.2)
+    print(f"{how}: {fo.old} -> {fo.new} took {fo.took_s:.2f} s; consumed again after: "
+          + ", ".join(f"{pool} {f'{follow_s[pool]:.2f} s' if pool in follow_s else 'never (%g s)' % FOLLOW_BOUND_S}"
+                      for pool in POOLS))
+    logs = {pool: (tmp_path / f"worker-{pool}.log").read_text()[-2000:] for pool in POOLS}
+    assert all(w.poll() is None for w in workers.values()), logs
+    assert set(follow_s) == set(POOLS), {p: logs[p] for p in POOLS if p not in follow_s}
+    # Every task published after the failover is consumed: none was left on the old master.
+    deadline = time.monotonic() + 30
+    for pool in POOLS:
+        while missing := sent[pool] - set(_done(done[pool])):
+            assert time.monotonic() < deadline, (pool, sorted(missing))
+            time.sleep(0.2)
+
+
+def _is_replica(url: str, address: tuple[str, int]) -> bool:
+    import redis
+
+    _, password, _ = sentinel.sentinels(url)
+    try:
+        return redis.Redis(host=address[0], port=address[1], password=password,
+                           socket_timeout=2).info("replication")["role"] == "slave"
+    except redis.RedisError:
+        return False
+
+
 def test_celery_workers_of_every_pool_follow_a_sentinel_failover(tmp_path):
     redis_port, sentinel_port = free_ports(2), free_ports(3)
     workdir = tmp_path / "hostwork"
@@ -104,38 +146,22 @@ def test_celery_workers_of_every_pool_follow_a_sentinel_failover(tmp_path):
         before = sentinel.master_address(url)
         fo = sentinel.failover(url, timeout_s=30)
         assert fo.old == before and fo.new != fo.old and fo.new[1] in (redis_port, redis_port + 1)
-
-        # One task per pool every 0.2 s from the failover on, until each worker ran one (or the bound).
-        n, follow_s, sent = 100, {}, {pool: set() for pool in POOLS}
-        end = time.monotonic() + FOLLOW_BOUND_S
-        while time.monotonic() < end and len(follow_s) < len(POOLS):
-            for pool in POOLS:
-                if pool not in follow_s:
-                    _publish(followapp.app, n, f"follow-{pool}")
-                    sent[pool].add(n)
-                    after = [t for k, t in _done(done[pool]).items() if k >= 100]
-                    if after:
-                        follow_s[pool] = min(after) - fo.asked_at
-            n += 1
-            time.sleep(0.2)
-        print(f"failover {fo.old} -> {fo.new} took {fo.took_s:.2f} s; consumed again after: "
-              + ", ".join(f"{pool} {f'{follow_s[pool]:.2f} s' if pool in follow_s else 'never (%g s)' % FOLLOW_BOUND_S}"
-                          for pool in POOLS))
-        logs = {pool: (tmp_path / f"worker-{pool}.log").read_text()[-2000:] for pool in POOLS}
-        assert all(w.poll() is None for w in workers.values()), logs
-        assert set(follow_s) == set(POOLS), {p: logs[p] for p in POOLS if p not in follow_s}
-        # Every task published after the failover is consumed: none was left on the demoted master.
-        deadline = time.monotonic() + 30
-        for pool in POOLS:
-            while missing := sent[pool] - set(_done(done[pool])):
-                assert time.monotonic() < deadline, (pool, sorted(missing))
-                time.sleep(0.2)
+        _follow(followapp.app, fo, done, 100, "SENTINEL FAILOVER", workers, tmp_path)
         # Provisioning again (the next sweep) changes nothing and leaves the failed-over set as it is:
         # the sentinels' rewritten configs are theirs, the role compares its seeds.
         again = run_playbook("services.yml", inv_path, tmp_path / "ansible", secrets=secrets,
                              extravars=_service_vars(services, inventory))
         assert again.ok and again.changed == (), again.changed
         assert sentinel.master_address(url) == fo.new
+
+        # The hard way: the master killed; the sentinels must agree it is down (down-after 3 s).
+        killed = sentinel.kill_master(url, str(workdir / "redis_sentinel"), timeout_s=60)
+        assert killed.old == fo.new and killed.new == fo.old
+        _follow(followapp.app, killed, done, 10_000, "SIGKILL of the master", workers, tmp_path)
+        deadline = time.monotonic() + 30  # the killed server is back, a replica of the new master
+        while not _is_replica(url, killed.old):
+            assert time.monotonic() < deadline, "the killed master did not rejoin as a replica"
+            time.sleep(0.2)
     finally:
         for worker in workers.values():
             _stop(worker)
