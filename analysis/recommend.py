@@ -15,6 +15,7 @@ from cmx.analysis import stats, units
 from cmx.engine.model.thresholds import OPERATORS
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import tagged_runs_sql
+from cmx.workloads.vocab import metrics as M
 
 MAXIMIZE, MINIMIZE = "maximize", "minimize"
 #: A threshold's comparisons (engine/model/thresholds.py), and != for a constraint.
@@ -203,7 +204,7 @@ def default_objective(con, experiment: str, revision: int) -> Objective:
     else:
         from cmx.workloads.catalog import registry
         try:
-            metric = registry.get(row[1]).objective if row else "consume_rate"
+            metric = registry.get(row[1]).objective if row else M.CONSUME_RATE
         except KeyError:  # a user's workload class from a file: the base class's objective
             from cmx.workloads.base import Workload
             metric = Workload.objective

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from cmx.analysis import charts, legend, stats
 from cmx.analysis.report_cells import _q, cells_of, dimensions, table_metrics
 from cmx.engine.results import metricdefs
+from cmx.workloads.vocab import metrics as M
 
 
 #: Summary-table columns when the experiment's workload is not registered here: every declared
 #: metric with a better direction that the runs have (the workload's headline metrics otherwise).
-CHARTED = ("consume_rate", "makespan_s", "peak_rss_bytes", "peak_pss_bytes", "latency_p50_s",  # medians the
-           "latency_p99_s", "max_sustainable_rate")                                          # charts draw
+CHARTED = (M.CONSUME_RATE, M.MAKESPAN_S, M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.LATENCY_P50_S,  # medians the
+           M.LATENCY_P99_S, M.MAX_SUSTAINABLE_RATE)                                          # charts draw
 FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/plan/ratesearch.py)
 MEMORY_RUNS = 6          # memory- and rate-over-time panels: the first ok run of at most this many cells
 MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
@@ -37,8 +38,8 @@ def _fixed_caption(fixed: dict[str, str], extra: str = "") -> str:
 
 
 def _rate_chart(cells: list[dict], varying: list[str], caption: str) -> Chart | None:
-    metric = "consume_rate" if any(c["medians"].get("consume_rate", (None,))[0] is not None for c in cells) \
-        else "makespan_s"
+    metric = M.CONSUME_RATE if any(c["medians"].get(M.CONSUME_RATE, (None,))[0] is not None for c in cells) \
+        else M.MAKESPAN_S
     x = "concurrency" if "concurrency" in varying else (varying[0] if varying else "cell")
     others = [d for d in varying if d != x]  # one line per combination of them: legend.assign splits them
     rows = []
@@ -67,7 +68,7 @@ def _latency_chart(con, experiment: str, revision: int, cells: list[dict], capti
                        [experiment, revision]).fetchall()
     # A cell whose workload drops latency for its params (a backlog: finished - sent is queue
     # position there) is left out; the table shows its queue wait and service time instead.
-    hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and "latency_p50_s" not in c["shown"]}
+    hidden = {c["cell_id"] for c in cells if c.get("shown") is not None and M.LATENCY_P50_S not in c["shown"]}
     rows = [r for r in rows if r[0] not in hidden]
     summaries = iter(stats.summarize_many([values for r in rows for values in (r[-2], r[-1])]))
     data = []
@@ -175,7 +176,7 @@ def _memory_chart(con, experiment: str, revision: int, cells: list[dict], captio
 def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
     data = []
     for c in cells:
-        for metric in ("peak_pss_bytes", "peak_rss_bytes"):  # PSS first: RSS over-counts shared pages
+        for metric in (M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES):  # PSS first: RSS over-counts shared pages
             median, n, lo, hi = c["medians"].get(metric, (None, 0, None, None))
             if median is not None:
                 data.append({"cell": f"{c['label']} (n={n})", "measure": metricdefs.get(metric).label,
@@ -232,13 +233,13 @@ def _rate_latency_chart(cells: list[dict], varying: list[str], caption: str) -> 
     data, found = [], []
     for c in cells:
         group = " / ".join(str(c[d]) for d in group_dims) or "all"
-        best = c["medians"].get("max_sustainable_rate", (None,))[0]
+        best = c["medians"].get(M.MAX_SUSTAINABLE_RATE, (None,))[0]
         if best is not None:
             found.append(f"{group}: {best:,.0f}/s")
-        rate = c["medians"].get("consume_rate", (None,))[0]
+        rate = c["medians"].get(M.CONSUME_RATE, (None,))[0]
         if c.get(FRACTION) is None or rate is None:
             continue
-        for metric, name in (("latency_p50_s", "p50"), ("latency_p99_s", "p99")):
+        for metric, name in ((M.LATENCY_P50_S, "p50"), (M.LATENCY_P99_S, "p99")):
             median, n, low, high = c["medians"].get(metric, (None, 0, None, None))
             if median is not None:
                 data.append({"series": f"{group} {name}", "fraction": c[FRACTION], "rate": rate, "latency_s": median,

@@ -13,6 +13,7 @@ from cmx.analysis.units import fmt, span
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import sql
 from cmx.engine.model.cells import Cell, value_text
+from cmx.workloads.vocab import metrics as M
 
 
 @dataclass
@@ -62,9 +63,9 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
             seen.add((cell_id, repeat))
             s.runs += 1
             s.ok += status == "ok"
-        if name == "tasks_lost" and value:
+        if name == M.TASKS_LOST and value:
             s.lost += value
-        if name == "tasks_unseen" and value:
+        if name == M.TASKS_UNSEEN and value:
             s.unseen += value
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)

@@ -9,8 +9,9 @@ from cmx.analysis.recommend import MAXIMIZE, MINIMIZE, Objective, Recommendation
 from cmx.analysis.report_charts import Chart
 from cmx.analysis.units import MIB, fmt
 from cmx.engine.results import metricdefs
+from cmx.workloads.vocab import metrics as M
 
-MEMORY, RATE, P99 = "peak_pss_bytes", "consume_rate", "latency_p99_s"
+MEMORY, RATE, P99 = M.PEAK_PSS_BYTES, M.CONSUME_RATE, M.LATENCY_P99_S
 
 
 def _axis(metric: str, values: list[float]) -> tuple[float, str]:

@@ -59,9 +59,10 @@ def make_app(broker: str, queue: str):
 
 class Redis:
     def __init__(self, app, n: int):
-        from cmx.workloads.drive.publisher import SENT_TOKEN, RedisPublisher
+        from cmx.workloads.drive.publisher import publisher_for
+        from cmx.workloads.servers.base import SENT_TOKEN
 
-        pub = RedisPublisher(app, TASK, PAYLOAD, None, stream=False)
+        pub = publisher_for(app, TASK, PAYLOAD, None, stream=False)
         self.key, self.client = pub.key, pub.client
         stamp = repr(time.time()).encode()
         self.messages = [(pub.template % {b"id": str(uuid.uuid4()).encode(), b"tag": str(uuid.uuid4()).encode(),
@@ -115,7 +116,7 @@ class Amqp:
         channel.close()
         conn.release()
         self.kombu = app.connection_for_write()
-        from cmx.workloads.drive.raw_broker import pika_parameters
+        from cmx.workloads.servers.rabbitmq import pika_parameters
 
         self.pika = pika.BlockingConnection(pika_parameters(URLS["rabbitmq"]))
         self.channel = self.pika.channel()

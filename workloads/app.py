@@ -7,25 +7,28 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads import effective, failures, instrument, kinds, sentinel  # noqa: F401 (effective: the cmx_config command)
+from cmx.workloads import effective, failures, instrument, kinds  # noqa: F401 (effective: the cmx_config command)
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.catalog import registry
 from cmx.workloads.clientname import client_name
 from cmx.workloads.dimensions import worker_config
 from cmx.workloads.recorder import Recorder
 from cmx.workloads.spec import RunSpec
+from cmx.workloads.vocab.clients import BACKEND, BROKER
 
 
 def backend_url(spec: RunSpec) -> str | None:
     """Celery's ``result_backend`` for the run's backend kind (None: no backend)."""
-    has_server = kinds.BACKENDS[spec.backend].service is not None
-    return kinds.celery_backend_url(spec.backend, os.environ["CMX_BACKEND_URL"] if has_server else None)
+    kind = kinds.BACKENDS[spec.backend]
+    if kind.service is None:
+        return kind.celery_url
+    return servers.get(kind.service).celery_backend_url(os.environ["CMX_BACKEND_URL"])
 
 
-def broker_settings() -> tuple[str, dict]:
-    """Celery's ``broker_url`` for the run (``CMX_BROKER_URL``) and the transport options it needs
-    besides: a Sentinel set's master name and password (workloads/sentinel.py), else none."""
-    url = os.environ["CMX_BROKER_URL"]
-    return sentinel.celery_broker(url) if sentinel.is_sentinel(url) else (url, {})
+def broker_settings(spec: RunSpec) -> tuple[str, dict]:
+    """Celery's ``broker_url`` for the run (``CMX_BROKER_URL``) and the transport options its
+    server needs besides (a Sentinel set's master name and password: workloads/servers/)."""
+    return servers.get(kinds.BROKERS[spec.broker].service).celery_broker(os.environ["CMX_BROKER_URL"])
 
 
 def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
@@ -33,12 +36,12 @@ def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
     connection probes count the run's own clients and nobody else's (workloads/clientname.py),
     and every key it writes carries the run's prefix, so the run's end finds it.
     Set after the cell's ``celery.*`` settings: merged into them, never replaced by them."""
-    for target, kind in (("broker", spec.broker), ("backend", spec.backend)):
+    for target, kind in ((BROKER, spec.broker), (BACKEND, spec.backend)):
         service = kinds.service_of(target, kind)
         if service is not None:
-            name = client_name(spec.run_id, client, target)
-            app.conf.update(kinds.client_name_settings(service.name, target, name, app.conf))
-            app.conf.update(kinds.run_key_settings(service.name, target, spec.key_prefix + ".", app.conf))
+            server = servers.get(service.name)
+            app.conf.update(server.client_name_settings(target, client_name(spec.run_id, client, target), app.conf))
+            app.conf.update(server.run_key_settings(target, spec.key_prefix + ".", app.conf))
 
 
 def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:
@@ -47,7 +50,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     names its connections."""
     workload = registry.get(spec.workload)
     own = workload.setup(workload.Params.model_validate(spec.params))
-    broker, transport = broker_settings()
+    broker, transport = broker_settings(spec)
     if own is None:
         # Its task class stamps every task (workloads/instrument.py), the user's shared_task too.
         app = Celery("cmx", broker=broker, backend=backend_url(spec), set_as_current=True,

@@ -6,14 +6,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from cmx.workloads.drive import DriveTimeout
+from cmx.workloads.vocab import metrics as M
+
+__all__ = ["DriveTimeout", "Workload", "WorkloadParams"]  # DriveTimeout: where workloads import it from
+
 if TYPE_CHECKING:  # pragma: no cover
     from celery import Celery
 
     from cmx.workloads.drive.context import DriveContext
-
-
-class DriveTimeout(Exception):
-    """The run passed ``limits.run_timeout`` (a workload's ``drive`` raises it past ``ctx.deadline``)."""
 
 
 class WorkloadParams(BaseModel):
@@ -40,10 +41,10 @@ class Workload(abc.ABC):
     #: given to them as the environment variable ``CMX_DATABASE_URL``.
     needs_database: ClassVar[bool] = False
     #: The metrics the end-of-sweep summary shows for this workload (median over repeats).
-    headline_metrics: ClassVar[tuple[str, ...]] = ("makespan_s", "consume_rate", "peak_pss_bytes", "peak_rss_bytes")
+    headline_metrics: ClassVar[tuple[str, ...]] = (M.MAKESPAN_S, M.CONSUME_RATE, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES)
     #: What ``cmx recommend`` and the report's "Which configuration?" rank cells on by default: a
     #: metric, in the direction the metric registry calls better (an experiment's ``objective:`` wins).
-    objective: ClassVar[str] = "consume_rate"
+    objective: ClassVar[str] = M.CONSUME_RATE
     #: ``cmx run --smoke``: caps on the params (a number is lowered to at most this), so each
     #: cell runs once at a tiny size.
     smoke_params: ClassVar[dict[str, Any]] = {}

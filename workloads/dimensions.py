@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cmx.workloads import kinds
+from cmx.workloads.vocab import pools
+from cmx.workloads.vocab.services import REDIS
 
 #: How a cell's value of a dimension reaches the run:
 #:  ``argv``    a switch on the worker's command line (:attr:`Dimension.argv`)
@@ -55,12 +57,12 @@ class Dimension:
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
-    Dimension("broker", "choice", "redis", "url", "the message broker the run uses (from the inventory)",
+    Dimension("broker", "choice", REDIS, "url", "the message broker the run uses (from the inventory)",
               choices=tuple(kinds.BROKERS)),
     Dimension("backend", "choice", "none", "url", "the result backend (none: results are ignored)",
               choices=tuple(kinds.BACKENDS)),
-    Dimension("pool", "choice", "prefork", "argv", "the worker's execution pool",
-              choices=("prefork", "threads", "gevent", "eventlet", "solo"), argv="-P", setting="worker_pool"),
+    Dimension("pool", "choice", pools.PREFORK, "argv", "the worker's execution pool",
+              choices=pools.POOLS, argv="-P", setting="worker_pool"),
     Dimension("concurrency", "integer", 1, "argv", "the pool's size (processes, threads or greenlets)",
               minimum=1, maximum=10_000, argv="-c", setting="worker_concurrency"),
     Dimension("prefetch_multiplier", "integer", 4, "config", "messages a worker reserves per pool slot",
@@ -77,7 +79,7 @@ BY_NAME: dict[str, Dimension] = {d.name: d for d in DIMENSIONS}
 ON_HOSTS: tuple[Dimension, ...] = tuple(d for d in DIMENSIONS if d.reaches != "hosts")
 #: The dimensions the worker runs with: the driver checks it runs the cell's value.
 ON_WORKER: tuple[Dimension, ...] = tuple(d for d in DIMENSIONS if d.reaches in ("argv", "config"))
-#: The pools (the ``pool`` dimension's choices).
+#: The pools (the ``pool`` dimension's choices; their traits: workloads/vocab/pools.py).
 POOLS: tuple[str, ...] = BY_NAME["pool"].choices
 
 

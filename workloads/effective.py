@@ -19,11 +19,12 @@ from typing import Any, Callable
 from celery import Task
 from celery.worker.control import control_command
 
-from cmx.workloads.dimensions import ON_WORKER, POOLS
+from cmx.workloads.dimensions import ON_WORKER
 from cmx.workloads.instrument import own_tasks
+from cmx.workloads.vocab import pools
 
 #: Our pool names (the ``pool`` dimension) by the module of Celery's pool class (threads: ``thread``).
-POOL_NAMES = {pool: pool for pool in POOLS} | {"thread": "threads"}
+POOL_NAMES = {p.celery_module or p.name: p.name for p in pools.POOL_TABLE}
 
 
 def _pool_name(c) -> str:
@@ -33,9 +34,9 @@ def _pool_name(c) -> str:
 def _pool_size(c) -> int | None:
     """The pool's real number of slots (processes, threads or greenlets)."""
     pool, name = c.pool, _pool_name(c)
-    if name == "threads":
+    if name == pools.THREADS:
         return pool.executor._max_workers
-    if name in ("gevent", "eventlet"):
+    if name in pools.GREEN:
         return pool._pool.size
     return pool.num_processes  # prefork: the billiard pool's processes; solo: 1
 
@@ -43,7 +44,7 @@ def _pool_size(c) -> int | None:
 def _prefork_only(attr: str) -> Callable:
     """A recycling limit that only the prefork pool implements; other pools run without it."""
     def read(c):
-        return (getattr(c.pool._pool, attr, None) or None) if _pool_name(c) == "prefork" else None
+        return (getattr(c.pool._pool, attr, None) or None) if _pool_name(c) in pools.PER_CHILD_LIMITS else None
     return read
 
 

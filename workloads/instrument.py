@@ -36,6 +36,7 @@ from celery.worker.control import control_command
 
 from cmx.workloads.fingerprint import versions as package_versions
 from cmx.workloads.recorder import Recorder
+from cmx.workloads.vocab import metrics as M
 
 SENT_HEADER = "cmx_sent_at"
 INTENDED_HEADER = "cmx_intended_at"
@@ -232,7 +233,7 @@ def _on_ready(sender=None, **_):
     # was asked; Redis has none): ingest turns it into the metric heartbeat_negotiated_s.
     heartbeat = getattr(getattr(getattr(sender, "connection", None), "connection", None), "heartbeat", None)
     # packages: the versions this worker process runs with (table packages, role worker).
-    info = {"ready_at": time.time(), "heartbeat_negotiated_s": heartbeat, "packages": package_versions()}
+    info = {"ready_at": time.time(), M.HEARTBEAT_NEGOTIATED_S: heartbeat, "packages": package_versions()}
     (_recorder.run_dir / "worker.json").write_text(json.dumps(info))
     # hostctl start-worker waits for this file: a worker that dies on start fails fast, clearly.
     (_recorder.run_dir / "worker.ready").write_text(str(info["ready_at"]))
@@ -255,9 +256,9 @@ def cmx_progress(state):
 @control_command(args=[("name", str)], signature="<name>")
 def cmx_mark(state, name):
     """Mark the run's ``clock`` or ``drain`` on this worker's host: its sampler reads PSS of every
-    process it watches now (workloads/host/runmarks.py). ``drain`` answers once that is done
+    process it watches now (workloads/runmarks.py). ``drain`` answers once that is done
     (within 2 s), so the reading is in before the run's processes are stopped."""
-    from cmx.workloads.host.runmarks import mark
+    from cmx.workloads.runmarks import mark
 
     if _recorder is None:
         return {"sampled": False}

@@ -25,9 +25,11 @@ from urllib.parse import unquote, urlsplit
 from cmx.engine.hosts import localservices
 from cmx.engine.hosts.connection import CONNECT_TIMEOUT_S, Connection
 from cmx.engine.hosts.inventory import GROUPS, SERVED_BY, Inventory
-from cmx.engine.hosts.preflight import check_backend, check_broker, redact
+from cmx.engine.hosts.preflight import check_broker, check_server, redact
 from cmx.workloads import kinds
 from cmx.workloads.host import hostcheck
+from cmx.workloads.vocab.clients import BROKER
+from cmx.workloads.vocab.services import RABBITMQ
 
 #: A host needs this much free under its work dir: the venv and wheelhouse (~300 MB) and the runs'
 #: artifacts until they are fetched.
@@ -228,10 +230,12 @@ def url_task(what: str, url: str, var: str, inv_path: str, probe: Callable[[], N
 def _backend_probe(url: str) -> Callable[[], None]:
     scheme = urlsplit(url.removeprefix("db+")).scheme
     service = next((s.name for s in kinds.SERVICES.values() if scheme in s.schemes), None)
+    backends = {k.service for k in kinds.BACKENDS.values() if k.service}
+
     def probe() -> None:
-        if service not in ("redis", "postgres"):  # what check_backend can ask
+        if service not in backends:  # a server no backend kind talks to
             raise ValueError(f"cmx speaks no {scheme}:// to a backend or database")
-        check_backend(service, url, timeout=5.0)
+        check_server(service, url, timeout=5.0)
 
     return probe
 
@@ -246,7 +250,7 @@ def rabbit_api_probe(url: str) -> Callable[[], None]:
     """The sampler's own probe of the management API (GET /api/connections with the credentials)."""
     from cmx.workloads.host.connprobes import RabbitApiProbe
 
-    return lambda: RabbitApiProbe("broker", "rabbitmq", None, url).client_names()
+    return lambda: RabbitApiProbe(BROKER, RABBITMQ, None, url).client_names()
 
 
 def _urls(inv: Inventory, target: str) -> list[str]:
@@ -287,8 +291,8 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
             else:  # a sweep starts its own (its role): nothing to reach yet
                 tasks.append(Task(f"{target} {name}", inv.hosts_of(group)[0], 1.0, lambda t=target, n=name, g=group: [
                     Check(f"{t} {n}", inv.hosts_of(g)[0], OK, f"no {var} for it: the sweep starts its own there")]))
-    amqp = [u for u in _urls(inv, "broker") if urlsplit(u).scheme in kinds.SERVICES["rabbitmq"].schemes]
-    rabbit_used = any(kinds.BROKERS[b].service == "rabbitmq" for b in needs.brokers) if needs.brokers is not None \
+    amqp = [u for u in _urls(inv, BROKER) if urlsplit(u).scheme in kinds.SERVICES[RABBITMQ].schemes]
+    rabbit_used = any(kinds.BROKERS[b].service == RABBITMQ for b in needs.brokers) if needs.brokers is not None \
         else bool(amqp)
     api = inv.hostvars.get(inv.hosts_of("brokers")[0], {}).get("rabbitmq_api_url") if inv.hosts_of("brokers") else None
     if rabbit_used and api:

@@ -14,7 +14,9 @@ from cmx.engine.errors import InputError, Problem
 from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
 from cmx.engine.model.yamlpos import check_yaml_syntax
 from cmx.engine.paths import BUILTIN_INVENTORY, LOCAL_INVENTORY
-from cmx.workloads import kinds, sentinel
+from cmx.workloads import kinds
+from cmx.workloads.servers import redis_sentinel as sentinel
+from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
@@ -42,15 +44,15 @@ class Inventory:
 
     @property
     def redis_password(self) -> str:
-        return self.password("redis")
+        return self.password(REDIS)
 
     @property
     def rabbitmq_password(self) -> str:
-        return self.password("rabbitmq")
+        return self.password(RABBITMQ)
 
     @property
     def postgres_password(self) -> str:
-        return self.password("postgres")
+        return self.password(POSTGRES)
 
     def hosts_of(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
@@ -99,15 +101,15 @@ class Inventory:
         if not hosts:
             return None
         given = self.hostvars.get(hosts[0], {}).get("rabbitmq_api_url")
-        if given or self.given_url("brokers", "broker_url", tuple(kinds.SERVICES["rabbitmq"].schemes)):
+        if given or self.given_url("brokers", "broker_url", tuple(kinds.SERVICES[RABBITMQ].schemes)):
             return given
         port = int(self.hostvars.get(hosts[0], {}).get("rabbitmq_management_port", 15672))
         return f"http://cmx:{self.rabbitmq_password}@{self.address(hosts[0])}:{port}"  # ours: API enabled
 
     def sentinel_layout(self, group: str = "brokers") -> list[sentinel.Member]:
         """Where the Sentinel set cmx provisions runs: spread over every host of ``group``, from
-        each host's ``redis_sentinel_redis_port`` and ``redis_sentinel_port`` (workloads/sentinel.py)."""
-        service = kinds.SERVICES["redis_sentinel"]
+        each host's ``redis_sentinel_redis_port`` and ``redis_sentinel_port`` (workloads/servers/redis_sentinel.py)."""
+        service = kinds.SERVICES[REDIS_SENTINEL]
         return sentinel.layout([sentinel.BrokerHost(
             h, self.address(h), int(self.hostvars.get(h, {}).get("redis_sentinel_redis_port", sentinel.REDIS_PORT)),
             int(self.hostvars.get(h, {}).get(service.port_var, service.default_port))) for h in self.hosts_of(group)])

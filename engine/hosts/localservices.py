@@ -3,7 +3,8 @@
 
 ``cmx services up`` (``make services``) installs them from Debian's packages when missing and
 starts those that do not answer; ``cmx doctor`` names the same commands as the fix when one of
-them does not answer. The one list of how each is started here.
+them does not answer. How each is started here is its server module's ``local``
+(workloads/servers/); this module runs them.
 """
 from __future__ import annotations
 
@@ -13,51 +14,21 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from cmx.engine.errors import HostError
+from cmx.workloads.servers import registry as servers
+from cmx.workloads.servers.base import LocalService
+
+__all__ = ["LOCAL", "LocalService", "answers", "command_text", "commands", "for_kind", "up"]
 
 #: Bound of one install or start command (apt-get on a slow mirror is the longest).
 COMMAND_TIMEOUT_S = 600
 
 
-@dataclass(frozen=True)
-class LocalService:
-    name: str
-    #: workloads/kinds.py SERVICES name whose URLs this serves (the management API: None).
-    kind: str | None
-    port: int
-    binary: str
-    package: str
-    #: Seconds it may take to answer once started.
-    wait_s: int
-    start: Callable[[], list[list[str]]]
-
-
-def _postgres_start() -> list[list[str]]:
-    versions = sorted((p.name for p in Path("/etc/postgresql").glob("*")), key=_version_key) \
-        if Path("/etc/postgresql").is_dir() else []
-    return [["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1] if versions else "VERSION", "main", "start"]]
-
-
-def _version_key(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in name.split("."))
-
-
-LOCAL: tuple[LocalService, ...] = (
-    LocalService("Redis", "redis", 6379, "redis-server", "redis-server", 30, lambda: [
-        ["mkdir", "-p", "/var/lib/redis", "/var/log/redis"],
-        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
-         "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/cmx.log"]]),
-    LocalService("RabbitMQ", "rabbitmq", 5672, "rabbitmq-server", "rabbitmq-server", 90,
-                 lambda: [["rabbitmq-server", "-detached"]]),
-    # Cheap connection counts for the sampler (else rabbitmqctl, ~0.5 CPU-second a call).
-    LocalService("RabbitMQ management", None, 15672, "rabbitmq-plugins", "rabbitmq-server", 60,
-                 lambda: [["rabbitmq-plugins", "enable", "--quiet", "rabbitmq_management"]]),
-    LocalService("PostgreSQL", "postgres", 5432, "pg_ctlcluster", "postgresql", 60, _postgres_start),
-)
+#: Every server's local service (workloads/servers/, ``local``), in the vocabulary's order.
+LOCAL: tuple[LocalService, ...] = tuple(s for server in servers.SERVERS.values() for s in server.local)
 
 
 def answers(port: int, host: str = "127.0.0.1", timeout: float = 2.0) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 from cmx.engine.errors import HostError
-from cmx.workloads.kinds import libpq_url
+from cmx.workloads import kinds
+from cmx.workloads.servers import registry as servers
 
 
 def redact(url: str) -> str:
@@ -21,13 +22,12 @@ def redact(url: str) -> str:
 
 
 def check_broker(url: str, timeout: float = 5.0) -> None:
+    """Ping the broker at ``url`` through kombu, whatever its server (as the workers reach it)."""
     from kombu import Connection
-
-    from cmx.workloads import sentinel
 
     try:
         # A Sentinel set's URL carries its master's name, which kombu takes as a transport option.
-        url_, options = sentinel.celery_broker(url) if sentinel.is_sentinel(url) else (url, {})
+        url_, options = servers.get(kinds.service_of_scheme(url.split("://", 1)[0]).name).celery_broker(url)
         with Connection(url_, connect_timeout=timeout, transport_options=options) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:
@@ -36,16 +36,18 @@ def check_broker(url: str, timeout: float = 5.0) -> None:
 
 
 def check_backend(kind: str, url: str, timeout: float = 5.0) -> None:
+    """Ping the server of backend kind ``kind`` at ``url``; nothing for a kind without a server."""
+    service = kinds.BACKENDS[kind].service
+    if service is not None:
+        check_server(service, url, kind, timeout)
+
+
+def check_server(service: str, url: str, name: str | None = None, timeout: float = 5.0) -> None:
+    """Ping the ``service`` backend (workloads/servers/) at ``url``; ``name``: the backend kind
+    messages call it, the service's own name unless said."""
     try:
-        if kind == "redis":
-            import redis
-
-            redis.Redis.from_url(url, socket_connect_timeout=timeout).ping()
-        elif kind == "postgres":
-            import psycopg2
-
-            psycopg2.connect(libpq_url(url), connect_timeout=int(timeout)).close()
+        servers.get(service).ping(url, timeout)
     except Exception as exc:
-        raise HostError(f"{kind} backend {redact(url)} does not answer: {type(exc).__name__}: "
+        raise HostError(f"{name or service} backend {redact(url)} does not answer: {type(exc).__name__}: "
                         f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
                         "(is it running? is backend_url in the inventory right?)") from exc

@@ -20,7 +20,7 @@ from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC
-from cmx.workloads import sentinel
+from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.kinds import SERVICES
 _CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
 

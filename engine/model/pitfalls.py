@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmx.workloads.dimensions import BY_NAME
-from cmx.workloads.kinds import BROKERS, SERVICES
+from cmx.workloads.kinds import BROKERS
+from cmx.workloads.vocab import pools
+from cmx.workloads.vocab.services import RABBITMQ, REDIS, REDIS_SENTINEL
 
 #: Kombu's default visibility_timeout for Redis (and SQS): one hour.
 DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
@@ -49,14 +51,14 @@ def _number(values: Mapping[str, Any], name: str, default: float = 0.0) -> float
     return _as_number(values.get(name), default)
 
 
-def _broker_protocol(values: Mapping[str, Any]) -> str | None:
-    """The protocol of the server the cell's broker kind talks to (workloads/kinds.py), None when unknown."""
+def _broker_service(values: Mapping[str, Any]) -> str | None:
+    """The server the cell's broker kind talks to (workloads/kinds.py), None when unknown."""
     kind = BROKERS.get(str(values.get("broker", BY_NAME["broker"].default)))
-    return SERVICES[kind.service].protocol if kind else None
+    return kind.service if kind else None
 
 
 def _visibility(values: Mapping[str, Any]) -> str | None:
-    if _broker_protocol(values) != "redis":
+    if _broker_service(values) not in (REDIS, REDIS_SENTINEL):  # a Sentinel set's master is a Redis
         return None
     ahead = max((_number(values, p) for p in SCHEDULE_PARAMS), default=0.0)
     options = values.get("celery.broker_transport_options") or {}
@@ -70,7 +72,7 @@ def _visibility(values: Mapping[str, Any]) -> str | None:
 def _heartbeat(values: Mapping[str, Any]) -> str | None:
     # Only AMQP brokers have connection heartbeats; Redis ignores broker_heartbeat.
     beat = _number(values, "heartbeat", BY_NAME["heartbeat"].default)
-    if values.get("pool") in ("gevent", "eventlet") and _broker_protocol(values) == "amqp" and beat > 0:
+    if values.get("pool") in pools.GREEN and _broker_service(values) == RABBITMQ and beat > 0:
         why = f"{values['pool']} pool with broker heartbeat {beat:g}s on RabbitMQ"
         if beat <= 2 * GREEN_LOOP_WAIT_S:
             why += (f"; at {2 * GREEN_LOOP_WAIT_S:g}s or less the broker's heartbeat frames keep the worker's "
@@ -88,7 +90,8 @@ def _prefetch(values: Mapping[str, Any]) -> str | None:
 
 
 def _max_tasks_per_child(values: Mapping[str, Any]) -> str | None:
-    if values.get("pool", BY_NAME["pool"].default) == "prefork" and values.get("celery.worker_max_tasks_per_child") == 1:
+    if values.get("pool", BY_NAME["pool"].default) in pools.PER_CHILD_LIMITS \
+            and values.get("celery.worker_max_tasks_per_child") == 1:
         return "celery.worker_max_tasks_per_child 1 on prefork (a new child process per task)"
     return None
 

@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 from cmx.engine.model.cells import Cell, cell_id
 from cmx.engine.model.dimensions import normalise_values
+from cmx.workloads.vocab import metrics as M
 
 FRACTION = "params.rate_fraction"
 P99_RUNAWAY = 4.0
@@ -70,7 +71,7 @@ def steps(con, run_id: str) -> list[Step]:
     f = _facts(con, run_id)
     if len(f) < 4:
         return []
-    n_steps, start, factor, step_s = int(f["ramp_steps_run"]), f["ramp_start_rate"], f["ramp_factor"], f["ramp_step_s"]
+    n_steps, start, factor, step_s = int(f[M.RAMP_STEPS_RUN]), f[M.RAMP_START_RATE], f[M.RAMP_FACTOR], f[M.RAMP_STEP_S]
     rows = con.execute("""
         WITH t AS (
             SELECT intended_at, state, finished_at - intended_at AS latency_s,
@@ -126,7 +127,7 @@ def after_ingest(con, run_id: str, params: dict) -> str | None:
         best, how = judge(con, run_id)
         if best is None:
             return f"rate search: {how}"
-        con.execute(insert, [run_id, "max_sustainable_rate", best])
+        con.execute(insert, [run_id, M.MAX_SUSTAINABLE_RATE, best])
     if params.get("rate_fraction") is not None and params.get("rate") is not None:
-        con.execute(insert, [run_id, "target_rate", float(params["rate"])])
+        con.execute(insert, [run_id, M.TARGET_RATE, float(params["rate"])])
     return None

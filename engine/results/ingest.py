@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cmx.engine.results.db import sql
 from cmx.engine.results.metricdefs import unit_of
+from cmx.workloads.vocab import metrics as M
 
 CSV_COLUMNS = {
     "pub": {"task_id": "VARCHAR", "name": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
@@ -114,9 +115,9 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
 
 def _heartbeat(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
     """The broker heartbeat the workers' connections negotiated (lowest over workers)."""
-    beats = [w["heartbeat_negotiated_s"] for d in host_dirs
-             if (w := _read_json(d / "worker.json")).get("heartbeat_negotiated_s") is not None]
-    return [("heartbeat_negotiated_s", float(min(beats)), "s")] if beats else []
+    beats = [w[M.HEARTBEAT_NEGOTIATED_S] for d in host_dirs
+             if (w := _read_json(d / "worker.json")).get(M.HEARTBEAT_NEGOTIATED_S) is not None]
+    return [(M.HEARTBEAT_NEGOTIATED_S, float(min(beats)), "s")] if beats else []
 
 
 def _sampler_cpu(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
@@ -127,7 +128,7 @@ def _sampler_cpu(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
         if s.get("wall_seconds"):
             pct = 100.0 * s.get("cpu_seconds", 0.0) / s["wall_seconds"]
             worst = pct if worst is None else max(worst, pct)
-    return [] if worst is None else [("sampler_cpu_percent", worst, "%")]
+    return [] if worst is None else [(M.SAMPLER_CPU_PERCENT, worst, "%")]
 
 
 def _insert_hosts(con, run_id: str, host_dirs: list[Path], hosts: dict[str, HostInfo], driver: dict) -> None:

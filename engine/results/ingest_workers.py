@@ -16,6 +16,7 @@ from pathlib import Path
 from cmx.engine.results.db import sql
 from cmx.engine.results.metricdefs import unit_of
 from cmx.workloads.host.supervisor import exit_text
+from cmx.workloads.vocab import metrics as M
 
 
 def ingest_workers(con, run_id: str, art_dir: Path, workers: tuple[str, ...], driver_host: str) -> dict[str, float]:
@@ -32,7 +33,7 @@ def ingest_workers(con, run_id: str, art_dir: Path, workers: tuple[str, ...], dr
         if len(set(workers)) > 1:
             (share,) = con.execute("SELECT min(share) FROM host_tasks WHERE run_id = ?", [run_id]).fetchone()
             if share is not None:
-                metrics["host_share_min"] = share
+                metrics[M.HOST_SHARE_MIN] = share
         for name, value in metrics.items():
             con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit_of(name)])
         con.execute("COMMIT")

@@ -4,12 +4,16 @@ Ingest (the unit stored), summary, compare, report and the views read this table
 unit, its label, which direction is better and its family; adding a metric is one entry here plus
 its computation (a row of ``sql/metrics.sql``, or a workload's ``ctx.metric``). Workloads name
 which of these are their headline (``Workload.headline_metrics``); a user's workload class may
-report metrics of its own, which :func:`get` describes from their names.
+report metrics of its own, which :func:`get` describes from their names. The names themselves
+are written once, in the vocabulary (workloads/vocab/metrics.py), which the workloads read too.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from cmx.workloads.vocab import metrics as M
+from cmx.workloads.vocab.clients import CLIENTS, TARGETS
 
 
 class Better(str, enum.Enum):
@@ -32,119 +36,119 @@ class MetricDef:
 
 _H, _L, _N = Better.HIGHER, Better.LOWER, Better.NEITHER
 #: Process roles the sampler watches (``--watch ROLE=…``, ``--watch-port ROLE=…``).
-PROCESS_ROLES = ("worker", "driver", "broker", "backend", "service")
+PROCESS_ROLES = M.PROCESS_ROLES
 
 METRICS: dict[str, MetricDef] = {m.name: m for m in (
-    MetricDef("tasks_published", "tasks", _N, "published", "tasks the driver published"),
-    MetricDef("tasks_completed", "tasks", _N, "completed", "distinct tasks that ran to an end"),
-    MetricDef("tasks_lost", "tasks", _L, "lost",
+    MetricDef(M.TASKS_PUBLISHED, "tasks", _N, "published", "tasks the driver published"),
+    MetricDef(M.TASKS_COMPLETED, "tasks", _N, "completed", "distinct tasks that ran to an end"),
+    MetricDef(M.TASKS_LOST, "tasks", _L, "lost",
               "published and never executed (NULL when a host's records were not collected: tasks_unseen)"),
-    MetricDef("tasks_unseen", "tasks", _L, "unseen",
+    MetricDef(M.TASKS_UNSEEN, "tasks", _L, "unseen",
               "published, not seen executing, and a host's records were not collected: they may have run"),
-    MetricDef("tasks_duplicated", "tasks", _L, "duplicated", "executions beyond the first of a task"),
-    MetricDef("tasks_redelivered", "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
-    MetricDef("tasks_failed", "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
-    MetricDef("publish_rate", "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
-    MetricDef("publish_batch", "messages", _N, "publish batch",
+    MetricDef(M.TASKS_DUPLICATED, "tasks", _L, "duplicated", "executions beyond the first of a task"),
+    MetricDef(M.TASKS_REDELIVERED, "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
+    MetricDef(M.TASKS_FAILED, "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
+    MetricDef(M.PUBLISH_RATE, "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
+    MetricDef(M.PUBLISH_BATCH, "messages", _N, "publish batch",
               "via raw: messages per round trip the server acknowledged (1: one call per message)"),
-    MetricDef("consume_rate", "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
-    MetricDef("makespan_s", "s", _L, "makespan", "first task started to last task finished"),
+    MetricDef(M.CONSUME_RATE, "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
+    MetricDef(M.MAKESPAN_S, "s", _L, "makespan", "first task started to last task finished"),
     # Latency: finished minus the intended send time where the driver has one (stream mode), else
     # minus the send; queue wait and service time split it at the task's start. All on the
     # controller's clock (hosts' offsets applied; see engine/results/sql/task_times.sql).
-    *(MetricDef(f"latency_p{p}_s", "s", _L, f"p{p} latency",
+    *(MetricDef(M.latency(p), "s", _L, f"p{p} latency",
                 f"p{p} of finished − intended send (stream) or − sent (backlog): what a caller waits", "latency")
-      for p in (50, 95, 99)),
-    *(MetricDef(f"queue_wait_p{p}_s", "s", _L, f"p{p} queue wait",
-                f"p{p} of started − intended send (stream) or − sent (backlog)", "queue wait") for p in (50, 95, 99)),
-    *(MetricDef(f"service_time_p{p}_s", "s", _L, f"p{p} service", f"p{p} of finished − started", "service time")
-      for p in (50, 95, 99)),
-    MetricDef("clock_uncertainty_s", "s", _L, "clock ±",
+      for p in M.PERCENTILES),
+    *(MetricDef(M.queue_wait(p), "s", _L, f"p{p} queue wait",
+                f"p{p} of started − intended send (stream) or − sent (backlog)", "queue wait") for p in M.PERCENTILES),
+    *(MetricDef(M.service_time(p), "s", _L, f"p{p} service", f"p{p} of finished − started", "service time")
+      for p in M.PERCENTILES),
+    MetricDef(M.CLOCK_UNCERTAINTY_S, "s", _L, "clock ±",
               "worst sum of the two hosts' clock-offset uncertainties over tasks run off their publisher's host"),
-    MetricDef("clock_uncorrected_tasks", "tasks", _L, "unclocked",
+    MetricDef(M.CLOCK_UNCORRECTED_TASKS, "tasks", _L, "unclocked",
               "tasks run off their publisher's host where a host's clock offset is unknown"),
-    MetricDef("clock_suspect", "flag", _L, "clock suspect",
+    MetricDef(M.CLOCK_SUSPECT, "flag", _L, "clock suspect",
               "1 when clocks could move latency by over a tenth of its median (or an offset is unknown)"),
-    MetricDef("send_lag_p99_s", "s", _L, "p99 send lag", "p99 of sent − intended send (stream): the driver's lag"),
-    MetricDef("publish_behind", "tasks", _L, "behind",
+    MetricDef(M.SEND_LAG_P99_S, "s", _L, "p99 send lag", "p99 of sent − intended send (stream): the driver's lag"),
+    MetricDef(M.PUBLISH_BEHIND, "tasks", _L, "behind",
               "stream: publishes the driver made later than their intended send time"),
-    MetricDef("peak_pss_bytes", "bytes", _L, "peak PSS",
+    MetricDef(M.PEAK_PSS_BYTES, "bytes", _L, "peak PSS",
               "peak over ticks inside the run (clock start to drain) of the worker processes' summed PSS (shared "
               "pages split): the headline memory; NULL when no reading fell inside the run (not sampled)"),
-    MetricDef("peak_rss_bytes", "bytes", _L, "peak RSS",
+    MetricDef(M.PEAK_RSS_BYTES, "bytes", _L, "peak RSS",
               "peak over ticks of the worker processes' summed RSS (counts shared pages in every process)"),
-    MetricDef("peak_pss_per_slot_bytes", "bytes", _L, "PSS per slot",
+    MetricDef(M.PEAK_PSS_PER_SLOT_BYTES, "bytes", _L, "PSS per slot",
               "pre-forking pools: most PSS per child process (children's sum over their number) at a tick"),
-    MetricDef("peak_rss_per_slot_bytes", "bytes", _L, "RSS per slot",
+    MetricDef(M.PEAK_RSS_PER_SLOT_BYTES, "bytes", _L, "RSS per slot",
               "pre-forking pools: most RSS per child process (children's sum over their number) at a tick"),
-    MetricDef("worker_vmhwm_max_bytes", "bytes", _L, "max VmHWM", "most VmHWM (the kernel's peak RSS) of a worker process"),
+    MetricDef(M.WORKER_VMHWM_MAX_BYTES, "bytes", _L, "max VmHWM", "most VmHWM (the kernel's peak RSS) of a worker process"),
     # Per process role (the sampler's --watch roles; a worker counts its children): the peak over
     # ticks of the role's summed processes, added over hosts.
-    *(MetricDef(f"peak_{kind}_bytes_{role}", "bytes", _L, f"{role} peak {kind.upper()}",
+    *(MetricDef(M.peak_of_role(kind, role), "bytes", _L, f"{role} peak {kind.upper()}",
                 f"peak over ticks of the {role} processes' summed {kind.upper()}, added over hosts")
-      for role in PROCESS_ROLES for kind in ("pss", "rss")),
-    MetricDef("raw_driver_maxrss_bytes", "bytes", _L, "raw driver RSS",
+      for role in PROCESS_ROLES for kind in M.MEMORY_KINDS),
+    MetricDef(M.RAW_DRIVER_MAXRSS_BYTES, "bytes", _L, "raw driver RSS",
               "via raw: the driver's own peak RSS (its raw consumers' memory is the driver's)"),
-    MetricDef("sampler_cpu_percent", "%", _L, "sampler CPU",
+    MetricDef(M.SAMPLER_CPU_PERCENT, "%", _L, "sampler CPU",
               "the samplers' own CPU in % of one core (most over hosts): the cost of measuring"),
-    MetricDef("heartbeat_negotiated_s", "s", _N, "heartbeat",
+    MetricDef(M.HEARTBEAT_NEGOTIATED_S, "s", _N, "heartbeat",
               "the broker heartbeat the workers' connections negotiated (lowest over workers)"),
-    MetricDef("broker_connections_max", "connections", _L, "broker conns",
+    MetricDef(M.BROKER_CONNECTIONS_MAX, "connections", _L, "broker conns",
               "most connections of the run's own clients to the broker at once"),
-    MetricDef("backend_connections_max", "connections", _L, "backend conns",
+    MetricDef(M.BACKEND_CONNECTIONS_MAX, "connections", _L, "backend conns",
               "most connections of the run's own clients to the result backend at once"),
-    *(MetricDef(f"{target}_connections_{client}_max", "connections", _L, f"{target} conns ({client})",
+    *(MetricDef(M.connections_of(target, client), "connections", _L, f"{target} conns ({client})",
                 f"most connections of the run's {client} processes to the {target} at once")
-      for target in ("broker", "backend") for client in ("worker", "driver")),
-    MetricDef("short_latency_p50_s", "s", _L, "short p50", "p50 latency of the mixed workload's short tasks"),
-    MetricDef("short_latency_p99_s", "s", _L, "short p99", "p99 latency of the mixed workload's short tasks"),
-    MetricDef("short_delayed_share", "share", _L, "shorts delayed",
+      for target in TARGETS for client in CLIENTS),
+    MetricDef(M.SHORT_LATENCY_P50_S, "s", _L, "short p50", "p50 latency of the mixed workload's short tasks"),
+    MetricDef(M.SHORT_LATENCY_P99_S, "s", _L, "short p99", "p99 latency of the mixed workload's short tasks"),
+    MetricDef(M.SHORT_DELAYED_SHARE, "share", _L, "shorts delayed",
               "share of short tasks that took over half a long task: they waited behind one"),
-    MetricDef("chord_callback_s", "s", _L, "to callback", "chord sent to its callback's result (median)"),
-    MetricDef("chord_callback_per_task_s", "s", _L, "per header task", "chord_callback_s over the header size"),
-    MetricDef("backend_commands_approx", "commands", _N, "backend cmds ~",
+    MetricDef(M.CHORD_CALLBACK_S, "s", _L, "to callback", "chord sent to its callback's result (median)"),
+    MetricDef(M.CHORD_CALLBACK_PER_TASK_S, "s", _L, "per header task", "chord_callback_s over the header size"),
+    MetricDef(M.BACKEND_COMMANDS_APPROX, "commands", _N, "backend cmds ~",
               "backend Redis commands per chord, server-wide (an upper bound)"),
-    MetricDef("queue_depth_max", "messages", _N, "max queue depth", "deepest the run's queue was at a probe"),
+    MetricDef(M.QUEUE_DEPTH_MAX, "messages", _N, "max queue depth", "deepest the run's queue was at a probe"),
     # io_chord (workloads/catalog/io_chord.py)
-    MetricDef("chords_makespan_s", "s", _L, "chords makespan", "first header task started to last finished"),
-    MetricDef("header_tasks", "tasks", _N, "header tasks", "header tasks the chords' callbacks counted"),
-    MetricDef("service_slept_s", "s", _N, "service slept", "seconds the slow service slept, summed over calls"),
-    MetricDef("service_requests", "requests", _N, "service requests", "requests the slow service answered"),
-    MetricDef("service_distinct_ids", "requests", _N, "distinct requests",
+    MetricDef(M.CHORDS_MAKESPAN_S, "s", _L, "chords makespan", "first header task started to last finished"),
+    MetricDef(M.HEADER_TASKS, "tasks", _N, "header tasks", "header tasks the chords' callbacks counted"),
+    MetricDef(M.SERVICE_SLEPT_S, "s", _N, "service slept", "seconds the slow service slept, summed over calls"),
+    MetricDef(M.SERVICE_REQUESTS, "requests", _N, "service requests", "requests the slow service answered"),
+    MetricDef(M.SERVICE_DISTINCT_IDS, "requests", _N, "distinct requests",
               "distinct header task ids among the service's requests"),
     # sql_fanout (workloads/catalog/sql_fanout.py): a web request = a group of SQL queries
-    *(MetricDef(f"request_p{p}_s", "s", _L, f"p{p} request", f"p{p} of a web request's time, sent to all rows back")
-      for p in (50, 95, 99)),
-    MetricDef("request_mean_s", "s", _L, "mean request", "mean of a web request's time"),
-    MetricDef("requests_per_s", "requests/s", _H, "requests", "web requests answered per second (after warm-up)"),
-    MetricDef("results_correct", "", _N, "correct", "1 when the first request's rows equal a direct query's"),
-    MetricDef("result_rows", "rows", _N, "rows", "rows one web request returns"),
+    *(MetricDef(M.request(p), "s", _L, f"p{p} request", f"p{p} of a web request's time, sent to all rows back")
+      for p in M.PERCENTILES),
+    MetricDef(M.REQUEST_MEAN_S, "s", _L, "mean request", "mean of a web request's time"),
+    MetricDef(M.REQUESTS_PER_S, "requests/s", _H, "requests", "web requests answered per second (after warm-up)"),
+    MetricDef(M.RESULTS_CORRECT, "", _N, "correct", "1 when the first request's rows equal a direct query's"),
+    MetricDef(M.RESULT_ROWS, "rows", _N, "rows", "rows one web request returns"),
     # ramp search runs (workloads/drive/ramp.py): what the judge rebuilds the steps from
-    MetricDef("ramp_steps_run", "steps", _N, "ramp steps", "steps the ramp ran before it stopped"),
-    MetricDef("ramp_start_rate", "tasks/s", _N, "ramp start", "the ramp's first step rate"),
-    MetricDef("ramp_factor", "", _N, "ramp factor", "each step's rate over the one before"),
-    MetricDef("ramp_step_s", "s", _N, "ramp step", "seconds per ramp step"),
-    MetricDef("host_share_min", "share", _H, "min host share",
+    MetricDef(M.RAMP_STEPS_RUN, "steps", _N, "ramp steps", "steps the ramp ran before it stopped"),
+    MetricDef(M.RAMP_START_RATE, "tasks/s", _N, "ramp start", "the ramp's first step rate"),
+    MetricDef(M.RAMP_FACTOR, "", _N, "ramp factor", "each step's rate over the one before"),
+    MetricDef(M.RAMP_STEP_S, "s", _N, "ramp step", "seconds per ramp step"),
+    MetricDef(M.HOST_SHARE_MIN, "share", _H, "min host share",
               "the smallest worker host's share of completed tasks (machines > 1; 1/machines is even)"),
-    MetricDef("max_sustainable_rate", "tasks/s", _H, "max sustainable",
+    MetricDef(M.MAX_SUSTAINABLE_RATE, "tasks/s", _H, "max sustainable",
               "a search run's highest ramp step that kept up (engine/plan/ratesearch.py)"),
-    MetricDef("target_rate", "tasks/s", _N, "target rate", "a rate_fraction run's rate: fraction × max sustainable"),
-    MetricDef("drained_rate", "tasks/s", _H, "drained",
+    MetricDef(M.TARGET_RATE, "tasks/s", _N, "target rate", "a rate_fraction run's rate: fraction × max sustainable"),
+    MetricDef(M.DRAINED_RATE, "tasks/s", _H, "drained",
               "throughput backlog: tasks / (consuming started to all done by the workers' own counts, "
               "polled every 0.2 s); needs no per-task stamps"),
-    MetricDef("harness_overhead_s", "s", _L, "harness",
+    MetricDef(M.HARNESS_OVERHEAD_S, "s", _L, "harness",
               "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)"),
 )}
 
 
 #: The metric columns of the view ``run_summary``, in order (analysis/sql/run_summary.sql is
 #: generated from this: ``python -m cmx.analysis.views``).
-RUN_SUMMARY_COLUMNS = ("tasks_published", "tasks_completed", "tasks_lost", "tasks_duplicated", "publish_rate",
-                       "consume_rate", "makespan_s", "latency_p50_s", "latency_p95_s", "latency_p99_s",
-                       "peak_rss_bytes", "peak_pss_bytes", "broker_connections_max", "backend_connections_max")
+RUN_SUMMARY_COLUMNS = (M.TASKS_PUBLISHED, M.TASKS_COMPLETED, M.TASKS_LOST, M.TASKS_DUPLICATED, M.PUBLISH_RATE,
+                       M.CONSUME_RATE, M.MAKESPAN_S, M.LATENCY_P50_S, M.LATENCY_P95_S, M.LATENCY_P99_S,
+                       M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.BROKER_CONNECTIONS_MAX, M.BACKEND_CONNECTIONS_MAX)
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
-FACTS = ("host_share_min", "clock_suspect")
+FACTS = (M.HOST_SHARE_MIN, M.CLOCK_SUSPECT)
 
 
 def _guess_unit(name: str) -> str:

@@ -54,7 +54,7 @@ STEPS: tuple[Step, ...] = (
                                    "n INTEGER, held BOOLEAN)"),
     # When each host's sampler read PSS of every watched process for a mark of the run (that host's
     # clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
-    # (workloads/host/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
+    # (workloads/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
     Step("sample_marks", 0, 1, "CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, "
                                "name VARCHAR, ts DOUBLE)"),
     # The environment fingerprint (cmx.analysis.fingerprint): the hosts' CPU frequency governor and

@@ -39,6 +39,8 @@ from cmx.workloads.dimensions import ON_HOSTS
 from cmx.workloads.failures import failure_error
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
+from cmx.workloads.vocab.services import RABBITMQ
+from cmx.workloads.vocab import metrics as M
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
@@ -178,7 +180,7 @@ class Sweep:
 
     def secrets(self, run: Run) -> dict[str, str]:
         vals = run.cell.values
-        api = self.inventory.rabbitmq_api_url() if kinds.BROKERS[vals["broker"]].service == "rabbitmq" else None
+        api = self.inventory.rabbitmq_api_url() if kinds.BROKERS[vals["broker"]].service == RABBITMQ else None
         database = self.inventory.database_url() if registry.get(self.exp.workload.name).needs_database else None
         return {"CMX_BROKER_URL": self.inventory.broker_url(vals["broker"]),
                 "CMX_BACKEND_URL": self.inventory.backend_url(vals["backend"]) or "",
@@ -347,10 +349,10 @@ class Sweep:
                 driver["error"] = (f"{driver.get('error')}: "
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
-            if status is RunStatus.OK and metrics.get("tasks_failed"):
-                status, error = RunStatus.FAILED, failure_error(art_dir, metrics["tasks_failed"])
+            if status is RunStatus.OK and metrics.get(M.TASKS_FAILED):
+                status, error = RunStatus.FAILED, failure_error(art_dir, metrics[M.TASKS_FAILED])
             stages["ingest"] = time.monotonic() - t0
-            metrics["harness_overhead_s"] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
+            metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)
         try:
             write_atomic(art_dir / "run.json", json.dumps(

@@ -14,6 +14,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from cmx.workloads.servers import registry as servers
+from cmx.workloads.servers.base import Place
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -46,11 +49,13 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        # Laid out as roles/redis lays out a provisioned one (redis.conf and redis.pid in its dir),
+        # so the server module's restart (workloads/servers/redis.py) restarts it as it would that.
         # protected-mode off: reached on a test bridge (tests/nethosts.py), not only on loopback
-        subprocess.run(["redis-server", "--port", str(self.port), "--bind", self.bind, "--save", "",
-                        "--appendonly", "no", "--protected-mode", "no", "--daemonize", "yes",
-                        "--pidfile", str(self.pidfile), "--logfile", str(self.root / "redis.log"),
-                        "--dir", str(self.root)], check=True)
+        (self.root / "redis.conf").write_text(
+            f"bind {self.bind}\nport {self.port}\nprotected-mode no\ndir {self.root}\npidfile {self.pidfile}\n"
+            f"logfile {self.root / 'redis.log'}\ndaemonize yes\nsave \"\"\nappendonly no\n")
+        subprocess.run(["redis-server", str(self.root / "redis.conf")], check=True)
         _wait_port(self.port, True, 10, self.bind)
 
     def stop(self) -> None:
@@ -59,8 +64,8 @@ class PrivateRedis:
         _wait_port(self.port, False, 10, self.bind)
 
     def restart(self) -> None:
-        self.stop()
-        self.start()
+        """As a fault restarts a provisioned Redis: its server module, on this host."""
+        servers.get("redis").restart(Place(str(self.root), self.port), timeout=30)
 
     def __enter__(self) -> "PrivateRedis":
         self.start()
@@ -107,8 +112,10 @@ class PrivateRabbitMQ:
         _wait_port(self.port, False, 30)
 
     def restart(self) -> None:
-        self.stop()
-        self.start()
+        """As a fault restarts a provisioned node: its server module, on this host."""
+        servers.get("rabbitmq").restart(Place(str(self.base), self.port, node=self.node,
+                                              env={"RABBITMQ_DIST_PORT": str(self.dist_port)}), timeout=120)
+        _wait_port(self.port, True, 30)
 
     def __enter__(self) -> "PrivateRabbitMQ":
         shutil.rmtree(self.base, ignore_errors=True)

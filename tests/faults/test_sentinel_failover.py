@@ -16,7 +16,7 @@ import pytest
 from cmx.engine.hosts.ansible import run_playbook
 from cmx.engine.hosts.inventory import load_inventory
 from cmx.engine.hosts.provision import _service_vars, stop_services
-from cmx.workloads import sentinel
+from cmx.workloads.servers import redis_sentinel as sentinel
 from tests.conftest import write
 from tests.integration.test_redis_sentinel import free_ports, sentinel_inventory
 
@@ -29,7 +29,7 @@ POOLS = ("threads", "prefork", "gevent")
 APP = '''
 import os, time
 from celery import Celery
-from cmx.workloads.sentinel import celery_broker
+from cmx.workloads.servers.redis_sentinel import celery_broker
 
 url, options = celery_broker(os.environ["SET_URL"])
 app = Celery("follow", broker=url)

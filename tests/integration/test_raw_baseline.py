@@ -9,7 +9,8 @@ import uuid
 import pytest
 import redis
 
-from cmx.workloads.drive.raw_broker import RabbitRaw, RedisRaw, schedule_for
+from cmx.workloads.servers import registry as servers
+from cmx.workloads.drive.raw_broker import drive_raw, publish, schedule_for
 from cmx.workloads.catalog.throughput import ThroughputParams
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ def _publish(broker, params):
     pubs: list[tuple] = []
     broker.reset()
     began = time.time()
-    broker.publish(PublishOnly(), params, schedule_for(params), pubs)
+    publish(PublishOnly(), params, schedule_for(params), pubs, broker)
     returned = time.time()
     return began, returned, sorted(p[5] for p in pubs)
 
@@ -55,7 +56,7 @@ def queue():
 
 def test_redis_batches_are_stamped_at_the_servers_reply(queue):
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=BATCH)
-    broker = RedisRaw("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker")
+    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {}, False, 1)
     try:
         began, returned, sent = _publish(broker, params)
         assert redis.Redis(host="127.0.0.1").llen(queue) == TASKS   # all there when publish returned
@@ -66,11 +67,11 @@ def test_redis_batches_are_stamped_at_the_servers_reply(queue):
 
 def test_redis_one_call_per_message(queue):
     params = ThroughputParams(tasks=300, via="raw", raw_batch=1)
-    broker = RedisRaw("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker")
+    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {}, False, 1)
     try:
         pubs: list[tuple] = []
         broker.reset()
-        broker.publish(PublishOnly(), params, schedule_for(params), pubs)
+        publish(PublishOnly(), params, schedule_for(params), pubs, broker)
         assert redis.Redis(host="127.0.0.1").llen(queue) == 300
     finally:
         broker.close()
@@ -81,8 +82,8 @@ def test_redis_one_call_per_message(queue):
 @pytest.mark.parametrize("batch", [BATCH, 1])
 def test_rabbitmq_publishes_are_stamped_at_the_brokers_answer(queue, batch):
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=batch)
-    broker = RabbitRaw("amqp://guest:guest@127.0.0.1:5672//", queue, queue_arguments={}, prefetch=1,
-                       name="cmx.test-raw.driver.broker")
+    broker = servers.get("rabbitmq").raw_client("amqp://guest:guest@127.0.0.1:5672//", queue,
+                                                "cmx.test-raw.driver.broker", {}, False, 1)
     try:
         began, returned, sent = _publish(broker, params)
         # A passive declare on a fresh channel: what the broker holds now.
@@ -94,3 +95,33 @@ def test_rabbitmq_publishes_are_stamped_at_the_brokers_answer(queue, batch):
     else:
         assert len(set(sent)) == TASKS and returned - sent[-1] < 0.05
     assert held == TASKS
+
+
+class UnknownServer:
+    """A DriveContext whose run names a broker kind on a server with no raw client."""
+
+    host = "h1"
+    notes: list = []
+
+    class spec:
+        run_id, raw_queue, concurrency, prefetch_multiplier = "test-raw", "q", 1, 1
+        broker = "postgres-broker"
+
+        @staticmethod
+        def queue_arguments():
+            return {}
+
+    def wait_for_workers(self) -> None:
+        pass
+
+
+def test_a_server_without_a_raw_client_is_an_error_not_rabbitmq(monkeypatch):
+    """Before, any broker not on Redis went down the RabbitMQ branch."""
+    from cmx.workloads import kinds
+
+    monkeypatch.setattr(kinds, "BROKERS", {**kinds.BROKERS, "postgres-broker": kinds.Kind("postgres-broker", "postgres")})
+    monkeypatch.setenv("CMX_BROKER_URL", "postgresql://127.0.0.1:5432/postgres")
+    with pytest.raises(NotImplementedError, match="PostgreSQL has no raw client"):
+        drive_raw(UnknownServer(), ThroughputParams(tasks=1, via="raw"))
+    with pytest.raises(ValueError, match="unknown server 'nosuch'"):
+        servers.get("nosuch")

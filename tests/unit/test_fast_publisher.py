@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from cmx.workloads.drive.publisher import new_ids
+from cmx.workloads.servers.base import new_ids
 
 
 def test_new_ids_are_random_version_4_uuids():

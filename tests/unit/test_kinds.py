@@ -8,10 +8,12 @@ import yaml
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.invvars import VARIABLES
 from cmx.workloads import kinds
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.app import backend_url, name_clients
 from cmx.workloads.clientname import client_name
-from cmx.workloads.host import connprobes, leftovers
+from cmx.workloads.host import connprobes
 from cmx.workloads.spec import RunSpec
+from cmx.workloads.vocab.services import SERVICE_NAMES
 from tests.conftest import REPO
 
 PLAYBOOKS = REPO / "engine" / "hosts" / "playbooks"
@@ -57,7 +59,14 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
             assert kind.name == name
             assert kind.service is None or kind.service in kinds.SERVICES, (target, name)
             assert kind.provisionable <= (kind.service is not None)
-    assert set(connprobes.PROBES) == set(kinds.SERVICES) == set(connprobes.CONNECTION_KINDS) == set(leftovers.REMOVERS)
+    assert set(servers.SERVERS) == set(kinds.SERVICES) == set(connprobes.CONNECTION_KINDS) == set(SERVICE_NAMES)
+    for server in servers.SERVERS.values():  # what every server must do: count, clean up, restart, ping
+        for behaviour in ("probe", "remove_run", "restart", "ping"):
+            assert getattr(type(server), behaviour) is not getattr(servers.Server, behaviour), (server.name, behaviour)
+    brokers = {k.service for k in kinds.BROKERS.values()}
+    for server in (servers.get(name) for name in brokers):  # a broker's server can publish, fast and raw
+        for behaviour in ("fast_publisher", "raw_client", "broker_version", "client_name_settings"):
+            assert getattr(type(server), behaviour) is not getattr(servers.Server, behaviour), (server.name, behaviour)
     services_yml = yaml.safe_load((PLAYBOOKS / "services.yml").read_text())
     stop_yml = yaml.safe_load((PLAYBOOKS / "services_stop.yml").read_text())
     for service in kinds.SERVICES.values():
@@ -77,7 +86,17 @@ def test_schemes_and_default_ports():
     assert kinds.schemes("backend", "rpc") == ()
     assert [kinds.default_port(s) for s in ("redis", "amqp", "amqps", "postgresql", "http")] == [
         6379, 5672, 5671, 5432, None]
-    assert kinds.libpq_url("db+postgresql+psycopg2://u:p@h:1/d") == "postgresql://u:p@h:1/d"
+    assert servers.libpq_url("db+postgresql+psycopg2://u:p@h:1/d") == "postgresql://u:p@h:1/d"
+    assert kinds.service_of_scheme("pyamqp").name == "rabbitmq"
+    with pytest.raises(ValueError, match="no server of cmx takes sqs:// URLs"):
+        kinds.service_of_scheme("sqs")
+
+
+def test_an_unknown_server_is_an_error_never_another_servers_branch():
+    with pytest.raises(ValueError, match="unknown server 'sqs'"):
+        servers.get("sqs")
+    with pytest.raises(NotImplementedError, match="PostgreSQL has no raw client"):
+        servers.get("postgres").raw_client("postgresql://h/d", "q", "n", {}, False, 1)
 
 
 def spec(broker: str, backend: str) -> RunSpec:

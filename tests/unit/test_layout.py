@@ -210,3 +210,62 @@ def test_every_module_is_in_a_room_and_imports_only_rooms_upstream():
             if there not in (room, None) and there not in ROOMS.get(room, set()):
                 wrong.append(f"{module} imports {target} ({there} is downstream of {room})")
     assert not wrong, "\n".join(wrong)
+
+
+#: The rooms inside the shipped package, bottom first: a module may import its own room and the
+#: rooms before it, never one after (issue 27). Each room is a set of modules or packages (the
+#: longest match places a module): the vocabulary (names, and the registries that are only names
+#: and tables) ◀ the servers (one module each) ◀ the runtime every process shares (run spec,
+#: stamps, records, files) ◀ the drive (publishing, pacing, waiting for workers) ◀ what a
+#: workload is ◀ the workloads ◀ the app factory and the processes it makes (worker, driver) ◀
+#: the host tools (agent, hostctl, sampler, probes, leftovers).
+WORKLOAD_ROOMS: list[tuple[str, set[str]]] = [
+    ("vocabulary", {"cmx.workloads.vocab", "cmx.workloads.kinds", "cmx.workloads.dimensions",
+                    "cmx.workloads.clientname"}),
+    ("servers", {"cmx.workloads.servers"}),
+    ("runtime", {"cmx.workloads.spec", "cmx.workloads.clock", "cmx.workloads.files",
+                 "cmx.workloads.failures", "cmx.workloads.fingerprint", "cmx.workloads.effective",
+                 "cmx.workloads.instrument", "cmx.workloads.recorder", "cmx.workloads.workerevents",
+                 "cmx.workloads.runmarks"}),
+    ("drive", {"cmx.workloads.drive"}),
+    ("base", {"cmx.workloads.base"}),
+    ("catalog", {"cmx.workloads.catalog"}),
+    ("app", {"cmx.workloads.app", "cmx.workloads.worker_app", "cmx.workloads.drive.driver"}),
+    ("host", {"cmx.workloads.host"}),
+]
+
+
+def _workload_room(module: str) -> int | None:
+    """The index in WORKLOAD_ROOMS of the room holding ``module`` (longest name that matches);
+    None for the package marker (cmx/workloads/__init__.py: a docstring)."""
+    if module == "cmx.workloads":
+        return None
+    best = max(((len(name), i) for i, (_, names) in enumerate(WORKLOAD_ROOMS) for name in names
+                if module == name or module.startswith(name + ".")), default=None)
+    return best[1] if best else None
+
+
+def test_the_shipped_packages_rooms_import_only_rooms_below():
+    wrong = []
+    for module, targets in import_graph(include_functions=True).items():
+        if not module.startswith("cmx.workloads"):
+            continue
+        here = _workload_room(module)
+        if module == "cmx.workloads":
+            continue
+        if here is None:
+            wrong.append(f"{module}: in no room of WORKLOAD_ROOMS")
+            continue
+        for target in sorted(targets):
+            there = _workload_room(target)
+            if there is not None and there > here:
+                wrong.append(f"{module} ({WORKLOAD_ROOMS[here][0]}) imports {target} ({WORKLOAD_ROOMS[there][0]})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_vocabulary_imports_nothing_of_cmx_but_itself():
+    vocab = [m for m in MODULES if _workload_room(m) == 0]
+    graph = import_graph(include_functions=True)
+    assert "cmx.workloads.vocab.pools" in vocab
+    for module in vocab:
+        assert all(_workload_room(t) in (0, None) for t in graph[module]), (module, graph[module])

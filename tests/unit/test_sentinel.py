@@ -6,7 +6,9 @@ import pytest
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.preflight import redact
 from cmx.engine.hosts.provision import _service_vars
-from cmx.workloads import kinds, sentinel
+from cmx.workloads import kinds
+from cmx.workloads.servers import redis_sentinel as sentinel
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.spec import owned_key_problem
 
 
@@ -65,9 +67,12 @@ def test_the_role_gets_the_layout_and_the_master_name_and_speaks_redis():
     assert extravars["cmx_redis_sentinel_hosts"] == "b1,b2"
     assert extravars["redis_sentinel_master_name"] == sentinel.MASTER_NAME
     assert extravars["redis_sentinel_layout"][0] == {"host": "b1", "address": "10.0.0.1", "role": "master", "port": 6380}
-    assert kinds.protocol_of("broker", "redis-sentinel") == kinds.protocol_of("broker", "redis") == "redis"
-    assert kinds.client_name_settings("redis_sentinel", "broker", "n", {})["broker_transport_options"] == {
-        "client_name": "n"}
+    server = servers.get(kinds.BROKERS["redis-sentinel"].service)
+    assert isinstance(server, sentinel.RedisSentinel) and server.connect is sentinel.master_client
+    assert server.client_name_settings("broker", "n", {})["broker_transport_options"] == {"client_name": "n"}
+    url = lab().broker_url("redis-sentinel")
+    assert server.celery_broker(url) == sentinel.celery_broker(url)
+    assert servers.get("redis").celery_broker("redis://h/0") == ("redis://h/0", {})
 
 
 def test_the_master_name_and_sentinel_password_are_not_a_cells_to_set():

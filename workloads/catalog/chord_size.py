@@ -19,6 +19,7 @@ import time
 from pydantic import Field
 
 from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
+from cmx.workloads.vocab import metrics as M
 
 
 class ChordSizeParams(WorkloadParams):
@@ -30,9 +31,9 @@ class ChordSize(Workload):
     name = "chord_size"
     Params = ChordSizeParams
     needs_backend = True  # a chord's callback needs its header's results
-    objective = "chord_callback_s"
-    headline_metrics = ("chord_callback_s", "chord_callback_per_task_s", "backend_commands_approx",
-                        "tasks_completed")
+    objective = M.CHORD_CALLBACK_S
+    headline_metrics = (M.CHORD_CALLBACK_S, M.CHORD_CALLBACK_PER_TASK_S, M.BACKEND_COMMANDS_APPROX,
+                        M.TASKS_COMPLETED)
 
     def register_tasks(self, app):
         @app.task(name="cmx.chord_size.part", shared=False)
@@ -65,10 +66,10 @@ class ChordSize(Workload):
                 raise RuntimeError(f"chord {c}: the callback saw {count} results of {params.header}")
         after = _commands_processed(ctx.app)
         median = statistics.median(elapsed)
-        ctx.metric("chord_callback_s", median, "s")
-        ctx.metric("chord_callback_per_task_s", median / params.header, "s")
+        ctx.metric(M.CHORD_CALLBACK_S, median, "s")
+        ctx.metric(M.CHORD_CALLBACK_PER_TASK_S, median / params.header, "s")
         if commands is not None and after is not None:
-            ctx.metric("backend_commands_approx", (after - commands) / params.chords, "commands")
+            ctx.metric(M.BACKEND_COMMANDS_APPROX, (after - commands) / params.chords, "commands")
         # The driver waits on the callbacks; the workers' own count says every task ran.
         ctx.wait_completed(params.chords * (params.header + 1))
 

@@ -13,6 +13,7 @@ import time
 from pydantic import Field
 
 from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.vocab import metrics as M
 
 
 class ConcurrentSleepParams(WorkloadParams):
@@ -24,9 +25,9 @@ class ConcurrentSleep(Workload):
     name = "concurrent_sleep"
     Params = ConcurrentSleepParams
     smoke_params = {"tasks": 4, "sleep_s": 0.2}
-    objective = "peak_pss_bytes"
-    headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "peak_pss_per_slot_bytes",
-                        "peak_rss_per_slot_bytes")
+    objective = M.PEAK_PSS_BYTES
+    headline_metrics = (M.MAKESPAN_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES, M.PEAK_PSS_PER_SLOT_BYTES,
+                        M.PEAK_RSS_PER_SLOT_BYTES)
 
     def register_tasks(self, app):
         @app.task(name="cmx.concurrent_sleep.sleep", shared=False)

@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 from pydantic import Field, field_validator
 
 from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
+from cmx.workloads.vocab import metrics as M
 
 
 class IoChordParams(WorkloadParams):
@@ -73,9 +74,9 @@ class IoChord(Workload):
     smoke_params = {"chords": [2], "sleep_min_s": 0.1, "sleep_max_s": 0.2}
     needs_backend = True  # a chord's callback needs its header's results
     service_module = "cmx.workloads.host.sleep_service"
-    objective = "chords_makespan_s"
-    headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "broker_connections_max",
-                        "backend_connections_max")
+    objective = M.CHORDS_MAKESPAN_S
+    headline_metrics = (M.MAKESPAN_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES, M.BROKER_CONNECTIONS_MAX,
+                        M.BACKEND_CONNECTIONS_MAX)
 
     def register_tasks(self, app):
         @app.task(name="cmx.io_chord.waitinate", shared=False)
@@ -112,13 +113,13 @@ class IoChord(Workload):
             except CeleryTimeout:
                 raise DriveTimeout(f"run_timeout of {ctx.spec.run_timeout_s:g}s passed while waiting for "
                                    f"chord {c} ({len(summaries)} of {len(results)} chords done)") from None
-        ctx.metric("chords_makespan_s", max(s["last_finished_at"] for s in summaries)
+        ctx.metric(M.CHORDS_MAKESPAN_S, max(s["last_finished_at"] for s in summaries)
                    - min(s["first_started_at"] for s in summaries), "s")
-        ctx.metric("header_tasks", sum(s["count"] for s in summaries), "tasks")
-        ctx.metric("service_slept_s", sum(s["slept_s"] for s in summaries), "s")
+        ctx.metric(M.HEADER_TASKS, sum(s["count"] for s in summaries), "tasks")
+        ctx.metric(M.SERVICE_SLEPT_S, sum(s["slept_s"] for s in summaries), "s")
         stats = call("/stats", timeout=10)
-        ctx.metric("service_requests", stats["requests"], "requests")
-        ctx.metric("service_distinct_ids", stats["distinct_ids"], "requests")
+        ctx.metric(M.SERVICE_REQUESTS, stats["requests"], "requests")
+        ctx.metric(M.SERVICE_DISTINCT_IDS, stats["distinct_ids"], "requests")
         if stats["requests"] != sum(params.chords):
             ctx.notes.append(f"the service answered {stats['requests']} requests for {sum(params.chords)} header "
                              "tasks (a task ran twice, or a call failed)")

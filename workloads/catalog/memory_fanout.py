@@ -18,6 +18,8 @@ from typing import Literal
 from pydantic import Field
 
 from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.vocab import pools
+from cmx.workloads.vocab import metrics as M
 
 PAGE = 4096
 
@@ -26,7 +28,7 @@ class MemoryFanoutParams(WorkloadParams):
     subtasks: int = Field(10, ge=1, description="units the one task runs inside itself")
     size_mb: float = Field(20.0, gt=0, description="data each unit allocates and holds, in MiB")
     work_s: float = Field(0.5, ge=0, description="seconds each unit holds its data (time.sleep)")
-    inner: Literal["sequential", "threads", "gevent"] = Field(
+    inner: Literal["sequential", pools.THREADS, pools.GEVENT] = Field(  # type: ignore[valid-type]
         "sequential", description="how the task runs its units: a loop, a ThreadPoolExecutor, a gevent Pool")
     inner_workers: int = Field(4, ge=1, description="threads or greenlets of the inner pool")
 
@@ -45,7 +47,7 @@ def run_units(params: MemoryFanoutParams) -> list[tuple[int, int]]:
     args = range(params.subtasks)
     if params.inner == "sequential":
         return [unit(i, size, params.work_s) for i in args]
-    if params.inner == "threads":
+    if params.inner == pools.THREADS:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=params.inner_workers) as pool:
@@ -61,8 +63,8 @@ class MemoryFanout(Workload):
     name = "memory_fanout"
     Params = MemoryFanoutParams
     smoke_params = {"subtasks": 2, "size_mb": 1.0, "work_s": 0.1}
-    objective = "peak_pss_bytes"
-    headline_metrics = ("makespan_s", "peak_pss_bytes", "peak_rss_bytes", "worker_vmhwm_max_bytes")
+    objective = M.PEAK_PSS_BYTES
+    headline_metrics = (M.MAKESPAN_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES, M.WORKER_VMHWM_MAX_BYTES)
 
     def register_tasks(self, app):
         @app.task(name="cmx.memory_fanout.fanout", shared=False)

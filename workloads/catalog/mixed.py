@@ -19,6 +19,7 @@ import time
 from pydantic import Field
 
 from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.vocab import metrics as M
 
 
 class MixedParams(WorkloadParams):
@@ -42,9 +43,9 @@ SHORT, LONG = "cmx.mixed.short", "cmx.mixed.long"
 class Mixed(Workload):
     name = "mixed"
     Params = MixedParams
-    objective = "short_latency_p99_s"
-    headline_metrics = ("short_latency_p50_s", "short_latency_p99_s", "short_delayed_share", "tasks_duplicated",
-                        "consume_rate")
+    objective = M.SHORT_LATENCY_P99_S
+    headline_metrics = (M.SHORT_LATENCY_P50_S, M.SHORT_LATENCY_P99_S, M.SHORT_DELAYED_SHARE, M.TASKS_DUPLICATED,
+                        M.CONSUME_RATE)
 
     def register_tasks(self, app):
         # time.sleep: cooperative in gevent/eventlet workers (they patch it), blocking in prefork;

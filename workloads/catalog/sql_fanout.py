@@ -39,8 +39,10 @@ from typing import Literal
 from pydantic import Field
 
 from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
+from cmx.workloads.vocab import pools
 from cmx.workloads.catalog.sql_fanout_sql import (Result, ensure_table, normalise, query_sql, run_direct, run_union,
                                                   table_name)
+from cmx.workloads.vocab import metrics as M
 
 Mode = Literal["celery", "direct", "union"]
 #: Every connection of the workload: PostgreSQL's JIT compiles the big UNION ALL's plan for ~50 s
@@ -65,12 +67,12 @@ def _cooperative_wait(pool: str) -> None:
     """In gevent/eventlet workers, make psycopg2 wait through the hub (as psycogreen does): its
     C calls would otherwise block every greenlet of the process while a query runs."""
     global _wait_callback_set
-    if _wait_callback_set or pool not in ("gevent", "eventlet"):
+    if _wait_callback_set or pool not in pools.GREEN:
         return
     import psycopg2
     from psycopg2 import extensions
 
-    if pool == "gevent":
+    if pool == pools.GEVENT:
         from gevent.socket import wait_read, wait_write
     else:
         from eventlet.hubs import trampoline
@@ -137,11 +139,11 @@ def _connect_preopen_signals() -> None:
         return RunSpec.load(run_dir_from_env())
 
     def child(**_):
-        preopen(1, "prefork")
+        preopen(1, pools.PREFORK)
 
     def main(**_):
         s = spec()
-        if s.pool != "prefork":
+        if s.pool != pools.PREFORK:
             preopen(s.concurrency, s.pool)
 
     signals.worker_process_init.connect(child, weak=False)
@@ -154,8 +156,8 @@ class SqlFanout(Workload):
     smoke_params = {"queries": 3, "requests": 2, "rows": 1000}
     needs_backend = True  # celery mode waits for the group's results
     needs_database = True
-    objective = "requests_per_s"
-    headline_metrics = ("request_p50_s", "request_p95_s", "requests_per_s", "peak_pss_bytes", "peak_rss_bytes")
+    objective = M.REQUESTS_PER_S
+    headline_metrics = (M.request(50), M.request(95), M.REQUESTS_PER_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES)
 
     def register_tasks(self, app):
         _connect_preopen_signals()
@@ -265,12 +267,12 @@ class SqlFanout(Workload):
         if not timings:
             raise RuntimeError(f"limits.warmup ({ctx.spec.warmup_s:g}s) left no request to measure")
         seconds = sorted(s for *_, s in timings)
-        ctx.metric("request_p50_s", _quantile(seconds, 0.50), "s")
-        ctx.metric("request_p95_s", _quantile(seconds, 0.95), "s")
-        ctx.metric("request_p99_s", _quantile(seconds, 0.99), "s")
-        ctx.metric("request_mean_s", statistics.fmean(seconds), "s")
+        ctx.metric(M.request(50), _quantile(seconds, 0.50), "s")
+        ctx.metric(M.request(95), _quantile(seconds, 0.95), "s")
+        ctx.metric(M.request(99), _quantile(seconds, 0.99), "s")
+        ctx.metric(M.REQUEST_MEAN_S, statistics.fmean(seconds), "s")
         span = max(t[4] for t in timings) - min(t[3] for t in timings)
-        ctx.metric("requests_per_s", len(timings) / span if span > 0 else 0.0, "requests/s")
+        ctx.metric(M.REQUESTS_PER_S, len(timings) / span if span > 0 else 0.0, "requests/s")
 
         # Correctness, untimed: the first request again, directly, on a fresh connection.
         with connect(url, "check") as conn:
@@ -278,8 +280,8 @@ class SqlFanout(Workload):
         conn.close()
         got = first["got"]
         correct = got == want
-        ctx.metric("results_correct", 1 if correct else 0)
-        ctx.metric("result_rows", sum(len(r) for r in want), "rows")
+        ctx.metric(M.RESULTS_CORRECT, 1 if correct else 0)
+        ctx.metric(M.RESULT_ROWS, sum(len(r) for r in want), "rows")
         if not correct:
             bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b] or ["(query count differs)"]
             raise RuntimeError(f"{params.mode} results differ from the direct computation for queries {bad[:10]}")

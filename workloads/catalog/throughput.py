@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.vocab import metrics as M
 
 
 class ThroughputParams(WorkloadParams):
@@ -52,15 +53,15 @@ class Throughput(Workload):
     name = "throughput"
     Params = ThroughputParams
     smoke_params = {"tasks": 20}
-    headline_metrics = ("publish_rate", "publish_batch", "consume_rate", "latency_p50_s", "latency_p99_s", "queue_wait_p50_s",
-                        "queue_wait_p99_s", "service_time_p50_s", "peak_pss_bytes", "peak_rss_bytes")
+    headline_metrics = (M.PUBLISH_RATE, M.PUBLISH_BATCH, M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.queue_wait(50),
+                        M.queue_wait(99), M.service_time(50), M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES)
 
     def headline(self, params: ThroughputParams) -> tuple[str, ...]:
         # A backlog's finished - sent is the task's place in the queue, not a latency anyone feels:
         # show its queue wait and service time apart. A stream's latency (from the intended send)
         # is what a caller waits; its queue wait and service time explain it.
         # The raw baseline's batch size sits beside its publish rate (Celery publishes one by one).
-        drop = ("latency_" if params.mode == "backlog" else "-", "publish_batch" if params.via != "raw" else "-")
+        drop = ("latency_" if params.mode == "backlog" else "-", M.PUBLISH_BATCH if params.via != "raw" else "-")
         return tuple(m for m in self.headline_metrics if not m.startswith(drop))
 
     def register_tasks(self, app):
@@ -107,12 +108,12 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
             ctx.start_consuming()
             ctx.wait_completed(tasks)
             # The workers' own completion counts, polled: a consume rate that needs no stamps.
-            ctx.metric("drained_rate", tasks / (time.time() - consuming), "tasks/s")
+            ctx.metric(M.DRAINED_RATE, tasks / (time.time() - consuming), "tasks/s")
             return
         behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline)
         if behind:
             ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
-        ctx.metric("publish_behind", behind, "tasks")
+        ctx.metric(M.PUBLISH_BEHIND, behind, "tasks")
         ctx.wait_completed(tasks)
         return
     with ctx.app.producer_or_acquire() as producer:
@@ -129,7 +130,7 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
                 if i % 1000 == 0:
                     ctx.check_deadline("publishing the stream")
             pacer.note_behind(ctx, tasks)
-            ctx.metric("publish_behind", pacer.behind, "tasks")
+            ctx.metric(M.PUBLISH_BEHIND, pacer.behind, "tasks")
     if mode == "backlog":
         ctx.start_consuming()
     ctx.wait_completed(tasks)

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from cmx.workloads.catalog import usercode
 from cmx.workloads.base import Workload, WorkloadParams
 from cmx.workloads.instrument import own_tasks
+from cmx.workloads.vocab import metrics as M
 
 
 class UserTasksParams(WorkloadParams):
@@ -75,8 +76,8 @@ def find_task(app, name: str, folder) -> Any:
 class UserTasks(Workload):
     name = "tasks"
     Params = UserTasksParams
-    headline_metrics = ("publish_rate", "consume_rate", "latency_p50_s", "latency_p99_s", "tasks_failed",
-                        "peak_rss_bytes", "peak_pss_bytes")
+    headline_metrics = (M.PUBLISH_RATE, M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.TASKS_FAILED,
+                        M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES)
     smoke_params = {"tasks": 5}
 
     def __init__(self) -> None:

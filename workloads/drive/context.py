@@ -14,7 +14,7 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads.base import DriveTimeout
+from cmx.workloads.drive import DriveTimeout
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
 from cmx.workloads.files import write_atomic
@@ -37,7 +37,7 @@ class DriveContext:
     #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
     consuming_at: float | None = None
     watchdog: Watchdog | None = None
-    #: The run's marks given so far (workloads/host/runmarks.py).
+    #: The run's marks given so far (workloads/runmarks.py).
     marked: set[str] = field(default_factory=set)
 
     def worker_events(self) -> list:
@@ -104,10 +104,10 @@ class DriveContext:
     def mark(self, name: str) -> None:
         """Mark ``clock`` (the workload's clock started) or ``drain`` (its work is done) on every
         host of the run: each host's sampler reads PSS of every process it watches then, so a peak
-        PSS comes from inside the run (workloads/host/runmarks.py). ``clock`` asks without waiting
+        PSS comes from inside the run (workloads/runmarks.py). ``clock`` asks without waiting
         (nothing of the workload waits for it); ``drain`` waits until the readings are in (a few
         seconds at most), before the run's processes are stopped."""
-        from cmx.workloads.host.runmarks import mark
+        from cmx.workloads.runmarks import mark
 
         if name in self.marked:
             return

@@ -13,10 +13,14 @@ import sys
 import time
 import traceback
 
+from urllib.parse import urlsplit
+
 from celery import Celery
 
+from cmx.workloads import kinds
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.app import create_app
-from cmx.workloads.base import DriveTimeout
+from cmx.workloads.drive import DriveTimeout
 from cmx.workloads.catalog import registry
 from cmx.workloads.drive.context import DriveContext
 from cmx.workloads.drive.workerwatch import WorkerProblem
@@ -29,18 +33,11 @@ __all__ = ["DriveContext", "DriveTimeout", "backend_version", "broker_version", 
 
 
 def broker_version(app: Celery) -> str:
-    """The broker's product and version."""
+    """The broker's product and version, asked of its server (workloads/servers/)."""
     try:
         with app.connection_for_read() as conn:
             conn.ensure_connection(max_retries=1)
-            if conn.transport.driver_type == "redis":
-                return "redis " + conn.default_channel.client.info("server")["redis_version"]
-            props = getattr(conn.connection, "server_properties", {}) or {}
-            product = props.get("product", b"")
-            product = product.decode() if isinstance(product, bytes) else str(product)
-            version = props.get("version", b"")
-            version = version.decode() if isinstance(version, bytes) else str(version)
-            return f"{product} {version}".strip()
+            return servers.get(kinds.service_of_scheme(urlsplit(conn.as_uri()).scheme).name).broker_version(conn)
     except Exception as exc:  # nice to have; the run must not fail for it
         return f"unknown ({type(exc).__name__})"
 
@@ -48,23 +45,13 @@ def broker_version(app: Celery) -> str:
 def backend_version(app: Celery, backend: str) -> str | None:
     """The result backend's server and version, asked of the server the way the driver reaches it;
     None when the backend has no server of its own (``rpc`` replies through the broker, ``none``)."""
-    from cmx.workloads.kinds import BACKENDS
-
-    service = BACKENDS[backend].service if backend in BACKENDS else None
+    service = kinds.BACKENDS[backend].service if backend in kinds.BACKENDS else None
+    if service is None:
+        return None
     try:
-        if service == "redis":
-            return "redis " + app.backend.client.info("server")["redis_version"]
-        if service == "postgres":
-            from sqlalchemy import text
-
-            session = app.backend.ResultSession()
-            try:
-                return "postgresql " + session.execute(text("SHOW server_version")).scalar()
-            finally:
-                session.close()
+        return servers.get(service).backend_version(app)
     except Exception as exc:  # nice to have, as the broker's
         return f"unknown ({type(exc).__name__})"
-    return None
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
@@ -95,7 +82,7 @@ def connection_lost(exc: BaseException, spec: RunSpec | None) -> str | None:
     if spec is None or not isinstance(exc, _connection_errors()):
         return None
     services = [f"broker {spec.broker} at {_where(os.environ.get('CMX_BROKER_URL', ''))}"]
-    if spec.backend in ("redis", "postgres"):
+    if kinds.BACKENDS[spec.backend].service is not None:
         services.append(f"backend {spec.backend} at {_where(os.environ.get('CMX_BACKEND_URL', ''))}")
     return (f"lost the connection to the {' or the '.join(services)} mid-run: "
             + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])

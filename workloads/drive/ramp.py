@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from cmx.workloads.instrument import INTENDED_HEADER
+from cmx.workloads.vocab import metrics as M
 
 #: Stop when the queue holds more than this share of a step's tasks at the step's end.
 BACKLOG_SHARE = 0.5
@@ -54,8 +55,8 @@ def drive_ramp(ctx, params, task, payload) -> None:
                                  "faster (the publisher, not the cell, is the limit here)")
                 break
     # What the judge needs to rebuild the steps from the tasks' intended send times.
-    ctx.metric("ramp_steps_run", steps, "steps")
-    ctx.metric("ramp_start_rate", params.rate, "tasks/s")
-    ctx.metric("ramp_factor", params.ramp_factor, "")
-    ctx.metric("ramp_step_s", params.ramp_step_s, "s")
+    ctx.metric(M.RAMP_STEPS_RUN, steps, "steps")
+    ctx.metric(M.RAMP_START_RATE, params.rate, "tasks/s")
+    ctx.metric(M.RAMP_FACTOR, params.ramp_factor, "")
+    ctx.metric(M.RAMP_STEP_S, params.ramp_step_s, "s")
     ctx.wait_completed(sent)

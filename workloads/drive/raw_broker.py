@@ -26,9 +26,12 @@ import uuid
 from typing import TYPE_CHECKING, Callable
 
 from cmx.workloads import kinds
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.clientname import client_name
 from cmx.workloads.drive.pacing import Pacer
 from cmx.workloads.instrument import recorder
+from cmx.workloads.vocab import metrics as M
+from cmx.workloads.vocab.clients import BROKER, DRIVER
 
 if TYPE_CHECKING:  # pragma: no cover
     from cmx.workloads.drive.context import DriveContext
@@ -116,114 +119,25 @@ def publish_batches(ctx, params, schedule: Pacer, pubs: list, send: Callable[[by
             ctx.check_deadline("publishing raw messages")
 
 
-# --------------------------------------------------------------------------------------- redis
-class RedisRaw:
-    def __init__(self, url: str, queue: str, name: str):
-        import redis
+def consume(broker, host: str, tally: Tally, rows: list) -> None:
+    """One consumer thread: the server's raw client hands over each message; it runs the task
+    (nothing) and keeps its ``exec`` row; the client acknowledges it after (where it acks)."""
+    pid = os.getpid()
 
-        self.queue = queue
-        from cmx.workloads.sentinel import is_sentinel, master_client
+    def handle(body: bytes, redelivered: bool) -> None:
+        started = time.time()
+        task_id, sent_at = decode(body)
+        noop(body)
+        rows.append((task_id, TASK_NAME, host, pid, sent_at, started, time.time(), "SUCCESS", int(redelivered)))
+        tally.add()
 
-        # counted as the run's driver; a Sentinel set's master as its sentinels name it
-        self.pool = (master_client(url, client_name=name).connection_pool if is_sentinel(url)
-                     else redis.ConnectionPool.from_url(url, client_name=name))
-        self.client = redis.Redis(connection_pool=self.pool)
-
-    def reset(self) -> None:
-        self.client.delete(self.queue)
-
-    def publish(self, ctx, params, schedule: Pacer, pubs: list) -> None:
-        if batch_size(params) == 1:  # each LPUSH returns with Redis's reply: acknowledged
-            publish_batches(ctx, params, schedule, pubs, lambda body: self.client.lpush(self.queue, body))
-            return
-        pipe = self.client.pipeline(transaction=False)
-        # execute() returns once Redis has answered every LPUSH of the batch
-        publish_batches(ctx, params, schedule, pubs, lambda body: pipe.lpush(self.queue, body), pipe.execute)
-
-    def consume(self, host: str, tally: Tally, rows: list) -> None:
-        import redis
-
-        client, pid = redis.Redis(connection_pool=self.pool), os.getpid()
-        while not tally.done.is_set():
-            got = client.brpop([self.queue], timeout=POLL_S)
-            if got is None:
-                continue
-            started = time.time()
-            task_id, sent_at = decode(got[1])
-            noop(got[1])
-            rows.append((task_id, TASK_NAME, host, pid, sent_at, started, time.time(), "SUCCESS", 0))
-            tally.add()
-
-    def close(self) -> None:
-        self.client.delete(self.queue)
-        self.pool.disconnect()
+    broker.consume(handle, tally.done, POLL_S)
 
 
-# ------------------------------------------------------------------------------------ rabbitmq
-def pika_parameters(url: str, name: str | None = None):
-    """pika's parameters for a kombu-style AMQP URL (kombu reads ``//`` as vhost ``/``; pika does not)."""
-    import pika
-    from urllib.parse import unquote, urlsplit
-
-    parts = urlsplit(url)
-    vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-    return pika.ConnectionParameters(
-        host=parts.hostname or "localhost", port=parts.port or 5672, virtual_host=vhost,
-        credentials=pika.PlainCredentials(unquote(parts.username or "guest"), unquote(parts.password or "guest")),
-        heartbeat=0, client_properties={"connection_name": name} if name else None)
-
-
-class RabbitRaw:
-    def __init__(self, url: str, queue: str, queue_arguments: dict, prefetch: int, name: str, durable: bool = False):
-        import pika
-
-        self.pika, self.queue, self.prefetch = pika, queue, prefetch
-        self.params = pika_parameters(url, name)  # counted as the run's driver
-        # Durable where the kind needs it (quorum queues must be), not because x-expires is there.
-        self.args, self.durable = dict(queue_arguments) or None, durable
-        self.conn = pika.BlockingConnection(self.params)
-        self.channel = self.conn.channel()
-
-    def reset(self) -> None:
-        self.channel.queue_delete(self.queue)
-        self.channel.queue_declare(self.queue, durable=self.durable, arguments=self.args)
-
-    def publish(self, ctx, params, schedule: Pacer, pubs: list) -> None:
-        if batch_size(params) == 1:
-            self.channel.confirm_delivery()  # each basic_publish then returns with the broker's ack
-        # A synchronous method on the same channel: the broker answers it only after handling
-        # every publish the channel sent before it.
-        publish_batches(ctx, params, schedule, pubs, lambda body: self.channel.basic_publish("", self.queue, body),
-                        lambda: self.channel.queue_declare(self.queue, passive=True))
-
-    def consume(self, host: str, tally: Tally, rows: list) -> None:
-        pid = os.getpid()
-        conn = self.pika.BlockingConnection(self.params)  # pika connections are not thread-safe
-        try:
-            channel = conn.channel()
-            channel.basic_qos(prefetch_count=self.prefetch)
-
-            def on_message(ch, method, properties, body):
-                started = time.time()
-                task_id, sent_at = decode(body)
-                noop(body)
-                finished = time.time()
-                ch.basic_ack(method.delivery_tag)
-                rows.append((task_id, TASK_NAME, host, pid, sent_at, started, finished, "SUCCESS",
-                             int(bool(method.redelivered))))
-                tally.add()
-
-            channel.basic_consume(self.queue, on_message)
-            while not tally.done.is_set():
-                conn.process_data_events(time_limit=POLL_S)
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        try:
-            self.channel.queue_delete(self.queue)
-        finally:
-            self.conn.close()
+def publish(ctx, params, schedule: Pacer, pubs: list, broker) -> None:
+    """Publish through the raw client, acknowledged a batch at a time (or one call per message)."""
+    send, flush = broker.sender(batch_size(params) > 1)
+    publish_batches(ctx, params, schedule, pubs, send, *([flush] if flush else []))
 
 
 # -------------------------------------------------------------------------------------- drive
@@ -235,18 +149,17 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
     ctx.notes.append(f"via raw: published {batch_size(params)} message(s) per acknowledged round trip")
     # Started like every run (same machine load), but never told to consume.
     ctx.wait_for_workers()
-    name = client_name(ctx.spec.run_id, "driver", "broker")
+    name = client_name(ctx.spec.run_id, DRIVER, BROKER)
     kind = kinds.BROKERS[ctx.spec.broker]
-    if kinds.protocol_of("broker", ctx.spec.broker) == "redis":
-        broker = RedisRaw(url, queue, name)
-    else:
-        # The run's queue arguments (x-expires too); durable only where the kind needs it (quorum).
-        broker = RabbitRaw(url, queue, queue_arguments=ctx.spec.queue_arguments(), durable=bool(kind.queue_arguments),
-                           prefetch=ctx.spec.prefetch_multiplier, name=name)
+    # The run's queue arguments (x-expires too); durable only where the kind needs it (quorum).
+    # A server without a raw client (or unknown) is an error, never another server's client.
+    broker = servers.get(kind.service).raw_client(url, queue, name, queue_arguments=ctx.spec.queue_arguments(),
+                                                  durable=bool(kind.queue_arguments),
+                                                  prefetch=ctx.spec.prefetch_multiplier)
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message
     tally = Tally(params.tasks)
-    threads = [threading.Thread(target=broker.consume, args=(ctx.host, tally, rows[i]), daemon=True,
+    threads = [threading.Thread(target=consume, args=(broker, ctx.host, tally, rows[i]), daemon=True,
                                 name=f"raw-consumer-{i}") for i in range(consumers)]
     try:
         broker.reset()
@@ -254,7 +167,7 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
         if schedule.stream:  # consumers run while the stream is published
             for t in threads:
                 t.start()
-        broker.publish(ctx, params, schedule, pubs)
+        publish(ctx, params, schedule, pubs, broker)
         if not schedule.stream:  # backlog: everything is queued before anyone consumes
             for t in threads:
                 t.start()
@@ -263,8 +176,8 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
             if not any(t.is_alive() for t in threads):
                 raise RuntimeError(f"every raw consumer died after {tally.count} of {params.tasks} messages")
         schedule.note_behind(ctx, params.tasks)
-        ctx.metric("publish_behind", schedule.behind, "tasks")
-        ctx.metric("publish_batch", batch_size(params), "messages")
+        ctx.metric(M.PUBLISH_BEHIND, schedule.behind, "tasks")
+        ctx.metric(M.PUBLISH_BATCH, batch_size(params), "messages")
     finally:
         tally.done.set()
         for t in threads:
@@ -278,4 +191,4 @@ def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
                 rec.add("exec", row)
         broker.close()
     # The raw consumers' memory is the driver's, not the (idle) workers' peak_rss_bytes.
-    ctx.metric("raw_driver_maxrss_bytes", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes")
+    ctx.metric(M.RAW_DRIVER_MAXRSS_BYTES, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "bytes")

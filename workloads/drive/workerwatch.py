@@ -17,16 +17,16 @@ from typing import Any
 from celery import Celery
 
 from cmx.workloads import kinds
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.dimensions import ON_WORKER
 from cmx.workloads.effective import parse_task_key
 from cmx.workloads.instrument import WAKE_TASK
 from cmx.workloads.spec import RunSpec, node_name, worker_client_name
+from cmx.workloads.vocab.pools import SILENT_WHEN_BUSY
 from cmx.workloads.workerevents import CONSUMING, EXITED, WorkerEvent, merge, observe, read
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
 LOST_AFTER_S = 10.0
-#: Pools whose worker may answer nothing while it runs a task (one process, one thread).
-SILENT_WHEN_BUSY = ("solo", "gevent", "eventlet")
 #: How often the watchdog looks for a worker's end its host reported (a file read).
 EVENTS_EVERY_S = 0.2
 
@@ -189,8 +189,7 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_eve
                                 [host_of(n) for n in missing])
         if confirmed != want:
             time.sleep(0.05)
-    if kinds.protocol_of("broker", spec.broker) == "redis":
-        wake_redis_consumers(app, spec)
+    servers.get(kinds.BROKERS[spec.broker].service).wake_consumers(app, worker_client_name(spec.run_id))
     return time.time()
 
 
@@ -204,24 +203,6 @@ def wake(app: Celery, spec: RunSpec, workers: int) -> None:
     with app.producer_or_acquire() as producer:
         for _ in range(workers):
             app.send_task(WAKE_TASK, queue=spec.hold_queue, ignore_result=True, producer=producer)
-
-
-def wake_redis_consumers(app: Celery, spec: RunSpec) -> int:
-    """End the BRPOP each worker has in flight on the hold queue alone (``CLIENT UNBLOCK``, as if
-    it timed out), so every worker polls the run's queue now, not up to ``brpop_timeout`` (1 s)
-    later at a moment of its own: in backlog mode the first to poll would take most of the work.
-    Only this run's workers' connections (named by :func:`worker_client_name`) are touched."""
-    name = worker_client_name(spec.run_id)
-    woken = 0
-    try:
-        with app.connection_for_write() as conn:
-            client = conn.default_channel.client
-            for c in client.client_list():
-                if c.get("name") == name and c.get("cmd") in ("brpop", "blpop"):
-                    woken += int(client.client_unblock(int(c["id"])))
-    except Exception:  # an ACL without CLIENT: workers still start within brpop_timeout
-        return -1
-    return woken
 
 
 # -- a dead worker is noticed within seconds -------------------------------------------------------

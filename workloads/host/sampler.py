@@ -24,7 +24,7 @@ Files in the run dir (fixed names):
   broker/backend (``role``) per client role (worker, driver), by the names they gave themselves
   (workloads/host/connprobes.py); nobody else's, the probe's included.
 - ``sample_marks.csv`` host,name,ts   the ticks that read PSS of every watched process for a mark
-  of the run (workloads/host/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
+  of the run (workloads/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
 - ``sampler.json``     settings, ticks, the sampler's own CPU cost, ``complete``, ``errors``.
 - ``sampler.pid``       written at start, removed at a clean exit.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
 from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
-from cmx.workloads.host.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
+from cmx.workloads.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
 from cmx.workloads.host.sampler_output import PEAKS_HEADER, SAMPLES_HEADER, ErrorLog, Output, secrets_from_env
 from cmx.workloads.host.watches import PidfileWatch, PortWatch
 

@@ -8,13 +8,20 @@ the sentinels' own password in ``broker_transport_options["sentinel_kwargs"]``
 and ``CMX_BROKER_URL``) is kombu's with the master's name as a query, ``...;sentinel://:pw@h:26381/0
 ?master_name=cmx``, so one string carries all of it: :func:`celery_broker` splits it again.
 
-Standard library only at import (shipped to every host); redis-py is imported by the clients.
+Its server (:class:`RedisSentinel`) is Redis's, reached through the sentinels: every raw client
+(probe, remover, keeper, raw baseline, ping) gets the master the sentinels name now; Celery's own
+connections follow them by kombu. Its faults: :func:`failover` (``SENTINEL FAILOVER``) and
+:func:`kill_master`. Standard library only at import; redis-py is imported by the clients.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from cmx.workloads.vocab.services import REDIS_SENTINEL
+
+from .redis import Redis
 
 SCHEME = "sentinel"
 #: The master's name the role gives the set it provisions, unless ``redis_sentinel_master_name`` says otherwise.
@@ -55,13 +62,13 @@ def layout(hosts: list[BrokerHost]) -> list[Member]:
     ``sentinel_port`` to ``+2``; three hosts: one sentinel each, master and replica apart."""
     if not hosts:
         raise ValueError("a Sentinel set needs at least one broker host")
-    n, members, seen = len(hosts), [], {"redis": 0, "sentinel": 0}
+    n, members, seen = len(hosts), [], {False: 0, True: 0}
     for role in MEMBERS:
-        kind = "sentinel" if role == "sentinel" else "redis"
-        i = seen[kind]
-        seen[kind] += 1
+        watcher = role == "sentinel"  # else a data server (master or replica)
+        i = seen[watcher]
+        seen[watcher] += 1
         h = hosts[i % n]
-        base = h.sentinel_port if kind == "sentinel" else h.redis_port
+        base = h.sentinel_port if watcher else h.redis_port
         members.append(Member(h.host, h.address, role, base + i // n))
     return members
 
@@ -113,7 +120,7 @@ def celery_broker(broker_url: str) -> tuple[str, dict[str, Any]]:
     return head, opts
 
 
-def sentinel_client(broker_url: str, timeout: float = 10.0):
+def sentinel_client(broker_url: str, timeout: float | None = 10.0):
     """A redis-py ``Sentinel`` for the set (the sentinels' password given as theirs and the servers')."""
     from redis.sentinel import Sentinel
 
@@ -122,7 +129,7 @@ def sentinel_client(broker_url: str, timeout: float = 10.0):
     return Sentinel(found, sentinel_kwargs={"password": password, **kw}, password=password, **kw)
 
 
-def master_client(broker_url: str, timeout: float = 10.0, **kwargs):
+def master_client(broker_url: str, timeout: float | None = 10.0, **kwargs):
     """A redis-py client of the set's master as the sentinels name it now (and again after a
     failover, at its next connection): what every raw client of a ``redis-sentinel`` broker uses."""
     _, _, name = sentinels(broker_url)
@@ -134,15 +141,6 @@ def master_address(broker_url: str, timeout: float = 10.0) -> tuple[str, int]:
     """(host, port) of the master as the sentinels name it now."""
     _, _, name = sentinels(broker_url)
     return sentinel_client(broker_url, timeout).discover_master(name)
-
-
-def redis_client(any_url: str, timeout: float = 10.0, **kwargs):
-    """A redis-py client for a ``redis://`` URL, or of the master of a ``sentinel://`` set."""
-    if is_sentinel(any_url):
-        return master_client(any_url, timeout, **kwargs)
-    import redis
-
-    return redis.Redis.from_url(any_url, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -228,3 +226,18 @@ def kill_master(broker_url: str, set_dir: str, timeout_s: float = 60.0) -> Failo
         # config the sentinels rewrite holds the password).
         subprocess.run(["redis-server", base + ".conf"], check=True, timeout=30,
                        preexec_fn=lambda: os.umask(0o077))
+
+
+class RedisSentinel(Redis):
+    """A Sentinel set's master, as Redis (its publisher, wake-up, versions, naming are Redis's:
+    they go through Celery's connection, which follows the sentinels)."""
+
+    name, product = REDIS_SENTINEL, "Redis Sentinel"
+    local = ()  # each sweep that uses one provisions it, on loopback too (roles/redis_sentinel)
+    connect = staticmethod(master_client)
+
+    def celery_broker(self, url: str) -> tuple[str, dict[str, Any]]:
+        return celery_broker(url)
+
+    def restart(self, place, timeout: float = 60.0) -> float:
+        self._none("restart (a Sentinel set fails over instead: failover / kill_master)")

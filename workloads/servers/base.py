@@ -1,0 +1,253 @@
+"""The one interface every server cmx talks to implements, and the helpers its modules share.
+
+A server (Redis, RabbitMQ, PostgreSQL) is one module of this package, registered under its
+service name (workloads/vocab/services.py, workloads/kinds.py's SERVICES). What differs between
+servers lives there and nowhere else: how the preflight pings it, what version it runs, the Celery
+settings that name the run's clients and prefix its keys, the fast publisher and the raw client of
+a broker, the green-pool wake-up after the workers consumed, and the restart of a server cmx
+provisioned (a fault). Callers ask :func:`cmx.workloads.servers.get` by name; an unknown name is
+an error, never another server's branch.
+
+This room imports only the vocabulary (and, inside its methods, the servers' client libraries):
+the drive, the app factory, the host tools and the controller all read it, and it ships to hosts.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+#: Placeholder task id of a fast publisher's template message: replaced in each copy.
+TEMPLATE_ID = "cmx-template-task-id"
+#: Where the batch's send time goes, just before it is written.
+SENT_TOKEN = "@@CMX-SENT-AT@@"
+
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+
+
+def new_ids(k: int) -> list[str]:
+    """``k`` random version-4 UUIDs as strings, as ``str(uuid.uuid4())`` makes them, from one
+    ``os.urandom`` call: a fifth of the cost of ``uuid4()`` each, which was a third of the
+    publisher's time per message."""
+    h = os.urandom(16 * k).hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{_VARIANT[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
+            for i in range(0, 32 * k, 32)]
+
+
+#: A fast publisher's capture of the one message ``apply_async`` would send:
+#: (channel, name of the channel method to catch) → [(args, kwargs)] (workloads/drive/publisher.py).
+Capture = Callable[[Any, str], list]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a server cmx provisioned lives on its host, as its role lays it out (roles/<service>/
+    defaults and vars): its directory (``redis_dir``, ``rabbitmq_base_dir``, ``postgres_data_dir``),
+    its port, and the role's names for it (``unit``: Redis's systemd unit; ``node``: RabbitMQ's
+    node name). ``env``: more of the server's environment (a test node's distribution port)."""
+
+    dir: str
+    port: int
+    unit: str | None = None
+    node: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LocalService:
+    """How the controller's own machine runs this server for its local sweeps (``cmx services
+    up``, doctor's fixes: engine/hosts/localservices.py), from Debian's packages, on loopback."""
+
+    name: str
+    #: The vocab.services name whose URLs it serves (None: a part of a server, its management API).
+    kind: str | None
+    port: int
+    binary: str
+    package: str
+    #: Seconds it may take to answer once started.
+    wait_s: int
+    start: Callable[[], list[list[str]]]
+
+
+class RestartError(RuntimeError):
+    """The server did not stop, or did not come back, within the restart's bound."""
+
+
+def run(argv: list[str], timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run one command of a restart, bounded; its failure names the command and what it said."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **env} if env else None)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RestartError(f"{argv[0]}: {type(exc).__name__}: {exc}") from exc
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise RestartError(f"{' '.join(argv[:3])} exited {done.returncode}: {said[-1] if said else ''}")
+    return done
+
+
+def read_pid(path: str) -> int | None:
+    try:
+        return int(open(path).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_pid(pid: int | None, timeout: float) -> None:
+    """SIGTERM, wait until it is gone for ``timeout``, then SIGKILL (as the roles' stop does)."""
+    if pid is None or not alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid) and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+
+
+def wait_port(host: str, port: int, up: bool, timeout: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            if up:
+                return
+        except OSError:
+            if not up:
+                return
+        if time.monotonic() > deadline:
+            raise RestartError(f"port {host}:{port} still {'closed' if up else 'open'} after {timeout:g}s")
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """Every name on a server that belongs to one run."""
+
+    run_id: str
+    #: Queues that are also exchanges of the same name (Celery declares one per queue).
+    queues: tuple[str, ...]
+    #: Queues without an exchange of their own (the raw baseline's).
+    other_queues: tuple[str, ...] = ()
+    #: Tasks whose results to remove one by one (those a host's workers ran): a database backend's
+    #: rows carry no run id. Empty: remove by the run's names and prefixes.
+    task_ids: tuple[str, ...] = ()
+    #: The database backend's table of task results (Celery's ``database_table_names``).
+    result_table: str = "celery_taskmeta"
+
+    @property
+    def prefix(self) -> str:
+        return f"cmx.{self.run_id}"
+
+    def owns(self, name: str) -> bool:
+        """A queue, exchange or key of this run: its prefix (then the end, a dot, or kombu's
+        priority separator), or a control queue of its workers."""
+        return (re.match(re.escape(self.prefix) + r"($|[.\x06])", name) is not None
+                or name.startswith(f"cmx-{self.run_id}@") or name in self.other_queues)
+
+
+class Server:
+    """One server's behaviour. Subclasses set :attr:`name` (a vocab.services name) and
+    :attr:`product`, and implement what their server supports; what it does not raises
+    :class:`NotImplementedError` naming the server."""
+
+    name: str = ""
+    #: How messages and reports spell the product ("Redis").
+    product: str = ""
+
+    #: How this machine runs it for local sweeps: the server first, then any part of it.
+    local: tuple[LocalService, ...] = ()
+
+    def _none(self, what: str):
+        raise NotImplementedError(f"{self.product} has no {what} in cmx")
+
+    # -- the controller --------------------------------------------------------------------
+    def ping(self, url: str, timeout: float) -> None:
+        """Raise unless the server at ``url`` answers within ``timeout`` (the preflight)."""
+        self._none("preflight ping")
+
+    # -- the app factory ---------------------------------------------------------------------
+    def celery_broker(self, url: str) -> tuple[str, dict[str, Any]]:
+        """Celery's ``broker_url`` for this server reached at ``url`` (the inventory's), and the
+        ``broker_transport_options`` it needs besides (a Sentinel set's master name)."""
+        return url, {}
+
+    def celery_backend_url(self, url: str) -> str:
+        """Celery's ``result_backend`` for this server reached at ``url`` (the inventory's)."""
+        return url
+
+    def client_name_settings(self, target: str, name: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+        """The Celery settings that make a client of this server for ``target`` call itself
+        ``name`` (workloads/clientname.py), merged into what ``conf`` holds."""
+        raise ValueError(f"no client name for a {self.name} {target}")
+
+    def run_key_settings(self, target: str, prefix: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+        """The Celery settings that make every key a run's client writes start with ``prefix``
+        (workloads/host/leftovers.py removes them): none unless the server keeps such keys."""
+        return {}
+
+    # -- the driver ---------------------------------------------------------------------------
+    def broker_version(self, conn) -> str:
+        """Product and version of the broker a connected kombu ``conn`` reaches."""
+        self._none("broker version")
+
+    def backend_version(self, app) -> str:
+        """Product and version of the app's result backend, asked the way the driver reaches it."""
+        self._none("backend version")
+
+    def fast_publisher(self, app, capture: Capture, stream: bool):
+        """A publisher of copies of the captured message: ``send(ids, intended) -> sent_at``,
+        ``close()`` (workloads/drive/publisher.py)."""
+        self._none("fast publisher")
+
+    def raw_client(self, url: str, queue: str, name: str, queue_arguments: Mapping[str, Any],
+                   durable: bool, prefetch: int):
+        """The broker's own client for ``via: raw`` (workloads/drive/raw_broker.py): ``reset()``,
+        ``sender(batched) -> (send, flush)``, ``consume(handle, done, poll_s)``, ``close()``."""
+        self._none("raw client")
+
+    def wake_consumers(self, app, client_name: str) -> int:
+        """After the run's workers confirmed consuming: make each poll the run's queue now.
+        Returns how many were woken (-1: could not ask); 0 where the server needs nothing."""
+        return 0
+
+    # -- the host ----------------------------------------------------------------------------
+    def probe(self, role: str, run_id: str | None):
+        """The connection probe counting the run's clients of this server as ``role`` (broker,
+        backend): a :class:`cmx.workloads.servers.probes.ConnectionProbe`."""
+        self._none("connection probe")
+
+    def remove_run(self, target: str, url: str, names: RunNames) -> int:
+        """Remove what the run (``names``) created on this server as ``target``; how many went
+        (workloads/host/leftovers.py)."""
+        self._none("removal of a run's leftovers")
+
+    def keep_expiring(self, target: str, url: str, names: RunNames, ttl_s: float) -> int:
+        """Set a TTL on what the run has here, for a server that expires nothing of a run by
+        itself; how many got it. None by default (RabbitMQ's queues carry ``x-expires``)."""
+        return 0
+
+    # -- the host (a fault) -------------------------------------------------------------------------
+    def restart(self, place: Place, timeout: float = 60.0) -> float:
+        """Stop the server its role provisioned at ``place`` and start it again as its role does,
+        on this host; returns once it accepts connections again, the seconds it was down.
+        Raises :class:`RestartError` when it does not stop or come back within ``timeout``."""
+        self._none("restart")

@@ -1,0 +1,358 @@
+"""RabbitMQ: a broker over AMQP 0-9-1 (kombu's py-amqp transport; pika for ``via: raw``), and the
+node a sweep provisions with roles/rabbitmq."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any, Mapping
+
+from cmx.workloads.vocab.clients import BROKER, INTENDED_HEADER, SENT_HEADER
+from cmx.workloads.vocab.services import RABBITMQ
+
+from .base import TEMPLATE_ID, Capture, LocalService, Place, RestartError, RunNames, Server, read_pid, run, stop_pid
+from .probes import PROBE_TIMEOUT_S, ConnectionProbe, ProbeError
+
+
+class AmqpPublisher:
+    """The template's ``basic.publish`` frames, as py-amqp wrote them, copied with each task's values
+    patched in place (same lengths: a uuid for the placeholder id, 8-byte doubles for the stamps)
+    and written a batch at a time on a channel of kombu's own connection, in confirm mode: a batch
+    is written once the one before the last is confirmed. The confirms are the back-pressure:
+    RabbitMQ stops reading a publisher that outruns its queue, and py-amqp's 1 s TCP user timeout
+    then ends the connection."""
+
+    CONFIRM_TIMEOUT_S = 60.0
+
+    def __init__(self, app, capture: Capture, stream: bool):
+        import struct
+
+        self.conn = app.connection_for_write()
+        channel = self.channel = self.conn.channel()
+        channel.confirm_select()
+        self.written = self.acked = 0
+        self.nacked = False
+        channel.events["basic_ack"].add(self._on_ack)
+        channel.events["basic_nack"].add(self._on_nack)
+        ((c_args, c_kwargs),) = capture(channel, "basic_publish")
+        message = c_args[0]
+        headers = message.properties["application_headers"]
+        # Stand-ins the frames can be searched for: a 36-character id (a uuid's length) and
+        # doubles no clock gives.
+        self.id_ph, self.sent_ph, self.intended_ph = "cmx-template-task-id-000000000000000", 1.25e-301, 2.5e-301
+        assert len(self.id_ph) == len(str(uuid.uuid4()))
+        for holder in (headers, message.properties):
+            for k, v in list(holder.items()):
+                if v == TEMPLATE_ID:
+                    holder[k] = self.id_ph
+        headers[SENT_HEADER] = self.sent_ph
+        if stream:
+            headers[INTENDED_HEADER] = self.intended_ph
+        transport = self.conn.connection.transport
+        written: list[bytes] = []
+        real_write = transport._write  # py-amqp's frame writer ends in it (the socket's sendall)
+        transport._write = lambda data: written.append(bytes(data))  # a copy: py-amqp reuses its buffer
+        try:
+            channel.basic_publish(message, **c_kwargs)
+        finally:
+            transport._write = real_write
+        self.frames = b"".join(written)
+        self.pack = struct.Struct(">d").pack
+        self.id_b = self.id_ph.encode()
+        self.sent_b, self.intended_b = self.pack(self.sent_ph), self.pack(self.intended_ph)
+        for ph in (self.id_b, self.sent_b) + ((self.intended_b,) if stream else ()):
+            if ph not in self.frames:
+                raise RuntimeError("a placeholder is not in the captured frames")
+        self.transport = transport
+
+    def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
+        self.acked = max(self.acked, delivery_tag)
+
+    def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
+        self.nacked = True
+
+    def wait_confirmed(self, upto: int) -> None:
+        """Read the broker's confirms until message ``upto`` (1-based) is confirmed."""
+        deadline = time.monotonic() + self.CONFIRM_TIMEOUT_S
+        while self.acked < upto:
+            if self.nacked:
+                raise RuntimeError("the broker refused (nacked) published messages")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"the broker confirmed {self.acked} of {upto} messages within "
+                                   f"{self.CONFIRM_TIMEOUT_S:g}s")
+            try:
+                self.conn.connection.drain_events(timeout=min(remaining, 1.0))
+            except TimeoutError:
+                pass
+
+    def send(self, ids: list[str], intended: list[float] | None) -> float:
+        frames, id_b = self.frames, self.id_b
+        out = []
+        for i, task_id in enumerate(ids):
+            f = frames.replace(id_b, task_id.encode())
+            if intended:
+                f = f.replace(self.intended_b, self.pack(intended[i]))
+            out.append(f)
+        sent = time.time()
+        before = self.written
+        self.transport.write(b"".join(out).replace(self.sent_b, self.pack(sent)))
+        self.written += len(ids)
+        self.wait_confirmed(before)  # the previous batch: one batch stays in flight
+        return sent
+
+    def close(self) -> None:
+        try:
+            self.wait_confirmed(self.written)
+        finally:
+            try:
+                self.channel.close()
+            finally:
+                self.conn.release()
+
+
+def pika_parameters(url: str, name: str | None = None):
+    """pika's parameters for a kombu-style AMQP URL (kombu reads ``//`` as vhost ``/``; pika does not)."""
+    import pika
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+    return pika.ConnectionParameters(
+        host=parts.hostname or "localhost", port=parts.port or 5672, virtual_host=vhost,
+        credentials=pika.PlainCredentials(unquote(parts.username or "guest"), unquote(parts.password or "guest")),
+        heartbeat=0, client_properties={"connection_name": name} if name else None)
+
+
+class RabbitRaw:
+    def __init__(self, url: str, queue: str, queue_arguments: dict, prefetch: int, name: str, durable: bool = False):
+        import pika
+
+        self.pika, self.queue, self.prefetch = pika, queue, prefetch
+        self.params = pika_parameters(url, name)  # counted as the run's driver
+        # Durable where the kind needs it (quorum queues must be), not because x-expires is there.
+        self.args, self.durable = dict(queue_arguments) or None, durable
+        self.conn = pika.BlockingConnection(self.params)
+        self.channel = self.conn.channel()
+
+    def reset(self) -> None:
+        self.channel.queue_delete(self.queue)
+        self.channel.queue_declare(self.queue, durable=self.durable, arguments=self.args)
+
+    def sender(self, batched: bool):
+        if not batched:
+            self.channel.confirm_delivery()  # each basic_publish then returns with the broker's ack
+        # A synchronous method on the same channel: the broker answers it only after handling
+        # every publish the channel sent before it.
+        return (lambda body: self.channel.basic_publish("", self.queue, body),
+                lambda: self.channel.queue_declare(self.queue, passive=True))
+
+    def consume(self, handle, done, poll_s: float) -> None:
+        conn = self.pika.BlockingConnection(self.params)  # pika connections are not thread-safe
+        try:
+            channel = conn.channel()
+            channel.basic_qos(prefetch_count=self.prefetch)
+
+            def on_message(ch, method, properties, body):
+                handle(body, bool(method.redelivered))
+                ch.basic_ack(method.delivery_tag)
+
+            channel.basic_consume(self.queue, on_message)
+            while not done.is_set():
+                conn.process_data_events(time_limit=poll_s)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        try:
+            self.channel.queue_delete(self.queue)
+        finally:
+            self.conn.close()
+
+
+
+
+#: rabbitmqctl boots an Erlang VM (~0.5 CPU-second a call): never run it more often than this.
+RABBITMQCTL_MIN_PERIOD_S = 5.0
+#: The management API's connection list changes only at its stats collection (1 s at the least,
+#: as cmx's role sets it): asking more often only loads the broker.
+RABBIT_API_MIN_PERIOD_S = 1.0
+class RabbitApiProbe(ConnectionProbe):
+    """GET /api/connections of the management plugin; base URL (with credentials) in CMX_RABBITMQ_API."""
+
+    min_period_s = RABBIT_API_MIN_PERIOD_S
+
+    def __init__(self, role: str, kind: str, run_id: str | None, base_url: str) -> None:
+        super().__init__(role, kind, run_id)
+        parts = urllib.parse.urlsplit(base_url)
+        netloc = parts.hostname or ""
+        if ":" in netloc:
+            netloc = f"[{netloc}]"
+        if parts.port:
+            netloc += f":{parts.port}"
+        self._url = (f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/api/connections"
+                     "?columns=user_provided_name,client_properties")
+        self._headers = {"Accept": "application/json"}
+        if parts.username is not None:
+            userpass = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            self._headers["Authorization"] = "Basic " + base64.b64encode(userpass.encode()).decode()
+
+    def client_names(self) -> list[str | None]:
+        request = urllib.request.Request(self._url, headers=self._headers)
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
+            return [c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
+                    for c in json.load(response)]
+
+
+class RabbitCtlProbe(ConnectionProbe):
+    """``rabbitmqctl -q list_connections client_properties``: slow and CPU-hungry, hence its own
+    minimum period."""
+
+    min_period_s = RABBITMQCTL_MIN_PERIOD_S
+
+    def __init__(self, role: str, kind: str, run_id: str | None) -> None:
+        super().__init__(role, kind, run_id)
+        self._popen: subprocess.Popen | None = None
+        self._closing = False
+
+    def client_names(self) -> list[str | None]:
+        if self._closing:
+            raise ProbeError("sampler is stopping")
+        self._popen = subprocess.Popen(
+            ["rabbitmqctl", "-q", "list_connections", "--no-table-headers", "client_properties"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = self._popen.communicate(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._popen.kill()
+            self._popen.communicate()
+            raise ProbeError(f"rabbitmqctl took more than {PROBE_TIMEOUT_S:g} s") from None
+        finally:
+            rc, self._popen = self._popen.returncode, None
+        if rc != 0:
+            last_line = (err.strip().splitlines() or [""])[-1]
+            raise ProbeError(f"rabbitmqctl exit {rc}: {last_line}")
+        # One line per connection; its properties print as Erlang terms, e.g.
+        # {"connection_name","cmx.RUN.worker.broker"} (the name has no quotes or commas).
+        pattern = re.compile(r'connection_name"?\s*,\s*(?:<<)?"([^"]*)"')
+        return [(m.group(1) if (m := pattern.search(line)) else None) for line in out.splitlines() if line.strip()]
+
+    def interrupt(self) -> None:
+        self._closing = True
+        popen = self._popen
+        if popen is not None:
+            try:
+                popen.kill()
+            except OSError:
+                pass
+
+
+def rabbitmq_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
+    api = os.environ.get("CMX_RABBITMQ_API")
+    return RabbitApiProbe(role, kind, run_id, api) if api else RabbitCtlProbe(role, kind, run_id)
+
+
+def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
+    """The run's queues (with their messages and bindings) and its exchanges. Deleting what is
+    not there is not an error (RabbitMQ answers ok). Returns how many deletions were asked."""
+    from kombu import Connection
+
+    if target != BROKER or names.task_ids:
+        return 0
+    asked = 0
+    with Connection(url, connect_timeout=10) as conn:
+        conn.ensure_connection(max_retries=3)
+        channel = conn.channel()
+        for what, name in ([("queue", q) for q in (*names.queues, *names.other_queues)]
+                           + [("exchange", e) for e in names.queues]):
+            try:
+                if what == "queue":
+                    channel.queue_delete(name)
+                else:
+                    channel.exchange_delete(name)
+                asked += 1
+            except conn.channel_errors:  # the broker closed the channel (an old RabbitMQ's 404): a new one
+                channel = conn.channel()
+        channel.close()
+    return asked
+
+
+class RabbitMQ(Server):
+    name, product = RABBITMQ, "RabbitMQ"
+    local = (
+        LocalService("RabbitMQ", RABBITMQ, 5672, "rabbitmq-server", "rabbitmq-server", 90,
+                     lambda: [["rabbitmq-server", "-detached"]]),
+        # Cheap connection counts for the sampler (else rabbitmqctl, ~0.5 CPU-second a call).
+        LocalService("RabbitMQ management", None, 15672, "rabbitmq-plugins", "rabbitmq-server", 60,
+                     lambda: [["rabbitmq-plugins", "enable", "--quiet", "rabbitmq_management"]]),
+    )
+
+    def ping(self, url: str, timeout: float) -> None:
+        from kombu import Connection
+
+        with Connection(url, connect_timeout=timeout) as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+
+    def client_name_settings(self, target: str, name: str, conf: Mapping[str, Any]) -> dict[str, Any]:
+        if target != BROKER:
+            return super().client_name_settings(target, name, conf)
+        # py-amqp takes client_properties through kombu's transport options
+        opts = dict(conf.get("broker_transport_options") or {})
+        opts["client_properties"] = {**(opts.get("client_properties") or {}), "connection_name": name}
+        return {"broker_transport_options": opts}
+
+    def broker_version(self, conn) -> str:
+        props = getattr(conn.connection, "server_properties", {}) or {}
+        product = props.get("product", b"")
+        product = product.decode() if isinstance(product, bytes) else str(product)
+        version = props.get("version", b"")
+        version = version.decode() if isinstance(version, bytes) else str(version)
+        return f"{product} {version}".strip()
+
+    def fast_publisher(self, app, capture: Capture, stream: bool) -> AmqpPublisher:
+        return AmqpPublisher(app, capture, stream)
+
+    def raw_client(self, url, queue, name, queue_arguments, durable, prefetch) -> RabbitRaw:
+        return RabbitRaw(url, queue, queue_arguments=dict(queue_arguments), durable=durable, prefetch=prefetch,
+                         name=name)
+
+    def probe(self, role: str, run_id: str | None) -> ConnectionProbe:
+        return rabbitmq_probe(role, self.name, run_id)
+
+    def remove_run(self, target: str, url: str, names: RunNames) -> int:
+        return remove_rabbitmq(target, url, names)
+
+    def restart(self, place: Place, timeout: float = 60.0) -> float:
+        """As roles/rabbitmq: node ``place.node`` with its files in ``place.dir`` (the role's
+        environment, roles/rabbitmq/vars), stopped by its pid file and started detached."""
+        if not place.node:
+            raise RestartError("a RabbitMQ restart needs the node's name")
+        base, pidfile = place.dir, os.path.join(place.dir, "rabbitmq.pid")
+        env = {"RABBITMQ_NODENAME": place.node, "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
+               "RABBITMQ_LOG_BASE": f"{base}/log", "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq.conf",
+               "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins", "RABBITMQ_PID_FILE": pidfile,
+               **place.env}
+        pid = read_pid(pidfile)
+        if pid is None:
+            raise RestartError(f"no RabbitMQ node provisioned by cmx in {base} (no pid file)")
+        began = time.monotonic()
+        try:  # it returns once the node's process exited
+            run(["rabbitmqctl", "-q", "-n", place.node, "stop", pidfile], timeout / 2, env)
+        except RestartError:
+            stop_pid(pid, 5)
+        run(["rabbitmq-server", "-detached"], timeout / 2, env)
+        while True:  # booted: its listeners are up
+            try:
+                run(["rabbitmqctl", "-q", "-n", place.node, "await_startup", "--timeout", "5"], 30, env)
+                break
+            except RestartError:
+                if time.monotonic() - began > timeout:
+                    raise
+                time.sleep(0.5)
+        return time.monotonic() - began
