@@ -209,9 +209,10 @@ class Sweep:
                                                         {r.cell.values["backend"] for r in runs})
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
-        self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
-                                 list(self.exp.workload.requirements))
         try:
+            # Inside: a provisioning that failed half-way (one server of several up) is stopped too.
+            self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                     list(self.exp.workload.requirements))
             self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
             self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
             failed = self.agents.start(hosts)
