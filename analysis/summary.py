@@ -16,6 +16,10 @@ from cmx.engine.model.cells import Cell, value_text
 from cmx.workloads.vocab import metrics as M
 
 
+#: Facts a cell shows when its work is split over hosts (metric, the dimension that splits it).
+SPLIT_FACTS = ((M.HOST_SHARE_MIN, "machines"), (M.PUBLISH_RATE_MIN_DRIVER, "drivers"))
+
+
 @dataclass
 class CellSummary:
     cell: Cell
@@ -43,8 +47,11 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
     for c in cells:
         params = workload.Params(**{k.removeprefix("params."): v for k, v in c.values.items()
                                     if k.startswith("params.")})
-        shown[c.cell_id] = workload.headline(params)
+        # How the work split over several hosts: the smallest worker host's share, the slowest driver.
+        split = tuple(m for m, dim in SPLIT_FACTS if c.values.get(dim, 1) > 1)
+        shown[c.cell_id] = tuple(workload.headline(params)) + split
     union = tuple(m for m in workload.headline_metrics if any(m in h for h in shown.values()))
+    union += tuple(m for m, _ in SPLIT_FACTS if any(m in h for h in shown.values()))
     return union or workload.headline_metrics, shown
 
 

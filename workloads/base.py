@@ -48,6 +48,16 @@ class Workload(abc.ABC):
     #: ``cmx run --smoke``: caps on the params (a number is lowered to at most this), so each
     #: cell runs once at a tiny size.
     smoke_params: ClassVar[dict[str, Any]] = {}
+    #: Whether the ``drivers`` dimension can split the publishing over several hosts (each sends
+    #: its share of the tasks, or of the rate); :meth:`split_problem` says why not for given params.
+    splits: ClassVar[bool] = False
+
+    def split_problem(self, params: WorkloadParams) -> str | None:
+        """Why this workload with these params cannot be published by several drivers, or None."""
+        if not self.splits:
+            return (f"workload '{self.name}' has one driver that cannot be split (it waits on its own "
+                    "results or paces one request at a time): use drivers: 1")
+        return None
 
     def headline(self, params: WorkloadParams) -> tuple[str, ...]:
         """The summary's metrics for a cell with these params (a workload whose measures depend

@@ -26,7 +26,8 @@ from cmx.workloads.vocab.services import REDIS
 #:  ``config``  a Celery setting the app factory sets (:attr:`Dimension.setting`)
 #:  ``url``     picks the broker or backend the inventory names (the app reads its URL from the
 #:              environment: CMX_BROKER_URL, CMX_BACKEND_URL)
-#:  ``hosts``   how many hosts of group ``workers`` run a worker (never sent to a host)
+#:  ``hosts``   how many hosts of group ``workers`` run a worker, or of ``drivers`` publish (never
+#:              sent to a host as such: the run spec names the hosts)
 Reach = Literal["argv", "config", "url", "hosts"]
 
 
@@ -50,6 +51,9 @@ class Dimension:
     setting: str | None = None
     #: Said after "use the NAME dimension" when a file sets :attr:`setting` as ``celery.*``.
     hint: str = ""
+    #: A dimension added after cells had ids: at its default it is left out of the cell id, so a
+    #: cell of an older database keeps its id (and resumes) where the file does not set it.
+    quiet_default: bool = False
 
     @property
     def python_type(self) -> type:
@@ -71,6 +75,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
               setting="broker_heartbeat", hint="seconds, 0 = off"),
     Dimension("machines", "integer", 1, "hosts", "how many hosts of group workers run a worker (the first N)",
               minimum=1, maximum=1_000),
+    Dimension("drivers", "integer", 1, "hosts", "how many hosts of group drivers publish the workload's tasks "
+              "(the first N; each publishes its share)", minimum=1, maximum=100, quiet_default=True),
 )
 
 #: The dimensions by name, in :data:`DIMENSIONS` order.

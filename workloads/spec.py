@@ -118,6 +118,9 @@ class RunSpec(_DimensionFields):
     worker_flags: dict[str, bool] = Field(default_factory=dict)
     #: Celery node names of the workers of this run (``cmx@<inventory name>``), one per host.
     worker_nodes: list[str] = Field(default_factory=list)
+    #: The hosts that publish the run's tasks (the ``drivers`` dimension: the first N of group
+    #: ``drivers``), the first leading: it starts the workers consuming once every driver is ready.
+    driver_hosts: list[str] = Field(default_factory=list)
     warmup_s: float = 0.0
     run_timeout_s: float = 600.0
     #: Seconds the driver waits for every worker to answer a ping before giving up.
@@ -155,6 +158,12 @@ class RunSpec(_DimensionFields):
     def raw_queue(self) -> str:
         """The raw baseline's queue (workloads/drive/raw_broker.py)."""
         return f"cmx.{self.run_id}.raw"
+
+    @property
+    def drivers_queues(self) -> tuple[str, str]:
+        """Where the drivers of a run of several meet (workloads/drive/drivers.py): each says
+        it is ready on the first; the leading driver answers on the second when the clock started."""
+        return f"cmx.{self.run_id}.drivers.ready", f"cmx.{self.run_id}.drivers.go"
 
     @property
     def key_prefix(self) -> str:

@@ -56,12 +56,13 @@ def check_thresholds(exp: Experiment) -> None:
 def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) -> None:
     """Every cell can run on this inventory: enough workers, and a URL for every broker/backend."""
     problems: list[Problem] = []
-    have = len(inv.hosts_of("workers"))
-    wanted = max(c.values["machines"] for c in cells)
-    if wanted > have:
-        line, col = _where(exp, "machines")
-        problems.append(Problem(f"machines: {wanted} asks for more hosts than group 'workers' of {inv.path} has "
-                                f"({have}); add hosts or lower machines", exp.source, line, col))
+    for dim, group in (("machines", "workers"), ("drivers", "drivers")):  # the dimensions that pick hosts
+        have = len(inv.hosts_of(group))
+        wanted = max(c.values.get(dim, 1) for c in cells)
+        if wanted > have:
+            line, col = _where(exp, dim)
+            problems.append(Problem(f"{dim}: {wanted} asks for more hosts than group '{group}' of {inv.path} has "
+                                    f"({have}); add hosts or lower {dim}", exp.source, line, col))
     for kind in sorted({c.values["broker"] for c in cells}):
         try:
             inv.broker_url(kind)

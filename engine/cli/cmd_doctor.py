@@ -28,7 +28,8 @@ def _needs(exp, cells, inv):
     brokers = frozenset(c.values["broker"] for c in cells)
     backends = frozenset(c.values["backend"] for c in cells)
     workload = registry.get(exp.workload.name)
-    hosts = [*inv.workers_for(max(c.values["machines"] for c in cells)), inv.driver()]
+    hosts = [*inv.workers_for(max(c.values["machines"] for c in cells)),
+             *inv.drivers_for(max(c.values.get("drivers", 1) for c in cells))]
     if workload.service_module or workload.needs_database:
         hosts += inv.hosts_of("services")[:1]
     hosts += [h for hs in inv.services_to_provision(set(brokers), set(backends)).values() for h in hs]

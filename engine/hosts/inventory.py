@@ -67,6 +67,10 @@ class Inventory:
     def driver(self) -> str:
         return self.hosts_of("drivers")[0]
 
+    def drivers_for(self, drivers: int) -> tuple[str, ...]:
+        """The first ``drivers`` hosts of group ``drivers`` (the first of them leads the run)."""
+        return self.hosts_of("drivers")[:drivers]
+
     def broker_url(self, kind: str) -> str:
         return self._service_url("broker", kind)
 

@@ -17,6 +17,10 @@ from typing import Any, Mapping
 
 from cmx.engine.model.dimensions import defaults, normalise_values
 from cmx.engine.model.experiment import Experiment
+from cmx.workloads.dimensions import DIMENSIONS
+
+#: Dimensions left out of a cell's id at their default (workloads/dimensions.py ``quiet_default``).
+QUIET = tuple(d for d in DIMENSIONS if d.quiet_default)
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,11 @@ def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
 
     Independent of key order and of the file the values came from.
     """
-    text = canonical({"workload": workload_name, "values": normalise_values(workload_name, dict(values))})
+    normal = normalise_values(workload_name, dict(values))
+    for d in QUIET:  # added later: at its default, the id an older cmx gave the cell
+        if d.name in normal and normal[d.name] == d.default:
+            del normal[d.name]
+    text = canonical({"workload": workload_name, "values": normal})
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

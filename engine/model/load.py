@@ -105,11 +105,12 @@ def _include_issues(product: list[Cell], included: list[Cell]) -> list[Issue]:
     return issues
 
 
-def _param_path(data: dict, field: str) -> tuple:
-    """Where the file sets workload param ``field`` (the first place found)."""
-    name = f"params.{field}"
+def _param_path(data: dict, field: str, prefix: str = "params.") -> tuple:
+    """Where the file sets workload param ``field`` (the first place found); ``prefix=""``: a
+    built-in dimension."""
+    name = f"{prefix}{field}"
     spec = data.get("workload") or {}
-    if isinstance(spec.get("params"), dict) and field in spec["params"]:
+    if prefix and isinstance(spec.get("params"), dict) and field in spec["params"]:
         return ("workload", "params", field)
     for section in ("fixed", "matrix"):
         if isinstance(data.get(section), dict) and name in data[section]:
@@ -131,12 +132,18 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
     if not cells:
         return [Issue(("exclude",) if exp.exclude else (), "the exclude rules drop every cell: nothing "
                       "would run; narrow a rule or remove it")]
-    params = registry.get(exp.workload.name).Params
+    workload = registry.get(exp.workload.name)
+    params = workload.Params
     issues, seen = [], set()
     for cell in cells:
         given = {k[len("params."):]: v for k, v in cell.values.items() if k.startswith("params.")}
         try:
-            params.model_validate(given)
+            valid = params.model_validate(given)
+            why = workload.split_problem(valid) if cell.values.get("drivers", 1) > 1 else None
+            if why and why not in seen:  # several drivers for a driver that cannot be split
+                seen.add(why)
+                issues.append(Issue(_value_path(data, "drivers", cell.values["drivers"], prefix=""),
+                                    f"drivers: {cell.values['drivers']} (cell {cell.cell_id}): {why}"))
         except ValidationError as exc:
             for error in exc.errors():
                 field = str(error["loc"][0]) if error["loc"] else ""
@@ -165,10 +172,10 @@ def _user_code_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Is
     return issues
 
 
-def _value_path(data: dict, field: str, value: Any) -> tuple:
+def _value_path(data: dict, field: str, value: Any, prefix: str = "params.") -> tuple:
     """Where the file sets workload param ``field`` to ``value``: the item of a dimension's list
     when one holds it, else the first place the param is set."""
-    name = f"params.{field}"
+    name = f"{prefix}{field}"
     lists = [(s, name) for s in ("matrix",) if isinstance(data.get(s), dict)]
     lists += [("zip", i, name) for i, g in enumerate(data.get("zip") or []) if isinstance(g, dict)]
     for path in lists:
@@ -177,7 +184,7 @@ def _value_path(data: dict, field: str, value: Any) -> tuple:
             node = node.get(key) if isinstance(node, dict) else (node[key] if isinstance(node, list) else None)
         if isinstance(node, list) and value in node:
             return path + (node.index(value),)
-    return _param_path(data, field)
+    return _param_path(data, field, prefix)
 
 
 # --------------------------------------------------------------------------- loading

@@ -76,8 +76,10 @@ def _stage(con, kind: str, files: list[Path]) -> None:
                     f"FROM read_csv(?, header = true, columns = {spec})", [paths])
 
 
-def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo]) -> Ingested:
-    """Insert everything of one run into the database and compute its metrics (one transaction)."""
+def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo],
+               drivers: tuple[str, ...] = ()) -> Ingested:
+    """Insert everything of one run into the database and compute its metrics (one transaction).
+    ``drivers``: the run's driver hosts, the leading one first (its driver.json is the run's)."""
     host_dirs = [art_dir / h for h in sorted(hosts) if (art_dir / h).is_dir()]
     # A host whose records did not all arrive (it dropped off, its pack was cut) may have run what
     # looks unrun: such tasks are UNSEEN, not LOST.
@@ -94,15 +96,16 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
             con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])
         _stage(con, "queue", [d / "queue.csv" for d in host_dirs if (d / "queue.csv").exists()])
         con.execute("INSERT INTO main.queue_depth SELECT ? AS run_id, * FROM temp.stage_queue", [run_id])
-        for d in host_dirs:
-            if (d / "driver.json").exists():
-                out.driver = _read_json(d / "driver.json")
+        out.driver = _drivers_json(art_dir, drivers, host_dirs)
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
         _insert_packages(con, run_id, host_dirs)
         rows = [(name, value, None) for name, value in
                 con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()]
         extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
         extra += _sampler_cpu(host_dirs) + _heartbeat(host_dirs)
+        if len(drivers) > 1:
+            rates = dict(con.execute(sql("driver_rates.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall())
+            extra.append((M.PUBLISH_RATE_MIN_DRIVER, min(rates.get(h) or 0.0 for h in drivers), "tasks/s"))
         for name, value, reported in [*rows, *extra]:
             out.metrics[name] = value
             con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit_of(name, reported)])
@@ -111,6 +114,20 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         con.execute("ROLLBACK")
         raise
     return out
+
+
+def _drivers_json(art_dir: Path, drivers: tuple[str, ...], host_dirs: list[Path]) -> dict:
+    """The run's driver.json: the leading driver's, failed with the first other driver's error
+    when another driver failed or left none (each publishes a share: the run lacks it)."""
+    if not drivers:  # the one driver host's, as found
+        return next((_read_json(d / "driver.json") for d in host_dirs if (d / "driver.json").exists()), {})
+    lead = _read_json(art_dir / drivers[0] / "driver.json")
+    for host in drivers[1:]:
+        other = _read_json(art_dir / host / "driver.json")
+        if lead.get("status", "ok") == "ok" and other.get("status") != "ok":
+            lead |= {"status": other.get("status") or "failed",
+                     "error": f"the driver on {host}: {other.get('error') or 'left no driver.json'}"}
+    return lead
 
 
 def _heartbeat(host_dirs: list[Path]) -> list[tuple[str, float, str]]:

@@ -49,6 +49,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.TASKS_REDELIVERED, "tasks", _L, "redelivered", "deliveries flagged redelivered by the broker"),
     MetricDef(M.TASKS_FAILED, "tasks", _L, "failed", "tasks that ended in a state other than SUCCESS"),
     MetricDef(M.PUBLISH_RATE, "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
+    MetricDef(M.PUBLISH_RATE_MIN_DRIVER, "tasks/s", _H, "slowest driver",
+              "drivers > 1: the slowest driver host's publish rate (publish_rate is the whole run's)"),
     MetricDef(M.PUBLISH_BATCH, "messages", _N, "publish batch",
               "via raw: messages per round trip the server acknowledged (1: one call per message)"),
     MetricDef(M.CONSUME_RATE, "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
@@ -148,7 +150,7 @@ RUN_SUMMARY_COLUMNS = (M.TASKS_PUBLISHED, M.TASKS_COMPLETED, M.TASKS_LOST, M.TAS
                        M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.BROKER_CONNECTIONS_MAX, M.BACKEND_CONNECTIONS_MAX)
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
-FACTS = (M.HOST_SHARE_MIN, M.CLOCK_SUSPECT)
+FACTS = (M.HOST_SHARE_MIN, M.PUBLISH_RATE_MIN_DRIVER, M.CLOCK_SUSPECT)
 
 
 def _guess_unit(name: str) -> str:

@@ -29,6 +29,8 @@ from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
 from cmx.engine.hosts.provision import provision, stop_services
+from cmx.engine.hosts.reach import blocked, unreachable
+from cmx.engine.run import placement
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
@@ -36,7 +38,6 @@ from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS
-from cmx.workloads.failures import failure_error
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 from cmx.workloads.vocab.services import RABBITMQ
@@ -84,7 +85,8 @@ class RunTargets:
     """Which hosts do what in one run."""
 
     workers: tuple[str, ...]
-    driver: str
+    driver: str  # the leading driver (the first of ``drivers``)
+    drivers: tuple[str, ...]
     hosts: tuple[str, ...]
     sampler_args: dict[str, str]
 
@@ -113,13 +115,15 @@ class Sweep:
         self.target_rates: dict[str, float] = {}  # run_id → rate a rate_fraction run publishes at
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
+        self.blocked: dict[str, str] = {}  # run_id → the unreachable host it needs (engine/hosts/reach.py)
 
     # -- planning helpers -------------------------------------------------------------------
     def targets(self, run: Run) -> RunTargets:
         vals = run.cell.values
         workers = self.inventory.workers_for(vals["machines"])
-        driver = self.inventory.driver()
-        hosts = list(dict.fromkeys([*workers, driver]))
+        drivers = self.inventory.drivers_for(vals.get("drivers", 1))
+        driver = drivers[0]
+        hosts = list(dict.fromkeys([*workers, *drivers]))
         args: dict[str, list[str]] = {h: ["--watch worker={run_dir}/worker.pid",  # the host's run dir
                                           "--watch driver={run_dir}/driver.pid"] for h in hosts}
         broker_host = self.inventory.hosts_of("brokers")[0]
@@ -139,7 +143,7 @@ class Sweep:
             service_host = self.inventory.service_host()
             args.setdefault(service_host, []).append("--watch service={run_dir}/service.pid")
         hosts = list(dict.fromkeys([*hosts, *args]))
-        return RunTargets(workers=workers, driver=driver, hosts=tuple(hosts),
+        return RunTargets(workers=workers, driver=driver, drivers=drivers, hosts=tuple(hosts),
                           sampler_args={h: " ".join(a) for h, a in args.items()})
 
     def _local_port(self, host: str, url: str | None) -> int | None:
@@ -163,7 +167,7 @@ class Sweep:
             **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/dimensions.py
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
-            worker_nodes=[node_name(run.run_id, h) for h in targets.workers],
+            worker_nodes=[node_name(run.run_id, h) for h in targets.workers], driver_hosts=list(targets.drivers),
             warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
             # The driver waits for workers to answer and consume as long as one may take to start.
             worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
@@ -202,15 +206,19 @@ class Sweep:
         for run in runs:  # every URL must resolve before any host is touched
             self.secrets(run)
             self.targets(run)
-        hosts = sorted({h for run in runs for h in self.targets(run).hosts})
-        conns = connections(self.inventory.path, hosts)
+        conns = connections(self.inventory.path, sorted({h for run in runs for h in self.targets(run).hosts}))
+        # A host down now fails the runs that need it; the others go on (engine/hosts/reach.py).
+        self.blocked = blocked({r.run_id: self.targets(r).hosts for r in runs}, unreachable(conns))
+        live = [r for r in runs if r.run_id not in self.blocked]
+        hosts = sorted({h for run in live for h in self.targets(run).hosts})
+        if not live:
+            return self._execute_provisioned(runs)
         self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
-        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in runs},
-                                                        {r.cell.values["backend"] for r in runs})
+        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in live},
+                                                        {r.cell.values["backend"] for r in live})
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
         try:
-            # Inside: a provisioning that failed half-way (one server of several up) is stopped too.
             self.lib_key = provision(self.inventory, hosts, self.results_dir, services, user_code,
                                      list(self.exp.workload.requirements))
             self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
@@ -231,9 +239,10 @@ class Sweep:
 
     def _execute_provisioned(self, runs: list[Run]) -> list[RunOutcome]:
         self.handler.stage(None, "checking brokers and backends")
-        for kind in sorted({r.cell.values["broker"] for r in runs}):
+        live = [r for r in runs if r.run_id not in self.blocked]
+        for kind in sorted({r.cell.values["broker"] for r in live}):
             check_broker(self.inventory.broker_url(kind))
-        for kind in sorted({r.cell.values["backend"] for r in runs if kinds.BACKENDS[r.cell.values["backend"]].service}):
+        for kind in sorted({r.cell.values["backend"] for r in live if kinds.BACKENDS[r.cell.values["backend"]].service}):
             check_backend(kind, self.inventory.backend_url(kind))
         outcomes: list[RunOutcome] = []
         # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
@@ -242,7 +251,8 @@ class Sweep:
             for run in runs:
                 if self._interrupted:
                     break
-                error = self._rate_for(run) if ratesearch.FRACTION in run.cell.values else None
+                error = self.blocked.get(run.run_id) or (self._rate_for(run) if ratesearch.FRACTION in run.cell.values
+                                                         else None)
                 outcome = self.execute_run(run) if error is None else self._refuse(run, error)
                 outcomes.append(outcome)
                 self.handler.run_finished(outcome)
@@ -305,7 +315,7 @@ class Sweep:
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
-        started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.driver,
+        started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,
                                   drive_timeout=spec.run_timeout_s + 30,
                                   ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
                                   cancel=lambda: self._interrupted)
@@ -338,7 +348,7 @@ class Sweep:
         ingest_error = None
         with db.connect(self.db_path) as con:  # one connection for the ingest and the run's end
             try:
-                got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts)
+                got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts, targets.drivers)
                 metrics, driver = got.metrics, got.driver
                 if driver.get("status") == "ok":
                     ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
@@ -350,8 +360,7 @@ class Sweep:
                 driver["error"] = (f"{driver.get('error')}: "
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
-            if status is RunStatus.OK and metrics.get(M.TASKS_FAILED):
-                status, error = RunStatus.FAILED, failure_error(art_dir, metrics[M.TASKS_FAILED])
+            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir)
             stages["ingest"] = time.monotonic() - t0
             metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)
@@ -376,7 +385,7 @@ class Sweep:
                     "service": {"module": service, "port": int(spec.service_url.rsplit(":", 1)[1])}
                     if h == service_host else None,
                     "worker": {"ready_timeout": conns[h].worker_ready_timeout} if h in targets.workers else None,
-                    "driver": h == targets.driver}
+                    "driver": h in targets.drivers}
                 for h in targets.hosts}
 
     def _stop_grace(self, started: StepResult) -> float:
@@ -385,8 +394,7 @@ class Sweep:
             return min(self.stop_grace_s, DRAINED_STOP_GRACE_S)
         return self.stop_grace_s
 
-    def _status(self, started: StepResult, stopped: StepResult, driver: dict,
-                ingest_error: str | None) -> tuple[RunStatus, str | None]:
+    def _status(self, started: StepResult, stopped: StepResult, driver: dict, ingest_error: str | None):
         return decide_status(interrupted=self._interrupted, started=started, stopped=stopped, driver=driver,
                              ingest_error=ingest_error, run_timeout_s=self.exp.limits.run_timeout)
 

@@ -1,5 +1,5 @@
 """One run's steps on its hosts, through the hosts' agents (engine/hosts/agents.py): begin on every
-host, then the drive on the driver host; afterwards finish on every host and bring the packs back.
+host, then the drive on the driver hosts; afterwards finish on every host and bring the packs back.
 While the driver runs, what a worker's host saw of its worker (it ended, it took its first task:
 workloads/workerevents.py) is passed on to the driver's agent as it arrives: the driver may run on
 another host, and a busy or dead worker cannot say so itself.
@@ -25,6 +25,9 @@ FINISH_TASK = "Finish the run on the host (stop, reset, facts, pack)."
 FETCH_TASK = "Fetch the run dir to the controller."
 #: Seconds the controller waits beyond a step's own bound before it calls a host unresponsive.
 SLACK_S = 60.0
+#: Seconds the other drivers of a run may go on after its leading driver ended (which waited for
+#: every task: the others have published theirs; one still waiting for the clock waits in vain).
+OTHERS_AFTER_LEADER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,11 @@ def _lost(host: str, task: str, exc: Exception) -> Failure:
     return Failure(host, task, f"the cmx agent on {host} is gone: {exc}", unreachable=True)
 
 
-def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driver: str, drive_timeout: float,
-                    ready_timeout: float, cancel: Callable[[], bool]) -> StepResult:
-    """``begin`` on every host together; once all began, the drive. Bounded by the hosts' own
-    timeouts plus :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once."""
+def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], drivers: tuple[str, ...],
+                    drive_timeout: float, ready_timeout: float, cancel: Callable[[], bool]) -> StepResult:
+    """``begin`` on every host together; once all began, the drive on every driver host (the
+    first leads: workloads/drive/drivers.py). Bounded by the hosts' own timeouts plus
+    :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once."""
     t0 = time.monotonic()
     failures: list[Failure] = []
     lost = agents.start(list(payloads))  # an agent lost since the last run comes back
@@ -79,23 +83,41 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
         if failures:
             return StepResult("failed", tuple(failures), time.monotonic() - t0)
         marks = {"drive": time.monotonic() - t0}
-        relay = _Relay(agents, run_id, driver)
-        try:
-            reply = wait(agents[driver].request("drive", run_id=run_id, timeout=drive_timeout),
-                         drive_timeout + SLACK_S, cancel, tick=relay)
-        except AgentLost as exc:
-            return StepResult("failed", (_lost(driver, DRIVE_TASK, exc),), time.monotonic() - t0, marks,
-                              worker_events=relay.events())
-        except TimeoutError:
-            return StepResult("timeout", (), time.monotonic() - t0, marks, worker_events=relay.events())
+        relay = _Relay(agents, run_id, drivers[0])  # the leading driver watches the workers
+        drives = {}
+        for driver in drivers:
+            try:
+                drives[driver] = agents[driver].request("drive", run_id=run_id, timeout=drive_timeout)
+            except AgentLost as exc:
+                failures.append(_lost(driver, DRIVE_TASK, exc))
+        timed_out, deadline = False, time.monotonic() + drive_timeout + SLACK_S
+        while drives and not failures:  # the first driver that fails ends the wait: the finish stops the rest
+            relay()
+            if cancel():
+                raise InterruptedError("cancelled")
+            if drivers[0] not in drives:  # the leader ended: the others have done their part, or never will
+                deadline = min(deadline, time.monotonic() + OTHERS_AFTER_LEADER_S)
+            if time.monotonic() > deadline:
+                timed_out = drivers[0] in drives
+                break
+            for driver in [d for d, p in drives.items() if p.done.is_set()]:
+                try:
+                    reply = wait(drives.pop(driver), 1.0)
+                except (AgentLost, TimeoutError) as exc:
+                    failures.append(_lost(driver, DRIVE_TASK, exc))
+                    continue
+                if reply.get("timed_out"):
+                    failures.append(Failure(driver, DRIVE_TASK, f"the driver ran past {drive_timeout:g} s and was "
+                                            "stopped", timed_out=True))
+                elif not reply.get("ok") or reply.get("rc"):
+                    failures.append(Failure(driver, DRIVE_TASK, reply.get("error")
+                                            or f"the driver exited with code {reply.get('rc')} (see driver.log)"))
+            time.sleep(0.05)
         done = {"seconds": time.monotonic() - t0, "marks": marks, "worker_events": relay.events()}
-        if reply.get("timed_out"):
-            failure = Failure(driver, DRIVE_TASK, f"the driver ran past {drive_timeout:g} s and was stopped",
-                              timed_out=True)
-            return StepResult("failed", (failure,), **done)
-        if not reply.get("ok") or reply.get("rc"):
-            message = reply.get("error") or f"the driver exited with code {reply.get('rc')} (see driver.log)"
-            return StepResult("failed", (Failure(driver, DRIVE_TASK, message),), **done)
+        if failures:
+            return StepResult("failed", tuple(failures), **done)
+        if timed_out:
+            return StepResult("timeout", (), **done)
         return StepResult("successful", (), **done)
     except InterruptedError:
         return StepResult("canceled", tuple(failures), time.monotonic() - t0)

@@ -64,7 +64,7 @@ def test_defaults(tmp_path):
 def test_builtin_dimension_defaults():
     assert {d.name: d.default for d in DIMENSIONS} == {
         "broker": "redis", "backend": "none", "pool": "prefork", "concurrency": 1,
-        "prefetch_multiplier": 4, "heartbeat": 120.0, "machines": 1,
+        "prefetch_multiplier": 4, "heartbeat": 120.0, "machines": 1, "drivers": 1,
     }
 
 
@@ -242,7 +242,7 @@ def test_unknown_dimension(tmp_path):
     path = write(tmp_path, HEAD + "fixed:\n  workers: 4\n")
     assert problems(path) == [
         f"{path}:4:3: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines; or params.NAME / celery.SETTING / worker.FLAG); did you mean 'broker'?"]
+        "prefetch_multiplier, heartbeat, machines, drivers; or params.NAME / celery.SETTING / worker.FLAG); did you mean 'broker'?"]
 
 
 def test_fixed_builtin_given_a_list(tmp_path):
@@ -289,11 +289,11 @@ def test_exclude_and_include_must_name_known_dimensions(tmp_path):
                  "include:\n  - {pool: gevent, workers: 2}\n")
     assert problems(path) == [
         f"{path}:5:6: unknown dimension 'poool' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines; or params.NAME / celery.SETTING / worker.FLAG); did you mean 'pool'?",
+        "prefetch_multiplier, heartbeat, machines, drivers; or params.NAME / celery.SETTING / worker.FLAG); did you mean 'pool'?",
         f"{path}:6:6: exclude #2 names 'params.tasks', which no cell sets, so it can never match: "
         "set it in fixed/matrix/zip or drop it",
         f"{path}:8:20: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines; or params.NAME / celery.SETTING / worker.FLAG); did you mean 'broker'?",
+        "prefetch_multiplier, heartbeat, machines, drivers; or params.NAME / celery.SETTING / worker.FLAG); did you mean 'broker'?",
     ]
 
 

@@ -13,7 +13,7 @@ DEFAULTS = {
     "broker": "redis",
     "concurrency": 1,
     "heartbeat": 120.0,
-    "machines": 1,
+    "machines": 1, "drivers": 1,
     "pool": "prefork",
     "prefetch_multiplier": 4,
 }
@@ -163,9 +163,17 @@ def test_cell_values_are_read_only_and_json_serialisable(tmp_path):
 
 def test_id_is_12_hex_chars_of_sha256_over_canonical_json():
     import hashlib
-    vals = cell(pool="solo")
+    vals = cell(pool="solo", drivers=2)
     canonical = json.dumps({"workload": "throughput", "values": vals}, sort_keys=True, separators=(",", ":"))
     assert cell_id("throughput", vals) == hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def test_a_dimension_added_later_keeps_old_ids_at_its_default():
+    """drivers came after cells had ids: a cell at drivers 1 keeps the id an older cmx gave it
+    (its runs resume), drivers 2 is another cell."""
+    old = {k: v for k, v in cell(pool="solo").items() if k != "drivers"}
+    assert cell_id("throughput", cell(pool="solo")) == cell_id("throughput", old)
+    assert cell_id("throughput", cell(pool="solo", drivers=2)) != cell_id("throughput", old)
 
 
 def test_same_values_same_id_whatever_the_key_order_or_file(tmp_path):

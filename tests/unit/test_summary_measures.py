@@ -171,3 +171,12 @@ def test_a_peak_not_sampled_in_some_runs_says_so_in_the_summary(tmp_path):
     assert "n=2 (1 not sampled)" in threads, text
     solo = next(line for line in text.splitlines() if "solo" in line)
     assert "not sampled" in solo and "60.0 MiB" in solo, text
+
+
+def test_cells_split_over_hosts_show_the_smallest_host_share_and_the_slowest_driver():
+    cells = [Cell("one", {"params.mode": "backlog", "machines": 1, "drivers": 1}),
+             Cell("many", {"params.mode": "backlog", "machines": 8, "drivers": 2})]
+    headline, shown = cell_headlines(registry.get("throughput"), cells)
+    assert headline[-2:] == ("host_share_min", "publish_rate_min_driver")
+    assert "host_share_min" not in shown["one"] and "publish_rate_min_driver" not in shown["one"]
+    assert {"host_share_min", "publish_rate_min_driver"} <= set(shown["many"])

@@ -24,6 +24,7 @@ class ConcurrentSleepParams(WorkloadParams):
 class ConcurrentSleep(Workload):
     name = "concurrent_sleep"
     Params = ConcurrentSleepParams
+    splits = True
     smoke_params = {"tasks": 4, "sleep_s": 0.2}
     objective = M.PEAK_PSS_BYTES
     headline_metrics = (M.MAKESPAN_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES, M.PEAK_PSS_PER_SLOT_BYTES,
@@ -40,7 +41,7 @@ class ConcurrentSleep(Workload):
         # Publish everything first, then consume: the tasks start in one burst and overlap fully,
         # instead of trickling in at the publish rate (10,000 publishes take seconds).
         with ctx.app.producer_or_acquire() as producer:
-            for i in range(params.tasks):
+            for i in range(ctx.share(params.tasks)):  # several drivers: each its share
                 sleep.apply_async((params.sleep_s,), producer=producer)
                 if i % 1000 == 0:
                     ctx.check_deadline("publishing the sleeping tasks")

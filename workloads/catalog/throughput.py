@@ -53,6 +53,7 @@ class Throughput(Workload):
     name = "throughput"
     Params = ThroughputParams
     smoke_params = {"tasks": 20}
+    splits = True
     headline_metrics = (M.PUBLISH_RATE, M.PUBLISH_BATCH, M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.queue_wait(50),
                         M.queue_wait(99), M.service_time(50), M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES)
 
@@ -63,6 +64,14 @@ class Throughput(Workload):
         # The raw baseline's batch size sits beside its publish rate (Celery publishes one by one).
         drop = ("latency_" if params.mode == "backlog" else "-", M.PUBLISH_BATCH if params.via != "raw" else "-")
         return tuple(m for m in self.headline_metrics if not m.startswith(drop))
+
+    def split_problem(self, params: ThroughputParams) -> str | None:
+        if params.via == "raw":
+            return "via: raw consumes in its own driver process, which cannot be split: use drivers: 1"
+        if params.mode == "ramp" or params.rate_fraction is not None:
+            return ("a rate search (mode: ramp, rate_fraction) reads one driver's pace and cannot be split: "
+                    "use drivers: 1")
+        return None
 
     def register_tasks(self, app):
         @app.task(name="cmx.throughput.noop", shared=False)
@@ -90,12 +99,15 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
     consume, each message carrying when it was meant to be sent. Shared by every workload that
     publishes one task N times (``throughput``, the user's own ``tasks``). ``publisher: fast``
     sends copies of one message Celery built, in batches (workloads/drive/publisher.py), for calls
-    without kwargs or options; ``celery`` is a plain ``apply_async`` loop."""
+    without kwargs or options; ``celery`` is a plain ``apply_async`` loop. With several drivers
+    each sends its share of ``tasks`` (a stream at its share of ``rate``), and the leader waits
+    for all of them."""
     import time
 
     from cmx.workloads.drive.pacing import Pacer
     from cmx.workloads.instrument import INTENDED_HEADER
 
+    total, tasks, rate = tasks, ctx.share(tasks), ctx.share_rate(rate)
     ctx.wait_for_workers()
     if mode == "stream":
         ctx.start_consuming()
@@ -106,15 +118,15 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
             fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline)
             consuming = time.time()
             ctx.start_consuming()
-            ctx.wait_completed(tasks)
-            # The workers' own completion counts, polled: a consume rate that needs no stamps.
-            ctx.metric(M.DRAINED_RATE, tasks / (time.time() - consuming), "tasks/s")
+            ctx.wait_completed(total)
+            if ctx.leads:  # the workers' own completion counts, polled: a consume rate that needs no stamps
+                ctx.metric(M.DRAINED_RATE, total / (time.time() - consuming), "tasks/s")
             return
         behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline)
         if behind:
             ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
         ctx.metric(M.PUBLISH_BEHIND, behind, "tasks")
-        ctx.wait_completed(tasks)
+        ctx.wait_completed(total)
         return
     with ctx.app.producer_or_acquire() as producer:
         if mode == "backlog":
@@ -133,4 +145,4 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
             ctx.metric(M.PUBLISH_BEHIND, pacer.behind, "tasks")
     if mode == "backlog":
         ctx.start_consuming()
-    ctx.wait_completed(tasks)
+    ctx.wait_completed(total)

@@ -76,6 +76,7 @@ def find_task(app, name: str, folder) -> Any:
 class UserTasks(Workload):
     name = "tasks"
     Params = UserTasksParams
+    splits = True  # throughput's publish: each driver its share
     headline_metrics = (M.PUBLISH_RATE, M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.TASKS_FAILED,
                         M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES)
     smoke_params = {"tasks": 5}

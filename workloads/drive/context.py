@@ -15,6 +15,7 @@ from celery import Celery
 from kombu import Queue
 
 from cmx.workloads.drive import DriveTimeout
+from cmx.workloads.drive import drivers
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
 from cmx.workloads.files import write_atomic
@@ -39,6 +40,20 @@ class DriveContext:
     watchdog: Watchdog | None = None
     #: The run's marks given so far (workloads/runmarks.py).
     marked: set[str] = field(default_factory=set)
+
+    # -- several drivers (the ``drivers`` dimension: workloads/drive/drivers.py) --------------
+    @property
+    def leads(self) -> bool:
+        """This driver checks the workers and starts the clock (the only one, or the first)."""
+        return drivers.index_of(self.spec, self.host) == 0
+
+    def share(self, total: int) -> int:
+        """This driver's part of ``total`` tasks (all of them when it drives alone)."""
+        return drivers.share(total, drivers.index_of(self.spec, self.host), drivers.count(self.spec))
+
+    def share_rate(self, rate: float) -> float:
+        """This driver's part of a stream's ``rate`` (tasks/s over the whole run)."""
+        return rate / drivers.count(self.spec)
 
     def worker_events(self) -> list:
         """What the workers' hosts said of them so far (workloads/workerevents.py)."""
@@ -72,7 +87,10 @@ class DriveContext:
 
     def wait_for_workers(self) -> None:
         """Block until every worker node of the run answers a ping, then check that each runs
-        what the cell asks (its own report, stored as worker_config.json)."""
+        what the cell asks (its own report, stored as worker_config.json). Only the leading
+        driver does: the others publish when it says so."""
+        if not self.leads:
+            return
         self._watch()
         want = set(self.spec.worker_nodes)
         limit = min(self.deadline, time.monotonic() + self.spec.worker_start_timeout_s)
@@ -94,10 +112,21 @@ class DriveContext:
 
     def start_consuming(self) -> None:
         """Tell every worker to consume the run's queue (they start on an empty hold queue) and
-        return once each has confirmed it does; from then on a silent worker fails the run too."""
+        return once each has confirmed it does; from then on a silent worker fails the run too.
+        With several drivers, the leader first waits until every other driver is ready and then
+        tells them the clock started; the others wait for that word here."""
+        until = time.monotonic() + max(1.0, self.remaining())
+        if not self.leads:
+            self.consuming_at = drivers.meet(self.app, self.spec, self.host, until, self.check_deadline)
+            self.mark("clock")
+            return
         watchdog = self._watch()
+        if drivers.count(self.spec) > 1:
+            drivers.gather(self.app, self.spec, until, self.check_deadline)
         limit = max(1.0, min(self.spec.worker_start_timeout_s, self.remaining()))
         self.consuming_at = start_consuming(self.app, self.spec, timeout_s=limit, events=self.worker_events)
+        if drivers.count(self.spec) > 1:
+            drivers.release(self.app, self.spec, self.consuming_at)
         watchdog.watch_silence()
         self.mark("clock")
 
@@ -114,6 +143,8 @@ class DriveContext:
         self.marked.add(name)
         wait = name == "drain"
         mark(self.run_dir, name)  # the driver's host (its sampler watches the driver, a broker...)
+        if not self.leads:  # the leader marks the workers
+            return
         self.app.control.broadcast("cmx_mark", arguments={"name": name}, destination=self.spec.worker_nodes,
                                    reply=wait, timeout=3.0, limit=len(self.spec.worker_nodes))
         if wait:
@@ -134,7 +165,10 @@ class DriveContext:
 
     def wait_completed(self, n: int, poll_s: float = 0.2) -> None:
         """Block until ``n`` tasks have finished over all workers, or the run times out; samples
-        the queue depth on the way (queue.csv)."""
+        the queue depth on the way (queue.csv). Another driver than the leader returns at once:
+        the leader waits for every driver's tasks (``n`` is the run's whole count)."""
+        if not self.leads:
+            return
         # One connection for every depth sample: a new one per poll would churn the broker's
         # connections (5 a second) and show up in the connection counts we measure.
         # The depth is sampled before each progress check: a backlog's first sample must not

@@ -123,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         except AssertionError:
             pass  # failed before the app existed: nothing was recorded
         result["finished_at"] = time.time()
+        if ctx is not None and not ctx.leads and result["status"] != "ok" and ctx.consuming_at is None:
+            from cmx.workloads.drive.drivers import give_up
+
+            give_up(ctx.app, ctx.spec, ctx.host, result["error"] or result["status"])
         if ctx is not None:
             result["consuming_at"] = ctx.consuming_at
             result["metrics"] = ctx.metrics
