@@ -25,6 +25,12 @@ def backend_url(spec: RunSpec) -> str | None:
     return servers.get(kind.service).celery_backend_url(os.environ["CMX_BACKEND_URL"])
 
 
+def broker_settings(spec: RunSpec) -> tuple[str, dict]:
+    """Celery's ``broker_url`` for the run (``CMX_BROKER_URL``) and the transport options its
+    server needs besides (a Sentinel set's master name and password: workloads/servers/)."""
+    return servers.get(kinds.BROKERS[spec.broker].service).celery_broker(os.environ["CMX_BROKER_URL"])
+
+
 def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
     """Every broker and backend connection of this process carries the run's client name, so the
     connection probes count the run's own clients and nobody else's (workloads/clientname.py),
@@ -44,9 +50,10 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     names its connections."""
     workload = registry.get(spec.workload)
     own = workload.setup(workload.Params.model_validate(spec.params))
+    broker, transport = broker_settings(spec)
     if own is None:
         # Its task class stamps every task (workloads/instrument.py), the user's shared_task too.
-        app = Celery("cmx", broker=os.environ["CMX_BROKER_URL"], backend=backend_url(spec), set_as_current=True,
+        app = Celery("cmx", broker=broker, backend=backend_url(spec), set_as_current=True,
                      task_cls=instrument.StampedTask)
     else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
         app = own
@@ -63,12 +70,14 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     )
     if own is not None:
         from cmx.workloads.catalog.user_app import own_settings
-        harness.update(broker_url=os.environ["CMX_BROKER_URL"], result_backend=backend_url(spec), task_routes=None)
+        harness.update(broker_url=broker, result_backend=backend_url(spec), task_routes=None)
         own_settings(app, {**harness, **spec.celery}, run_dir)
     # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names
     # a setting of OWNED_SETTINGS, and should one ever slip through, the dimension still wins.
     app.conf.update(spec.celery)
     app.conf.update(harness)
+    if transport:  # merged into the user's broker_transport_options (their visibility_timeout...)
+        app.conf.broker_transport_options = {**(app.conf.get("broker_transport_options") or {}), **transport}
     name_clients(app, spec, client)
     workload.register_tasks(app)
     instrument.register_wake(app)

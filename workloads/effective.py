@@ -134,6 +134,10 @@ def effective_config(consumer, settings: list[str]) -> dict[str, Any]:
         "acks_late": bool(consumer.app.conf.task_acks_late),
         "heartbeat": consumer.amqheartbeat,
         "heartbeat_negotiated": negotiated,
+        # Which broker it consumes from: the transport's scheme (sentinel for a Sentinel set) and,
+        # for a set, the master's name its connection asked the sentinels for.
+        "broker_scheme": getattr(consumer.connection, "transport_cls", None),
+        "broker_master_name": (getattr(consumer.connection, "transport_options", None) or {}).get("master_name"),
     }
     for d in ON_WORKER:  # any other dimension the worker runs with: read where its setting acts
         if d.name not in out:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS
+from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class Service:
     #: (a third of the consume rate): there the run's keys expire by workloads/host/leftovers.py's
     #: keeper instead, refreshed while the run lives.
     expires_queues: bool = False
+    #: A set of servers over every host of its group (workloads/servers/redis_sentinel.py lays it
+    #: out and makes its URL), not one server on the group's first host.
+    spread: bool = False
 
     @property
     def default_port(self) -> int:
@@ -68,6 +71,9 @@ SERVICES: Mapping[str, Service] = _frozen({s.name: s for s in (
             "amqp://cmx:{password}@{address}:{port}//", expires_queues=True),
     Service(POSTGRES, _frozen({"postgresql": 5432, "postgres": 5432, "db+postgresql": 5432}),
             "postgresql://postgres:{password}@{address}:{port}/postgres"),
+    # One master, one replica, three sentinels (roles/redis_sentinel); its port is the first
+    # sentinel's, ``redis_sentinel_redis_port`` the first Redis server's.
+    Service(REDIS_SENTINEL, _frozen({"sentinel": 26379}), "", spread=True),
 )})
 
 
@@ -92,6 +98,7 @@ BROKERS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind(REDIS, REDIS, db=0),
     Kind(RABBITMQ, RABBITMQ),
     Kind("rabbitmq-quorum", RABBITMQ, queue_arguments=_frozen({"x-queue-type": "quorum"})),
+    Kind("redis-sentinel", REDIS_SENTINEL, db=0),
 )})
 BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind("none", None, provisionable=False),

@@ -51,7 +51,9 @@ OWNED_SETTINGS: dict[str, str] = {
 }
 #: Keys inside a mapping setting that the harness sets; the rest of the mapping is the user's.
 OWNED_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "broker_transport_options": (("client_name",), ("client_properties", "connection_name")),
+    "broker_transport_options": (("client_name",), ("client_properties", "connection_name"),
+                                 # A Sentinel set's master and password: from the inventory's URL.
+                                 ("master_name",), ("sentinel_kwargs", "password")),
     "database_engine_options": (("connect_args", "application_name"),),
     # The run's result keys carry the run's prefix, by which the run's end removes them
     # (workloads/host/leftovers.py).
@@ -75,7 +77,9 @@ def owned_key_problem(setting: str, value: Any) -> str | None:
                 break
             inner = inner[key]
         else:
-            why = _RUN_KEYS if setting == "result_backend_transport_options" else _CLIENT_NAME
+            why = (_RUN_KEYS if setting == "result_backend_transport_options"
+                   else _FROM_INVENTORY.format("broker") if path[0] in ("master_name", "sentinel_kwargs")
+                   else _CLIENT_NAME)
             return f"celery.{setting}.{'.'.join(path)}: {why}"
     return None
 

@@ -15,7 +15,8 @@ from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the p
 from cmx.engine.model.yamlpos import check_yaml_syntax
 from cmx.engine.paths import BUILTIN_INVENTORY, LOCAL_INVENTORY
 from cmx.workloads import kinds
-from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS
+from cmx.workloads.servers import redis_sentinel as sentinel
+from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
@@ -93,7 +94,8 @@ class Inventory:
                 if kind is None or not kind.provisionable:
                     continue
                 if self.hosts_of(group) and not self.given_url(group, var, kinds.schemes(target, name)):
-                    wanted.setdefault(kind.service, set()).add(self.hosts_of(group)[0])
+                    spread = kinds.SERVICES[kind.service].spread
+                    wanted.setdefault(kind.service, set()).update(self.hosts_of(group)[:None if spread else 1])
         return {service: sorted(hosts) for service, hosts in sorted(wanted.items())}
 
     def rabbitmq_api_url(self) -> str | None:
@@ -107,6 +109,14 @@ class Inventory:
             return given
         port = int(self.hostvars.get(hosts[0], {}).get("rabbitmq_management_port", 15672))
         return f"http://cmx:{self.rabbitmq_password}@{self.address(hosts[0])}:{port}"  # ours: API enabled
+
+    def sentinel_layout(self, group: str = "brokers") -> list[sentinel.Member]:
+        """Where the Sentinel set cmx provisions runs: spread over every host of ``group``, from
+        each host's ``redis_sentinel_redis_port`` and ``redis_sentinel_port`` (workloads/servers/redis_sentinel.py)."""
+        service = kinds.SERVICES[REDIS_SENTINEL]
+        return sentinel.layout([sentinel.BrokerHost(
+            h, self.address(h), int(self.hostvars.get(h, {}).get("redis_sentinel_redis_port", sentinel.REDIS_PORT)),
+            int(self.hostvars.get(h, {}).get(service.port_var, service.default_port))) for h in self.hosts_of(group)])
 
     def service_host(self) -> str:
         hosts = self.hosts_of("services")
@@ -144,6 +154,8 @@ class Inventory:
         if url:
             return url
         service = kinds.service_of(target, kind)
+        if kinds.TARGETS[target][kind].provisionable and service.spread:
+            return sentinel.url(self.sentinel_layout(group), self.password(service.name), kinds.TARGETS[target][kind].db)
         if kinds.TARGETS[target][kind].provisionable:
             port = int(self.hostvars.get(host, {}).get(service.port_var, service.default_port))
             return kinds.provisioned_url(target, kind, self.password(service.name), self.address(host), port)

@@ -24,7 +24,7 @@ VARIABLES: dict[str, str] = {
     "cmx_workdir": "text", "ansible_host": "text",
     **{service.password_var: "secret" for service in SERVICES.values()},
     **{service.port_var: "port" for service in SERVICES.values()},
-    "rabbitmq_management_port": "port", "cmx_service_port": "port",
+    "rabbitmq_management_port": "port", "cmx_service_port": "port", "redis_sentinel_redis_port": "port",
 }
 PORT_VARS = tuple(name for name, kind in VARIABLES.items() if kind == "port")
 

@@ -9,7 +9,10 @@ from cmx.workloads.servers import registry as servers
 
 
 def redact(url: str) -> str:
-    """The URL without its password (for messages, logs and the results database)."""
+    """The URL without its password (for messages, logs and the results database); each of a
+    Sentinel set's ``;``-joined URLs too."""
+    if ";" in url:
+        return ";".join(map(redact, url.split(";")))
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -23,7 +26,9 @@ def check_broker(url: str, timeout: float = 5.0) -> None:
     from kombu import Connection
 
     try:
-        with Connection(url, connect_timeout=timeout) as conn:
+        # A Sentinel set's URL carries its master's name, which kombu takes as a transport option.
+        url_, options = servers.get(kinds.service_of_scheme(url.split("://", 1)[0]).name).celery_broker(url)
+        with Connection(url_, connect_timeout=timeout, transport_options=options) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:
         raise HostError(f"broker {redact(url)} does not answer: {type(exc).__name__}: {exc} "

@@ -13,12 +13,14 @@ import tarfile
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Callable
+from dataclasses import asdict
+from typing import Any, Callable
 
 from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC
+from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.kinds import SERVICES
 _CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
 
@@ -203,9 +205,14 @@ def content_key(house: Path, pins: list[str], lib: Path, envs: list[str] = ()) -
     return hashlib.sha256("\n".join([house.name, *pins, lib.name, *sorted(envs)]).encode()).hexdigest()[:16]
 
 
-def _service_vars(services: dict[str, list[str]]) -> dict[str, str]:
-    """services.yml's host list of each service's play (the play applies the role of that name)."""
-    return {f"cmx_{service}_hosts": ",".join(hosts) for service, hosts in services.items()}
+def _service_vars(services: dict[str, list[str]], inventory: Inventory | None = None) -> dict[str, Any]:
+    """services.yml's host list of each service's play (the play applies the role of that name),
+    and where each member of a set spread over its hosts runs (the Sentinel set's layout)."""
+    out: dict[str, Any] = {f"cmx_{service}_hosts": ",".join(hosts) for service, hosts in services.items()}
+    if inventory is not None and any(SERVICES[service].spread for service in services):
+        out["redis_sentinel_layout"] = [asdict(m) for m in inventory.sentinel_layout()]
+        out["redis_sentinel_master_name"] = sentinel.MASTER_NAME
+    return out
 
 
 def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
@@ -248,7 +255,7 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
         # from the controller's environment.
         secrets = {SERVICES[service].password_env: inventory.password(service) for service in services}
         started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
-                               extravars=_service_vars(services), secrets=secrets)
+                               extravars=_service_vars(services, inventory), secrets=secrets)
         report("services.yml", started)
         if not started.ok:
             raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")

@@ -14,7 +14,7 @@ from typing import Any
 from cmx.workloads.dimensions import BY_NAME
 from cmx.workloads.kinds import BROKERS
 from cmx.workloads.vocab import pools
-from cmx.workloads.vocab.services import RABBITMQ, REDIS
+from cmx.workloads.vocab.services import RABBITMQ, REDIS, REDIS_SENTINEL
 
 #: Kombu's default visibility_timeout for Redis (and SQS): one hour.
 DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
@@ -58,7 +58,7 @@ def _broker_service(values: Mapping[str, Any]) -> str | None:
 
 
 def _visibility(values: Mapping[str, Any]) -> str | None:
-    if _broker_service(values) != REDIS:
+    if _broker_service(values) not in (REDIS, REDIS_SENTINEL):  # a Sentinel set's master is a Redis
         return None
     ahead = max((_number(values, p) for p in SCHEDULE_PARAMS), default=0.0)
     options = values.get("celery.broker_transport_options") or {}

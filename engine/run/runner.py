@@ -181,10 +181,11 @@ class Sweep:
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
         # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
         version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
-        self.lib_key, self.environments = provision(self.inventory, hosts, self.results_dir, services, user_code,
-                                                    list(self.exp.workload.requirements),
-                                                    version_sets=list(version_sets.values()))
         try:
+            # Inside: a provisioning that failed half-way (one server of several up) is stopped too.
+            self.lib_key, self.environments = provision(self.inventory, hosts, self.results_dir, services, user_code,
+                                                        list(self.exp.workload.requirements),
+                                                        version_sets=list(version_sets.values()))
             self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
             self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
             failed = self.agents.start(hosts)

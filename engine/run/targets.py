@@ -35,7 +35,7 @@ def run_targets(inventory: Inventory, workload_name: str, vals: dict) -> RunTarg
                                       "--watch driver={run_dir}/driver.pid"] for h in hosts}
     broker_host = inventory.hosts_of("brokers")[0]
     port = local_port(inventory, broker_host, inventory.broker_url(vals["broker"]))
-    if port:
+    if port and not kinds.service_of("broker", vals["broker"]).spread:  # a set's URL names sentinels, not its master
         args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
     args[driver] += [f"--connections broker={kinds.BROKERS[vals['broker']].service}", "--keep-expiring"]
     backend_service = kinds.BACKENDS[vals["backend"]].service

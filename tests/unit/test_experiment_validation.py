@@ -225,7 +225,7 @@ def test_unknown_workload(tmp_path):
 
 @pytest.mark.parametrize("dim, value, message", [
     ("pool", "sollo", "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo)"),
-    ("broker", "kafka", "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum)"),
+    ("broker", "kafka", "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel)"),
     ("backend", "mongodb", "unknown backend 'mongodb' (choose from none, redis, rpc, postgres)"),
     ("concurrency", "yes", "concurrency must be an integer >= 1, got True"),
     ("concurrency", "0", "concurrency must be an integer >= 1, got 0"),

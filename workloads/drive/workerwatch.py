@@ -116,6 +116,15 @@ def mismatches(want: dict[str, Any], config: dict[str, Any]) -> list[str]:
     return bad
 
 
+def broker_mismatch(spec: RunSpec, config: dict[str, Any]) -> list[str]:
+    """The worker consumes from a broker of another kind than the cell's (a Sentinel set's master
+    reached by its redis:// URL, say): its transport's scheme is none of the kind's."""
+    scheme = config.get("broker_scheme")
+    if scheme in kinds.schemes("broker", spec.broker):
+        return []
+    return [f"cell asks broker {spec.broker}; worker consumes from a {scheme}:// broker"]
+
+
 def worker_configs(app: Celery, spec: RunSpec, timeout_s: float, events=_no_events) -> dict[str, dict]:
     """Every worker's effective configuration, {node: config}; a worker that does not answer fails."""
     want = set(spec.worker_nodes)
@@ -138,7 +147,8 @@ def worker_configs(app: Celery, spec: RunSpec, timeout_s: float, events=_no_even
 def check_configs(spec: RunSpec, configs: dict[str, dict]) -> None:
     """Fail with both values when a worker runs something other than the cell asks."""
     want = wanted_config(spec)
-    bad = {node: m for node, config in sorted(configs.items()) if (m := mismatches(want, config))}
+    bad = {node: m for node, config in sorted(configs.items())
+           if (m := mismatches(want, config) + broker_mismatch(spec, config))}
     if bad:
         raise WorkerProblem("the worker does not run what the cell asks: " + "; ".join(
             f"{node} on host {host_of(node)}: " + ", ".join(m) for node, m in bad.items()),

@@ -185,6 +185,11 @@ class Server:
         self._none("preflight ping")
 
     # -- the app factory ---------------------------------------------------------------------
+    def celery_broker(self, url: str) -> tuple[str, dict[str, Any]]:
+        """Celery's ``broker_url`` for this server reached at ``url`` (the inventory's), and the
+        ``broker_transport_options`` it needs besides (a Sentinel set's master name)."""
+        return url, {}
+
     def celery_backend_url(self, url: str) -> str:
         """Celery's ``result_backend`` for this server reached at ``url`` (the inventory's)."""
         return url

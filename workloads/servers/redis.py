@@ -55,16 +55,21 @@ class RedisPublisher:
         self.conn.release()
 
 
+def from_url(url: str, timeout: float | None, **kwargs):
+    """A redis-py client of the server at ``url`` (each call: a pool of its own)."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs)
+
+
 class RedisRaw:
     """redis-py ``LPUSH`` (pipelined for batches: ``execute`` returns once Redis answered each)
     and ``BRPOP``."""
 
-    def __init__(self, url: str, queue: str, name: str):
-        import redis
-
+    def __init__(self, url: str, queue: str, name: str, connect=from_url):
         self.queue = queue
-        self.pool = redis.ConnectionPool.from_url(url, client_name=name)  # counted as the run's driver
-        self.client = redis.Redis(connection_pool=self.pool)
+        self.client = connect(url, None, client_name=name)  # counted as the run's driver
+        self.pool = self.client.connection_pool
 
     def reset(self) -> None:
         self.client.delete(self.queue)
@@ -90,17 +95,14 @@ class RedisRaw:
 
 
 class RedisProbe(ConnectionProbe):
-    def __init__(self, role: str, kind: str, run_id: str | None) -> None:
+    def __init__(self, role: str, kind: str, run_id: str | None, connect=from_url) -> None:
         super().__init__(role, kind, run_id)
-        self._client = None
+        self._client, self._connect = None, connect
 
     def client_names(self) -> list[str | None]:
-        if self._client is None:
-            import redis  # lazily: only hosts that count Redis clients need it
-
+        if self._client is None:  # redis-py lazily: only hosts that count Redis clients need it
             url = url_from_env(self.role).replace("redis+socket://", "unix://", 1)
-            self._client = redis.Redis.from_url(url, socket_timeout=PROBE_TIMEOUT_S,
-                                                socket_connect_timeout=PROBE_TIMEOUT_S)
+            self._client = self._connect(url, PROBE_TIMEOUT_S)
         # Server-wide, every database: the names tell broker from backend and this run from others.
         return [c.get("name") for c in self._client.client_list()]
 
@@ -110,14 +112,12 @@ class RedisProbe(ConnectionProbe):
 
 
 # -- a run's leftovers (workloads/host/leftovers.py) --
-def remove_redis(target: str, url: str, names: RunNames) -> int:
+def remove_redis(target: str, url: str, names: RunNames, connect=from_url) -> int:
     """Keys of the run: its queue lists (every priority), binding tables and their deadlines, its
     members of shared binding tables (control queues), its unacknowledged messages (kombu keeps
     them in one ``unacked`` hash per database and would restore them into the run's queue), and
     its result keys. One pass over the database's keys. Returns how many keys or members went."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    client = connect(url, 10)
     try:
         if names.task_ids:  # results by name (the prefix scan of the run's end found the rest)
             keys = [f"{names.prefix}.celery-task-meta-{t}" for t in names.task_ids] if target == BACKEND else []
@@ -181,17 +181,15 @@ def _redis_shared_tables(client, tables: list[bytes], names: RunNames) -> int:
 _REDIS_PRIORITY_STEPS, _REDIS_SEP = (3, 6, 9), "\x06\x16"
 
 
-def keep_redis(target: str, url: str, names: RunNames, ttl_s: float) -> int:
+def keep_redis(target: str, url: str, names: RunNames, ttl_s: float, connect=from_url) -> int:
     """A TTL of ``ttl_s`` on the run's queue lists (every priority) and binding tables, set anew at
     each call (a list emptied and filled again has lost it). Its results carry Celery's own."""
-    import redis
-
     if target != BROKER:
         return 0
     keys = [k for q in (*names.queues, *names.other_queues)
             for k in (q, *[f"{q}{_REDIS_SEP}{p}" for p in _REDIS_PRIORITY_STEPS])]
     keys += [f"{table}{q}" for q in names.queues for table in ("_kombu.binding.", "_kombu.binding_permanent.")]
-    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+    client = connect(url, 10)
     try:
         with client.pipeline(transaction=False) as pipe:
             for key in keys:
@@ -208,10 +206,12 @@ class Redis(Server):
         ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
          "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/cmx.log"]]),)
 
-    def ping(self, url: str, timeout: float) -> None:
-        import redis
+    #: How its raw clients (probe, remover, keeper, raw baseline, ping) reach it: ``(url, timeout,
+    #: **redis-py options)`` → a redis-py client.
+    connect = staticmethod(from_url)
 
-        redis.Redis.from_url(url, socket_connect_timeout=timeout).ping()
+    def ping(self, url: str, timeout: float) -> None:
+        self.connect(url, timeout).ping()
 
     def client_name_settings(self, target: str, name: str, conf: Mapping[str, Any]) -> dict[str, Any]:
         if target == BROKER:
@@ -237,7 +237,7 @@ class Redis(Server):
         return RedisPublisher(app, capture, stream)
 
     def raw_client(self, url, queue, name, queue_arguments, durable, prefetch) -> RedisRaw:
-        return RedisRaw(url, queue, name)
+        return RedisRaw(url, queue, name, self.connect)
 
     def wake_consumers(self, app, client_name: str) -> int:
         """End the BRPOP each worker has in flight on the hold queue alone (``CLIENT UNBLOCK``, as if
@@ -256,13 +256,13 @@ class Redis(Server):
         return woken
 
     def probe(self, role: str, run_id: str | None) -> RedisProbe:
-        return RedisProbe(role, self.name, run_id)
+        return RedisProbe(role, self.name, run_id, self.connect)
 
     def remove_run(self, target: str, url: str, names: RunNames) -> int:
-        return remove_redis(target, url, names)
+        return remove_redis(target, url, names, self.connect)
 
     def keep_expiring(self, target: str, url: str, names: RunNames, ttl_s: float) -> int:
-        return keep_redis(target, url, names, ttl_s)
+        return keep_redis(target, url, names, ttl_s, self.connect)
 
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """As roles/redis: ``redis.conf`` and ``redis.pid`` in ``place.dir``; under systemd (its

@@ -7,9 +7,10 @@ from .base import Place, RestartError, Server
 from .postgresql import PostgreSQL, libpq_url
 from .rabbitmq import RabbitMQ
 from .redis import Redis
+from .redis_sentinel import RedisSentinel
 
 #: Every server by its service name.
-SERVERS: dict[str, Server] = {s.name: s for s in (Redis(), RabbitMQ(), PostgreSQL())}
+SERVERS: dict[str, Server] = {s.name: s for s in (Redis(), RabbitMQ(), PostgreSQL(), RedisSentinel())}
 assert tuple(SERVERS) == SERVICE_NAMES, "a server of the vocabulary has no module (or the reverse)"
 
 __all__ = ["Place", "RestartError", "SERVERS", "Server", "get", "libpq_url"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 REDIS = "redis"
 RABBITMQ = "rabbitmq"
 POSTGRES = "postgres"
+#: A Redis Sentinel set: one master, one replica, three sentinels (workloads/servers/redis_sentinel.py).
+REDIS_SENTINEL = "redis_sentinel"
 
 #: Every server, in the order of workloads/kinds.py's SERVICES.
-SERVICE_NAMES: tuple[str, ...] = (REDIS, RABBITMQ, POSTGRES)
+SERVICE_NAMES: tuple[str, ...] = (REDIS, RABBITMQ, POSTGRES, REDIS_SENTINEL)
