@@ -18,7 +18,8 @@ from cmx.workloads.vocab import pools
 NONE = "none"
 
 #: kind -> (where it strikes, what it does). ``worker``: the first worker host of the run;
-#: ``broker``: the run's broker server.
+#: ``broker``: the run's broker server; ``driver``: the run's (leading) driver host, which reaches
+#: the broker as a client does.
 KINDS: dict[str, tuple[str, str]] = {
     "kill_child": ("worker", "SIGKILL one prefork pool child that is running a task of the run"),
     "kill_worker": ("worker", "SIGKILL the worker's main process; a replacement starts after limits.fault_restart"),
@@ -27,6 +28,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "restart_broker": ("broker", "stop and start the run's broker server (one cmx provisioned or marked "
                                  "cmx_disposable: true)"),
     "partition_worker": ("worker", "drop the worker host's traffic to the broker for D seconds (KIND@T/D)"),
+    "failover_broker": ("driver", "SENTINEL FAILOVER on the run's Redis Sentinel set (broker redis-sentinel): "
+                                  "the replica becomes the master; do the workers follow?"),
 }
 #: Kinds that end the worker's main process (the driver lets that exit pass; a replacement starts).
 ENDS_WORKER = ("kill_worker", "term_worker")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from cmx.workloads import faults, kinds
-from cmx.workloads.vocab.services import REDIS
+from cmx.workloads.vocab.services import REDIS, REDIS_SENTINEL
 
 #: Kinds cmx injects today; the others are refused at validation, saying so.
-INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker")
+INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker", "failover_broker")
 #: The broker servers restart_broker can restart today (one the sweep provisioned).
 RESTARTABLE = (REDIS,)
 
@@ -32,6 +32,9 @@ def cell_problem(values: dict[str, Any]) -> str | None:
         if fault.kind == "restart_broker" and service not in RESTARTABLE:
             return (f"fault {fault.text()}: restart_broker restarts only a {', '.join(RESTARTABLE)} broker the sweep "
                     f"provisions so far (this cell's broker is {values.get('broker')})")
+        if fault.kind == "failover_broker" and service != REDIS_SENTINEL:
+            return (f"fault {fault.text()}: failover_broker fails a Redis Sentinel set's master over, which only "
+                    f"a redis-sentinel broker has (this cell's broker is {values.get('broker')})")
         if fault.kind == "kill_child" and values.get("pool") not in faults.CHILD_POOLS:
             return (f"fault {fault.text()}: kill_child kills a pool child process, which only the "
                     f"{', '.join(faults.CHILD_POOLS)} pool has (this cell's pool is {values.get('pool')})")

@@ -281,7 +281,8 @@ class Sweep:
 
         self.handler.stage(run, "start + drive")
         faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver,
-                                {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0]},
+                                {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0],
+                                 "driver": targets.driver},
                                 restart_s=spec.fault_restart_s, ready_timeout=conns[targets.workers[0]].worker_ready_timeout,
                                 shutdown_timeout=spec.run_timeout_s)
         started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,

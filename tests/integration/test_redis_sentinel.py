@@ -108,3 +108,32 @@ def test_a_sweep_on_a_sentinel_set_it_provisioned_runs_through_the_master_and_le
     password = json.loads((db.parent / ".secrets.json").read_text())["redis_sentinel_password"].encode()
     assert [p for p in workdir.rglob("*") if p.is_file() and password in p.read_bytes()] == []
     assert shared.info("server")["run_id"] == before
+
+
+def test_failover_broker_moves_the_master_and_the_workers_consume_again(tmp_path):
+    """``fault: failover_broker@T`` on a set the sweep provisioned: SENTINEL FAILOVER struck (the
+    faults table says when, on the driver's host), the run is ok and every task published ran
+    after all: the workers followed the new master (recovery_s measured), or the loss is stored."""
+    redis_port, sentinel_port = free_ports(2), free_ports(3)
+    inv = sentinel_inventory(tmp_path / "inv.yml", tmp_path / "hostwork", redis_port, sentinel_port)
+    exp = write(tmp_path / "exp.yaml", """
+        name: sentinel-failover
+        workload: {name: concurrent_sleep, params: {tasks: 60, sleep_s: 0.2}}
+        fixed: {broker: redis-sentinel, backend: none, pool: threads, concurrency: 2, prefetch_multiplier: 1,
+                fault: failover_broker@1.5s}
+        limits: {run_timeout: 2m, settle: 5s}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
+    assert status == "ok", error
+    ((kind, struck, ended, why),) = query(db, "SELECT kind, struck_at, ended_at, error FROM fault_times "
+                                              "WHERE run_id = ?", [run_id])
+    assert kind == "failover_broker" and why is None and ended >= struck, (kind, why)
+    m = dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ?", [run_id]))
+    assert 1.4 <= m["fault_at_s"] < 5, m
+    # What happened, as stored: the tasks that ran and those lost add up to those published, and
+    # tasks ran after the failover (the workers consume from the new master).
+    assert m["tasks_completed"] + m["tasks_lost"] == m["tasks_published"] == 60, m
+    assert m["recovery_s"] is not None and m["recovery_s"] < 30, m

@@ -78,7 +78,12 @@ def test_ping_finish_and_a_pack_streamed_as_bytes(tmp_path):
         assert head == {"id": 3, "ok": True, "bytes": len(want)}
         assert proc.stdout.read(len(want)) == want
         assert _ask(proc, id=4, cmd="ping")["ok"]  # the stream goes on after the bytes
-        assert not pack.exists()  # sent: the controller keeps it
+        # Sent: the controller keeps it. The agent removes it right after the bytes went out, in
+        # the thread that sent them, so a ping answered meanwhile may come first: wait, bounded.
+        deadline = time.monotonic() + 5
+        while pack.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not pack.exists()
         out = tmp_path / "r1.tgz"
         out.write_bytes(want)
         with tarfile.open(out) as tar:

@@ -32,14 +32,14 @@ def test_a_fault_value_reads_as_its_faults_in_time_order():
 
 @pytest.mark.parametrize("value, message", [
     ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
-                   "restart_broker, partition_worker)"),
+                   "restart_broker, partition_worker, failover_broker)"),
     ("kill_child", "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
     ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
     ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
                            "e.g. partition_worker@3s/5s)"),
     ("kill_child@3/2", "fault 'kill_child@3/2': kill_child takes no duration (only partition_worker does)"),
     (3, "fault must be none or KIND@TIME (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
-        "partition_worker), got 3"),
+        "partition_worker, failover_broker), got 3"),
 ])
 def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
     import json
@@ -58,6 +58,12 @@ def test_kill_child_is_refused_for_a_pool_without_child_processes(tmp_path):
     assert problems(path) == [f"{path}:5:17: fault kill_child@1: kill_child kills a pool child process, which only "
                               "the prefork pool has (this cell's pool is threads)"]
     load_experiment(write(tmp_path, "fixed: {pool: prefork}\nmatrix:\n  fault: [kill_child@1]\n"))  # fine
+
+
+def test_failover_broker_only_on_a_sentinel_set(tmp_path):
+    path = write(tmp_path, "matrix:\n  broker: [redis, redis-sentinel]\n  fault: [none, failover_broker@1]\n")
+    assert problems(path) == [f"{path}:5:17: fault failover_broker@1: failover_broker fails a Redis Sentinel set's "
+                              "master over, which only a redis-sentinel broker has (this cell's broker is redis)"]
 
 
 def test_restart_broker_only_on_a_broker_cmx_owns():

@@ -120,6 +120,8 @@ def restart_broker(workdir: Path, host: str, service: str, broker_url: str) -> i
     return pid
 
 
+#: Seconds a failover_broker may take before the fault counts as not injected.
+FAILOVER_TIMEOUT_S = 30.0
 PARTITION = "partition.json"  # in the run dir while a partition holds: what heal() undoes
 
 
@@ -201,7 +203,16 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
     try:
         _sleep_until(deadline, cancelled)
         worker = _pid(run_dir, "worker.pid")
-        if fault.kind == "restart_broker":
+        if fault.kind == "failover_broker":  # on the driver's host: a client of the set, as the workers are
+            from cmx.workloads.servers import redis_sentinel
+
+            row.update(struck_at=time.time())
+            send(WorkerEvent(FAULT, host, row["struck_at"], index=index, fault=text))
+            try:
+                redis_sentinel.failover(os.environ.get("CMX_BROKER_URL", ""), FAILOVER_TIMEOUT_S)
+            except RuntimeError as exc:
+                raise FaultFailed(str(exc)) from None
+        elif fault.kind == "restart_broker":
             row.update(struck_at=time.time())
             send(WorkerEvent(FAULT, host, row["struck_at"], index=index, fault=text))
             row["pid"] = restart_broker(Path(msg["workdir"]), host, REDIS,
