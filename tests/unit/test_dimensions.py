@@ -59,7 +59,7 @@ def test_validation_takes_what_the_entry_allows(tmp_path, d):
                 "integer": f"{d.name} must be an integer >= {d.minimum:g}, got {bad}",
                 "seconds": f"{d.name} must be a number of seconds >= {d.minimum:g} (0 = off), got {bad}",
                 "fault": "unknown fault kind 'kafka' in 'kafka' (known: kill_child, kill_worker, term_worker, "
-                         "restart_broker, partition_worker)"}[d.type]
+                         "restart_broker, partition_worker, failover_broker)"}[d.type]
     column = len(f"  {d.name}: ") + 1
     assert problems(path) == [f"{path}:4:{column}: {expected}"]
     if d.maximum is not None:
