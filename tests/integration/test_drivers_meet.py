@@ -11,11 +11,18 @@ import uuid
 import pytest
 
 from cmx.workloads.drive import drivers
-from cmx.workloads.host.leftovers import REMOVERS, names_of
+from cmx.workloads import kinds
+from cmx.workloads.host.leftovers import names_of
+from cmx.workloads.servers import registry as servers
 
 pytestmark = pytest.mark.integration
 
 URLS = {"redis": "redis://127.0.0.1:6379/0", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
+
+
+def _remove(broker: str, spec) -> None:
+    """What the run's meeting left on the broker, removed as a run's end removes it."""
+    servers.get(kinds.BROKERS[broker].service).remove_run("broker", URLS[broker], names_of(spec))
 
 
 def _app(tmp_path, monkeypatch, broker: str, hosts: list[str]):
@@ -51,8 +58,7 @@ def test_the_others_start_when_the_leader_says_and_learn_its_clock(tmp_path, mon
             t.join(10)
         assert got == {"d2": 1234.5, "d3": 1234.5}
     finally:
-        service = "redis" if broker == "redis" else "rabbitmq"
-        REMOVERS[service]("broker", URLS[broker], names_of(spec))
+        _remove(broker, spec)
     if broker == "redis":
         import redis
 
@@ -69,7 +75,7 @@ def test_a_driver_that_fails_before_it_is_ready_ends_the_leaders_wait_naming_it(
             drivers.gather(app, spec, time.monotonic() + 30, _nothing)
         assert time.monotonic() - t0 < 5
     finally:
-        REMOVERS["redis"]("broker", URLS["redis"], names_of(spec))
+        _remove("redis", spec)
 
 
 def test_the_leaders_wait_is_bounded(tmp_path, monkeypatch):
@@ -78,4 +84,4 @@ def test_the_leaders_wait_is_bounded(tmp_path, monkeypatch):
         with pytest.raises(drivers.DriversProblem, match="d2 to be ready"):
             drivers.gather(app, spec, time.monotonic() + 1.0, _nothing)
     finally:
-        REMOVERS["redis"]("broker", URLS["redis"], names_of(spec))
+        _remove("redis", spec)
