@@ -1,13 +1,16 @@
-"""The statistics of a finished point, computed once: a content-keyed cache of
-:func:`stats.summarize_many`'s summaries, of the tests of candidate changes (``trend.shown``) and
-of each series' change points (``trend.change_points``).
+"""The statistics of a finished history, computed once: a content-keyed cache of each series'
+points' summaries (:func:`stats.summarize_many`), of the tests of candidate changes
+(``trend.shown``) and of each series' change points (``trend.change_points``).
 
 A point's summary is a pure function of its runs' values (scipy's bootstrap is seeded), and results
 are append-only, so a finished night's point never changes: ``cmx trend`` over a year of nights
-bootstraps 73,000 points the first time (~30 s here) and only the new night's after that. The
-key is a hash of the values in the order they are summarized, of the arguments, and of the
-source of analysis/stats.py itself: a change to how cmx computes a number can never read an old
-one. The cache is a DuckDB file in the user's cache dir (``$XDG_CACHE_HOME/cmx``, or
+bootstraps 73,000 points the first time (~30 s here) and only the new night's after that. A
+series (one cell's metric) is keyed by one hash over its points' values and sizes in order (and
+the arguments, and the source of analysis/stats.py itself: a change to how cmx computes a number
+can never read an old one): a history read again is one hash and one row a series. A series
+grown by new nights finds the row of its longest stored prefix (the hash of each prefix, one
+pass) and computes only the new points; the prefix's row is then replaced by the longer one. The
+cache is a DuckDB file in the user's cache dir (``$XDG_CACHE_HOME/cmx``, or
 ``CMX_STATS_CACHE``); when it cannot be opened or written (another process holds it, a read-only
 home) the numbers are computed as before and nothing else changes.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from itertools import chain
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -52,10 +56,44 @@ def _key(*parts) -> str:
     return digest.hexdigest()
 
 
-_SCHEMA = """CREATE TABLE IF NOT EXISTS summaries (key VARCHAR PRIMARY KEY, n INTEGER, median DOUBLE,
-                 low DOUBLE, high DOUBLE, cv DOUBLE);
+def _framed(runs: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """A series' points as one float array, each point its size then its values, and where each
+    point ends in it: the bytes its keys hash."""
+    counts = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+    flat = np.fromiter(chain.from_iterable(runs), dtype=float, count=int(counts.sum()))
+    starts = np.cumsum(counts) - counts
+    framed = np.insert(flat, starts, counts.astype(float))
+    return framed, np.cumsum(counts + 1)
+
+
+def series_key(runs: list[list[float]], *args) -> str:
+    """The key of a whole series (its points' values and sizes, in order) and of ``args``."""
+    digest = _seeded().copy()
+    digest.update(repr(args).encode())
+    digest.update(_framed(runs)[0].tobytes())
+    return digest.hexdigest()
+
+
+def _prefix_keys(runs: list[list[float]], *args) -> list[str]:
+    """:func:`series_key` of ``runs[:k]`` for k = 1 … len(runs), in one pass."""
+    framed, ends = _framed(runs)
+    digest = _seeded().copy()
+    digest.update(repr(args).encode())
+    data, keys, at = memoryview(framed.tobytes()), [], 0
+    for end in (ends * framed.itemsize).tolist():
+        digest.update(data[at:end])
+        keys.append(digest.hexdigest())
+        at = end
+    return keys
+
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS series_summaries (key VARCHAR PRIMARY KEY, n INTEGER[], median DOUBLE[],
+                 low DOUBLE[], high DOUBLE[], cv DOUBLE[]);
              CREATE TABLE IF NOT EXISTS comparisons (key VARCHAR PRIMARY KEY, value VARCHAR);
              CREATE TABLE IF NOT EXISTS series_changes (key VARCHAR PRIMARY KEY, value VARCHAR)"""
+
+
+_FIELDS = ("n", "median", "low", "high", "cv")
 
 
 class Cache:
@@ -64,7 +102,8 @@ class Cache:
 
     def __init__(self):
         self.con = None
-        self.pending: dict[str, list[tuple]] = {"summaries": [], "comparisons": [], "series_changes": []}
+        self.pending: dict[str, list[tuple]] = {"series_summaries": [], "replaced": [], "comparisons": [],
+                                                "series_changes": []}
 
     def __enter__(self) -> "Cache":
         if path().exists():
@@ -85,29 +124,44 @@ class Cache:
         if self.con is None or not keys:
             return []
         try:
-            return self.con.execute(sql, [keys]).fetchall()
+            return self.con.execute(sql, [keys]).fetchall()  # a list of keys, or one key
         except duckdb.Error:
             return []  # an older cache without the table
 
-    def summarize_many(self, samples: list, resamples: int = stats.RESAMPLES) -> list[stats.Summary]:
-        """:func:`stats.summarize_many`, each sample's summary read back when it was computed before."""
-        keys = [_key(list(s), resamples) for s in samples]
-        found = {k: stats.Summary(n, m, lo, hi, cv) for k, n, m, lo, hi, cv in self._read(
-            "SELECT key, n, median, low, high, cv FROM summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        computed = stats.summarize_many([samples[i] for i in missing], resamples)
-        new = {keys[i]: s for i, s in zip(missing, computed)}
-        self.pending["summaries"] += [(k, s.n, s.median, s.low, s.high, s.cv) for k, s in new.items()]
-        found |= new
+    def summarize_series(self, series: list[list[list[float]]],
+                         resamples: int = stats.RESAMPLES) -> list[list[stats.Summary]]:
+        """:func:`stats.summarize_many` of each series' points (``series[i][point]``: its runs' values),
+        read back for a series summarized before, and for the points of its longest stored prefix."""
+        keys = [series_key(runs, resamples) for runs in series]
+        found = self._summaries(keys)
+        prefixes: dict[int, list[str]] = {i: _prefix_keys(runs, resamples)[:-1]
+                                          for i, (runs, key) in enumerate(zip(series, keys)) if key not in found}
+        stored = self._summaries([k for ks in prefixes.values() for k in ks])
+        todo: list[tuple[int, int]] = []  # (series, first point to compute)
+        for i, ks in prefixes.items():
+            have = max((k for k, key in enumerate(ks, 1) if key in stored), default=0)
+            found[keys[i]] = stored[ks[have - 1]] if have else []
+            todo.append((i, have))
+            if have:
+                self.pending["replaced"].append((ks[have - 1],))
+        computed = iter(stats.summarize_many([p for i, first in todo for p in series[i][first:]], resamples))
+        for i, first in todo:
+            found[keys[i]] = found[keys[i]] + [next(computed) for _ in series[i][first:]]
+            done = found[keys[i]]
+            self.pending["series_summaries"].append((keys[i], *([getattr(x, f) for x in done] for f in _FIELDS)))
         return [found[k] for k in keys]
+
+    def _summaries(self, keys: list[str]) -> dict[str, list[stats.Summary]]:
+        return {key: [stats.Summary(*p) for p in zip(*cols)] for key, *cols in self._read(
+            f"SELECT key, {', '.join(_FIELDS)} FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
+            keys)}
 
     def memo(self, test):
         """``test(before, after, better, margin_pct) -> Comparison | None`` (trend.shown), each answer
         read back when these runs were tested so before."""
         def read_or_test(before, after, better, margin_pct):
             key = _key(list(before), [len(before)], list(after), better, margin_pct, stats.RESAMPLES)
-            for (value,) in self._read("SELECT value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))",
-                                       [key]):
+            for (value,) in self._read("SELECT value FROM comparisons WHERE key = ?", key):
                 return _comparison(json.loads(value))
             result = test(before, after, better, margin_pct)
             self.pending["comparisons"].append((key, json.dumps(None if result is None else asdict(result))))
@@ -117,8 +171,7 @@ class Cache:
     def many(self, find, series: list[tuple], test) -> list[list]:
         """``find(runs, medians, better, margin_pct, test)`` (trend.change_points) of each series,
         read back in one query for the series whose runs are what they were (a finished history)."""
-        keys = [_key([v for r in runs for v in r], [len(r) for r in runs], better, margin_pct, stats.RESAMPLES)
-                for runs, _, better, margin_pct in series]
+        keys = [series_key(runs, better, margin_pct, stats.RESAMPLES) for runs, _, better, margin_pct in series]
         found = {k: [(i, _comparison(c), how) for i, c, how in json.loads(v)] for k, v in self._read(
             "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
         out = []
@@ -145,7 +198,11 @@ def _write(table: str, rows: list[tuple]) -> None:
         path().parent.mkdir(parents=True, exist_ok=True)
         with duckdb.connect(str(path())) as con:
             con.execute(_SCHEMA)
-            columns = list(zip(*rows))
+            if table == "replaced":  # a prefix's row, superseded by the longer series' row just stored
+                con.execute("DELETE FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
+                            [[k for (k,) in rows]])
+                return
+            columns = list(zip(*{r[0]: r for r in rows}.values()))  # a key once (two cells may hold the same values)
             unnest = ", ".join(f"unnest(?) AS c{i}" for i in range(len(columns)))
             con.execute(f"INSERT OR IGNORE INTO {table} SELECT {unnest}", [list(c) for c in columns])
     except (duckdb.Error, OSError):

@@ -22,7 +22,13 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _sps():
+    """scipy.stats, imported when a number must be computed (~0.4 s): ``cmx trend`` reading back a
+    finished history (analysis/statcache.py) computes none."""
+    from scipy import stats
+    return stats
 
 RESAMPLES = 2000
 SEED = 13            # fixed: the same data always gives the same interval
@@ -112,7 +118,7 @@ def _bootstrap(data: tuple, statistic, resamples: int) -> tuple[np.ndarray, np.n
     """Percentile-bootstrap interval (scipy), vectorized over leading axes, seeded."""
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # degenerate (all-equal) samples: the interval is the point
-        res = sps.bootstrap(data, statistic, n_resamples=resamples, vectorized=True, axis=-1,
+        res = _sps().bootstrap(data, statistic, n_resamples=resamples, vectorized=True, axis=-1,
                             confidence_level=CONFIDENCE, method="percentile", rng=_rng())
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
@@ -171,8 +177,8 @@ def mann_whitney_p(a, b) -> float:
     kind = _mw_method(x, y)
     if kind is None:
         return 1.0
-    method = sps.PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
-    return float(min(1.0, sps.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue))
+    method = _sps().PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
+    return float(min(1.0, _sps().mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue))
 
 
 def _mw_method(x: np.ndarray, y: np.ndarray) -> str | None:
@@ -311,8 +317,8 @@ def mann_whitney_many(a, samples: list) -> list[float]:
         else:
             groups.setdefault((len(y), method), []).append(i)
     for (_, kind), rows in groups.items():
-        method = sps.PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
-        ps = sps.mannwhitneyu(np.tile(x, (len(rows), 1)), np.stack([ys[i] for i in rows]), alternative="two-sided",
+        method = _sps().PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
+        ps = _sps().mannwhitneyu(np.tile(x, (len(rows), 1)), np.stack([ys[i] for i in rows]), alternative="two-sided",
                               method=method, axis=-1).pvalue
         for j, i in enumerate(rows):
             out[i] = float(min(1.0, ps[j]))

@@ -158,8 +158,8 @@ def _latest_revision(con, experiment: str) -> int | None:
 
 
 def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...], only: str | None):
-    """(point key, cell_id, metric, value, first_run, run_id) of every ok run, with the points in
-    the order they ran."""
+    """(point key, cell_id, metric, [values of its ok runs in the order they started]) of each point
+    of each series, the points in the order they ran; and {point key: its ok runs' ids}."""
     cond, params = "TRUE", []
     if only:
         filters = []
@@ -173,19 +173,24 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
     if by != "sweep":
         key, key_params = "json_extract_string(p.tags, ?)", [f'$."{by.removeprefix("tag.")}"']
     names = list(metrics)
-    return con.execute(f"""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE trend_ok AS
         WITH picked AS (SELECT r.run_id FROM runs r WHERE {cond}),
         points AS (
             SELECT w.sweep_id, {key} AS point, p.started_at AS point_started
             FROM sweeps w JOIN sweeps p ON p.sweep_id = coalesce(w.resumes, w.sweep_id)
             WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?)
         SELECT pt.point, s.cell_id, m.name, m.value, min(pt.point_started) OVER (PARTITION BY pt.point) AS first_run,
-               s.run_id
+               s.run_id, s.started_at
         FROM run_starts s JOIN run_ends e USING (run_id) JOIN points pt USING (sweep_id) JOIN metrics m USING (run_id)
         WHERE e.status = 'ok' AND m.value IS NOT NULL AND s.run_id IN (SELECT run_id FROM picked)
-          AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], m.name))
-        ORDER BY first_run, pt.point, s.cell_id, m.name, s.started_at""",
-                       [*params, *key_params, experiment, revision, names, names]).fetchall()
+          AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], m.name))""",
+                [*params, *key_params, experiment, revision, names, names])
+    rows = con.execute("""SELECT point, cell_id, name, list(value ORDER BY started_at, run_id) FROM trend_ok
+                          GROUP BY first_run, point, cell_id, name ORDER BY first_run, point, cell_id, name""").fetchall()
+    run_ids = dict(con.execute("SELECT point, list(DISTINCT run_id) FROM trend_ok GROUP BY point").fetchall())
+    con.execute("DROP TABLE trend_ok")
+    return rows, run_ids
 
 
 def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = (), only: str | None = None,
@@ -197,7 +202,7 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
     if revision is None:
         raise SelectionError(f"no sweep of experiment {experiment!r} in this database")
     unknown = [m for m in metrics if m not in metricdefs.METRICS]
-    rows = _rows(con, experiment, revision, by, metrics, only)
+    rows, point_runs = _rows(con, experiment, revision, by, metrics, only)
     if not rows:
         what = f" with metric {', '.join(metrics)}" if metrics else ""
         raise SelectionError(f"experiment {experiment!r} (revision {revision}) has no ok runs{what}"
@@ -205,14 +210,13 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
                              + (f" in sweeps tagged {by.removeprefix('tag.')}" if by != "sweep" else ""))
     order: dict[str, int] = {}
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
-    run_ids: dict[str, set[str]] = {}
-    for point, cell_id, name, value, _, run_id in rows:
+    for point, cell_id, name, runs in rows:
         if point is None:
             continue  # a sweep without the tag
         order.setdefault(point, len(order))
-        run_ids.setdefault(point, set()).add(run_id)
-        values.setdefault((cell_id, name), {}).setdefault(point, []).append(value)
+        values.setdefault((cell_id, name), {})[point] = runs
     ats = list(order)
+    run_ids = {a: set(point_runs[a]) for a in ats}
     rank = {m: i for i, m in enumerate(metricdefs.METRICS)}
     series = []
     for (cell_id, name), by_point in sorted(values.items(),
@@ -227,9 +231,8 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
     # A finished point's numbers are computed once and read back after (analysis/statcache.py):
     # each night bootstraps only its own points.
     with statcache.Cache() as cache:
-        summaries = iter(cache.summarize_many([r for s in series for r in s.runs]))  # one batched bootstrap
-        for s in series:
-            s.summaries = [next(summaries) for _ in s.runs]
+        for s, summaries in zip(series, cache.summarize_series([s.runs for s in series])):  # one batched bootstrap
+            s.summaries = summaries
         found = cache.many(change_points, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
                                            for s in series], cache.memo(shown))
         for s, changes in zip(series, found):

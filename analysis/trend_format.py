@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+import secrets
 
 from rich.table import Table
 from rich.text import Text
@@ -71,11 +73,28 @@ def as_markdown(res: TrendResult) -> str:
 
 def as_json(res: TrendResult) -> str:
     """The contract: {"series": [{"cell_id", "metric", "points": [{"at", "n", "median", "low", "high"}],
-    "changes": [{"at", "change_pct", "p_value", "verdict"}]}]}."""
-    return json.dumps({"series": [{
-        "cell_id": s.cell_id, "metric": s.metric,
-        "points": [{"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
-                   for at, p in zip(s.ats, s.summaries)],
+    "changes": [{"at", "change_pct", "p_value", "verdict"}]}]}. The text of ``json.dumps(…, indent=2)``
+    (tests/unit/test_trend.py holds them equal); the points, ~73,000 for a year of nights, are
+    written from one C-encoded list of their numbers, as json's pure-Python indenting encoder
+    takes seconds over them."""
+    token = secrets.token_hex(8)  # no cell or metric can be named like a holder
+    holders = [f"points {token} {i}" for i in range(len(res.series))]
+    text = json.dumps({"series": [{
+        "cell_id": s.cell_id, "metric": s.metric, "points": holder,
         "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "p_value": c.comparison.p_value,
                      "verdict": c.comparison.verdict} for c in s.changes],
-    } for s in res.series]}, indent=2)
+    } for s, holder in zip(res.series, holders)]}, indent=2)
+    ats: dict[str, str] = {}  # each point's key as JSON (the same nights recur in every series)
+    points = [_points(s, ats) for s in res.series]
+    return re.sub(f'"points {token} ([0-9]+)"', lambda m: points[int(m[1])], text)
+
+
+_POINT = ('{{\n{i}  "at": {},\n{i}  "n": {},\n{i}  "median": {},\n{i}  "low": {},\n{i}  "high": {}\n{i}}}'
+          .replace("{i}", " " * 8))
+
+
+def _points(s: Series, ats: dict[str, str]) -> str:
+    numbers = json.dumps([v for p in s.summaries for v in (p.n, p.median, p.low, p.high)])[1:-1].split(", ")
+    points = [_POINT.format(ats.get(a) or ats.setdefault(a, json.dumps(a)), *numbers[4 * i:4 * i + 4])
+              for i, a in enumerate(s.ats)]
+    return "[\n" + " " * 8 + (",\n" + " " * 8).join(points) + "\n" + " " * 6 + "]" if points else "[]"

@@ -25,24 +25,41 @@ def counted(monkeypatch, tmp_path):
     return calls
 
 
+def _plain(series):
+    return [stats.summarize_many(runs) for runs in series]
+
+
 def test_summaries_read_back_are_the_computed_ones_and_computed_once(counted):
     with statcache.Cache() as cache:
-        first = cache.summarize_many(SAMPLES)
-    assert first == stats.summarize_many(SAMPLES)
+        first = cache.summarize_series([SAMPLES, SAMPLES[1:]])
+    assert first == _plain([SAMPLES, SAMPLES[1:]])
     counted.clear()
     with statcache.Cache() as cache:
-        again = cache.summarize_many(SAMPLES)
+        again = cache.summarize_series([SAMPLES, SAMPLES[1:]])
     assert again == first and counted == [0]  # nothing bootstrapped again
+
+
+def test_a_grown_series_computes_only_its_new_points_and_replaces_its_prefix(counted):
+    import duckdb
+
+    with statcache.Cache() as cache:
+        cache.summarize_series([SAMPLES[:2]])
+    counted.clear()
+    with statcache.Cache() as cache:  # two nights more
+        got = cache.summarize_series([SAMPLES[:4]])
+    assert counted == [2] and got == _plain([SAMPLES[:4]])
+    with duckdb.connect(str(statcache.path()), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM series_summaries").fetchone() == (1,)
 
 
 def test_a_changed_or_new_sample_is_computed_again(counted):
     with statcache.Cache() as cache:
-        cache.summarize_many(SAMPLES)
+        cache.summarize_series([SAMPLES])
     counted.clear()
     changed = [SAMPLES[0], [700.0, 705.0, 698.0], [1.0, 2.0]]
     with statcache.Cache() as cache:
-        got = cache.summarize_many(changed)
-    assert counted == [2] and got == stats.summarize_many(changed)
+        got = cache.summarize_series([changed])
+    assert counted == [3] and got == _plain([changed])  # no stored row is a prefix of it
 
 
 def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monkeypatch):
@@ -75,8 +92,8 @@ def test_a_cache_that_cannot_be_written_changes_nothing_but_the_time(tmp_path, m
     blocker.write_text("not a folder")
     monkeypatch.setenv("CMX_STATS_CACHE", str(blocker / "stats.duckdb"))
     with statcache.Cache() as cache:
-        assert cache.summarize_many(SAMPLES) == stats.summarize_many(SAMPLES)
+        assert cache.summarize_series([SAMPLES]) == _plain([SAMPLES])
     (tmp_path / "junk.duckdb").write_text("not a database")
     monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "junk.duckdb"))
     with statcache.Cache() as cache:
-        assert cache.summarize_many(SAMPLES) == stats.summarize_many(SAMPLES)
+        assert cache.summarize_series([SAMPLES]) == _plain([SAMPLES])

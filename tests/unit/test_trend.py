@@ -135,6 +135,23 @@ def test_cli_json_and_fail_on_worse(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "expected sweep or tag.KEY" in bad.stderr
 
 
+def test_json_is_the_text_json_dumps_gives(tmp_path):
+    from cmx.analysis.trend_format import as_json
+
+    path = history(tmp_path / "r.duckdb", [1000, 1003, 998, 700])
+    with db.connect(path) as con:
+        res = trend(con, "e")
+    res.series[0].ats[0] = 'a "quoted", odd ü key'
+    assert len(res.series) > 1 and res.series[0].changes
+    assert as_json(res) == json.dumps({"series": [{
+        "cell_id": s.cell_id, "metric": s.metric,
+        "points": [{"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
+                   for at, p in zip(s.ats, s.summaries)],
+        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "p_value": c.comparison.p_value,
+                     "verdict": c.comparison.verdict} for c in s.changes],
+    } for s in res.series]}, indent=2)
+
+
 def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
     path = history(tmp_path / "r.duckdb", [1000 + (n % 3) for n in range(69)] + [700])
     with db.connect(tmp_path / "r.duckdb") as con:
