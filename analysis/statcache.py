@@ -90,7 +90,8 @@ def _prefix_keys(runs: list[list[float]], *args) -> list[str]:
 _SCHEMA = """CREATE TABLE IF NOT EXISTS series_summaries (key VARCHAR PRIMARY KEY, n INTEGER[], median DOUBLE[],
                  low DOUBLE[], high DOUBLE[], cv DOUBLE[]);
              CREATE TABLE IF NOT EXISTS comparisons (key VARCHAR PRIMARY KEY, value VARCHAR);
-             CREATE TABLE IF NOT EXISTS series_changes (key VARCHAR PRIMARY KEY, value VARCHAR)"""
+             CREATE TABLE IF NOT EXISTS series_changes (key VARCHAR PRIMARY KEY, value VARCHAR);
+             CREATE TABLE IF NOT EXISTS series_tests (key VARCHAR PRIMARY KEY, tests VARCHAR[])"""
 
 
 _FIELDS = ("n", "median", "low", "high", "cv")
@@ -103,7 +104,12 @@ class Cache:
     def __init__(self):
         self.con = None
         self.pending: dict[str, list[tuple]] = {"series_summaries": [], "replaced": [], "comparisons": [],
-                                                "series_changes": []}
+                                                "series_changes": [], "series_tests": []}
+        self.grown: dict[str, int] = {}      # a series' key → the points of its stored prefix
+        self.tested: dict[str, str] = {}     # tests read ahead (:meth:`_prefetch`)
+        self.asked: list[str] = []           # the tests asked while finding one series' changes
+        #: False while a grown series' changes are found: its earlier tests were read ahead, the rest are new.
+        self.read_each = True
 
     def __enter__(self) -> "Cache":
         if path().exists():
@@ -144,6 +150,7 @@ class Cache:
             todo.append((i, have))
             if have:
                 self.pending["replaced"].append((ks[have - 1],))
+                self.grown[keys[i]] = have
         computed = iter(stats.summarize_many([p for i, first in todo for p in series[i][first:]], resamples))
         for i, first in todo:
             found[keys[i]] = found[keys[i]] + [next(computed) for _ in series[i][first:]]
@@ -161,7 +168,10 @@ class Cache:
         read back when these runs were tested so before."""
         def read_or_test(before, after, better, margin_pct):
             key = _key(list(before), [len(before)], list(after), better, margin_pct, stats.RESAMPLES)
-            for (value,) in self._read("SELECT value FROM comparisons WHERE key = ?", key):
+            self.asked.append(key)
+            if key in self.tested:
+                return _comparison(json.loads(self.tested[key]))
+            for (value,) in self._read("SELECT value FROM comparisons WHERE key = ?", key) if self.read_each else ():
                 return _comparison(json.loads(value))
             result = test(before, after, better, margin_pct)
             self.pending["comparisons"].append((key, json.dumps(None if result is None else asdict(result))))
@@ -174,14 +184,29 @@ class Cache:
         keys = [series_key(runs, better, margin_pct, stats.RESAMPLES) for runs, _, better, margin_pct in series]
         found = {k: [(i, _comparison(c), how) for i, c, how in json.loads(v)] for k, v in self._read(
             "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
+        self._prefetch([args for key, args in zip(keys, series) if key not in found])
         out = []
         for key, args in zip(keys, series):
             if key not in found:
+                self.asked, self.read_each = [], series_key(args[0], stats.RESAMPLES) not in self.grown
                 found[key] = find(*args, test)
                 self.pending["series_changes"].append(
                     (key, json.dumps([(i, asdict(c), how) for i, c, how in found[key]])))
+                self.pending["series_tests"].append((key, self.asked))
             out.append(found[key])
         return out
+
+
+    def _prefetch(self, series: list[tuple]) -> None:
+        """The tests the nights before asked for (a series grown by a night, :meth:`summarize_series`),
+        read in two queries rather than one a test: most of them are asked again."""
+        before = [series_key(runs[:self.grown[k]], better, margin_pct, stats.RESAMPLES)
+                  for runs, _, better, margin_pct in series
+                  if (k := series_key(runs, stats.RESAMPLES)) in self.grown]
+        asked = [k for (tests,) in self._read(
+            "SELECT tests FROM series_tests WHERE key IN (SELECT unnest(?::VARCHAR[]))", before) for k in tests]
+        self.tested |= dict(self._read(
+            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", asked))
 
 
 def _comparison(data: dict | None) -> stats.Comparison | None:

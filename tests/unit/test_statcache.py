@@ -97,3 +97,16 @@ def test_a_cache_that_cannot_be_written_changes_nothing_but_the_time(tmp_path, m
     monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "junk.duckdb"))
     with statcache.Cache() as cache:
         assert cache.summarize_series([SAMPLES]) == _plain([SAMPLES])
+
+
+def test_a_grown_series_changes_are_the_computed_ones(tmp_path, monkeypatch):
+    from cmx.analysis import trend
+
+    monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "stats.duckdb"))
+    runs = [[1000.0 + i % 3, 1010.0, 995.0 + i % 5] for i in range(12)] + [[700.0, 705.0, 699.0]] * 3
+    for nights in (len(runs) - 2, len(runs) - 1, len(runs)):  # night after night
+        grown = runs[:nights] + [[650.0, 640.0, 655.0]]
+        with statcache.Cache() as cache:
+            medians = [p.median for p in cache.summarize_series([grown])[0]]
+            got = cache.many(trend.change_points, [(grown, medians, "higher", 5.0)], cache.memo(trend.shown))
+        assert got == [trend.change_points(grown, medians, "higher", 5.0)] and got[0][0][0] == 12
