@@ -140,10 +140,11 @@ class Cache:
         read back for a series summarized before, and for the points of its longest stored prefix."""
         keys = [series_key(runs, resamples) for runs in series]
         found = self._summaries(keys)
-        prefixes: dict[int, list[str]] = {i: _prefix_keys(runs, resamples)[:-1]
-                                          for i, (runs, key) in enumerate(zip(series, keys)) if key not in found}
+        first = {key: i for i, key in reversed(list(enumerate(keys)))}  # two cells may hold the same values
+        prefixes: dict[int, list[str]] = {i: _prefix_keys(series[i], resamples)[:-1]
+                                          for key, i in first.items() if key not in found}
         stored = self._summaries([k for ks in prefixes.values() for k in ks])
-        todo: list[tuple[int, int]] = []  # (series, first point to compute)
+        todo: list[tuple[int, int]] = []  # (series, its first point to compute)
         for i, ks in prefixes.items():
             have = max((k for k, key in enumerate(ks, 1) if key in stored), default=0)
             found[keys[i]] = stored[ks[have - 1]] if have else []
@@ -151,9 +152,9 @@ class Cache:
             if have:
                 self.pending["replaced"].append((ks[have - 1],))
                 self.grown[keys[i]] = have
-        computed = iter(stats.summarize_many([p for i, first in todo for p in series[i][first:]], resamples))
-        for i, first in todo:
-            found[keys[i]] = found[keys[i]] + [next(computed) for _ in series[i][first:]]
+        computed = iter(stats.summarize_many([p for i, start in todo for p in series[i][start:]], resamples))
+        for i, start in todo:
+            found[keys[i]] = found[keys[i]] + [next(computed) for _ in series[i][start:]]
             done = found[keys[i]]
             self.pending["series_summaries"].append((keys[i], *([getattr(x, f) for x in done] for f in _FIELDS)))
         return [found[k] for k in keys]

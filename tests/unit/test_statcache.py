@@ -31,11 +31,11 @@ def _plain(series):
 
 def test_summaries_read_back_are_the_computed_ones_and_computed_once(counted):
     with statcache.Cache() as cache:
-        first = cache.summarize_series([SAMPLES, SAMPLES[1:]])
-    assert first == _plain([SAMPLES, SAMPLES[1:]])
+        first = cache.summarize_series([SAMPLES, SAMPLES[1:], SAMPLES])  # two cells with the same values
+    assert first == _plain([SAMPLES, SAMPLES[1:], SAMPLES])
     counted.clear()
     with statcache.Cache() as cache:
-        again = cache.summarize_series([SAMPLES, SAMPLES[1:]])
+        again = cache.summarize_series([SAMPLES, SAMPLES[1:], SAMPLES])
     assert again == first and counted == [0]  # nothing bootstrapped again
 
 
