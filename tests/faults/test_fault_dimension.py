@@ -136,3 +136,50 @@ all:
     for pool, cell in m.items():
         assert cell["tasks_completed"] + cell["tasks_lost"] == 10, (pool, cell)
     assert run_processes(db) == []
+
+
+def test_restart_broker_restarts_the_sweeps_own_rabbitmq(tmp_path):
+    """restart_broker on a RabbitMQ node the sweep provisions (no amqp:// URL in the inventory: a
+    node of its own, its own name, ports and files; the shared node on 5672 is never touched):
+    the node's pid changes, the worker reconnects, and the durable queue's tasks all complete."""
+    import shutil
+
+    from tests.faults.brokers import free_port
+
+    tag = tmp_path.name[-12:].replace("_", "-")
+    base = f"/var/lib/cmx-rabbitmq/restart-{tag}"  # reachable by user rabbitmq
+    workdir, port, api, dist = tmp_path / "hosts", free_port(), free_port(), free_port()
+    inv = tmp_path / "own-rabbitmq.yml"
+    inv.write_text(f"""
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+    python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+    cmx_workdir: {workdir}/localhost
+  children:
+    brokers:
+      hosts:
+        localhost: {{rabbitmq_port: {port}, rabbitmq_management_port: {api}, rabbitmq_dist_port: {dist},
+                     rabbitmq_listen: 127.0.0.1, rabbitmq_base_dir: {base}, rabbitmq_nodename: cmx-restart-{tag}@localhost}}
+    workers: {{hosts: {{localhost: }}}}
+    drivers: {{hosts: {{localhost: }}}}
+""")
+    try:
+        db = sweep(tmp_path, "fault-restart-rabbitmq", f"""
+            inventory: {inv}
+            workload: {{name: concurrent_sleep, params: {{tasks: 10, sleep_s: 0.5}}}}
+            fixed: {{broker: rabbitmq, backend: none, pool: prefork, concurrency: 2, prefetch_multiplier: 1,
+                     fault: restart_broker@1s}}
+            limits: {{run_timeout: 3m, settle: 10s}}
+        """)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
+    assert status == "ok", error
+    ((kind, pid, err, struck, ended),) = query(
+        db, "SELECT kind, pid, error, struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
+    assert kind == "restart_broker" and err is None and pid and ended > struck
+    (cell,) = metrics_by(db, "pool").values()
+    assert cell["tasks_completed"] + cell["tasks_lost"] == 10, cell
+    assert run_processes(db) == []
