@@ -3,6 +3,8 @@ agent at its time, and what cmx stored of it read back from DuckDB (the killed t
 the counts, the fault's record), never what Celery is expected to do."""
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from tests.conftest import metrics_by, query, run_processes, sweep
@@ -183,3 +185,54 @@ all:
     (cell,) = metrics_by(db, "pool").values()
     assert cell["tasks_completed"] + cell["tasks_lost"] == 10, cell
     assert run_processes(db) == []
+
+
+def test_restart_broker_restarts_a_disposable_rabbitmq_where_the_inventory_says_it_lives(tmp_path):
+    """A RabbitMQ given by URL is restarted only when its brokers host says ``cmx_disposable: true``
+    and where its files and node are; without them the sweep is refused before anything runs."""
+    from tests.conftest import cmx, write
+    from tests.faults.brokers import PrivateRabbitMQ
+
+    tag = tmp_path.name[-10:].replace("_", "-")
+    with PrivateRabbitMQ(f"disp{tag}") as node:
+        def inventory(extra: str) -> str:
+            inv = tmp_path / "disposable.yml"
+            inv.write_text(f"""
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+    python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+    cmx_workdir: {tmp_path}/hosts/localhost
+  children:
+    brokers:
+      hosts:
+        localhost: {{broker_url: "{node.url}", rabbitmq_api_url: "{node.api_url}"{extra}}}
+    workers: {{hosts: {{localhost: }}}}
+    drivers: {{hosts: {{localhost: }}}}
+""")
+            return str(inv)
+
+        body = """
+            workload: {name: concurrent_sleep, params: {tasks: 10, sleep_s: 0.5}}
+            fixed: {broker: rabbitmq, backend: none, pool: prefork, concurrency: 2, prefetch_multiplier: 1,
+                    fault: restart_broker@1s}
+            limits: {run_timeout: 3m, settle: 10s}
+        """
+        exp = write(tmp_path / "refused.yaml", f"name: refused\ninventory: {inventory(', cmx_disposable: true')}\n"
+                    + textwrap.dedent(body).lstrip())
+        proc = cmx("run", str(exp), "--db", str(tmp_path / "refused.duckdb"))
+        assert proc.returncode == 2
+        assert ("the rabbitmq broker is marked cmx_disposable but cmx cannot restart it: give rabbitmq_base_dir and "
+                "rabbitmq_nodename on brokers host localhost") in proc.stdout + proc.stderr
+        inv = inventory(f", cmx_disposable: true, rabbitmq_base_dir: {node.base}, rabbitmq_nodename: {node.node}, "
+                        f"rabbitmq_dist_port: {node.dist_port}")
+        before = int((node.base / "rabbitmq.pid").read_text())
+        db = sweep(tmp_path, "fault-restart-disposable", f"inventory: {inv}\n" + textwrap.dedent(body).lstrip())
+        assert int((node.base / "rabbitmq.pid").read_text()) != before  # the same node, restarted
+    ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
+    assert status == "ok", error
+    ((kind, pid, err),) = query(db, "SELECT kind, pid, error FROM fault_times WHERE run_id = ?", [run_id])
+    assert (kind, pid, err) == ("restart_broker", before, None)
+    (cell,) = metrics_by(db, "pool").values()
+    assert cell["tasks_completed"] + cell["tasks_lost"] == 10, cell
