@@ -236,3 +236,56 @@ all:
     assert (kind, pid, err) == ("restart_broker", before, None)
     (cell,) = metrics_by(db, "pool").values()
     assert cell["tasks_completed"] + cell["tasks_lost"] == 10, cell
+
+
+def test_acks_late_tasks_longer_than_the_consumer_timeout_stop_the_worker(tmp_path):
+    """experiments/faults/consumer-timeout.yaml at small size: on a RabbitMQ the sweep provisions
+    with consumer_timeout 5 s (roles/rabbitmq), an acks-late task held past RabbitMQ's once-a-minute
+    check gets its channel closed; the worker does not reconnect but stops (an unrecoverable
+    error), and cmx fails the run saying the worker stopped answering."""
+    import shutil
+
+    from tests.conftest import cmx, write
+    from tests.faults.brokers import free_port
+
+    tag = tmp_path.name[-12:].replace("_", "-")
+    base = f"/var/lib/cmx-rabbitmq/ct-{tag}"
+    port, api, dist = free_port(), free_port(), free_port()
+    inv = tmp_path / "own-rabbitmq.yml"
+    inv.write_text(f"""
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+    python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+    cmx_workdir: {tmp_path}/hosts/localhost
+  children:
+    brokers:
+      hosts:
+        localhost: {{rabbitmq_port: {port}, rabbitmq_management_port: {api}, rabbitmq_dist_port: {dist},
+                     rabbitmq_listen: 127.0.0.1, rabbitmq_base_dir: {base}, rabbitmq_nodename: cmx-ct-{tag}@localhost,
+                     rabbitmq_consumer_timeout_ms: 5000}}
+    workers: {{hosts: {{localhost: }}}}
+    drivers: {{hosts: {{localhost: }}}}
+""")
+    exp = write(tmp_path / "ct.yaml", f"""name: fault-consumer-timeout-small
+inventory: {inv}
+workload: {{name: concurrent_sleep, params: {{tasks: 2, sleep_s: 70}}}}
+fixed: {{broker: rabbitmq, backend: none, pool: prefork, concurrency: 2, prefetch_multiplier: 1,
+         celery.task_acks_late: true}}
+limits: {{run_timeout: 5m, settle: 10s}}
+""")
+    db = tmp_path / "results" / "cmx.duckdb"
+    try:
+        proc = cmx("run", str(exp), "--db", str(db), timeout=600)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert proc.returncode != 0
+    ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
+    assert status == "failed" and "stopped answering" in error, (status, error)
+    log = (db.parent / "artifacts" / run_id / "localhost" / "worker.log").read_text()
+    assert "Unrecoverable error: PreconditionFailed(406, 'PRECONDITION_FAILED - delivery acknowledgement on " \
+           "channel 1 timed out. Timeout value used: 5000 ms" in log
+    # The tasks themselves may still finish during the warm shutdown (their acks cannot be sent on
+    # the closed channel: RabbitMQ has put them back in the queue already), or not: timing decides.
+    assert run_processes(db) == []
