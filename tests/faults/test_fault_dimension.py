@@ -289,3 +289,51 @@ limits: {{run_timeout: 5m, settle: 10s}}
     # The tasks themselves may still finish during the warm shutdown (their acks cannot be sent on
     # the closed channel: RabbitMQ has put them back in the queue already), or not: timing decides.
     assert run_processes(db) == []
+
+
+def test_a_killed_workers_acks_late_tasks_come_back_only_after_the_visibility_timeout(tmp_path):
+    """experiments/faults/visibility-timeout-kill-worker.yaml at small size, on a Redis the sweep
+    provisions (a small visibility timeout on a shared server would put back other clients'
+    messages): the tasks the killed worker held run again, flagged redelivered, no sooner than the
+    visibility timeout after the killed delivery, though the replacement consumed long before.
+    kombu (5.7) looks for them only every unacked_restore_interval × unacked_restore_throttle
+    seconds (10 × 10 by default, which a 15 s settle would count lost): 1 × 1 here."""
+    from tests.faults.brokers import free_port
+
+    inv = tmp_path / "own-redis.yml"
+    inv.write_text(f"""
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+    python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
+    cmx_workdir: {tmp_path}/hosts/localhost
+  children:
+    brokers: {{hosts: {{localhost: {{redis_port: {free_port()}, redis_bind: 127.0.0.1}}}}}}
+    workers: {{hosts: {{localhost: }}}}
+    drivers: {{hosts: {{localhost: }}}}
+""")
+    db = sweep(tmp_path, "fault-visibility", f"""
+        inventory: {inv}
+        workload: {{name: concurrent_sleep, params: {{tasks: 8, sleep_s: 1.0}}}}
+        fixed: {{broker: redis, backend: none, pool: prefork, concurrency: 2, prefetch_multiplier: 1,
+                 fault: kill_worker@1.5s, celery.task_acks_late: true,
+                 celery.broker_transport_options: {{visibility_timeout: 6, unacked_restore_interval: 1,
+                                                    unacked_restore_throttle: 1}}}}
+        limits: {{run_timeout: 3m, settle: 15s, fault_restart: 1s}}
+    """)
+    ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
+    assert status == "ok", error
+    ((struck,),) = query(db, "SELECT struck_at FROM fault_times WHERE run_id = ?", [run_id])
+    # a redelivered task's row: received_at is the killed delivery's, started_at the execution's again
+    again = query(db, "SELECT task_id, received_at, started_at FROM tasks WHERE run_id = ? AND redelivered",
+                  [run_id])
+    assert again, "the killed worker's tasks never came back"
+    for task_id, delivered, restarted in again:
+        assert restarted - delivered >= 6.0 * 0.95, (task_id, restarted - delivered)
+    replacement = query(db, "SELECT min(started_at) FROM tasks WHERE run_id = ? AND started_at > ? "
+                            "AND NOT coalesce(redelivered, false)", [run_id, struck])[0][0]
+    assert replacement is not None and replacement < min(r for _, _, r in again)  # the queue's rest came first
+    m = metrics_by(db, "pool")["prefork"]
+    assert m["tasks_lost"] == 0 and m["tasks_completed"] == 8 and m["tasks_redelivered"] >= 1, m
+    assert run_processes(db) == []
