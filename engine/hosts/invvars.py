@@ -132,9 +132,11 @@ def check(file: str, host: str, name: str, raw: Any) -> Any:
                 or not 0 < int(value) < 65536:
             raise refuse(f"must be a port number (1-65535), got {_what(value) if not isinstance(value, str) else repr(value)}")
         return int(value)
-    if kind == "flag":
+    if kind == "flag":  # an INI inventory's `cmx_disposable=true` is the string 'true'
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            return value.lower() in ("true", "yes")
         if not isinstance(value, bool):
-            raise refuse(f"must be true or false, got {_what(value)}")
+            raise refuse(f"must be true or false, got {_what(value) if not isinstance(value, str) else repr(value)}")
         return value
     if kind == "urls" and isinstance(value, list):
         if not value:
