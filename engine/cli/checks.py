@@ -8,7 +8,9 @@ from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.model.cells import Cell
 from cmx.engine.model.faultcheck import broker_problem
 from cmx.engine.model.yamlpos import load_yaml
+from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
+from cmx.workloads.servers import registry as servers
 
 
 def _where(exp: Experiment, dim: str) -> tuple[int | None, int | None]:
@@ -80,7 +82,12 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
         provisioned = bool(inv.services_to_provision({broker}, set()))
         host = (inv.hosts_of("brokers") or ("",))[0]
         disposable = inv.hostvars.get(host, {}).get("cmx_disposable") is True
-        why = broker_problem(cell.values, provisioned, disposable)
+        try:
+            servers.get(kinds.BROKERS[broker].service).place_of(host, inv.hostvars.get(host, {}), provisioned)
+            place_problem = None
+        except (ValueError, NotImplementedError) as exc:
+            place_problem = str(exc) or "its server cannot be restarted by cmx"
+        why = broker_problem(cell.values, provisioned, disposable, place_problem)
         worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
         if "partition_worker" in str(cell.values.get("fault")) and worker and \
                 connections(inv.path, [worker])[worker].local:

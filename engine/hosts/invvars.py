@@ -17,14 +17,18 @@ from cmx.engine.errors import InputError, Problem
 from cmx.workloads.kinds import SERVICES
 
 #: variable -> kind. url: one URL; urls: a URL or a list of them (a run picks the one whose
-#: scheme fits); port: 1-65535; secret: a string, never shown; text: a string. Each server a sweep
-#: can provision (workloads/kinds.py) has its ``<service>_password`` and ``<service>_port``.
+#: scheme fits); port: 1-65535; secret: a string, never shown; text: a string; flag: true or
+#: false. Each server a sweep can provision (workloads/kinds.py) has its ``<service>_password``
+#: and ``<service>_port``.
 VARIABLES: dict[str, str] = {
     "broker_url": "urls", "backend_url": "urls", "rabbitmq_api_url": "url", "database_url": "url",
     "cmx_workdir": "text", "ansible_host": "text",
     **{service.password_var: "secret" for service in SERVICES.values()},
     **{service.port_var: "port" for service in SERVICES.values()},
     "rabbitmq_management_port": "port", "cmx_service_port": "port", "redis_sentinel_redis_port": "port",
+    # Where a broker lives on its host, for restart_broker (workloads/servers: place_of).
+    "cmx_disposable": "flag", "redis_dir": "text", "rabbitmq_base_dir": "text", "rabbitmq_nodename": "text",
+    "rabbitmq_dist_port": "port",
 }
 PORT_VARS = tuple(name for name, kind in VARIABLES.items() if kind == "port")
 
@@ -128,6 +132,12 @@ def check(file: str, host: str, name: str, raw: Any) -> Any:
                 or not 0 < int(value) < 65536:
             raise refuse(f"must be a port number (1-65535), got {_what(value) if not isinstance(value, str) else repr(value)}")
         return int(value)
+    if kind == "flag":  # an INI inventory's `cmx_disposable=true` is the string 'true'
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            return value.lower() in ("true", "yes")
+        if not isinstance(value, bool):
+            raise refuse(f"must be true or false, got {_what(value) if not isinstance(value, str) else repr(value)}")
+        return value
     if kind == "urls" and isinstance(value, list):
         if not value:
             raise refuse("is an empty list: give a URL, or a list of URLs")

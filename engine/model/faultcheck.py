@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from cmx.workloads import faults, kinds
-from cmx.workloads.vocab.services import REDIS, REDIS_SENTINEL
+from cmx.workloads.vocab.services import RABBITMQ, REDIS, REDIS_SENTINEL
 
 #: Kinds cmx injects today; the others are refused at validation, saying so.
 INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker", "failover_broker")
-#: The broker servers restart_broker can restart today (one the sweep provisioned).
-RESTARTABLE = (REDIS,)
+#: The broker servers restart_broker can restart (one the sweep provisioned, or a disposable one
+#: whose place the inventory gives: the server module's ``place_of``).
+RESTARTABLE = (REDIS, RABBITMQ)
 
 
 def cell_problem(values: dict[str, Any]) -> str | None:
@@ -30,8 +31,8 @@ def cell_problem(values: dict[str, Any]) -> str | None:
                     f"(supported: {', '.join(INJECTED)})")
         service = kinds.BROKERS[values["broker"]].service if values.get("broker") in kinds.BROKERS else None
         if fault.kind == "restart_broker" and service not in RESTARTABLE:
-            return (f"fault {fault.text()}: restart_broker restarts only a {', '.join(RESTARTABLE)} broker the sweep "
-                    f"provisions so far (this cell's broker is {values.get('broker')})")
+            return (f"fault {fault.text()}: restart_broker restarts only a {' or '.join(RESTARTABLE)} broker "
+                    f"(this cell's broker is {values.get('broker')})")
         if fault.kind == "failover_broker" and service != REDIS_SENTINEL:
             return (f"fault {fault.text()}: failover_broker fails a Redis Sentinel set's master over, which only "
                     f"a redis-sentinel broker has (this cell's broker is {values.get('broker')})")
@@ -41,14 +42,19 @@ def cell_problem(values: dict[str, Any]) -> str | None:
     return None
 
 
-def broker_problem(values: dict[str, Any], provisioned: bool, disposable: bool) -> str | None:
-    """Why ``restart_broker`` may not restart the cell's broker: not provisioned by the sweep (a
-    broker the inventory marks ``cmx_disposable: true`` will be restartable once each server
-    module can restart its own; today only a provisioned one is)."""
+def broker_problem(values: dict[str, Any], provisioned: bool, disposable: bool,
+                   place_problem: str | None = None) -> str | None:
+    """Why ``restart_broker`` may not restart the cell's broker: neither provisioned by the sweep
+    nor marked ``cmx_disposable: true``, or disposable but the inventory does not say where it
+    lives on its host (``place_problem``: what the server module's ``place_of`` asks for)."""
     planned = faults.parse(values.get("fault", faults.NONE))
-    if any(f.kind == "restart_broker" for f in planned) and not provisioned:
-        service = kinds.BROKERS[values["broker"]].service
+    if not any(f.kind == "restart_broker" for f in planned) or provisioned:
+        return None
+    service = kinds.BROKERS[values["broker"]].service
+    if not disposable:
         return (f"fault restart_broker: the {service} broker of this cell is not one the sweep provisions "
-                "(its URL comes from the inventory): cmx restarts only the brokers it started, never a "
-                "shared one" + (" (cmx_disposable: true is not enough yet)" if disposable else ""))
+                "(its URL comes from the inventory): cmx restarts only the brokers it started or ones the "
+                "inventory marks cmx_disposable: true on the brokers host, never a shared one")
+    if place_problem:
+        return f"fault restart_broker: the {service} broker is marked cmx_disposable but cmx cannot restart it: {place_problem}"
     return None

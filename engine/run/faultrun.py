@@ -12,19 +12,39 @@ from __future__ import annotations
 import time
 
 from cmx.engine.hosts.agents import AgentLost, Agents
+from cmx.engine.hosts.inventory import Inventory
+from cmx.workloads import kinds
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.faults import Fault
 from cmx.workloads.workerevents import CLOCK, FAULT_END
+
+
+def broker_place(inventory: Inventory, broker: str) -> dict:
+    """The run's broker server for restart_broker: {"service", "place"} (where it lives on the
+    first brokers host, from the inventory: the server module's ``place_of``); {} when it cannot
+    be restarted (validation refused such a cell: engine/model/faultcheck.py)."""
+    service = kinds.BROKERS[broker].service
+    host = inventory.hosts_of("brokers")[0]
+    provisioned = bool(inventory.services_to_provision({broker}, set()))
+    try:
+        place = servers.get(service).place_of(host, inventory.hostvars.get(host, {}), provisioned)
+    except (ValueError, NotImplementedError):
+        return {}
+    return {"service": service, "place": place}
 
 
 class FaultScheduler:
     """Sends the run's faults once its clock started; records what could not be sent."""
 
     def __init__(self, agents: Agents, run_id: str, faults: tuple[Fault, ...], driver: str,
-                 targets: dict[str, str], restart_s: float, ready_timeout: float, shutdown_timeout: float):
+                 targets: dict[str, str], restart_s: float, ready_timeout: float, shutdown_timeout: float,
+                 broker: dict | None = None):
         self.agents, self.run_id, self.faults, self.driver = agents, run_id, faults, driver
         #: where each target kind strikes: {"worker": host, "broker": host}
         self.targets = targets
         self.restart_s, self.ready_timeout, self.shutdown_timeout = restart_s, ready_timeout, shutdown_timeout
+        #: what restart_broker restarts: {"service", "place"} (:func:`broker_place`)
+        self.broker = broker or {}
         self.sent = not faults
         self.problems: list[str] = []
 
@@ -42,7 +62,8 @@ class FaultScheduler:
             try:
                 self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
                                           delay_s=max(fault.at_s - age, 0.0), restart_s=self.restart_s,
-                                          ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout)
+                                          ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout,
+                                          **(self.broker if fault.kind == "restart_broker" else {}))
             except (AgentLost, KeyError) as exc:
                 self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
 

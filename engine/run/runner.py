@@ -31,7 +31,7 @@ from cmx.engine.hosts.provision import provision, stop_services, version_set_key
 from cmx.engine.hosts.reach import blocked, unreachable
 from cmx.engine.run import placement
 from cmx.engine.run.targets import RunTargets, run_targets
-from cmx.engine.run.faultrun import FaultScheduler
+from cmx.engine.run.faultrun import FaultScheduler, broker_place
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
@@ -284,7 +284,8 @@ class Sweep:
                                 {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0],
                                  "driver": targets.driver},
                                 restart_s=spec.fault_restart_s, ready_timeout=conns[targets.workers[0]].worker_ready_timeout,
-                                shutdown_timeout=spec.run_timeout_s)
+                                shutdown_timeout=spec.run_timeout_s,
+                                broker=broker_place(self.inventory, run.cell.values["broker"]) if spec.faults else None)
         started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,
                                   drive_timeout=spec.run_timeout_s + 30,
                                   ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),

@@ -67,11 +67,52 @@ def test_failover_broker_only_on_a_sentinel_set(tmp_path):
 
 
 def test_restart_broker_only_on_a_broker_cmx_owns():
-    cell = {"broker": "redis", "fault": "restart_broker@2"}
-    assert broker_problem(cell, provisioned=True, disposable=False) is None
-    assert "cmx_disposable: true is not enough yet" in broker_problem(cell, provisioned=False, disposable=True)
-    assert "not one the sweep provisions" in broker_problem(cell, provisioned=False, disposable=False)
-    assert broker_problem({"broker": "redis", "fault": "kill_child@1"}, provisioned=False, disposable=False) is None
+    for broker in ("redis", "rabbitmq"):
+        cell = {"broker": broker, "fault": "restart_broker@2"}
+        assert broker_problem(cell, provisioned=True, disposable=False) is None
+        assert broker_problem(cell, provisioned=False, disposable=True) is None
+        assert "not one the sweep provisions" in broker_problem(cell, provisioned=False, disposable=False)
+        assert broker_problem({"broker": broker, "fault": "kill_child@1"}, provisioned=False, disposable=False) is None
+    told = broker_problem({"broker": "rabbitmq", "fault": "restart_broker@2"}, provisioned=False, disposable=True,
+                          place_problem="give rabbitmq_base_dir on brokers host b1 (...)")
+    assert told.startswith("fault restart_broker: the rabbitmq broker is marked cmx_disposable but cmx cannot "
+                           "restart it: give rabbitmq_base_dir on brokers host b1")
+
+
+def test_a_disposable_broker_must_say_where_it_lives():
+    """A disposable broker given by URL is restarted where the inventory says its files are."""
+    from cmx.workloads.servers import registry as servers
+
+    redis, rabbit = servers.get("redis"), servers.get("rabbitmq")
+    with pytest.raises(ValueError, match="^give redis_dir on brokers host b1 "):
+        redis.place_of("b1", {}, provisioned=False)
+    assert redis.place_of("b1", {"redis_dir": "/srv/r"}, provisioned=False) == {"dir": "/srv/r", "unit": "cmx-redis-b1"}
+    assert redis.place_of("b1", {"redis_dir": "/srv/r"}, provisioned=True) == {"unit": "cmx-redis-b1"}  # the workdir's
+    with pytest.raises(ValueError, match="^give rabbitmq_base_dir and rabbitmq_nodename on brokers host b1 "):
+        rabbit.place_of("b1", {}, provisioned=False)
+    assert rabbit.place_of("b1", {"rabbitmq_base_dir": "/srv/q", "rabbitmq_nodename": "q@b1"}, provisioned=False) == \
+        {"dir": "/srv/q", "node": "q@b1", "env": {}}
+
+
+def test_a_provisioned_rabbitmq_is_found_where_its_role_lays_it_out():
+    """place_of's defaults are roles/rabbitmq's (rendered as Ansible would for host a.b)."""
+    import re
+
+    import yaml
+
+    from cmx.engine.paths import ROLES
+    from cmx.workloads.servers import registry as servers
+
+    defaults = yaml.safe_load((ROLES / "rabbitmq" / "defaults" / "main.yml").read_text())
+    env = yaml.safe_load((ROLES / "rabbitmq" / "vars" / "main.yml").read_text())["__rabbitmq_env"]
+    assert env["RABBITMQ_DIST_PORT"] == "{{ rabbitmq_dist_port }}"
+    render = {"{{ inventory_hostname }}": "a.b", "{{ rabbitmq_port | int + 20000 }}": "25673",
+              "{{ inventory_hostname | regex_replace('[^A-Za-z0-9_-]', '-') }}": "a-b"}
+    want = {k: re.sub(r"\{\{.*?\}\}", lambda m: render[m.group(0)], str(defaults[k]))
+            for k in ("rabbitmq_base_dir", "rabbitmq_nodename", "rabbitmq_dist_port")}
+    got = servers.get("rabbitmq").place_of("a.b", {"rabbitmq_port": 5673}, provisioned=True)
+    assert got == {"dir": want["rabbitmq_base_dir"], "node": want["rabbitmq_nodename"],
+                   "env": {"RABBITMQ_DIST_PORT": want["rabbitmq_dist_port"]}}
 
 
 def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):

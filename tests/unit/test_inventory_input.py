@@ -60,6 +60,10 @@ def test_broker_url_types_and_syntax(tmp_path, value, words):
     ("redis_password", "[a, b]", "redis_password must be a string (quote it), got a value"),
     ("rabbitmq_api_url", "15672", "rabbitmq_api_url must be a URL string"),
     ("cmx_workdir", "[/tmp]", "cmx_workdir must be a string, got a list"),
+    ("cmx_disposable", "1", "cmx_disposable must be true or false, got 1 (a number)"),
+    ("cmx_disposable", "sure", "cmx_disposable must be true or false, got 'sure'"),
+    ("rabbitmq_dist_port", "0", "rabbitmq_dist_port must be a port number (1-65535), got 0 (a number)"),
+    ("rabbitmq_base_dir", "[/a]", "rabbitmq_base_dir must be a string, got a list"),
 ])
 def test_other_variables(tmp_path, var, value, words):
     message = refused(inventory(tmp_path, f"{{{var}: {value}}}"))
@@ -73,6 +77,13 @@ def test_good_values_are_plain_python(tmp_path):
                                   "redis_port": 6380, "redis_password": "s3cret"}
     assert type(inv.hostvars["h1"]["redis_password"]) is str
     assert inv.broker_url("redis") == "redis://localhost:6379/0"
+
+
+def test_cmx_disposable_is_a_boolean(tmp_path):
+    """The flag that lets restart_broker restart a broker given by URL is read, as a boolean."""
+    for given, read in (("true", True), ("false", False), ("'yes'", True)):
+        assert load_inventory(inventory(tmp_path, f"{{cmx_disposable: {given}}}")).hostvars["h1"] == \
+            {"cmx_disposable": read}
 
 
 def test_ini_inventory(tmp_path):

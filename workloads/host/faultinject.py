@@ -7,8 +7,8 @@
 - ``kill_worker`` / ``term_worker``: SIGKILL / SIGTERM the run's worker's main process; once it
   and its supervisor are gone, after ``restart_s``, a replacement worker of the same node name
   starts consuming the run's queue (as systemd restarts a unit).
-- ``restart_broker``: stop and start the Redis server the sweep provisioned on this host (the
-  only broker server it may restart today: engine/model/faultcheck.py).
+- ``restart_broker``: stop and start the run's broker server (Redis or RabbitMQ) on this host, one
+  the sweep provisioned or the inventory marks disposable (engine/model/faultcheck.py).
 - ``partition_worker@T/D``: this host's traffic to the broker's address dropped for D seconds
   (a blackhole route), restored after, when the run ends first, and when the agent's lease ends.
 
@@ -30,7 +30,6 @@ from typing import Callable
 import psutil
 
 from cmx.workloads import kinds
-from cmx.workloads.vocab.services import REDIS
 from cmx.workloads.faults import BUSY_CHILD_WAIT_S, ENDS_WORKER, parse
 from cmx.workloads.workerevents import FAULT, FAULT_END, WorkerEvent
 
@@ -100,23 +99,24 @@ def _wait_gone(pid: int | None, timeout: float, cancelled: Callable[[], bool], w
         time.sleep(0.02)
 
 
-def restart_broker(workdir: Path, host: str, service: str, broker_url: str) -> int:
-    """Stop and start the broker server the sweep provisioned on this host, as its role laid it
-    out, through that server's module (workloads/servers/: ``restart``); its pid before the
-    restart. Only a server cmx provisioned: never one the inventory gave by URL (refused at
-    validation: engine/model/faultcheck.py)."""
+def restart_broker(workdir: Path, host: str, service: str, broker_url: str, where: dict) -> int | None:
+    """Stop and start the run's broker server on this host, as its role laid it out, through that
+    server's module (workloads/servers/: ``restart``) at ``where`` (the Place's fields the
+    controller read from the inventory: ``place_of``; no ``dir``: ``<workdir>/<service>``); its pid
+    before the restart. Only a server cmx provisioned or one the inventory marks disposable (refused
+    at validation otherwise: engine/model/faultcheck.py)."""
     from urllib.parse import urlsplit
 
     from cmx.workloads.servers import registry as servers
     from cmx.workloads.servers.base import Place, RestartError, read_pid
 
     url = urlsplit(broker_url)
-    place = Place(str(workdir / service), url.port or kinds.default_port(url.scheme), unit=f"cmx-{service}-{host}")
+    place = Place(**{"dir": str(workdir / service), **where, "port": url.port or kinds.default_port(url.scheme)})
     pid = read_pid(str(Path(place.dir) / f"{service}.pid"))  # the roles' pid file (roles/<service>)
     try:
         servers.get(service).restart(place, 60.0)
     except RestartError as exc:
-        raise FaultFailed(f"the sweep's {service} did not restart: {exc}") from None
+        raise FaultFailed(f"the run's {service} did not restart: {exc}") from None
     return pid
 
 
@@ -215,8 +215,8 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
         elif fault.kind == "restart_broker":
             row.update(struck_at=time.time())
             send(WorkerEvent(FAULT, host, row["struck_at"], index=index, fault=text))
-            row["pid"] = restart_broker(Path(msg["workdir"]), host, REDIS,
-                                        os.environ.get("CMX_BROKER_URL", ""))
+            row["pid"] = restart_broker(Path(msg["workdir"]), host, str(msg["service"]),
+                                        os.environ.get("CMX_BROKER_URL", ""), dict(msg.get("place") or {}))
         elif worker is None:
             raise FaultFailed("no worker of the run runs on this host")
         elif fault.kind == "partition_worker":

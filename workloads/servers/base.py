@@ -246,6 +246,14 @@ class Server:
         return 0
 
     # -- the host (a fault) -------------------------------------------------------------------------
+    def place_of(self, host: str, hostvars: Mapping[str, Any], provisioned: bool) -> dict[str, Any]:
+        """Where this server lives on broker host ``host``, for :meth:`restart` (a :class:`Place`'s
+        fields but ``port``, which the run's URL gives; no ``dir``: the host's work dir's
+        ``<service>``): as its role lays it out from the inventory's ``hostvars`` and the role's
+        defaults when the sweep ``provisioned`` it, else (a ``cmx_disposable`` server given by URL)
+        from the vars the inventory must give. Raises ValueError saying which vars are missing."""
+        self._none("restart")
+
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """Stop the server its role provisioned at ``place`` and start it again as its role does,
         on this host; returns once it accepts connections again, the seconds it was down.

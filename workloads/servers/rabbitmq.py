@@ -328,6 +328,24 @@ class RabbitMQ(Server):
     def remove_run(self, target: str, url: str, names: RunNames) -> int:
         return remove_rabbitmq(target, url, names)
 
+    #: The vars of the brokers host that say where a node lives (roles/rabbitmq/defaults).
+    PLACE_VARS = ("rabbitmq_base_dir", "rabbitmq_nodename")
+
+    def place_of(self, host: str, hostvars: Mapping[str, Any], provisioned: bool) -> dict[str, Any]:
+        """roles/rabbitmq's ``rabbitmq_base_dir``, ``rabbitmq_nodename`` and ``rabbitmq_dist_port``
+        (their defaults there when the inventory gives none: tests/unit/test_faults.py holds the
+        two to each other); a disposable node given by URL must name the first two, and its
+        distribution port when it set one."""
+        missing = [v for v in self.PLACE_VARS if not hostvars.get(v)]
+        if missing and not provisioned:
+            raise ValueError(f"give {' and '.join(missing)} on brokers host {host} (the node's files and name, "
+                             "as roles/rabbitmq lays them out)")
+        port = int(hostvars.get("rabbitmq_port", 5672))
+        node = hostvars.get("rabbitmq_nodename") or f"cmx-{re.sub('[^A-Za-z0-9_-]', '-', host)}@localhost"
+        dist = hostvars.get("rabbitmq_dist_port") or (port + 20000 if provisioned else None)  # else RabbitMQ's own
+        return {"dir": str(hostvars.get("rabbitmq_base_dir") or f"/var/lib/cmx-rabbitmq/{host}"), "node": str(node),
+                "env": {"RABBITMQ_DIST_PORT": str(dist)} if dist else {}}
+
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """As roles/rabbitmq: node ``place.node`` with its files in ``place.dir`` (the role's
         environment, roles/rabbitmq/vars), stopped by its pid file and started detached."""

@@ -264,6 +264,17 @@ class Redis(Server):
     def keep_expiring(self, target: str, url: str, names: RunNames, ttl_s: float) -> int:
         return keep_redis(target, url, names, ttl_s, self.connect)
 
+    def place_of(self, host: str, hostvars: Mapping[str, Any], provisioned: bool) -> dict[str, Any]:
+        """The sweep's Redis: ``<cmx_workdir>/redis`` (engine/hosts/playbooks/services.yml); a
+        disposable one given by URL: the inventory's ``redis_dir`` (its redis.conf and redis.pid)."""
+        unit = f"cmx-{self.name}-{host}"
+        if provisioned:
+            return {"unit": unit}
+        if not hostvars.get("redis_dir"):
+            raise ValueError(f"give redis_dir on brokers host {host} (the dir of its redis.conf and redis.pid, "
+                             "as roles/redis lays them out)")
+        return {"dir": str(hostvars["redis_dir"]), "unit": unit}
+
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """As roles/redis: ``redis.conf`` and ``redis.pid`` in ``place.dir``; under systemd (its
         config says ``daemonize no``) in the transient unit ``place.unit``."""
