@@ -42,8 +42,11 @@ def test_history_charts_mark_the_night_a_cell_got_slower(tmp_path):
     assert label.endswith(" %") and -31 < float(label[:-2]) < -29, label  # the change %, as cmx trend says it
     page = (out / "index.html").read_text()
     assert "History of" in page and "change point(s) cmx trend finds" in page
-    # Two cells split by pool: one colour each (analysis/legend.py), so no more than ten colours.
-    assert all(layer["encoding"]["color"]["field"] == "pool" for layer in _layers(spec))
+    # Two cells split by pool: one colour each (analysis/legend.py), so no more than ten colours;
+    # the change points are one fixed red, on top of the cells' colours.
+    colours = [layer["encoding"]["color"] for layer in _layers(spec)]
+    assert [c.get("field") for c in colours] == ["pool", "pool", None, None], colours
+    assert colours[2] == {"value": "#d62728"}, colours
 
 
 def test_one_sweep_draws_no_history(tmp_path):
