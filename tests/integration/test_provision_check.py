@@ -25,22 +25,22 @@ def test_a_provisioned_host_is_checked_and_new_code_still_reaches_it(tmp_path):
                                  workdir_root=hosts)
         inventory = load_inventory(inv_path, secrets_dir=results)
         seen = {}
-        key = provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__)
+        key, _ = provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__)
         assert seen["provision.yml"].changed, "the first provisioning did nothing"
         assert (hosts / "h1" / "venv" / "bin" / "python").exists()
         assert (hosts / "h1" / "lib" / key / "cmx" / "workloads" / "__init__.py").exists()
 
         # The full role would put the wheelhouse back; a host holding the same key is only checked.
         shutil.rmtree(hosts / "h1" / "wheelhouse")
-        assert provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__) == key
+        assert provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__)[0] == key
         assert seen["provision.yml"].ok and seen["provision.yml"].changed == ()
         assert not (hosts / "h1" / "wheelhouse").exists()
 
         # Other code (the user's tasks module) is another key: the host gets it.
         user = tmp_path / "mytasks.py"
         user.write_text("X = 1\n")
-        other = provision(inventory, ["h1"], results, {}, user_code={"cmx_user/mytasks.py": user},
-                          on_result=seen.__setitem__)
+        other, _ = provision(inventory, ["h1"], results, {}, user_code={"cmx_user/mytasks.py": user},
+                             on_result=seen.__setitem__)
         assert other != key and seen["provision.yml"].changed
         assert (hosts / "h1" / "lib" / other / "cmx_user" / "mytasks.py").read_text() == "X = 1\n"
         assert (hosts / "h1" / "wheelhouse").exists()
