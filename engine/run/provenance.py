@@ -68,14 +68,24 @@ def _sha256(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: Limits added after definitions had hashes (the fault runs' ``settle`` and ``fault_restart``): at
+#: their default they are left out, so an unchanged experiment keeps its revision after an upgrade
+#: (its unfinished sweep resumes, its history goes on), as a dimension added later keeps cell ids.
+LATER_LIMITS = ("settle", "fault_restart")
+
+
 def definition_hash(exp: Experiment, cells: list[Cell]) -> str:
     """sha256 of what the runs of an experiment are: the workload, its cells (ids over normalised
     values, so key order, ``0`` vs ``0.0``, whitespace and comments do not matter; every workload
     param is a cell value) and the limits. Left out, because they change no run: the name, the
     description, the file's path, the inventory path (its content has its own hash), ``repeats``
     (more repeats of the same cells are more of the same runs) and ``on_error``."""
-    return _sha256({"workload": exp.workload.name, "cells": sorted(c.cell_id for c in cells),
-                    "limits": exp.limits.model_dump(mode="json")})
+    limits = exp.limits.model_dump(mode="json")
+    defaults = type(exp.limits)().model_dump(mode="json")
+    for name in LATER_LIMITS:  # at its default, the hash an older cmx gave the same definition
+        if limits.get(name) == defaults.get(name):
+            del limits[name]
+    return _sha256({"workload": exp.workload.name, "cells": sorted(c.cell_id for c in cells), "limits": limits})
 
 
 def stored_definition_hash(definition: dict) -> str | None:

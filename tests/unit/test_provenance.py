@@ -66,10 +66,26 @@ def test_the_same_definition_written_differently_has_the_same_hash(tmp_path):
     ("run_timeout: 60s", "run_timeout: 90s"),        # a limit
     ("run_timeout: 60s", "run_timeout: 60s, warmup: 1s"),
     ("heartbeat: 0,", "heartbeat: 10,"),
+    ("run_timeout: 60s", "run_timeout: 60s, settle: 3s"),  # a limit added later, set
 ])
 def test_a_changed_value_changes_the_hash(tmp_path, old, new):
     assert old in BASE
     assert digest(tmp_path, BASE, "a.yaml") != digest(tmp_path, BASE.replace(old, new), "b.yaml")
+
+
+def test_limits_added_later_keep_the_hash_an_older_cmx_gave_at_their_default(tmp_path):
+    """settle and fault_restart came with the fault dimension: at their defaults a definition hashes
+    as 0.2.0 hashed it (no such keys), so an upgrade starts no new revision."""
+    import hashlib
+    import json
+
+    exp = load_experiment((tmp_path / "a.yaml").write_text(textwrap.dedent(BASE).lstrip("\n")) and tmp_path / "a.yaml")
+    limits = {k: v for k, v in exp.limits.model_dump(mode="json").items() if k not in ("settle", "fault_restart")}
+    old = json.dumps({"workload": "throughput", "cells": sorted(c.cell_id for c in expand(exp)), "limits": limits},
+                     sort_keys=True, separators=(",", ":"))
+    assert definition_hash(exp, expand(exp)) == hashlib.sha256(old.encode()).hexdigest()
+    assert digest(tmp_path, BASE.replace("run_timeout: 60s", "run_timeout: 60s, settle: 10s"), "b.yaml") == \
+        definition_hash(exp, expand(exp))  # the default, written out: the same definition
 
 
 def inventory(**vars_) -> Inventory:
