@@ -15,27 +15,13 @@ import time
 from pathlib import Path
 
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.servers.base import Place
+from cmx.workloads.servers.base import Place, wait_port
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait_port(port: int, up: bool, timeout: float, host: str = "127.0.0.1") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, port), timeout=0.5).close()
-            if up:
-                return
-        except OSError:
-            if not up:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"port {port} still {'closed' if up else 'open'} after {timeout:g}s")
 
 
 class PrivateRedis:
@@ -56,12 +42,12 @@ class PrivateRedis:
             f"bind {self.bind}\nport {self.port}\nprotected-mode no\ndir {self.root}\npidfile {self.pidfile}\n"
             f"logfile {self.root / 'redis.log'}\ndaemonize yes\nsave \"\"\nappendonly no\n")
         subprocess.run(["redis-server", str(self.root / "redis.conf")], check=True)
-        _wait_port(self.port, True, 10, self.bind)
+        wait_port(self.bind, self.port, True, 10)
 
     def stop(self) -> None:
         subprocess.run(["redis-cli", "-h", self.bind, "-p", str(self.port), "shutdown", "nosave"],
                        capture_output=True, timeout=10)
-        _wait_port(self.port, False, 10, self.bind)
+        wait_port(self.bind, self.port, False, 10)
 
     def restart(self) -> None:
         """As a fault restarts a provisioned Redis: its server module, on this host."""
@@ -101,7 +87,7 @@ class PrivateRabbitMQ:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"RabbitMQ node {self.node} did not boot: see {self.base}/log")
             time.sleep(1)
-        _wait_port(self.port, True, 30)
+        wait_port("127.0.0.1", self.port, True, 30)
 
     def stop(self) -> None:
         if self._ctl("stop", f"{self.base}/rabbitmq.pid").returncode != 0:  # it returns once the node exited
@@ -109,13 +95,13 @@ class PrivateRabbitMQ:
                 os.kill(int((self.base / "rabbitmq.pid").read_text()), 9)
             except (OSError, ValueError):
                 pass
-        _wait_port(self.port, False, 30)
+        wait_port("127.0.0.1", self.port, False, 30)
 
     def restart(self) -> None:
         """As a fault restarts a provisioned node: its server module, on this host."""
         servers.get("rabbitmq").restart(Place(str(self.base), self.port, node=self.node,
                                               env={"RABBITMQ_DIST_PORT": str(self.dist_port)}), timeout=120)
-        _wait_port(self.port, True, 30)
+        wait_port("127.0.0.1", self.port, True, 30)
 
     def __enter__(self) -> "PrivateRabbitMQ":
         shutil.rmtree(self.base, ignore_errors=True)
