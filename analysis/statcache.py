@@ -56,6 +56,11 @@ def _key(*parts) -> str:
     return digest.hexdigest()
 
 
+def _test_key(before, after, better, margin_pct) -> str:
+    """The key of one test of a candidate change (trend.shown): its runs either side and arguments."""
+    return _key(list(before), [len(before)], list(after), better, margin_pct, stats.RESAMPLES)
+
+
 def _framed(runs: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
     """A series' points as one float array, each point its size then its values, and where each
     point ends in it: the bytes its keys hash."""
@@ -106,10 +111,7 @@ class Cache:
         self.pending: dict[str, list[tuple]] = {"series_summaries": [], "replaced": [], "comparisons": [],
                                                 "series_changes": [], "series_tests": []}
         self.grown: dict[str, int] = {}      # a series' key → the points of its stored prefix
-        self.tested: dict[str, str] = {}     # tests read ahead (:meth:`_prefetch`)
-        self.asked: list[str] = []           # the tests asked while finding one series' changes
-        #: False while a grown series' changes are found: its earlier tests were read ahead, the rest are new.
-        self.read_each = True
+        self.tested: dict[str, str] = {}     # tests read (ahead, :meth:`_prefetch`) or computed: their JSON
 
     def __enter__(self) -> "Cache":
         if path().exists():
@@ -123,8 +125,7 @@ class Cache:
         if self.con is not None:
             self.con.close()
         if exc[0] is None:
-            for table, rows in self.pending.items():
-                _write(table, rows)
+            _write(self.pending)
 
     def _read(self, sql: str, keys: list[str]) -> list[tuple]:
         if self.con is None or not keys:
@@ -166,37 +167,64 @@ class Cache:
 
     def memo(self, test):
         """``test(before, after, better, margin_pct) -> Comparison | None`` (trend.shown), each answer
-        read back when these runs were tested so before."""
+        read back when these runs were tested so before (:meth:`tests` of one)."""
         def read_or_test(before, after, better, margin_pct):
-            key = _key(list(before), [len(before)], list(after), better, margin_pct, stats.RESAMPLES)
-            self.asked.append(key)
-            if key in self.tested:
-                return _comparison(json.loads(self.tested[key]))
-            for (value,) in self._read("SELECT value FROM comparisons WHERE key = ?", key) if self.read_each else ():
-                return _comparison(json.loads(value))
-            result = test(before, after, better, margin_pct)
-            self.pending["comparisons"].append((key, json.dumps(None if result is None else asdict(result))))
-            return result
+            return self.tests([(before, after, better, margin_pct)], lambda asked: [test(*t) for t in asked])[0]
         return read_or_test
 
-    def many(self, find, series: list[tuple], test) -> list[list]:
-        """``find(runs, medians, better, margin_pct, test)`` (trend.change_points) of each series,
-        read back in one query for the series whose runs are what they were (a finished history)."""
+    def tests(self, asked: list[tuple], test_many, read: list[bool] | None = None) -> list:
+        """``test_many(asked)`` (trend.shown_many: (before, after, better, margin_pct) → Comparison | None)
+        of each test, read back when these runs were tested so before (read ahead by :meth:`_prefetch`,
+        else in one query for the tests whose ``read`` is true), the rest computed in one batch."""
+        return self._answers([_test_key(*t) for t in asked], asked, test_many, read or [True] * len(asked))
+
+    def _answers(self, keys: list[str], asked: list[tuple], test_many, read: list[bool]) -> list:
+        unread = [k for k, r in zip(keys, read) if r and k not in self.tested]
+        self.tested |= dict(self._read(
+            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread))
+        new = {k: t for k, t in zip(keys, asked) if k not in self.tested}  # a test asked twice: computed once
+        computed = dict(zip(new, test_many(list(new.values())))) if new else {}
+        for key, result in computed.items():
+            self.tested[key] = json.dumps(None if result is None else asdict(result))
+            self.pending["comparisons"].append((key, self.tested[key]))
+        return [computed[k] if k in computed else _comparison(json.loads(self.tested[k])) for k in keys]
+
+    def many(self, steps, series: list[tuple], test_many) -> list[list]:
+        """The changes of each series (``series[i]``: runs, medians, better, margin_pct), found by
+        ``steps(runs, medians)`` (trend.change_steps) with its tests answered by :meth:`tests`: read
+        back in one query for the series whose runs are what they were (a finished history); the
+        others advance together, each round's new tests computed in one batch by ``test_many``."""
         keys = [series_key(runs, better, margin_pct, stats.RESAMPLES) for runs, _, better, margin_pct in series]
         found = {k: [(i, _comparison(c), how) for i, c, how in json.loads(v)] for k, v in self._read(
             "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
-        self._prefetch([args for key, args in zip(keys, series) if key not in found])
-        out = []
-        for key, args in zip(keys, series):
-            if key not in found:
-                self.asked, self.read_each = [], series_key(args[0], stats.RESAMPLES) not in self.grown
-                found[key] = find(*args, test)
-                self.pending["series_changes"].append(
-                    (key, json.dumps([(i, asdict(c), how) for i, c, how in found[key]])))
-                self.pending["series_tests"].append((key, self.asked))
-            out.append(found[key])
-        return out
-
+        todo = {key: args for key, args in zip(keys, series) if key not in found}  # a key once
+        self._prefetch(list(todo.values()))
+        # A series grown by a night had its earlier tests read ahead: the rest are new, not looked up one by one.
+        read = {key: series_key(runs, stats.RESAMPLES) not in self.grown for key, (runs, *_) in todo.items()}
+        running = {key: (steps(runs, medians), None) for key, (runs, medians, _, _) in todo.items()}
+        asked: dict[str, list[str]] = {key: [] for key in todo}
+        while running:  # a round: every unfinished series asks its next test
+            waiting = []
+            for key, (gen, answer) in list(running.items()):
+                try:
+                    before, after = gen.send(answer)
+                except StopIteration as done:
+                    found[key] = done.value
+                    del running[key]
+                    continue
+                _, _, better, margin_pct = todo[key]
+                waiting.append((key, (before, after, better, margin_pct)))
+            tests = [t for _, t in waiting]
+            test_keys = [_test_key(*t) for t in tests]
+            answers = self._answers(test_keys, tests, test_many, [read[key] for key, _ in waiting])
+            for (key, _), test_key, answer in zip(waiting, test_keys, answers):
+                asked[key].append(test_key)
+                running[key] = (running[key][0], answer)
+        for key in todo:
+            self.pending["series_changes"].append(
+                (key, json.dumps([(i, asdict(c), how) for i, c, how in found[key]])))
+            self.pending["series_tests"].append((key, asked[key]))
+        return [found[k] for k in keys]
 
     def _prefetch(self, series: list[tuple]) -> None:
         """The tests the nights before asked for (a series grown by a night, :meth:`summarize_series`),
@@ -217,19 +245,25 @@ def _comparison(data: dict | None) -> stats.Comparison | None:
                                "contender": stats.Summary(**data["contender"])})
 
 
-def _write(table: str, rows: list[tuple]) -> None:
-    if not rows:
+def _write(pending: dict[str, list[tuple]]) -> None:
+    """The computed rows of each table, in one connection and one transaction."""
+    if not any(pending.values()):
         return
     try:
         path().parent.mkdir(parents=True, exist_ok=True)
         with duckdb.connect(str(path())) as con:
             con.execute(_SCHEMA)
-            if table == "replaced":  # a prefix's row, superseded by the longer series' row just stored
-                con.execute("DELETE FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
-                            [[k for (k,) in rows]])
-                return
-            columns = list(zip(*{r[0]: r for r in rows}.values()))  # a key once (two cells may hold the same values)
-            unnest = ", ".join(f"unnest(?) AS c{i}" for i in range(len(columns)))
-            con.execute(f"INSERT OR IGNORE INTO {table} SELECT {unnest}", [list(c) for c in columns])
+            con.execute("BEGIN TRANSACTION")
+            for table, rows in pending.items():
+                if not rows:
+                    continue
+                if table == "replaced":  # a prefix's row, superseded by the longer series' row just stored
+                    con.execute("DELETE FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
+                                [[k for (k,) in rows]])
+                    continue
+                columns = list(zip(*{r[0]: r for r in rows}.values()))  # a key once (two cells may hold the same values)
+                unnest = ", ".join(f"unnest(?) AS c{i}" for i in range(len(columns)))
+                con.execute(f"INSERT OR IGNORE INTO {table} SELECT {unnest}", [list(c) for c in columns])
+            con.execute("COMMIT")
     except (duckdb.Error, OSError):
         pass  # another process holds the file: the next run stores them

@@ -266,60 +266,75 @@ def compare_samples(baseline: list[float], contender: list[float], better: str,
 
 def compare_many(baseline: list[float], contenders: list[list[float]], better: str,
                  resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT) -> list[Comparison]:
-    """:func:`compare_samples` of one baseline against each contender, the same Comparisons, in
-    one scipy call per sample size (``cmx recommend`` compares the best cell with every other):
-    as in :func:`summarize_many`, scipy draws one set of resample indices for all rows of a batch
-    from the same seed, and the Mann-Whitney tests run along the last axis of a batch of rows.
+    """:func:`compare_samples` of one baseline against each contender (``cmx recommend`` compares
+    the best cell with every other): :func:`compare_pairs` with that baseline in every pair."""
+    return compare_pairs([(baseline, c, better) for c in contenders], resamples, margin_pct)
+
+
+def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: int = RESAMPLES,
+                  margin_pct: float = MARGIN_PCT) -> list[Comparison]:
+    """:func:`compare_samples` of each (baseline, contender, better), the same Comparisons, in one
+    scipy call per pair of sample sizes (``cmx trend`` tests the latest night of every series at
+    once): as in :func:`summarize_many`, scipy draws one set of resample indices for all rows of a
+    batch from the same seed, and the Mann-Whitney tests run along the last axis of a batch of rows.
     tests/unit/test_stats_many.py holds it equal to :func:`compare_samples`, pair by pair."""
-    a, bs = _clean(baseline), [_clean(c) for c in contenders]
-    sa, sbs = summarize(a, resamples), summarize_many(bs, resamples)
-    out: list[Comparison | None] = [None] * len(bs)
-    by_n: dict[int, list[int]] = {}
-    for i, (b, sb) in enumerate(zip(bs, sbs)):
+    cleaned = [(_clean(a), _clean(b)) for a, b, _ in pairs]
+    sas = summarize_many([a for a, _ in cleaned], resamples)
+    sbs = summarize_many([b for _, b in cleaned], resamples)
+    out: list[Comparison | None] = [None] * len(pairs)
+    by_n: dict[tuple[int, int], list[int]] = {}
+    for i, (a, b) in enumerate(cleaned):
         if min(len(a), len(b)) < MIN_N:
-            out[i] = compare_samples(a, b, better, resamples, margin_pct)
+            out[i] = compare_samples(a, b, pairs[i][2], resamples, margin_pct)
         else:
-            by_n.setdefault(len(b), []).append(i)
-    for n, rows in by_n.items():
-        step = max(1, BATCH_VALUES // (resamples * (len(a) + n)))
+            by_n.setdefault((len(a), len(b)), []).append(i)
+    for (n_a, n_b), rows in by_n.items():
+        step = max(1, BATCH_VALUES // (resamples * (n_a + n_b)))
         for start in range(0, len(rows), step):
             part = rows[start:start + step]
-            base, other = np.tile(a, (len(part), 1)), np.stack([bs[i] for i in part])
+            base, other = np.stack([cleaned[i][0] for i in part]), np.stack([cleaned[i][1] for i in part])
             d_low, d_high = _bootstrap((base, other), _diff, resamples)
-            if sa.median != 0:
-                c_lo, c_hi = _bootstrap((base, other), _change, resamples)
-            ps = mann_whitney_many(a, [bs[i] for i in part])
+            nonzero = [j for j, i in enumerate(part) if sas[i].median != 0]  # a zero median has no change %
+            if nonzero:
+                c_lo, c_hi = _bootstrap((base[nonzero], other[nonzero]), _change, resamples)
+                c_at = {j: k for k, j in enumerate(nonzero)}
+            ps = mann_whitney_pairs([(cleaned[i][0], cleaned[i][1]) for i in part])
             for j, i in enumerate(part):
-                sb, change = sbs[i], _change_pct(sa, sbs[i])
+                sa, sb, better = sas[i], sbs[i], pairs[i][2]
+                change = _change_pct(sa, sb)
                 dl, dh = float(d_low[j]), float(d_high[j])
                 c_low = c_high = None
                 if sa.median != 0:
-                    c_low, c_high = min(float(c_lo[j]), change), max(float(c_hi[j]), change)
+                    k = c_at[j]
+                    c_low, c_high = min(float(c_lo[k]), change), max(float(c_hi[k]), change)
                 elif dl == dh == 0:
                     c_low = c_high = 0.0
-                v = verdict(len(a), n, c_low, c_high, dl, dh, ps[j], better, margin_pct)
-                need = runs_needed(min(len(a), n), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
+                v = verdict(n_a, n_b, c_low, c_high, dl, dh, ps[j], better, margin_pct)
+                need = runs_needed(min(n_a, n_b), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
                 out[i] = Comparison(sa, sb, change, c_low, c_high, dl, dh, ps[j], v, margin_pct, need)
     return out
 
 
 def mann_whitney_many(a, samples: list) -> list[float]:
-    """:func:`mann_whitney_p` of ``a`` against each of ``samples``: one scipy call per sample size
-    and method."""
-    x = _clean(a)
-    ys = [_clean(s) for s in samples]
-    out: list[float | None] = [None] * len(ys)
+    """:func:`mann_whitney_p` of ``a`` against each of ``samples`` (:func:`mann_whitney_pairs`)."""
+    return mann_whitney_pairs([(a, s) for s in samples])
+
+
+def mann_whitney_pairs(pairs: list[tuple]) -> list[float]:
+    """:func:`mann_whitney_p` of each (a, b): one scipy call per pair of sample sizes and method."""
+    cleaned = [(_clean(a), _clean(b)) for a, b in pairs]
+    out: list[float | None] = [None] * len(cleaned)
     groups: dict[tuple, list[int]] = {}
-    for i, y in enumerate(ys):
+    for i, (x, y) in enumerate(cleaned):
         method = _mw_method(x, y)
         if method is None:
             out[i] = mann_whitney_p(x, y)
         else:
-            groups.setdefault((len(y), method), []).append(i)
-    for (_, kind), rows in groups.items():
+            groups.setdefault((len(x), len(y), method), []).append(i)
+    for (_, _, kind), rows in groups.items():
         method = _sps().PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
-        ps = _sps().mannwhitneyu(np.tile(x, (len(rows), 1)), np.stack([ys[i] for i in rows]), alternative="two-sided",
-                              method=method, axis=-1).pvalue
+        ps = _sps().mannwhitneyu(np.stack([cleaned[i][0] for i in rows]), np.stack([cleaned[i][1] for i in rows]),
+                                 alternative="two-sided", method=method, axis=-1).pvalue
         for j, i in enumerate(rows):
             out[i] = float(min(1.0, ps[j]))
     return out

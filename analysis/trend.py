@@ -99,23 +99,46 @@ def _pooled(runs: list[list[float]], start: int, end: int) -> list[float]:
 
 def shown(before: list[float], after: list[float], better: str, margin_pct: float) -> stats.Comparison | None:
     """The comparison of the runs ``before`` and ``after`` a candidate when it shows a change."""
-    if min(len(before), len(after)) < stats.MIN_N or stats.mann_whitney_p(before, after) > stats.ALPHA:
-        return None  # cheap first: no verdict of SHOWN has p above ALPHA
-    result = stats.compare_samples(before, after, better, margin_pct=margin_pct)
-    return result if result.verdict in SHOWN else None
+    return shown_many([(before, after, better, margin_pct)])[0]
 
 
-def _tested(runs, start: int, tau: int, end: int, better: str, margin_pct: float,
-            test=shown) -> stats.Comparison | None:
-    """:func:`shown` of the runs of points [start, tau) and [tau, end), at most WINDOW points a side."""
-    before, after = _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
-    return test(before, after, better, margin_pct)
+def shown_many(tests: list[tuple[list[float], list[float], str, float]]) -> list[stats.Comparison | None]:
+    """:func:`shown` of each (before, after, better, margin_pct): the Mann-Whitney tests of all in one
+    batch (:func:`stats.mann_whitney_pairs`), then the comparisons of those whose p could show a change
+    (:func:`stats.compare_pairs`, the rule of ``cmx compare``), the same answers as one by one."""
+    out: list[stats.Comparison | None] = [None] * len(tests)
+    sized = [i for i, (before, after, _, _) in enumerate(tests) if min(len(before), len(after)) >= stats.MIN_N]
+    ps = stats.mann_whitney_pairs([tests[i][:2] for i in sized])
+    low = [i for i, p in zip(sized, ps) if not p > stats.ALPHA]  # cheap first: no verdict of SHOWN has p above ALPHA
+    for margin in dict.fromkeys(tests[i][3] for i in low):
+        rows = [i for i in low if tests[i][3] == margin]
+        for i, result in zip(rows, stats.compare_pairs([tests[i][:3] for i in rows], margin_pct=margin)):
+            out[i] = result if result.verdict in SHOWN else None
+    return out
+
+
+def _window(runs, start: int, tau: int, end: int) -> tuple[list[float], list[float]]:
+    """The runs of points [start, tau) and [tau, end), at most WINDOW points a side."""
+    return _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
 
 
 def change_points(runs: list[list[float]], medians: list[float | None], better: str,
                   margin_pct: float = stats.MARGIN_PCT, test=shown) -> list[tuple[int, stats.Comparison, str]]:
-    """(index, comparison, method) of each change of a series, in order of position. ``test``:
-    :func:`shown`, or the same answers read back (analysis/statcache.py)."""
+    """(index, comparison, method) of each change of a series, in order of position; each candidate
+    tested by ``test(before, after, better, margin_pct)`` (:func:`shown`)."""
+    steps = change_steps(runs, medians)
+    try:
+        before, after = next(steps)
+        while True:
+            before, after = steps.send(test(before, after, better, margin_pct))
+    except StopIteration as done:
+        return done.value
+
+
+def change_steps(runs: list[list[float]], medians: list[float | None]):
+    """:func:`change_points` as a generator, so the tests of many series can run in one batch
+    (analysis/statcache.py): it yields each test it needs, (runs before, runs after), is sent the
+    test's answer (a Comparison when shown, else None), and returns the changes."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
     if len(keep) < 2:
         return []
@@ -135,7 +158,7 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
         if best is None:
             break
         _, start, tau, end = best
-        result = _tested(kept_runs, start, tau, end, better, margin_pct, test)
+        result = yield _window(kept_runs, start, tau, end)
         if result is None:
             break
         found[tau] = (result, EDIVISIVE)
@@ -143,7 +166,7 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
     last = len(keep) - 1
     if last not in found:
         since = max((i for i in found if i < last), default=0)
-        result = _tested(kept_runs, since, last, last + 1, better, margin_pct, test)
+        result = yield _window(kept_runs, since, last, last + 1)
         if result is not None:
             found[last] = (result, LATEST)
     return [(keep[i], r, how) for i, (r, how) in sorted(found.items())]
@@ -233,8 +256,8 @@ def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = ()
     with statcache.Cache() as cache:
         for s, summaries in zip(series, cache.summarize_series([s.runs for s in series])):  # one batched bootstrap
             s.summaries = summaries
-        found = cache.many(change_points, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
-                                           for s in series], cache.memo(shown))
+        found = cache.many(change_steps, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
+                                          for s in series], shown_many)
         for s, changes in zip(series, found):
             s.changes = [Change(i, s.ats[i], r, how) for i, r, how in changes]
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(

@@ -72,7 +72,7 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     with statcache.Cache() as cache:
         computed = cache.memo(trend.shown)(before, after, "higher", 5.0)
         quiet = cache.memo(trend.shown)(before, before, "higher", 5.0)
-        changes = cache.many(trend.change_points, [(runs, medians, "higher", 5.0)], cache.memo(trend.shown))
+        changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0)], trend.shown_many)
     assert computed.verdict == stats.WORSE and quiet is None
     assert changes == [trend.change_points(runs, medians, "higher", 5.0)] and changes[0][0][0] == 3
 
@@ -81,6 +81,8 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
 
     monkeypatch.setattr(stats, "compare_samples", never)
     monkeypatch.setattr(stats, "mann_whitney_p", never)
+    monkeypatch.setattr(stats, "compare_pairs", never)
+    monkeypatch.setattr(stats, "mann_whitney_pairs", never)
     with statcache.Cache() as cache:
         assert cache.memo(trend.shown)(before, after, "higher", 5.0) == computed
         assert cache.memo(trend.shown)(before, before, "higher", 5.0) is None
@@ -108,5 +110,41 @@ def test_a_grown_series_changes_are_the_computed_ones(tmp_path, monkeypatch):
         grown = runs[:nights] + [[650.0, 640.0, 655.0]]
         with statcache.Cache() as cache:
             medians = [p.median for p in cache.summarize_series([grown])[0]]
-            got = cache.many(trend.change_points, [(grown, medians, "higher", 5.0)], cache.memo(trend.shown))
+            got = cache.many(trend.change_steps, [(grown, medians, "higher", 5.0)], trend.shown_many)
         assert got == [trend.change_points(grown, medians, "higher", 5.0)] and got[0][0][0] == 12
+
+
+def test_many_series_tested_in_batches_find_the_changes_one_by_one_finds(tmp_path, monkeypatch):
+    # Cache.many advances all series together, each round's new tests in one batch (trend.shown_many):
+    # every series' changes must be what trend.change_points finds alone, test by test with trend.shown,
+    # on the first night and on the night after (its earlier tests read back, only the new ones computed).
+    import random
+
+    from cmx.analysis import trend
+
+    monkeypatch.setenv("CMX_STATS_CACHE", str(tmp_path / "stats.duckdb"))
+    rnd = random.Random(5)
+    series = []
+    for k in range(12):
+        step = [1.0, 0.8, 1.3, 1.0][k % 4]
+        runs = [[rnd.gauss(1000 * (step if i >= 8 + k % 5 else 1.0), 10 + k) for _ in range(3 + (i % 3 == 0))]
+                for i in range(20 + k)]
+        series.append((runs, [k % 2 and "higher" or "lower", "neither"][k % 3 == 0]))
+    series.append(series[0])  # two cells with the same values
+    series.append(([[5.0, 5.0, 5.0]] * 6 + [[5.0, 5.0]], "higher"))  # ties, a short last point
+    for night in (0, 1):
+        grown = [(runs + [[rnd.gauss(700, 10) for _ in range(3)]] * night, better) for runs, better in series]
+        medians = [[stats.summarize(r).median for r in runs] for runs, _ in grown]
+        with statcache.Cache() as cache:
+            got = cache.many(trend.change_steps, [(runs, m, better, 5.0) for (runs, better), m in zip(grown, medians)],
+                             trend.shown_many)
+        alone = [trend.change_points(runs, m, better, 5.0, test=_shown_alone) for (runs, better), m in zip(grown, medians)]
+        assert repr(got) == repr(alone) and any(got)
+
+
+def _shown_alone(before, after, better, margin_pct):
+    """trend.shown as it was before it was batched: one Mann-Whitney test, then one compare_samples."""
+    if min(len(before), len(after)) < stats.MIN_N or stats.mann_whitney_p(before, after) > stats.ALPHA:
+        return None
+    result = stats.compare_samples(before, after, better, margin_pct=margin_pct)
+    return result if result.verdict in (stats.BETTER, stats.WORSE, stats.DIFFERS) else None

@@ -68,3 +68,40 @@ def test_mann_whitney_many_gives_mann_whitney_p():
     others = [[5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 2.0, 9.0], [4.0, 4.0, 4.0], [1.0] * 4, [], [3.5] * 30,
               [float(i) for i in range(40)], [2.0, 3.0]]
     assert _same(stats.mann_whitney_many(base, others), [stats.mann_whitney_p(base, o) for o in others])
+
+
+def test_compare_pairs_and_mann_whitney_pairs_property():
+    # `cmx trend` tests the latest night of every series at once, each against its own history
+    # (stats.compare_pairs, stats.mann_whitney_pairs): each answer must be the one the pair gets alone.
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from cmx.analysis import stats
+
+    value = st.sampled_from([0.0, 1.0, 2.0, 2.5, 100.0, -3.0]) | st.floats(-1e6, 1e6, allow_nan=False)
+    sample = st.lists(value, min_size=0, max_size=7)
+    pair = st.tuples(sample, sample, st.sampled_from(["higher", "lower", "neither"]))
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(pair, min_size=1, max_size=5), st.sampled_from([5.0, 1.0]))
+    def check(pairs, margin):
+        pairs += [(a, [v * 1.5 for v in b], better) for a, b, better in pairs[:2]]  # sizes shared: batches of rows
+        assert _same(stats.compare_pairs(pairs, resamples=200, margin_pct=margin),
+                     [stats.compare_samples(a, b, better, resamples=200, margin_pct=margin) for a, b, better in pairs])
+        assert _same(stats.mann_whitney_pairs([(a, b) for a, b, _ in pairs]),
+                     [stats.mann_whitney_p(a, b) for a, b, _ in pairs])
+
+    check()
+
+
+def test_compare_pairs_of_long_histories_against_a_night():
+    # The shapes trend batches: ~90 runs before against a night's 3 (asymptotic p), and 12 against 4.
+    import random
+
+    from cmx.analysis import stats
+
+    rnd = random.Random(3)
+    pairs = [([rnd.gauss(1000, 20) for _ in range(n)], [rnd.gauss(mu, 20) for _ in range(m)], better)
+             for n, m in [(90, 3), (90, 4), (12, 4), (12, 3)] for mu in (800, 1000, 1010, 1200)
+             for better in ("higher", "lower")]
+    pairs.append(([0.0] * 7 + [1.0] * 5, [0.0, 0.0, 2.0, 3.0], "higher"))  # a zero median beside the others
+    assert _same(stats.compare_pairs(pairs), [stats.compare_samples(a, b, better) for a, b, better in pairs])
