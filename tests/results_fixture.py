@@ -38,7 +38,7 @@ def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, s
         con.execute("INSERT INTO connections (run_id, host, role, kind, ts, count) VALUES (?, 'b1', ?, ?, ?, ?)",
                     [run_id, role, kind, ts, count])
     for ts, depth in queue_depth:
-        con.execute("INSERT INTO queue_depth VALUES (?, ?, ?)", [run_id, ts, depth])
+        con.execute("INSERT INTO queue_depth (run_id, ts, depth) VALUES (?, ?, ?)", [run_id, ts, depth])
     for name, value in (metrics or {}).items():
         con.execute("INSERT INTO metrics VALUES (?, ?, ?, '')", [run_id, name, value])
 
@@ -135,7 +135,7 @@ def build_grid(path: Path, experiment: str = "grid", repeats: int = 3, tasks_per
                         FROM grid, range(8) AS a(k), range(10, 12) AS b(p)""")
         con.execute(f"""INSERT INTO connections (run_id, host, role, kind, ts, count)
                         SELECT run_id, 'b1', 'broker', broker, {T0} + 2 + k, 2 + k * conc FROM grid, range(2) AS a(k)""")
-        con.execute(f"INSERT INTO queue_depth SELECT run_id, {T0 + 1} + k, 10 - k FROM grid, range(11) AS a(k)")
+        con.execute(f"INSERT INTO queue_depth (run_id, ts, depth) SELECT run_id, {T0 + 1} + k, 10 - k FROM grid, range(11) AS a(k)")
         con.execute("COMMIT")
     return path
 

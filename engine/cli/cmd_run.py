@@ -161,7 +161,7 @@ def run(
             db.check_name_is_ours(con, exp, db_path)
             revision = revision_for(con, exp, digest, db_path, new_revision)
             resumes, done = (None, set()) if no_resume else db.resume_point(con, exp.name, revision)
-    except InputError as exc:
+    except (InputError, HostError) as exc:  # HostError: the database cannot be written (a full disk)
         fail(exc)
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
@@ -186,8 +186,11 @@ def run(
     except (InputError, HostError) as exc:
         fail(exc)
     headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
-    with views.connect(db_path) as con:
-        summaries = summarize(con, exp.name, cells, headline, revision)
+    try:
+        with views.connect(db_path) as con:
+            summaries = summarize(con, exp.name, cells, headline, revision)
+    except HostError as exc:  # the database could not be written since (a full disk): what is stored stays
+        fail(exc)
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))

@@ -61,6 +61,12 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
     when writable, ``temporary`` for this connection only when read-only); see
     ``cmx.analysis.views.connect``."""
     path = Path(path)
+    if not read_only and not sandboxed and prepare is None:
+        again = _reopen(path)
+        if again is not None:  # checked, upgraded and given its views by this process already
+            with _holding(path, again, remember=lambda: True):
+                yield again
+            return
     new = dbfile.check_header(path, read_only)
     if new and path.exists():
         path.unlink()  # an empty file (mktemp): DuckDB refuses to open one, and it holds nothing
@@ -98,7 +104,8 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
                                      f"it ({_first_line(root)}): copy it somewhere writable and pass --db with the "
                                      "copy", str(path))) from None
         con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
-    try:
+    checked = False  # every check passed on a writable connection: it may be reopened without them
+    with _holding(path, con, remember=lambda: checked):
         if not read_only:
             try:
                 migrate.upgrade(con)
@@ -117,14 +124,76 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
                 prepare(con, read_only)
         if sandboxed:
             dbfile.sandbox(con)
+        checked = not read_only
         yield con
+
+
+@contextmanager
+def _holding(path: Path, con: duckdb.DuckDBPyConnection, remember: Callable[[], bool]) -> Iterator[None]:
+    """Closes ``con`` at the end; a write the disk refused becomes the one-line error that says a
+    resume keeps what is stored. ``remember()`` true at the end: the file, as this connection
+    left it, may be reopened without the checks (``_reopen``)."""
+    try:
+        yield
     except Exception as exc:
         if not _cannot_write(exc):
             raise
-        raise HostError(f"{path}: cannot write the results database ({_first_line(exc)}): free space "
-                        f"there, then `cmx run` again resumes; runs already stored are kept") from None
+        raise _write_failed(path, exc) from None
     finally:
         con.close()
+        if remember():
+            _opened(path)
+
+
+def _write_failed(path: Path, exc: Exception) -> HostError:
+    return HostError(f"{path}: cannot write the results database ({_first_line(exc)}): free space "
+                     f"there, then `cmx run` again resumes; runs already stored are kept")
+
+
+#: The files this process opened for writing through every check (ours, not newer, upgraded, views
+#: installed), by path: the file as this process last closed it (``_identity``). A sweep opens its database several times a run; checking
+#: it anew each time (a read-only open, the upgrade's transaction, the views) cost a second a run
+#: on a loaded machine.
+_CHECKED: dict[str, tuple[int, int, int, int]] = {}
+
+
+def _opened(path: Path) -> None:
+    try:
+        st = path.stat()
+    except OSError:
+        return
+    _CHECKED[str(path.resolve())] = _identity(st)
+
+
+def _identity(st) -> tuple[int, int, int, int]:
+    """The file as this process last closed it: a file replaced or rewritten since (a copy over
+    it, another process's writes, a reused inode) differs in one of these."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _reopen(path: Path):
+    """A writable connection to a file this process checked before and that is still that file
+    with this cmx's schema versions (another process may have written it meanwhile: a newer cmx
+    that upgraded it is caught here, and the full checks refuse it); None otherwise."""
+    key = str(path.resolve())
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if _CHECKED.get(key) != _identity(st):
+        return None
+    try:
+        con = duckdb.connect(str(path), config=dbfile.CONFIG)
+    except duckdb.Error:  # locked by another process, or no longer a database: the full way says so
+        return None
+    try:
+        if migrate.versions(con) == migrate.current() and _has_view(con, "runs"):
+            return con
+    except duckdb.Error:
+        pass
+    con.close()
+    _CHECKED.pop(key, None)
+    return None
 
 
 def _older(con, path: Path) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cmx.engine.results.db import sql
-from cmx.engine.results.metricdefs import unit_of
+from cmx.engine.results.metricdefs import over_drivers, unit_of
 from cmx.workloads.vocab import metrics as M
 
 CSV_COLUMNS = {
@@ -96,8 +96,11 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         for table in ("samples", "peaks", "connections", "sample_marks"):
             _stage(con, table, [d / f"{table}.csv" for d in host_dirs if (d / f"{table}.csv").exists()])
             con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])
-        _stage(con, "queue", [d / "queue.csv" for d in host_dirs if (d / "queue.csv").exists()])
-        con.execute("INSERT INTO main.queue_depth SELECT ? AS run_id, * FROM temp.stage_queue", [run_id])
+        for d in host_dirs:  # each sample with the driver host that took it: its clock moves it
+            if (d / "queue.csv").exists():
+                _stage(con, "queue", [d / "queue.csv"])
+                con.execute("INSERT INTO main.queue_depth (run_id, ts, depth, host) "
+                            "SELECT ?, ts, depth, ? FROM temp.stage_queue", [run_id, d.name])
         out.driver = _drivers_json(art_dir, drivers, host_dirs)
         clock_host = drivers[0] if drivers else next((d.name for d in host_dirs if (d / "driver.json").exists()), None)
         # A fault run's faults, each with the workload's clock start (the driver's, on its host's clock).
@@ -108,11 +111,17 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         _insert_packages(con, run_id, host_dirs)
         rows = [(name, value, None) for name, value in
                 con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()]
+        own = _driver_metrics(art_dir, drivers)
         extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
+        extra = [(name, _over_drivers(name, value, own, drivers), unit) for name, value, unit in extra]
         extra += _sampler_cpu(host_dirs) + _heartbeat(host_dirs)
         if len(drivers) > 1:
             rates = dict(con.execute(sql("driver_rates.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall())
             extra.append((M.PUBLISH_RATE_MIN_DRIVER, min(rates.get(h) or 0.0 for h in drivers), "tasks/s"))
+            own += [(h, M.PUBLISH_RATE, rates.get(h), "tasks/s") for h in drivers]
+        if own:
+            con.executemany("INSERT INTO driver_metrics VALUES (?, ?, ?, ?, ?)",
+                            [(run_id, h, name, value, unit_of(name, unit)) for h, name, value, unit in own])
         for name, value, reported in [*rows, *extra]:
             out.metrics[name] = value
             con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit_of(name, reported)])
@@ -135,6 +144,26 @@ def _drivers_json(art_dir: Path, drivers: tuple[str, ...], host_dirs: list[Path]
             lead |= {"status": other.get("status") or "failed",
                      "error": f"the driver on {host}: {other.get('error') or 'left no driver.json'}"}
     return lead
+
+
+def _driver_metrics(art_dir: Path, drivers: tuple[str, ...]) -> list[tuple[str, str, float, str]]:
+    """(host, name, value, unit) of what each driver host of a run of several drivers reported of
+    itself in its driver.json (one driver: the run's own metrics say it all)."""
+    if len(drivers) < 2:
+        return []
+    return [(h, name, value, unit) for h in drivers
+            for name, value, unit in _read_json(art_dir / h / "driver.json").get("metrics", [])]
+
+
+def _over_drivers(name: str, value: float | None, own: list[tuple[str, str, float, str]],
+                  drivers: tuple[str, ...]) -> float | None:
+    """The run's value of a metric each driver reports of its own share: the sum over the drivers
+    for a count (metricdefs ``over_drivers``), else the leading driver's as reported. A sum is
+    unknown (None) unless every driver reported its part: a partial sum would pass for the whole."""
+    if not own or over_drivers(name) != "sum":
+        return value
+    parts = {h: v for h, n, v, _ in own if n == name and v is not None}
+    return sum(parts.values()) if set(drivers) <= set(parts) else None
 
 
 def _heartbeat(host_dirs: list[Path]) -> list[tuple[str, float, str]]:

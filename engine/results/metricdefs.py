@@ -32,6 +32,10 @@ class MetricDef:
     #: Metrics of one family (latency_p50_s, latency_p99_s…) are explained once in a table's
     #: caption: "<family>: <description after its first ' of '>".
     family: str = ""
+    #: A figure each driver reports of its own share when a run has several (the `drivers`
+    #: dimension): "sum" = the run's value is the sum over its drivers (each driver's own is in
+    #: ``driver_metrics``); "" = the leading driver's.
+    over_drivers: str = ""
 
 
 _H, _L, _N = Better.HIGHER, Better.LOWER, Better.NEITHER
@@ -54,8 +58,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               "corrected)"),
     MetricDef(M.STALL_S, "s", _L, "stall", "the longest time without a task finishing, from the fault on"),
     MetricDef(M.RECOVERY_S, "s", _L, "recovery",
-              "from the fault until tasks finish at 90 % of the pre-fault rate again (over a window of about ten "
-              "pre-fault completions); NULL when they never do"),
+              "from the fault until tasks finish at 90 % of the pre-fault rate again after the stall (over a window "
+              "of about ten pre-fault completions); NULL when they never do"),
     MetricDef(M.PUBLISH_RATE, "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
     MetricDef(M.PUBLISH_RATE_MIN_DRIVER, "tasks/s", _H, "slowest driver",
               "drivers > 1: the slowest driver host's publish rate (publish_rate is the whole run's)"),
@@ -81,7 +85,7 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               "1 when clocks could move latency by over a tenth of its median (or an offset is unknown)"),
     MetricDef(M.SEND_LAG_P99_S, "s", _L, "p99 send lag", "p99 of sent − intended send (stream): the driver's lag"),
     MetricDef(M.PUBLISH_BEHIND, "tasks", _L, "behind",
-              "stream: publishes the driver made later than their intended send time"),
+              "stream: publishes the drivers made later than their intended send time", over_drivers="sum"),
     MetricDef(M.PEAK_PSS_BYTES, "bytes", _L, "peak PSS",
               "peak over ticks inside the run (clock start to drain) of the worker processes' summed PSS (shared "
               "pages split): the headline memory; NULL when no reading fell inside the run (not sampled)"),
@@ -178,6 +182,12 @@ def get(name: str) -> MetricDef:
     """The metric's definition; a metric not declared here (a user workload's own) is unjudged,
     its unit read from its name's ending (``_bytes``, ``_rate``/``_per_s``, ``_s``)."""
     return METRICS.get(name) or MetricDef(name, _guess_unit(name), Better.NEITHER, name.replace("_", " "))
+
+
+def over_drivers(name: str) -> str:
+    """How a metric each of several drivers reports becomes the run's (:attr:`MetricDef.over_drivers`)."""
+    declared = METRICS.get(name)
+    return declared.over_drivers if declared is not None else ""
 
 
 def unit_of(name: str, reported: str | None = "") -> str:

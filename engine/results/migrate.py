@@ -70,6 +70,14 @@ STEPS: tuple[Step, ...] = (
     Step("faults", 0, 1, "CREATE TABLE IF NOT EXISTS faults (run_id VARCHAR, idx INTEGER, fault VARCHAR, "
                          "kind VARCHAR, host VARCHAR, pid INTEGER, task_id VARCHAR, struck_at DOUBLE, ended_at DOUBLE, "
                          "error VARCHAR, clock_at DOUBLE, clock_host VARCHAR)"),
+    # Several drivers (issue 29): each queue-depth sample names the driver host that took it, so
+    # queue_depth_times moves it by that host's clock offset (NULL in rows stored before: the
+    # view falls back on the run's publisher, as it did).
+    Step("queue_depth", 1, 2, "ALTER TABLE queue_depth ADD COLUMN IF NOT EXISTS host VARCHAR"),
+    # What each driver host reported of itself (its driver.json's metrics: publish_behind…), and
+    # its publish rate, per run and host; `metrics` holds the run's whole (metricdefs.over_drivers).
+    Step("driver_metrics", 0, 1, "CREATE TABLE IF NOT EXISTS driver_metrics (run_id VARCHAR, host VARCHAR, "
+                                 "name VARCHAR, value DOUBLE, unit VARCHAR)"),
 )
 
 

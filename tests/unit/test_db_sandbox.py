@@ -124,3 +124,22 @@ def test_cmx_sql_still_reads(ours):
                "--format", "csv", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["pool,value", "solo,10.0"]
+
+
+def test_a_file_copied_over_one_this_process_checked_is_checked_again(tmp_path):
+    """A sweep reopens its database without the checks once it checked it; a file written over it
+    in place since (same path, same inode: `cp other.duckdb cmx.duckdb`) is another file and is
+    refused untouched as any foreign file is."""
+    path, other = tmp_path / "cmx.duckdb", tmp_path / "other.duckdb"
+    with db.connect(path) as con:
+        add_run(con, "exp", "r1", {"pool": "solo"})
+    _other_duckdb(other)
+    inode = path.stat().st_ino
+    path.write_bytes(other.read_bytes())  # in place: the same inode
+    assert path.stat().st_ino == inode
+    before = path.read_bytes()
+    with pytest.raises(Exception) as info:
+        with db.connect(path):
+            pass
+    assert "cmx" in str(info.value)
+    assert path.read_bytes() == before

@@ -144,3 +144,41 @@ def test_runs_view_has_a_typed_column_per_dimension(tmp_path):
     ro = duckdb.connect(str(path), read_only=True)
     assert ro.execute("SELECT count(*) FROM cmx_schema").fetchone()[0] >= 9
     ro.close()
+
+
+def test_two_drivers_each_queue_sample_on_its_own_clock_and_each_drivers_behind_stored(tmp_path):
+    """Two drivers (d1 leads, d2 publishes its share): a queue-depth sample moves by the offset
+    of the driver host that took it, not by either publisher's; publish_behind is the run's sum
+    and each driver's own is kept in driver_metrics."""
+    run = tmp_path / "artifacts" / "r1"
+    for host, offset, behind in (("d1", 0.0, 2), ("d2", 5.0, 3)):
+        h = run / host
+        csv(h / "pub-10.csv", "task_id,name,host,pid,intended_at,sent_at",
+            [(f"{host}t{i}", "noop", host, 10, 100 + i + offset, 100 + i + offset) for i in range(2)])
+        csv(h / "queue.csv", "ts,depth", [(110 + offset, 4 if host == "d1" else 6)])
+        (h / "facts.json").write_text(f'{{"clock_offset_s": {offset}, "clock_uncertainty_s": 0.001}}')
+        (h / "driver.json").write_text(f'{{"status": "ok", "metrics": [["publish_behind", {behind}, "tasks"]]}}')
+    w = run / "w1"
+    csv(w / "exec-21.csv", "task_id,name,host,pid,sent_at,started_at,finished_at,state,redelivered",
+        [(f"{d}t{i}", "noop", "w1", 21, 100 + i, 101 + i, 102 + i, "SUCCESS", 0) for d in ("d1", "d2") for i in range(2)])
+    (w / "facts.json").write_text('{"clock_offset_s": 0.0, "clock_uncertainty_s": 0.001}')
+    hosts = {"d1": HostInfo(groups=("drivers",)), "d2": HostInfo(groups=("drivers",)),
+             "w1": HostInfo(groups=("workers",))}
+    with db.connect(tmp_path / "r.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, hosts, ("d1", "d2")).metrics
+        depths = con.execute("SELECT host, ts, depth FROM queue_depth_times ORDER BY host").fetchall()
+        own = con.execute("SELECT host, name, value, unit FROM driver_metrics ORDER BY ALL").fetchall()
+    assert depths == [("d1", 110.0, 4), ("d2", 110.0, 6)]  # both taken at controller time 110
+    assert m["publish_behind"] == 5
+    assert [(h, n, v, u) for h, n, v, u in own if n == "publish_behind"] == [("d1", "publish_behind", 2.0, "tasks"),
+                                                                           ("d2", "publish_behind", 3.0, "tasks")]
+    assert sorted(h for h, n, _, _ in own if n == "publish_rate") == ["d1", "d2"]
+
+
+def test_queue_samples_stored_before_the_host_column_keep_the_publishers_clock(tmp_path):
+    """A row without a host (a database of an earlier release) is moved as before: by the run's publisher."""
+    with db.connect(tmp_path / "r.duckdb") as con:
+        con.execute("INSERT INTO hosts (run_id, host, groups, clock_offset_s) VALUES ('r0', 'd1', 'drivers', 2.0)")
+        con.execute("INSERT INTO tasks (run_id, task_id, host, publisher_host) VALUES ('r0', 't', 'w1', 'd1')")
+        con.execute("INSERT INTO queue_depth (run_id, ts, depth) VALUES ('r0', 12.0, 1)")
+        assert con.execute("SELECT ts, host FROM queue_depth_times").fetchall() == [(10.0, None)]

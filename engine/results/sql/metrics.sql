@@ -49,6 +49,10 @@ pre_fault AS (
            / nullif((SELECT t FROM fault) - (SELECT min(started_at) FROM executed), 0) AS rate
 ),
 recovery_window AS (SELECT rate, greatest(1.0, 10.0 / rate) AS w FROM pre_fault WHERE rate > 0),
+-- The longest time without a completion from the fault on (the fault's moment counts as the first
+-- completion), and the completion that ended it.
+gaps AS (SELECT c, c - lag(c) OVER (ORDER BY c) AS gap FROM (SELECT c FROM after_fault UNION ALL SELECT t FROM fault)),
+stall AS (SELECT max(gap) AS s, arg_max(c, gap) AS ended FROM gaps WHERE gap IS NOT NULL),
 worker_peaks AS (
     SELECT r.host, r.rss, p.pss
     FROM (SELECT host, max(rss) AS rss FROM worker_ticks GROUP BY host) r
@@ -66,15 +70,17 @@ UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered
 UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM executed WHERE state <> 'SUCCESS')
 -- Faults: when the first struck (seconds from the workload's clock start), the longest time
 -- without a completion from it on (NULL when nothing finished after it), and how long until
--- completions were back at 90 % of the pre-fault rate over a whole window after it (NULL: never).
+-- completions were back at 90 % of the pre-fault rate over a whole window after it and after that
+-- stall (NULL: never). "Back" is after the stall: the tasks a worker held when the broker went
+-- away may finish at full rate for a moment and then nothing does for half a minute
+-- (restart-broker-rabbitmq.yaml, threads), which is no recovery.
 UNION ALL SELECT 'fault_at_s', t - clock_at FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'stall_s',
-    (SELECT CASE WHEN (SELECT count(*) FROM after_fault) > 0 THEN max(c - prev) END
-     FROM (SELECT c, lag(c) OVER (ORDER BY c) AS prev FROM (SELECT c FROM after_fault UNION ALL SELECT t FROM fault)))
+    (SELECT CASE WHEN (SELECT count(*) FROM after_fault) > 0 THEN s END FROM stall)
     FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'recovery_s',
-    (SELECT min(a.c - f.t) FROM after_fault a, fault f, recovery_window r
-     WHERE a.c - r.w >= f.t
+    (SELECT min(a.c - f.t) FROM after_fault a, fault f, recovery_window r, stall st
+     WHERE a.c - r.w >= f.t AND a.c >= st.ended
        AND (SELECT count(*) FROM completions b WHERE b.c > a.c - r.w AND b.c <= a.c) >= 0.9 * r.rate * r.w)
     FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'publish_rate',

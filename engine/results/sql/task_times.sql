@@ -37,8 +37,9 @@ FROM tasks t
 LEFT JOIN host_clocks po ON po.run_id = t.run_id AND po.host = coalesce(t.publisher_host, t.host)
 LEFT JOIN host_clocks eo ON eo.run_id = t.run_id AND eo.host = t.host;
 
--- queue_depth_times: the driver's queue-depth samples on the controller's clock. The driver
--- samples on its own host: the run's publisher (tasks.publisher_host), else its `drivers` host.
+-- queue_depth_times: the drivers' queue-depth samples on the controller's clock, each moved by
+-- the offset of the host that took it (queue_depth.host); rows stored before that column was
+-- added (NULL host) by the run's publisher (tasks.publisher_host), else its first `drivers` host.
 CREATE OR REPLACE VIEW queue_depth_times AS
 WITH publisher AS (
     SELECT run_id, any_value(publisher_host) AS host FROM tasks WHERE publisher_host IS NOT NULL GROUP BY run_id
@@ -51,7 +52,7 @@ SELECT q.* REPLACE (q.ts - coalesce(c.offset_s, 0) AS ts)
 FROM queue_depth q
 LEFT JOIN publisher p ON p.run_id = q.run_id
 LEFT JOIN driver d ON d.run_id = q.run_id
-LEFT JOIN host_clocks c ON c.run_id = q.run_id AND c.host = coalesce(p.host, d.host);
+LEFT JOIN host_clocks c ON c.run_id = q.run_id AND c.host = coalesce(q.host, p.host, d.host);
 
 -- sample_times: the samplers' ticks on the controller's clock (each host's own offset), so they
 -- line up with task_times and with runs.started_at.
