@@ -36,6 +36,9 @@ class _Pending:
     dest: Path | None = None
     reply: dict | None = None
     error: str | None = None
+    #: Why the bytes that came with the answer could not be written to ``dest`` (a full disk):
+    #: they were read all the same, so the stream and the agent go on.
+    write_error: str | None = None
 
 
 class Agent:
@@ -101,7 +104,7 @@ class Agent:
                     pending = self._pending.pop(msg.get("id"), None)
                 size = int(msg.get("bytes") or 0)
                 if size:
-                    self._take_bytes(out, size, pending.dest if pending else None)
+                    self._take_bytes(out, size, pending)
                 if pending:
                     pending.reply = msg
                     pending.done.set()
@@ -118,16 +121,29 @@ class Agent:
             p.error = self.lost
             p.done.set()
 
-    def _take_bytes(self, out, size: int, dest: Path | None) -> None:
-        sink = open(dest, "wb") if dest else None
+    def _take_bytes(self, out, size: int, pending: _Pending | None) -> None:
+        """Read the ``size`` bytes that follow an answer into its ``dest``; a write that fails
+        (a full or read-only results disk) is noted on ``pending`` and the rest is read anyway."""
+        dest = pending.dest if pending else None
+        sink = None
         try:
+            if dest:
+                try:
+                    sink = open(dest, "wb")
+                except OSError as exc:
+                    pending.write_error = f"writing {dest} failed: {exc.strerror or exc}"
             while size:
                 chunk = out.read(min(size, 1 << 20))
                 if not chunk:
                     raise OSError("the stream ended inside a pack")
                 size -= len(chunk)
                 if sink:
-                    sink.write(chunk)
+                    try:
+                        sink.write(chunk)
+                    except OSError as exc:
+                        pending.write_error = f"writing {dest} failed: {exc.strerror or exc}"
+                        sink.close()
+                        sink = None
         finally:
             if sink:
                 sink.close()

@@ -24,7 +24,8 @@ _VARS = ("ansible_connection", "ansible_host", "ansible_port", "ansible_user", "
          "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_become", "ansible_become_user",
          "ansible_become_method", "ansible_password", "ansible_ssh_pass", "cmx_workdir", "cmx_keep_host_files",
          "celery_worker_ready_timeout", "python_env_interpreter")
-_LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+#: The names of this machine itself (a host or a URL named so is reached without SSH).
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def _connection(name: str, vals: dict, where: str) -> Connection:
     become_user = str(vals.get("ansible_become_user") or "root") if become else None
     conn = vals.get("ansible_connection")
     address = str(vals.get("ansible_host") or name)
-    if conn == "local" or (conn is None and address in _LOCAL_NAMES):
+    if conn == "local" or (conn is None and address in LOOPBACK):
         return Connection(name, True, workdir, become_user=become_user, **common)
     if conn not in (None, "ssh", "smart", "paramiko", "paramiko_ssh"):
         raise InputError(Problem(f"host '{name}': ansible_connection {conn} is not supported by the cmx agent "

@@ -8,20 +8,26 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import tarfile
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from dataclasses import asdict
-from typing import Any, Callable
+from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
+from cmx.engine.hosts.connection import Connection
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
+from cmx.engine.model.packages import user_cache
 from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC
 from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.kinds import SERVICES
+#: Wheelhouses by content, for every results folder: a new one's first sweep skips pip (~9 s).
+WHEELHOUSES = user_cache("wheelhouse")
 _CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
 
 
@@ -56,15 +62,28 @@ def build_wheelhouse(root: Path, pins: list[str]) -> Path:
     house = root / house_name(pins)
     if (house / ".complete").exists():
         return house
-    house.mkdir(parents=True, exist_ok=True)
-    links = ["--find-links", str(cache_dir())] if cache_dir().is_dir() else []
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-           "--only-binary=:all:", *links, "-d", str(house), *pins]
-    _pip(cmd, house)
-    extra = _patch_release_requirements(house)
-    if extra:
-        _pip(cmd[: cmd.index("-d") + 2] + extra, house)
-    (house / ".complete").write_text("\n".join(pins) + "\n")
+    # Built beside its final name, renamed when complete: two sweeps never see half of one.
+    part = house.with_name(f"{house.name}.part-{os.getpid()}")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    try:
+        links = ["--find-links", str(cache_dir())] if cache_dir().is_dir() else []
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+               "--only-binary=:all:", *links, "-d", str(part), *pins]
+        _pip(cmd, house)
+        extra = _patch_release_requirements(part)
+        if extra:
+            _pip(cmd[: cmd.index("-d") + 2] + extra, house)
+        (part / ".complete").write_text("\n".join(pins) + "\n")
+        if house.exists() and not (house / ".complete").exists():  # an unfinished one of an older cmx
+            shutil.rmtree(house, ignore_errors=True)
+        try:
+            part.rename(house)
+        except OSError:  # another sweep finished the same wheelhouse first
+            if not (house / ".complete").exists():
+                raise
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
     return house
 
 
@@ -149,7 +168,7 @@ def environment_archives(root: Path, pins: list[str], version_sets: list[dict[st
 
 def _tar(src: Path, dest: Path, arcname: str) -> Path:
     """An uncompressed tar of ``src`` written atomically (wheels are compressed already)."""
-    tmp = dest.with_name(dest.name + ".tmp")
+    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
     with tarfile.open(tmp, "w") as tar:
         tar.add(src, arcname=arcname, filter=lambda t: None if "__pycache__" in t.name else t)
     os.replace(tmp, dest)
@@ -215,51 +234,151 @@ def _service_vars(services: dict[str, list[str]], inventory: Inventory | None = 
     return out
 
 
-def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
-              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
-              on_result: Callable[[str, PlaybookResult], None] | None = None,
-              version_sets: list[dict[str, str]] | None = None) -> tuple[str, dict[str, str]]:
-    """Make every host ready: venv with the pinned dependencies and the workloads package, and
-    one more environment per ``package.*`` version set; then start the services the sweep
-    provisions itself (Redis, PostgreSQL where no URL is given). Returns the key of the shipped
-    code (playbooks put ``lib/<key>`` on PYTHONPATH) and {version set key: environment name}
-    (:func:`version_set_key`; the host's ``envs/<name>``). ``on_result`` sees each playbook's
-    result (what changed: a second converge changes nothing)."""
-    report = on_result or (lambda _name, _result: None)
+@dataclass(frozen=True)
+class Shipment:
+    """What provisioning ships, built on the controller before any host is touched: the
+    wheelhouse, the pins, the ``package.*`` environments, the shipped code, and their content key."""
+
+    house: Path
+    pins: tuple[str, ...]
+    envs: tuple[dict, ...]
+    chosen: dict[str, str]  # version set key -> environment name
+    lib: Path
+    key: str
+
+    @property
+    def lib_key(self) -> str:
+        """The shipped code's folder on a host (``lib/<lib_key>``, on the agent's PYTHONPATH)."""
+        return self.lib.name.removesuffix(".tar")
+
+    def key_files(self, conn: Connection) -> list[str]:
+        """Where a host provisioned with this shipment records its key (roles/python_env)."""
+        return [f"{conn.workdir}/venv/.cmx-key", f"{conn.workdir}/lib/{self.lib_key}/.cmx-key"]
+
+    def held_by(self, text: str) -> bool:
+        """Whether what :meth:`key_files` hold on a host (one after the other) is this key, twice:
+        the role's own check (roles/python_env/tasks/main.yml), made without a playbook."""
+        return text.split() == [self.key, self.key]
+
+
+def _wheelhouses(work_dir: Path) -> Path:
+    """:data:`WHEELHOUSES`, or the results folder's ``wheelhouse/`` where that cannot be written."""
+    try:
+        WHEELHOUSES.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return work_dir / "wheelhouse"
+    return WHEELHOUSES if os.access(WHEELHOUSES, os.W_OK) else work_dir / "wheelhouse"
+
+
+def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
+            version_sets: list[dict[str, str]] | None = None) -> Shipment:
+    """Build (or find, by content) everything the hosts get: a HostError before any host is touched
+    when a wheelhouse cannot be built."""
     pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
-    house = wheelhouse_archive(work_dir / "wheelhouse", pins)
+    houses = _wheelhouses(work_dir)
+    house = wheelhouse_archive(houses, pins)
     envs, chosen = {}, {}
     for versions in version_sets or []:
-        (name, env), = environment_archives(work_dir / "wheelhouse", pins, [versions]).items()
+        (name, env), = environment_archives(houses, pins, [versions]).items()
         envs[name], chosen[version_set_key(versions)] = env, name
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
+    return Shipment(house.resolve(), tuple(pins), tuple(envs.values()), chosen, lib,
+                    content_key(house, pins, lib, list(envs)))
+
+
+def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, shipment: Shipment,
+                    held: set[str] = frozenset(),
+                    on_result: Callable[[str, PlaybookResult], None] | None = None) -> list[str]:
+    """Make ``hosts`` ready (venv with the pinned dependencies, the workloads package, one more
+    environment per ``package.*`` version set) with ``provision.yml``, all at once; the hosts in
+    ``held`` were seen holding the shipment's key (:func:`cmx.engine.hosts.reach.survey`) and are
+    left as they are, without a playbook. Returns the hosts the playbook set up."""
+    todo = [h for h in hosts if h not in held]
+    if not todo:
+        return []
     result = run_playbook(
         "provision.yml", inventory.path, work_dir / "ansible" / "provision",
         extravars={
-            "cmx_hosts": ",".join(hosts),
-            "python_env_wheelhouse": str(house.resolve()),
+            "cmx_hosts": ",".join(todo),
+            "python_env_wheelhouse": str(shipment.house),
             "python_env_python_version": python_version(),
-            "python_env_requirements": pins,
-            "python_env_workloads": str(lib),
-            "python_env_envs": list(envs.values()),
-            "python_env_key": content_key(house, pins, lib, list(envs)),
+            "python_env_requirements": list(shipment.pins),
+            "python_env_workloads": str(shipment.lib),
+            "python_env_envs": list(shipment.envs),
+            "python_env_key": shipment.key,
         },
-        forks=len(hosts),
+        forks=len(todo),
         secrets={},
     )
-    report("provision.yml", result)
+    if on_result:
+        on_result("provision.yml", result)
     if not result.ok:
         raise HostError(f"provisioning failed: {result.summary()}")
-    if services:
-        # Each service is its role's name (workloads/kinds.py); its password reaches the role
-        # from the controller's environment.
-        secrets = {SERVICES[service].password_env: inventory.password(service) for service in services}
-        started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
-                               extravars=_service_vars(services, inventory), secrets=secrets)
-        report("services.yml", started)
-        if not started.ok:
-            raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")
-    return lib.name.removesuffix(".tar"), chosen
+    return todo
+
+
+def start_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
+                   on_result: Callable[[str, PlaybookResult], None] | None = None,
+                   cancel: Callable[[], bool] | None = None) -> None:
+    """Start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given).
+    Their roles need nothing of provision.yml's, so a sweep runs this beside it. ``cancel()`` true:
+    the playbook is stopped (the sweep then stops what it started)."""
+    if not services:
+        return
+    # Each service is its role's name (workloads/kinds.py); its password reaches the role
+    # from the controller's environment.
+    secrets = {SERVICES[service].password_env: inventory.password(service) for service in services}
+    started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
+                           extravars=_service_vars(services, inventory), secrets=secrets, cancel=cancel)
+    if on_result:
+        on_result("services.yml", started)
+    if not started.ok:
+        raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")
+
+
+def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
+              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
+              on_result: Callable[[str, PlaybookResult], None] | None = None,
+              version_sets: list[dict[str, str]] | None = None,
+              conns: dict[str, Connection] | None = None) -> tuple[str, dict[str, str]]:
+    """:func:`prepare`, then :func:`provision_hosts` beside :func:`start_services`. With ``conns``
+    (the hosts' connections) a host already holding the content key is only checked: one round
+    trip each, all at once. Returns the key of the shipped code (playbooks put ``lib/<key>`` on
+    PYTHONPATH) and {version set key: environment name} (:func:`version_set_key`; the host's
+    ``envs/<name>``). ``on_result`` sees each playbook's result (what changed: a second converge
+    changes nothing)."""
+    from cmx.engine.hosts.reach import survey
+
+    shipment = prepare(work_dir, user_code, requirements, version_sets)
+    with services_beside(inventory, services, work_dir, on_result):
+        held: set[str] = set()
+        if conns:
+            _, keys = survey({h: conns[h] for h in hosts}, shipment.key_files)
+            held = {h for h, text in keys.items() if shipment.held_by(text)}
+        provision_hosts(inventory, hosts, work_dir, shipment, held, on_result)
+    return shipment.lib_key, dict(shipment.chosen)
+
+
+@contextmanager
+def services_beside(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
+                    on_result: Callable[[str, PlaybookResult], None] | None = None) -> Iterator[None]:
+    """:func:`start_services` in a thread while the body sets up the hosts (and starts their
+    agents): the two playbooks' start-up and round trips overlap. Its HostError is raised when the
+    body ends; a body that raised (Ctrl-C, a host that failed) cancels it and waits for it to end
+    (the sweep then stops what it started)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        started = pool.submit(start_services, inventory, services, work_dir, on_result, stop.is_set)
+        try:
+            yield
+        except BaseException:
+            stop.set()
+            started.exception()
+            raise
+        started.result()
 
 
 def version_set_key(versions: dict[str, str]) -> str:

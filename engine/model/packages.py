@@ -26,8 +26,13 @@ def cache_dir() -> Path:
     ``$XDG_CACHE_HOME/cmx/packages``)."""
     if os.environ.get("CMX_PACKAGE_CACHE"):
         return Path(os.environ["CMX_PACKAGE_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "cmx" / "packages"
+    return user_cache("packages")
+
+
+def user_cache(name: str) -> Path:
+    """A folder of the controller's cache, shared by every results folder of this user:
+    ``$XDG_CACHE_HOME/cmx/<name>`` (``~/.cache/cmx/<name>``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx" / name
 
 
 def _wheels(name: str, dirs: Iterable[Path]) -> dict[str, Path]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from cmx.engine.hosts.connection import LOOPBACK
 from cmx.engine.hosts.inventory import Inventory
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1", ""}
 
 
 @dataclass
@@ -59,6 +59,6 @@ def local_port(inventory: Inventory, host: str, url: str | None) -> int | None:
     if not url:
         return None
     parts = urlsplit(url.removeprefix("db+"))
-    if parts.hostname in LOOPBACK or parts.hostname in (host, inventory.address(host)):
+    if parts.hostname in (*LOOPBACK, "") or parts.hostname in (host, inventory.address(host)):
         return parts.port or kinds.default_port(parts.scheme)
     return None
