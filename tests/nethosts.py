@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+#: The Python the hosts' venvs are made with (python_env_interpreter).
+HOST_PYTHON = "/usr/bin/python3"
 
 
 def missing() -> str | None:
@@ -104,7 +106,12 @@ class NetHosts:
                 f"ListenAddress {h.address}", "Port 22", f"HostKey {hostkey}", f"PidFile {self.root}/{h.name}_sshd.pid",
                 "StrictModes no", "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
                 "PermitRootLogin prohibit-password", f"AuthorizedKeysFile {self.root}/authorized_keys",
-                "Subsystem sftp internal-sftp", "LogLevel ERROR", ""]))
+                "Subsystem sftp internal-sftp", "LogLevel ERROR",
+                # Each ssh command runs this machine's root shell set-up (~/.bashrc): where it has
+                # pyenv, that takes pyenv's rehash lock and waits up to 60 s for it, so one session
+                # cut off while it held the lock (a killed controller, a stopped test) left every
+                # later login hanging (seen 2026-11-26). No wait: a held lock skips the rehash.
+                "SetEnv PYENV_REHASH_TIMEOUT=0", ""]))
             sh("ip", "netns", "exec", h.ns, SSHD, "-f", str(conf))
         for h in self.hosts:
             self._wait_ssh(h)
@@ -139,15 +146,21 @@ class NetHosts:
         out = subprocess.run(["ip", "netns", "pids", h.ns], capture_output=True, text=True).stdout
         return [int(p) for p in out.split()]
 
-    def inventory(self, path: Path, groups: dict[str, list[str]], workdir_root: Path) -> Path:
-        """An Ansible inventory (YAML) for these hosts; ``groups`` maps a group to host names."""
+    def inventory(self, path: Path, groups: dict[str, list[str]], workdir_root: Path, seeded: bool = False) -> Path:
+        """An Ansible inventory (YAML) for these hosts; ``groups`` maps a group to host names.
+        ``seeded``: the grouped hosts' work dirs hold a provisioned venv already (tests/hostseed.py),
+        for tests whose subject is not provisioning."""
         by_name = {h.name: h for h in self.hosts}
+        if seeded:
+            from tests.hostseed import seed
+
+            seed(sorted({workdir_root / n for names in groups.values() for n in names if n in by_name}), HOST_PYTHON)
         lines = ["all:", "  vars:", "    ansible_user: root",
                  f"    ansible_ssh_private_key_file: {self.key}",
                  "    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
                  "-o LogLevel=ERROR",
                  "    ansible_python_interpreter: /usr/bin/python3",
-                 "    python_env_interpreter: /usr/bin/python3",
+                 f"    python_env_interpreter: {HOST_PYTHON}",
                  "  hosts:"]
         for h in self.hosts:
             lines += [f"    {h.name}:", f"      ansible_host: {h.address}",

@@ -28,7 +28,7 @@ def fleet(tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet")
     with NetHosts(root / "net", 11) as net:
         inv = net.inventory(root / "fleet.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": DRIVERS,
-                                                 "workers": WORKERS}, workdir_root=root / "hosts")
+                                                 "workers": WORKERS}, workdir_root=root / "hosts", seeded=True)
         exp = write(root / "fleet.yaml", f"""
             name: fleet
             workload: {{name: concurrent_sleep, params: {{tasks: {TASKS}, sleep_s: 0.02}}}}
@@ -137,7 +137,7 @@ def test_a_stream_from_two_drivers_keeps_the_whole_rate_and_each_drivers_clock(t
     publisher's intended send time (on the controller's clock)."""
     with NetHosts(tmp_path / "net", 5) as net:
         inv = net.inventory(tmp_path / "inv.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h2", "h3"],
-                                                    "workers": ["h4", "h5"]}, workdir_root=tmp_path / "hosts")
+                                                    "workers": ["h4", "h5"]}, workdir_root=tmp_path / "hosts", seeded=True)
         exp = write(tmp_path / "stream.yaml", """
             name: stream-drivers
             workload: {name: throughput, params: {tasks: 300, mode: stream, rate: 100}}

@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from tests.conftest import CMX, REPO, driving, query, write
+from tests.hostseed import seed_local
 
 pytestmark = pytest.mark.integration
 
@@ -81,6 +82,7 @@ def redis_state() -> dict[int, set]:
 def inventory(root: Path, workdir: Path, vhost: str | None,
               backend: str = f"redis://127.0.0.1:6379/{BACKEND_DB}") -> Path:
     amqp = f"amqp://guest:guest@127.0.0.1:5672/{vhost}" if vhost else "amqp://guest:guest@127.0.0.1:5672//"
+    seed_local(workdir / "localhost")  # provisioned already (tests/hostseed.py)
     return write(root / "inv.yml", f"""
         all:
           vars:

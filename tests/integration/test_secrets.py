@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from tests.conftest import CMX, REPO, query, write
+from tests.hostseed import seed_local
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +26,7 @@ PASSWORD = "cmxSecret" + "Zq81x"  # never written whole in this file's text at r
 
 
 def _inventory(path: Path, workdir: Path) -> Path:
+    seed_local(workdir)  # provisioned already (tests/hostseed.py)
     return write(path, f"""
         all:
           vars:

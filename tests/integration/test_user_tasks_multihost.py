@@ -49,7 +49,7 @@ def test_a_user_package_is_shipped_over_ssh_and_runs_on_the_worker_host(tmp_path
     """)
     with NetHosts(tmp_path / "net", 2) as net:
         inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=tmp_path / "hosts")
+                            workdir_root=tmp_path / "hosts", seeded=True)
         db = tmp_path / "results" / "cmx.duckdb"
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

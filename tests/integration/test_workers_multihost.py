@@ -28,7 +28,7 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("workers-lab")
     with NetHosts(root / "net", 3) as net:
         inv = net.inventory(root / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2", "h3"]},
-                            workdir_root=root / "hosts")
+                            workdir_root=root / "hosts", seeded=True)
         yield net, inv, root
 
 
