@@ -27,8 +27,8 @@ from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
-from cmx.engine.hosts.provision import provision, stop_services, version_set_key
-from cmx.engine.hosts.reach import blocked, unreachable
+from cmx.engine.hosts.provision import prepare, provision_hosts, services_beside, stop_services, version_set_key
+from cmx.engine.hosts.reach import blocked, survey
 from cmx.engine.run import placement
 from cmx.engine.run.targets import RunTargets, run_targets
 from cmx.engine.run.faultrun import FaultScheduler, broker_place
@@ -168,27 +168,32 @@ class Sweep:
             self.secrets(run)
             self.targets(run)
         conns = connections(self.inventory.path, sorted({h for run in runs for h in self.targets(run).hosts}))
-        # A host down now fails the runs that need it; the others go on (engine/hosts/reach.py).
-        self.blocked = blocked({r.run_id: self.targets(r).hosts for r in runs}, unreachable(conns))
-        live = [r for r in runs if r.run_id not in self.blocked]
-        hosts = sorted({h for run in live for h in self.targets(run).hosts})
-        if not live:
-            return self._execute_provisioned(runs)
-        self.handler.stage(None, f"provisioning {len(hosts)} host(s)")
-        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in live},
-                                                        {r.cell.values["backend"] for r in live})
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
         # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
         version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
+        shipment = prepare(self.results_dir, user_code, list(self.exp.workload.requirements),
+                           list(version_sets.values()))
+        # One round trip per host, all at once: a host down now fails the runs that need it and the
+        # others go on; a host holding the shipment's key is not provisioned again (engine/hosts/reach.py).
+        lost, keys = survey(conns, shipment.key_files)
+        self.blocked = blocked({r.run_id: self.targets(r).hosts for r in runs}, lost)
+        live = [r for r in runs if r.run_id not in self.blocked]
+        hosts = sorted({h for run in live for h in self.targets(run).hosts})
+        if not live:
+            return self._execute_provisioned(runs)
+        held = {h for h in hosts if shipment.held_by(keys.get(h, ""))}
+        self.handler.stage(None, f"provisioning {len(hosts)} host(s)" + (f" ({len(held)} checked)" if held else ""))
+        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in live},
+                                                        {r.cell.values["backend"] for r in live})
         try:
             # Inside: a provisioning that failed half-way (one server of several up) is stopped too.
-            self.lib_key, self.environments = provision(self.inventory, hosts, self.results_dir, services, user_code,
-                                                        list(self.exp.workload.requirements),
-                                                        version_sets=list(version_sets.values()))
-            self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
-            self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
-            failed = self.agents.start(hosts)
+            with services_beside(self.inventory, services, self.results_dir):
+                provision_hosts(self.inventory, hosts, self.results_dir, shipment, held)
+                self.lib_key, self.environments = shipment.lib_key, dict(shipment.chosen)
+                self.handler.stage(None, f"starting the cmx agent on {len(hosts)} host(s)")
+                self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
+                failed = self.agents.start(hosts)
             if failed:
                 raise HostError("starting the cmx agent failed: "
                                 + "; ".join(f"{h}: unreachable: {why}" for h, why in failed.items()))

@@ -160,27 +160,28 @@ def finish_and_collect(agents: Agents, run_id: str, hosts: list[str], driver: st
 
     def one(host: str) -> list[Failure]:
         agent = agents[host]
+        target = art_dir / f"{host}.tgz"
+        remote = not agent.conn.local  # its pack streams back with the finish's answer: one round trip
         try:
-            report = wait(agent.request("finish", run_id=run_id, grace=grace, reset=host == driver,
-                                        clock_port=clock_port, keep=keep.get(host, False)), 600)
+            pending = agent.request("finish", dest=target if remote else None, run_id=run_id, grace=grace,
+                                    reset=host == driver, clock_port=clock_port, keep=keep.get(host, False),
+                                    send_pack=remote)
+            report = wait(pending, 600)
         except (AgentLost, TimeoutError) as exc:
             return [_lost(host, FINISH_TASK, exc)]
-        reports[host] = report
+        reports[host] = {k: v for k, v in report.items() if k != "bytes"}
         if not report.get("ok") or report.get("rc"):
             why = "; ".join(report.get("errors") or []) or report.get("error") or "failed"
             return [Failure(host, FINISH_TASK, why)]
         found = [Failure(host, FINISH_TASK, line) for line in report.get("errors") or []]
-        target = art_dir / f"{host}.tgz"
+        if remote:
+            if pending.write_error:  # a full or read-only results disk
+                found.append(Failure(host, FETCH_TASK, pending.write_error))
+            elif not report.get("bytes"):
+                found.append(Failure(host, FETCH_TASK, "the host's finish sent no pack"))
+            return found
         try:
-            if agent.conn.local:
-                shutil.move(report["pack"], target)
-            else:
-                reply = wait(agent.request("fetch-pack", dest=target, run_id=run_id, keep=keep.get(host, False)),
-                             600)
-                if not reply.get("ok"):
-                    found.append(Failure(host, FETCH_TASK, reply.get("error") or "failed"))
-        except (AgentLost, TimeoutError) as exc:
-            found.append(_lost(host, FETCH_TASK, exc))
+            shutil.move(report["pack"], target)
         except OSError as exc:  # a full or read-only results disk
             found.append(Failure(host, FETCH_TASK, f"writing {target} failed: {exc.strerror or exc}"))
         return found

@@ -96,6 +96,35 @@ def test_ping_finish_and_a_pack_streamed_as_bytes(tmp_path):
         proc.kill()
 
 
+def test_a_finish_asked_to_send_its_pack_sends_it_with_the_answer(tmp_path):
+    """Over SSH the pack comes back in the finish's own answer: one round trip a run, not two;
+    nothing of the run stays on the host once the bytes went out (unless kept)."""
+    proc = _agent(tmp_path)
+    try:
+        _begin_sampler(proc, tmp_path, "r3")
+        proc.stdin.write(b'{"id": 2, "cmd": "finish", "run_id": "r3", "grace": 2, "reset": false, '
+                         b'"keep": false, "send_pack": true}\n')
+        proc.stdin.flush()
+        report = json.loads(proc.stdout.readline())
+        assert report["ok"] and report["rc"] == 0 and report["bytes"] > 0, report
+        assert "_pack" not in report and "_unlink" not in report
+        data = proc.stdout.read(report["bytes"])
+        assert _ask(proc, id=4, cmd="ping")["ok"]  # the stream goes on after the bytes
+        out = tmp_path / "got.tgz"
+        out.write_bytes(data)
+        with tarfile.open(out) as tar:
+            names = tar.getnames()
+        assert "./facts.json" in names and "./secrets.json" not in names
+        deadline = time.monotonic() + 5
+        while (tmp_path / "runs" / "r3.tgz").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not (tmp_path / "runs" / "r3.tgz").exists() and not (tmp_path / "runs" / "r3").exists()
+        assert _ask(proc, id=6, cmd="quit") == {"id": 6, "ok": True}
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+
+
 @pytest.mark.parametrize("how", ["stdin ends", "lease runs out"])
 def test_the_agent_stops_what_it_started_and_exits(tmp_path, how):
     proc = _agent(tmp_path, lease=2.0)

@@ -226,7 +226,7 @@ WORKLOAD_ROOMS: list[tuple[str, set[str]]] = [
     ("runtime", {"cmx.workloads.spec", "cmx.workloads.clock", "cmx.workloads.files",
                  "cmx.workloads.failures", "cmx.workloads.fingerprint", "cmx.workloads.effective",
                  "cmx.workloads.instrument", "cmx.workloads.recorder", "cmx.workloads.workerevents",
-                 "cmx.workloads.runmarks"}),
+                 "cmx.workloads.runmarks", "cmx.workloads.quickexit"}),
     ("drive", {"cmx.workloads.drive"}),
     ("base", {"cmx.workloads.base"}),
     ("catalog", {"cmx.workloads.catalog"}),

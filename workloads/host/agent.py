@@ -11,7 +11,8 @@ followed by K raw bytes (a run's pack). Commands:
   begin       run_id, payload: hostrun.begin (spec, secrets, sampler, service, worker; with
               "driver": true the driver's imports start too); {"rc", "error"}
   drive       run_id, timeout: the driver, until it ends or the timeout; {"rc", "timed_out"}
-  finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack)
+  finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack);
+              with "send_pack": true the pack follows the answer as bytes (one round trip a run)
   fetch-pack  run_id, keep: the run's pack, as bytes
   tell        run_id, events: worker events from other hosts, for this host's driver (its run
               dir's worker_events.json: workloads/workerevents.py)
@@ -31,6 +32,7 @@ The lease: everything the agent started (workers and their children, samplers, s
 drivers: whole process groups) is stopped, what the runs under way left on the broker and backend
 is removed (on the driver's host), and the agent exits, when its stdin ends (the controller
 died, SSH dropped), on SIGTERM/SIGHUP/SIGINT, or when nothing arrived for ``--lease`` seconds.
+A broker restart under way (a restart_broker fault) is let finish first: never a broker left stopped.
 """
 from __future__ import annotations
 
@@ -195,6 +197,9 @@ class Agent:
                 _forget_secrets()
                 with self.state_lock:
                     self.runs.pop(msg["run_id"], None)
+        if msg.get("send_pack") and report.get("pack"):  # over SSH: no second round trip to fetch it
+            pack = Path(report["pack"])
+            report |= {"bytes": pack.stat().st_size, "_pack": pack, "_unlink": not msg.get("keep")}
         return report
 
     def tell(self, msg: dict) -> dict:
@@ -273,7 +278,8 @@ class Agent:
     def stop_everything(self) -> None:
         """Stop every run still under way on this host: its driver, then its processes together
         (hostctl.stop), undo a fault's partition, then whatever is left of every process group the
-        agent started."""
+        agent started; then wait (bounded) for a broker restart under way to finish, and remove
+        what the runs left on their broker."""
         from cmx.workloads.host import faultinject, hostctl, hostrun
 
         with self.state_lock:
@@ -291,14 +297,6 @@ class Agent:
                 hostctl.stop(state.run_dir, LEASE_STOP_GRACE_S)
             except Exception as exc:  # the groups below still go
                 print(f"stopping {state.run_dir} failed: {exc}", file=sys.stderr)
-            if state.drives:  # no finish will come: what the run left on the broker goes now
-                try:
-                    hostrun.load_secrets(state.run_dir)
-                    hostctl.reset(state.run_dir)
-                except Exception as exc:  # the servers' own expiry takes what is left
-                    print(f"removing the leftovers of {state.run_dir} failed: {exc}", file=sys.stderr)
-                _forget_secrets()
-            (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
             try:  # a partition of the run still holding: the host's routes as they were
                 faultinject.heal(state.run_dir)
             except Exception as exc:
@@ -307,6 +305,20 @@ class Agent:
             if proc.poll() is None:
                 _end_group(proc, LEASE_STOP_GRACE_S)
         hostctl.reap()
+        # Once the run's processes are stopped: the agent's exit would cut a broker restart under
+        # way (a restart_broker fault) between its stop and its start; the broker must answer again
+        # before what the run left on it can be removed.
+        if not faultinject.restarts_done():
+            print("a broker restart (fault) was still under way when the agent stopped", file=sys.stderr)
+        for state in states:
+            if state.drives:  # no finish will come: what the run left on the broker goes now
+                try:
+                    hostrun.load_secrets(state.run_dir)
+                    hostctl.reset(state.run_dir)
+                except Exception as exc:  # the servers' own expiry takes what is left
+                    print(f"removing the leftovers of {state.run_dir} failed: {exc}", file=sys.stderr)
+                _forget_secrets()
+            (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
 
 
 def _end_group(proc, grace: float) -> None:

@@ -18,12 +18,29 @@ import threading
 import time
 from pathlib import Path
 
-from cmx.workloads.servers import registry as servers
+from typing import TYPE_CHECKING
+
 from cmx.workloads.kinds import SERVICES
-from cmx.workloads.servers.probes import ConnectionProbe, ProbeError
-from cmx.workloads.servers.rabbitmq import RabbitApiProbe
+
+if TYPE_CHECKING:
+    from cmx.workloads.servers.probes import ConnectionProbe
 
 __all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError", "RabbitApiProbe", "make_probe", "run_id_of"]
+
+
+def __getattr__(name: str):
+    """The servers' modules (urllib.request, every server's client code: about a second of a loaded
+    host's CPU) are imported when a probe is made, not with the sampler that every host of every
+    run starts: most samplers (a worker's host) probe nothing."""
+    if name in ("ConnectionProbe", "ProbeError"):
+        from cmx.workloads.servers import probes
+
+        return getattr(probes, name)
+    if name == "RabbitApiProbe":
+        from cmx.workloads.servers.rabbitmq import RabbitApiProbe
+
+        return RabbitApiProbe
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count", "client")
 #: A probe counts the clients of one server (``--connections ROLE=KIND``): the kinds are the services.
@@ -42,6 +59,8 @@ def run_id_of(run_dir: Path) -> str | None:
 
 def make_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
     """The probe counting the run's clients of ``role`` (broker, backend), a server of ``kind``."""
+    from cmx.workloads.servers import registry as servers
+
     return servers.get(kind).probe(role, run_id)
 
 

@@ -371,4 +371,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cmx.workloads.quickexit import exit_now
+
+    exit_now(main())  # without the interpreter's teardown: the run's stop waits for it
