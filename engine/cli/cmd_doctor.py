@@ -20,7 +20,8 @@ def _needs(exp, cells, inv):
     backend hosts where the sweep starts a server or watches one on loopback)."""
     from urllib.parse import urlsplit
 
-    from cmx.engine.hosts.doctor import LOOPBACK, Needs
+    from cmx.engine.hosts.connection import LOOPBACK
+    from cmx.engine.hosts.doctor import Needs
     from cmx.engine.hosts.inventory import SERVED_BY
     from cmx.workloads import kinds
     from cmx.workloads.catalog import registry

@@ -23,7 +23,7 @@ from typing import Callable
 from urllib.parse import unquote, urlsplit
 
 from cmx.engine.hosts import localservices
-from cmx.engine.hosts.connection import CONNECT_TIMEOUT_S, Connection
+from cmx.engine.hosts.connection import CONNECT_TIMEOUT_S, LOOPBACK, Connection
 from cmx.engine.hosts.inventory import GROUPS, SERVED_BY, Inventory
 from cmx.engine.hosts.preflight import check_broker, check_server, redact
 from cmx.workloads import kinds
@@ -40,7 +40,6 @@ CLOCK_WARN_S = 1.0
 SERVICE_BOUND_S = 20.0
 #: Bound of one host's check: ssh's connect timeout, sudo's, the clock's 8 exchanges, the rest.
 HOST_BOUND_S = CONNECT_TIMEOUT_S + hostcheck.SUDO_TIMEOUT_S + 15.0
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 OK, FAIL, WARN = "ok", "fail", "warn"
 _MARKS = {OK: ("✓", "ok"), FAIL: ("✗", "FAIL"), WARN: ("!", "warn")}
@@ -107,6 +106,11 @@ def run_all(tasks: list[Task]) -> list[Check]:
             results[i] = task.run()
         except Exception as exc:  # a check never stops the others: its failure is its line
             results[i] = [Check(task.what, task.where, FAIL, f"{type(exc).__name__}: {_first_line(exc)}")]
+
+    # kombu sets itself up lazily as it is first imported: threads importing it at once may find
+    # half of it ("cannot import name 'Connection' from 'kombu'", a broker check failing for
+    # nothing). So it is imported here, before the checks' threads start.
+    from kombu import Connection  # noqa: F401
 
     threads = [threading.Thread(target=work, args=(i, t), daemon=True, name=f"cmx-doctor-{i}")
                for i, t in enumerate(tasks)]

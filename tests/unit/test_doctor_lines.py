@@ -70,3 +70,28 @@ def test_every_server_kind_has_a_way_to_start_it_here():
     # A Sentinel set is provisioned by each sweep that uses it, on loopback too (roles/redis_sentinel):
     # the machine's own services stay one Redis, one RabbitMQ, one PostgreSQL.
     assert {s.kind for s in localservices.LOCAL if s.kind} == {n for n, s in SERVICES.items() if not s.spread}
+
+
+#: Eight checks that each import kombu's Connection at once, as the broker checks do, in a fresh
+#: interpreter (kombu not yet imported); prints the lines that failed.
+_RACE = """
+from cmx.engine.hosts import doctor as dr
+
+def check():
+    from kombu import Connection  # noqa: F401
+    return [dr.Check("broker", "x", dr.OK, "answers")]
+
+print(sum(c.state != dr.OK for c in dr.run_all([dr.Task("broker", "x", 30, check) for _ in range(8)])))
+"""
+
+
+def test_checks_importing_kombu_at_once_do_not_fail_for_it():
+    # kombu sets itself up lazily on first import; eight threads doing it at once found half of it
+    # ("cannot import name 'Connection' from 'kombu'") in 25 of 30 fresh interpreters here, which
+    # failed a broker check of `cmx doctor` in the full suite.
+    import subprocess
+    import sys
+
+    for _ in range(5):
+        proc = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stdout + proc.stderr
