@@ -81,7 +81,8 @@ def _follow(app, fo: sentinel.Failover, done: dict[str, Path], first: int, how: 
                     follow_s[pool] = min(after) - fo.asked_at
         n += 1
         time.sleep(0.2)
-    print(f"{how}: {fo.old} -> {fo.new} took {fo.took_s:.2f} s; consumed again after: "
+    demoted = "" if fo.demoted_s is None else f", the old master no longer one after {fo.demoted_s:.2f} s"
+    print(f"{how}: {fo.old} -> {fo.new} took {fo.took_s:.2f} s{demoted}; consumed again after: "
           + ", ".join(f"{pool} {f'{follow_s[pool]:.2f} s' if pool in follow_s else 'never (%g s)' % FOLLOW_BOUND_S}"
                       for pool in POOLS))
     logs = {pool: (tmp_path / f"worker-{pool}.log").read_text()[-2000:] for pool in POOLS}

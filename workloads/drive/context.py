@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads.drive import DriveTimeout
+from cmx.workloads.drive import DriveTimeout, connection_errors
 from cmx.workloads.drive import drivers
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
@@ -145,8 +146,21 @@ class DriveContext:
         mark(self.run_dir, name)  # the driver's host (its sampler watches the driver, a broker...)
         if not self.leads:  # the leader marks the workers
             return
-        self.app.control.broadcast("cmx_mark", arguments={"name": name}, destination=self.spec.worker_nodes,
-                                   reply=wait, timeout=3.0, limit=len(self.spec.worker_nodes))
+        # The broker may have closed the pool's connection under us (a restarted broker, a Sentinel
+        # turning the old master into a replica kills its clients ~10 s after a failover): once
+        # more on a fresh one. A mark that cannot be sent costs the workers' peak PSS (not
+        # sampled: NULL, and said in the run's notes), not the run.
+        for fresh in (False, True):
+            try:
+                with self.app.connection_for_write() if fresh else nullcontext() as conn:
+                    self.app.control.broadcast("cmx_mark", arguments={"name": name}, connection=conn,
+                                               destination=self.spec.worker_nodes, reply=wait, timeout=3.0,
+                                               limit=len(self.spec.worker_nodes))
+                break
+            except connection_errors() as exc:
+                if fresh:
+                    self.notes.append(f"the {name} mark did not reach the workers ({type(exc).__name__}: "
+                                      f"{exc}): their peak PSS is not sampled")
         if wait:
             mark(self.run_dir, name, wait_s=2.0)
 

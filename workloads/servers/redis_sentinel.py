@@ -145,25 +145,49 @@ def master_address(broker_url: str, timeout: float = 10.0) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class Failover:
-    """A failover of the set: the master before and after, when it was asked for (``time.time()``)
-    and how long until the sentinels named the new master and it took writes."""
+    """A failover of the set: the master before and after, when it was asked for (``time.time()``),
+    how long until the sentinels named the new master and it took writes (``took_s``), and how long
+    until the old master stopped serving as one (``demoted_s``: turned into the new master's
+    replica, or gone; None for a failover not waited out that far)."""
 
     old: tuple[str, int]
     new: tuple[str, int]
     asked_at: float
     took_s: float
+    demoted_s: float | None = None
+
+
+def _serves_as_master(client) -> bool:
+    """Whether the server ``client`` reaches still says it is a master (False once it is a replica
+    or cannot be reached: its demotion closes this connection too, as every client's)."""
+    import redis
+
+    try:
+        return client.info("replication")["role"] == "master"
+    except redis.RedisError:
+        return False
 
 
 def failover(broker_url: str, timeout_s: float = 30.0) -> Failover:
     """Fail the set's master over (``SENTINEL FAILOVER`` to the first sentinel that takes it: no
-    agreement needed, the replica is promoted at once) and wait, at most ``timeout_s``, until the
-    sentinels name another master and that one answers as a master. RuntimeError when it does not
-    happen in time: the fault could not be injected."""
+    agreement needed, the replica is promoted at once) and wait, at most ``timeout_s`` in all,
+    until the sentinels name another master that answers as a master, and then until the old
+    master no longer serves as one. RuntimeError when either does not happen in time: the fault
+    could not be injected.
+
+    The second wait is what makes clients move: a healthy old master goes on serving the clients
+    connected to it, as a master, until the sentinels turn it into the new master's replica, some
+    10 s later (Sentinel waits for its new configuration to spread), and close its clients'
+    connections then. Until that moment Celery's workers and producers keep working on the old
+    master, whose writes the new one never sees; a failover that ended at the promotion would
+    measure a set nobody had left yet."""
     import time
 
-    found, _, name = sentinels(broker_url)
+    import redis
+
+    found, password, name = sentinels(broker_url)
     sentinel = sentinel_client(broker_url, timeout=min(5.0, timeout_s))
-    old = sentinel.discover_master(name)
+    old = tuple(sentinel.discover_master(name))
     asked_at, start = time.time(), time.monotonic()
     errors = []
     for s in sentinel.sentinels:
@@ -174,17 +198,26 @@ def failover(broker_url: str, timeout_s: float = 30.0) -> Failover:
             errors.append(f"{type(exc).__name__}: {exc}")
     else:
         raise RuntimeError(f"no sentinel of {len(found)} took SENTINEL FAILOVER {name}: {'; '.join(errors)}")
-    while True:
-        try:
-            new = sentinel.discover_master(name)
-            if new != old and sentinel.master_for(name).info("replication")["role"] == "master":
-                return Failover(old, tuple(new), asked_at, time.monotonic() - start)
-        except Exception:  # noqa: BLE001 (mid-failover the sentinels or the new master may refuse)
-            pass
-        if time.monotonic() - start > timeout_s:
-            raise RuntimeError(f"the sentinels named no new master for {name} within {timeout_s:g} s "
-                               f"(still {old[0]}:{old[1]})")
-        time.sleep(0.05)
+    new = took = None
+    with redis.Redis(host=old[0], port=old[1], password=password, socket_timeout=2,
+                     socket_connect_timeout=2) as old_master:
+        while True:
+            if new is None:
+                try:
+                    named = tuple(sentinel.discover_master(name))
+                    if named != old and sentinel.master_for(name).info("replication")["role"] == "master":
+                        new, took = named, time.monotonic() - start
+                except Exception:  # noqa: BLE001 (mid-failover the sentinels or the new master may refuse)
+                    pass
+            if new is not None and not _serves_as_master(old_master):
+                return Failover(old, new, asked_at, took, time.monotonic() - start)
+            if time.monotonic() - start > timeout_s:
+                if new is None:
+                    raise RuntimeError(f"the sentinels named no new master for {name} within {timeout_s:g} s "
+                                       f"(still {old[0]}:{old[1]})")
+                raise RuntimeError(f"the old master {old[0]}:{old[1]} of {name} still served as a master "
+                                   f"{timeout_s:g} s after SENTINEL FAILOVER (the new one: {new[0]}:{new[1]})")
+            time.sleep(0.05)
 
 
 def kill_master(broker_url: str, set_dir: str, timeout_s: float = 60.0) -> Failover:
