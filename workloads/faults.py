@@ -33,6 +33,12 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 #: Kinds that end the worker's main process (the driver lets that exit pass; a replacement starts).
 ENDS_WORKER = ("kill_worker", "term_worker")
+#: Kinds that cut workers off the broker: it goes away (restart_broker) or moves (failover_broker),
+#: or the worker host's traffic to it is dropped (partition_worker). From the strike on, a worker
+#: cut off may stay silent (reconnecting, or never again): that is the fault's finding (a stall; the
+#: tasks it never finishes are counted lost once the run settles), not a lost worker. Those that
+#: strike the broker cut off every worker of the run, partition_worker the host it struck.
+CUTS_OFF = ("restart_broker", "partition_worker", "failover_broker")
 #: Kinds that need a duration (``@T/D``).
 WITH_DURATION = ("partition_worker",)
 #: The pools whose children are processes the harness can kill one of (kill_child).

@@ -150,6 +150,11 @@ def test_fault_metrics_have_exact_values(tmp_path):
         # finishing again, but at half the pre-fault rate: never recovered
         slow = _fault_run(con, "r3", [8 + k * 2.2 for k in range(10)])
         assert slow["recovery_s"] is None and slow["stall_s"] == pytest.approx(2.5)
+        # the tasks in hand finish at the pre-fault rate for 11 s, then nothing for 23 s, then back
+        # at that rate: recovered only after the stall (the first whole window after it, 48 s),
+        # not when the tasks in hand were done (17 s)
+        burst = _fault_run(con, "r5", [6 + k for k in range(12)] + [40 + k for k in range(20)])
+        assert burst == pytest.approx({"fault_at_s": 5.3, "stall_s": 23.0, "recovery_s": 42.5})
         # no fault, no fault metrics
         from tests.results_fixture import T0, add_run
 

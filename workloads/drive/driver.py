@@ -20,7 +20,7 @@ from celery import Celery
 from cmx.workloads import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.app import create_app
-from cmx.workloads.drive import DriveTimeout
+from cmx.workloads.drive import DriveTimeout, connection_errors
 from cmx.workloads.catalog import registry
 from cmx.workloads.dimensions import version_matches
 from cmx.workloads.drive.context import DriveContext
@@ -55,16 +55,6 @@ def backend_version(app: Celery, backend: str) -> str | None:
         return f"unknown ({type(exc).__name__})"
 
 
-def _connection_errors() -> tuple[type[BaseException], ...]:
-    """What a broker (or a Redis backend) going away mid-run raises, over the clients the run uses."""
-    import amqp.exceptions
-    import redis.exceptions
-    from kombu.exceptions import OperationalError
-
-    return (ConnectionError, TimeoutError, OperationalError, amqp.exceptions.ConnectionError,
-            redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
-
-
 def _where(url: str) -> str:
     """host:port of a service URL, never its credentials."""
     from urllib.parse import urlsplit
@@ -80,7 +70,7 @@ def connection_lost(exc: BaseException, spec: RunSpec | None) -> str | None:
     """The run's error when ``exc`` is a connection to the broker or backend lost mid-run (a
     restart, a crash, the network): which services the run was using and where, then what the
     client said. None for any other exception."""
-    if spec is None or not isinstance(exc, _connection_errors()):
+    if spec is None or not isinstance(exc, connection_errors()):
         return None
     services = [f"broker {spec.broker} at {_where(os.environ.get('CMX_BROKER_URL', ''))}"]
     if kinds.BACKENDS[spec.backend].service is not None:

@@ -20,6 +20,8 @@ from cmx.workloads import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.dimensions import ON_WORKER, PACKAGE_PREFIX, version_matches
 from cmx.workloads.effective import parse_task_key
+from cmx.workloads.faults import CUTS_OFF
+from cmx.workloads.faults import parse as parse_faults
 from cmx.workloads.instrument import WAKE_TASK
 from cmx.workloads.spec import RunSpec, node_name, worker_client_name
 from cmx.workloads.vocab.pools import SILENT_WHEN_BUSY
@@ -224,6 +226,25 @@ def wake_blocked(app: Celery, spec: RunSpec) -> int:
     return servers.get(kinds.BROKERS[spec.broker].service).wake_consumers(app, worker_client_name(spec.run_id))
 
 
+def cut_off(spec: RunSpec, events: list[WorkerEvent]) -> set[str]:
+    """Worker nodes a fault of the run has cut off from the broker (faults.CUTS_OFF): from its
+    strike on, their silence is what the fault does to Celery (measured: a stall, tasks lost when
+    the run settles), not a worker lost; a worker that exits its host still reports
+    (:func:`check_alive`)."""
+    nodes: set[str] = set()
+    for e in events:
+        if e.kind != FAULT or not e.fault:
+            continue
+        try:
+            struck = parse_faults(e.fault)
+        except ValueError:
+            continue
+        for fault in struck:
+            if fault.kind in CUTS_OFF:
+                nodes |= ({node_name(spec.run_id, e.host)} if fault.target == "worker" else set(spec.worker_nodes))
+    return nodes
+
+
 # -- a dead worker is noticed within seconds -------------------------------------------------------
 class Watchdog:
     """Fails the run (the driver's main thread gets SIGUSR1, which raises :class:`WorkerProblem`)
@@ -312,7 +333,8 @@ class Watchdog:
                     restarted.add((e.host, e.index))
                     if node_name(self.spec.run_id, e.host) in seen:
                         seen[node_name(self.spec.run_id, e.host)] = now
-            lost = [n for n in nodes if now - seen[n] > self.lost_after_s and n not in down
+            quiet = cut_off(self.spec, events)
+            lost = [n for n in nodes if now - seen[n] > self.lost_after_s and n not in down and n not in quiet
                     and not (self.spec.pool in SILENT_WHEN_BUSY and (busy[n] or n in took))]
             if lost:
                 return self._fail(WorkerProblem(

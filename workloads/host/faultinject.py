@@ -114,10 +114,36 @@ def restart_broker(workdir: Path, host: str, service: str, broker_url: str, wher
     place = Place(**{"dir": str(workdir / service), **where, "port": url.port or kinds.default_port(url.scheme)})
     pid = read_pid(str(Path(place.dir) / f"{service}.pid"))  # the roles' pid file (roles/<service>)
     try:
-        servers.get(service).restart(place, 60.0)
+        with RESTARTING:
+            if CLOSING.is_set():  # the agent's lease end has waited for restarts: none may begin now
+                raise FaultFailed(f"the run's {service} was not restarted: the host's agent is stopping")
+            servers.get(service).restart(place, RESTART_TIMEOUT_S)
     except RestartError as exc:
         raise FaultFailed(f"the run's {service} did not restart: {exc}") from None
     return pid
+
+
+#: Seconds a broker restart may take (stopped, then answering again).
+RESTART_TIMEOUT_S = 60.0
+#: Seconds the longest restart can take in all: a server module's steps are each bounded by a
+#: share of RESTART_TIMEOUT_S (stop, wait for the port to close, start, wait for it to answer),
+#: and together they may take up to about 2.5 times it.
+RESTART_WORST_S = 3 * RESTART_TIMEOUT_S
+#: Held while a broker restart is under way on this host. A restart is never cancelled half-way:
+#: the agent's lease end (a killed controller) waits for it, so no broker is left stopped.
+RESTARTING = threading.Lock()
+#: Set by the lease end once it waited: a restart that had not begun by then does not begin.
+CLOSING = threading.Event()
+
+
+def restarts_done(timeout: float = RESTART_WORST_S) -> bool:
+    """Wait (bounded) until no broker restart is under way on this host, and let none begin after;
+    False when one still is."""
+    if not RESTARTING.acquire(timeout=timeout):
+        return False
+    CLOSING.set()
+    RESTARTING.release()
+    return True
 
 
 #: Seconds a failover_broker may take before the fault counts as not injected.
