@@ -4,6 +4,7 @@ before is lost, the accounting adds up, no process of the run is left)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +21,25 @@ def cmx_run(exp: Path, db: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([*CMX, "run", str(exp), "--db", str(db), *args], cwd=REPO, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_killed_when(exp: Path, inv: Path, db: Path, struck: Callable[[], bool], bound: float = 600,
+                    what: str = "the fault struck", after: float = 0.0) -> None:
+    """`cmx run` SIGKILLed (a killed controller) once ``struck()`` says ``what`` happened, ``after``
+    seconds later; it fails the test when the sweep ends first or ``bound`` seconds pass."""
+    proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + bound
+        while not struck():
+            assert proc.poll() is None, f"cmx run ended ({proc.returncode}) before {what}"
+            assert time.monotonic() < deadline, f"never: {what}"
+            time.sleep(0.02)
+        time.sleep(after)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
 
 
 def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[str, str]:
@@ -146,7 +166,12 @@ def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tu
     ``w2_vars`` more of w2's variables (``k: v, ...``). Returns (inventory, hosts dir)."""
     from tests.conftest import write
 
+    import sys
+
+    from tests.hostseed import seed
+
     hosts = tmp_path / "hosts"
+    seed([hosts / "w1", hosts / "w2"], sys.executable)  # provisioned already: the subject is the fault
     extra = f", {w2_vars}" if w2_vars else ""
     inv = write(tmp_path / "inv.yml", f"""
         all:

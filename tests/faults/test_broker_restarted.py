@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import query, write
 from tests.faults import common
 from tests.faults.brokers import PrivateRabbitMQ, PrivateRedis
+from tests.hostseed import seed_local
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -34,6 +35,7 @@ EXPERIMENT = """
 
 
 def _inventory(path: Path, workdir: Path, broker_url: str, api_url: str | None) -> Path:
+    seed_local(workdir)  # provisioned already (tests/hostseed.py): the subject is the restart
     api = f"\n                  rabbitmq_api_url: {api_url}" if api_url else ""
     return write(path, f"""
         all:

@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from tests.conftest import CMX, REPO, cmx, driving, query, write
+from tests.hostseed import seed_local
 from tests.nethosts import NetHosts, missing
 from tests.prereqs import require
 
@@ -86,9 +87,10 @@ def _local_leftovers(workdir: Path) -> list[str]:
     return left
 
 
-def _namespace_leftovers(net: NetHosts) -> list[str]:
-    """Every process in the hosts' namespaces but sshd and the Redis the sweep provisions (a
-    service of the sweep, stopped by its end; not a process of a run)."""
+def _namespace_leftovers(net: NetHosts, services: tuple[str, ...] = ("redis-server",)) -> list[str]:
+    """Every process in the hosts' namespaces but sshd and the ``services`` (process names) the sweep
+    provisions (by default its Redis: a service of the sweep, stopped by its end; not a process of a
+    run). ``services=()``: after a sweep's end, nothing but sshd."""
     left = []
     for h in net.hosts:
         for pid in net.pids(h):
@@ -99,7 +101,7 @@ def _namespace_leftovers(net: NetHosts) -> list[str]:
                     continue
             except OSError:
                 continue
-            if not comm.startswith(("sshd", "redis-server")):
+            if not comm.startswith("sshd") and comm not in services:
                 left.append(f"{h.name} {pid}: {line}")
     return left
 
@@ -145,6 +147,7 @@ def _kill_and_resume(root: Path, inv: Path, workdir: Path, leftovers, points: li
 
 
 def _local_inventory(root: Path, workdir: Path) -> Path:
+    seed_local(workdir / "localhost")  # provisioned already (tests/hostseed.py): the subject is the kill
     return write(root / "local.yml", f"""
         all:
           vars:
@@ -170,7 +173,7 @@ def _ssh(tmp_path: Path, points) -> None:
     with NetHosts(tmp_path / "net", 2) as net:
         workdir = tmp_path / "hosts"
         inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=workdir)
+                            workdir_root=workdir, seeded=True)
         _kill_and_resume(tmp_path, inv, workdir, lambda: _namespace_leftovers(net) + _local_leftovers(workdir),
                          points)
 

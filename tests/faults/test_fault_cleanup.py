@@ -9,8 +9,6 @@
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import textwrap
 import time
@@ -18,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CMX, REPO, cmx, metrics_by, query, write
+from tests.conftest import cmx, metrics_by, query, write
+from tests.faults.common import run_killed_when
 from tests.faults.test_controller_killed import _local_inventory, _local_leftovers, _namespace_leftovers, _wait_gone
 from tests.nethosts import NetHosts, missing
 from tests.prereqs import require
@@ -40,20 +39,8 @@ def test_a_killed_controller_mid_fault_leaves_no_replacement_worker(tmp_path):
         fixed: {broker: redis, pool: prefork, concurrency: 2, fault: kill_worker@0.5s}
         limits: {run_timeout: 2m, settle: 3s, fault_restart: 4s}
     """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(tmp_path / "r.duckdb")],
-                            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 600
-        while not _struck(workdir):
-            assert proc.poll() is None, f"cmx run ended ({proc.returncode}) before the fault struck"
-            assert time.monotonic() < deadline, "the fault never struck"
-            time.sleep(0.05)
-        time.sleep(1.0)  # inside the 4 s before the replacement starts
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+    # killed inside the 4 s before the replacement starts
+    run_killed_when(exp, inv, tmp_path / "r.duckdb", lambda: _struck(workdir), after=1.0)
     took, left = _wait_gone(lambda: _local_leftovers(workdir))
     assert left == [], f"still running 60 s after the controller was killed mid-fault: {left}"
     time.sleep(5)  # past the moment the replacement would have started
@@ -65,7 +52,7 @@ def test_faults_over_ssh_on_namespace_hosts(tmp_path):
     with NetHosts(tmp_path / "net", 2) as net:
         workdir = tmp_path / "hosts"
         inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=workdir)
+                            workdir_root=workdir, seeded=True)
         exp = write(tmp_path / "ssh-faults.yaml", """
             name: ssh-faults
             workload: {name: concurrent_sleep, params: {tasks: 8, sleep_s: 1.0}}
@@ -106,7 +93,7 @@ def test_partition_worker_over_ssh_is_always_undone(tmp_path):
     with NetHosts(tmp_path / "net", 2) as net:
         workdir = tmp_path / "hosts"
         inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=workdir)
+                            workdir_root=workdir, seeded=True)
         body = """
             workload: {{name: concurrent_sleep, params: {{tasks: {tasks}, sleep_s: 0.5}}}}
             fixed: {{broker: redis, pool: threads, concurrency: 2, prefetch_multiplier: 1, fault: "partition_worker@{at}/{d}"}}
@@ -125,18 +112,7 @@ def test_partition_worker_over_ssh_is_always_undone(tmp_path):
 
         # the controller killed while the partition holds: the agent's lease end restores the route
         long = write(tmp_path / "partition-long.yaml", "name: partition-long\n" + body.format(tasks=20, at="0.5s", d="60s"))
-        proc = subprocess.Popen([*CMX, "run", str(long), "--inventory", str(inv), "--db", str(tmp_path / "k.duckdb")],
-                                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 600
-            while not _blackholes(net):
-                assert proc.poll() is None, f"cmx run ended ({proc.returncode}) before the partition"
-                assert time.monotonic() < deadline, "the partition never held"
-                time.sleep(0.1)
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
+        run_killed_when(long, inv, tmp_path / "k.duckdb", lambda: _blackholes(net), what="the partition held")
         t0 = time.monotonic()
         while _blackholes(net) and time.monotonic() - t0 < 60:
             time.sleep(0.5)

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from tests.conftest import metrics_by, query, run_processes, sweep
+from tests.hostseed import seed_local
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +110,7 @@ def test_restart_broker_restarts_only_the_sweeps_own_redis(tmp_path):
 
     workdir, port = tmp_path / "hosts", free_port()
     inv = tmp_path / "own-redis.yml"
+    seed_local(workdir / "localhost")  # provisioned already: the subject is the fault
     inv.write_text(f"""
 all:
   vars:
@@ -152,6 +154,7 @@ def test_restart_broker_restarts_the_sweeps_own_rabbitmq(tmp_path):
     base = f"/var/lib/cmx-rabbitmq/restart-{tag}"  # reachable by user rabbitmq
     workdir, port, api, dist = tmp_path / "hosts", free_port(), free_port(), free_port()
     inv = tmp_path / "own-rabbitmq.yml"
+    seed_local(workdir / "localhost")  # provisioned already: the subject is the fault
     inv.write_text(f"""
 all:
   vars:
@@ -197,6 +200,7 @@ def test_restart_broker_restarts_a_disposable_rabbitmq_where_the_inventory_says_
     with PrivateRabbitMQ(f"disp{tag}") as node:
         def inventory(extra: str) -> str:
             inv = tmp_path / "disposable.yml"
+            seed_local(tmp_path / "hosts" / "localhost")  # provisioned already: the subject is the fault
             inv.write_text(f"""
 all:
   vars:
@@ -252,6 +256,7 @@ def test_acks_late_tasks_longer_than_the_consumer_timeout_stop_the_worker(tmp_pa
     base = f"/var/lib/cmx-rabbitmq/ct-{tag}"
     port, api, dist = free_port(), free_port(), free_port()
     inv = tmp_path / "own-rabbitmq.yml"
+    seed_local(tmp_path / "hosts" / "localhost")  # provisioned already: the subject is the fault
     inv.write_text(f"""
 all:
   vars:
@@ -301,6 +306,7 @@ def test_a_killed_workers_acks_late_tasks_come_back_only_after_the_visibility_ti
     from tests.faults.brokers import free_port
 
     inv = tmp_path / "own-redis.yml"
+    seed_local(tmp_path / "hosts" / "localhost")  # provisioned already: the subject is the fault
     inv.write_text(f"""
 all:
   vars:

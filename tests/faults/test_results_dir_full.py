@@ -86,6 +86,7 @@ def test_full_before_the_sweep(tmp_path, small_disk):
     results = small_disk("3m")
     db = results / "cmx.duckdb"
     before = _seed(db)
+    _fill(results)  # full before the sweep writes anything (its wheelhouse is in the user's cache)
     exp = write(tmp_path / "full.yaml", EXPERIMENT)
     proc = _cmx_run(exp, db)
     out, err = proc.communicate(timeout=600)
