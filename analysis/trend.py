@@ -277,3 +277,19 @@ def _fingerprint_changes(con, by: str, ats: list[str], run_ids: dict[str, set[st
 def latest_verdicts(result: TrendResult) -> list[tuple[Series, Change]]:
     """The changes found at each series' latest point (what ``--fail-on worse`` gates on)."""
     return [(s, c) for s in result.series for c in s.changes if c.index == len(s.ats) - 1]
+
+
+def at_sweep_end(con, experiment: str, revision: int) -> TrendResult | None:
+    """What a sweep's end computes of its experiment's history: ``cmx trend EXPERIMENT`` (every cell
+    and metric, one point per sweep), so that the statistics cache holds the new night's points
+    (the morning's ``cmx trend`` and the report's history read them back rather than bootstrap
+    them) and the night's changes can be said that night. None when the revision has fewer than
+    two points, or no ok run with a metric."""
+    (points,) = con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
+                            "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()
+    if points < 2:
+        return None
+    try:
+        return trend(con, experiment, revision=revision)
+    except SelectionError:
+        return None

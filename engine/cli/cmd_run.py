@@ -126,6 +126,8 @@ def run(
 
     Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused unless --new-revision.
 
+    When the experiment has history (two sweeps or more of its revision), the sweep's end computes it as `cmx trend` does (its statistics are kept, so the next `cmx trend` reads them back) and says which metrics changed at this sweep, that night.
+
     Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep ends; a table of what held follows the summary.
 
     Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3.
@@ -195,6 +197,8 @@ def run(
         s.shown = shown.get(s.cell.cell_id)
     out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
     crossed = False if interrupted else _check_thresholds(exp, cells, sweep, Path(db_path), varying)
+    if not interrupted and not smoke_mode:
+        _history(exp.name, revision, Path(db_path), _labels(cells, varying))
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if interrupted:
@@ -215,16 +219,51 @@ def _check_thresholds(exp, cells, sweep, db_path: Path, varying: list[str]) -> i
     if not exp.thresholds:
         return 0
     from cmx.analysis.thresholds import check, render
-    from cmx.engine.model.cells import value_text
 
     with views.connect(db_path) as con:
         checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells],
                        dict(exp.thresholds), exp.parsed_thresholds())
         db.record_threshold_checks(con, sweep.sweep_id, [c.row() for c in checks])
-    labels = {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
-              for c in cells}
-    out.print(render(checks, labels))
+    out.print(render(checks, _labels(cells, varying)))
     return sum(not c.held for c in checks)
+
+
+def _labels(cells, varying: list[str]) -> dict[str, str]:
+    """Each cell as the summary names it: its varying dimensions (its id when none vary)."""
+    from cmx.engine.model.cells import value_text
+
+    return {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
+            for c in cells}
+
+
+def _history(experiment: str, revision: int, db_path: Path, labels: dict[str, str]) -> None:
+    """A sweep with history before it: compute that history's statistics now, as `cmx trend` would
+    (the statistics cache then holds this night's points: the morning's `cmx trend` and the
+    report read them back), and say what changed at this sweep, that night. The sweep's runs are
+    stored already: a history that cannot be computed is a warning, never the sweep's failure."""
+    import duckdb
+
+    from cmx.analysis.trend import at_sweep_end, latest_verdicts
+
+    try:
+        with views.connect(db_path, read_only=True) as con:
+            res = at_sweep_end(con, experiment, revision)
+    except (InputError, HostError, ValueError, duckdb.Error) as exc:
+        err.print(f"warning: the history of {experiment} was not computed: {exc}", markup=False, highlight=False,
+                  soft_wrap=True)
+        return
+    if res is None:
+        return
+    points = max(len(s.ats) for s in res.series)
+    changed = [f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
+               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})" for s, c in latest_verdicts(res)]
+    said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no change at this sweep"
+    out.print(f"history: {points} points of {experiment} (revision {revision}); {said}. `cmx trend {experiment}` "
+              f"shows them.", markup=False, highlight=False, soft_wrap=True)
+
+
+def _signed(value: float | None, spec: str) -> str:
+    return "?" if value is None else format(value, spec)
 
 
 def _provenance(exp, inv, digest: str, revision: int) -> dict:

@@ -1,6 +1,6 @@
 """Daily estimation on real workers and DuckDB: the same experiment run on four "nights" (a cron
-line), the user's task made slower on the last; every night is a new sweep, `cmx trend` finds the
-change that night, and the experiment's threshold gates on it (exit 3)."""
+line), the user's task made slower on the last; every night is a new sweep, its end and `cmx trend`
+find the change that night, and the experiment's threshold gates on it (exit 3)."""
 from __future__ import annotations
 
 import json
@@ -46,7 +46,14 @@ def test_four_nights_a_slower_last_night_is_found_that_night_and_gated(tmp_path)
         proc = cmx("run", str(exp), "--db", str(db), "--tag", f"night={night}", timeout=900)
         assert "already stored as ok" not in proc.stdout, proc.stdout  # a finished sweep is never resumed
         codes.append(proc.returncode)
+        # From the second night on, the sweep's end says what changed at it (the slower night: that night).
+        if night == 1:
+            assert "history:" not in proc.stdout, proc.stdout[-3000:]
+        else:
+            assert f"history: {night} points of nightly (revision 1)" in proc.stdout, proc.stdout[-3000:]
         if night == 4:
+            said = proc.stdout[proc.stdout.index("history: 4 points"):]
+            assert "consume_rate of" in said and "(worse, p " in said.split("consume_rate of", 1)[1].split(";")[0], said
             assert "thresholds: 1 of 2 crossed" in proc.stdout and "CROSSED" in proc.stdout, proc.stdout[-3000:]
             assert "threshold check(s) crossed (exit 3)" in proc.stderr, proc.stderr[-3000:]
     assert codes == [0, 0, 0, 3]

@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from cmx.analysis import stats
 from cmx.analysis.compare import SelectionError
-from cmx.analysis.trend import WINDOW, change_points, split_scores, trend
+from cmx.analysis.trend import WINDOW, at_sweep_end, change_points, latest_verdicts, split_scores, trend
 from cmx.analysis.trend_format import as_json, as_markdown
 from cmx.engine.results import db
 from tests.results_fixture import HISTORY_CELL as CELL, add_run, history
@@ -44,6 +44,17 @@ def test_a_slower_last_night_is_flagged_that_night_and_the_quiet_nights_are_not(
     assert s.summaries[3].median == pytest.approx(700) and s.summaries[3].low <= 700 <= s.summaries[3].high
     # The last night's 3 runs against the 9 before: p can reach 2/C(12, 3); 3 against 3 could not.
     assert res.series[0].changes[0].comparison.p_value == pytest.approx(2 / 220)
+
+
+def test_a_sweeps_end_computes_the_history_from_its_second_point_and_sees_that_nights_change(tmp_path):
+    with db.connect(history(tmp_path / "one.duckdb", [1000])) as con:
+        assert at_sweep_end(con, "e", 1) is None  # one point: no history yet
+    with db.connect(history(tmp_path / "r.duckdb", [1000, 1003, 998, 700])) as con:
+        res = at_sweep_end(con, "e", 1)
+        assert res is not None and as_json(res) == as_json(trend(con, "e"))  # what `cmx trend e` shows
+        assert at_sweep_end(con, "e", 2) is None  # a revision without sweeps
+    assert sorted((s.metric, c.at, c.comparison.verdict) for s, c in latest_verdicts(res)) == [
+        ("consume_rate", "s004", "worse"), ("latency_p99_s", "s004", "worse")]
 
 
 def test_unchanged_nights_have_no_change(tmp_path):
