@@ -9,7 +9,7 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
-from cmx.analysis.summary import fmt
+from cmx.analysis.units import fmt
 from cmx.engine.model.thresholds import Threshold
 
 

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cmx.analysis.compare_format import MARKERS
-from cmx.analysis.summary import fmt, span
+from cmx.analysis.units import fmt, span
 from cmx.analysis.trend import Series, TrendResult
 
 COLUMNS = ("cell", "metric", "points", "first", "latest", "changes")
