@@ -19,6 +19,7 @@ from cmx.analysis.pngs import Painter
 from cmx.analysis.report_cells import _q, dimensions, table_metrics  # noqa: F401 (the report's API)
 from cmx.analysis.report_charts import CHARTED, Chart, build_charts  # noqa: F401 (the report's API)
 from cmx.analysis.views import choose_revision, dimension_columns, restrict_to_tags, revisions, tags_text  # noqa: F401
+from cmx.engine.paths import user_cache
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,7 @@ def _javascript() -> str:
     # is escaped (it would close the inline script; "<\/script" means the same in strings and regexes).
     # Bundling takes ~3 s of CPU and gives the same text for a vl-convert version: kept in the
     # user's cache dir (benchmarks/scale.py: it was a third of `cmx report`'s time).
-    cache = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx"
-             / f"vega-bundle-{vl_convert.__version__}.js")
+    cache = user_cache(f"vega-bundle-{vl_convert.__version__}.js")
     try:
         return cache.read_text()
     except OSError:

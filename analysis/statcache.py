@@ -28,6 +28,7 @@ import duckdb
 import numpy as np
 
 from cmx.analysis import stats
+from cmx.engine.paths import user_cache
 
 
 @lru_cache(maxsize=1)
@@ -38,8 +39,7 @@ def _version() -> str:
 def path() -> Path:
     if os.environ.get("CMX_STATS_CACHE"):
         return Path(os.environ["CMX_STATS_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "cmx" / "stats.duckdb"
+    return user_cache("stats.duckdb")
 
 
 @lru_cache(maxsize=1)

@@ -10,6 +10,7 @@ results folder (the ``--db``'s).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 #: The checkout, or ``site-packages/cmx`` of an install.
@@ -25,6 +26,12 @@ EXPERIMENTS = ROOT / "experiments"
 SCHEMA = ROOT / "docs" / "cmx.schema.json"
 #: The inventory a folder may hold for the experiments run from it (relative to the current folder).
 LOCAL_INVENTORY = Path("inventory") / "local.yml"
+
+
+def user_cache(name: str) -> Path:
+    """A file or folder of the controller's cache, shared by every results folder of this user:
+    ``$XDG_CACHE_HOME/cmx/<name>`` (``~/.cache/cmx/<name>``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx" / name
 
 
 def is_checkout() -> bool:

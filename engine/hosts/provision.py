@@ -22,8 +22,7 @@ from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
 from cmx.engine.hosts.connection import Connection
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
-from cmx.engine.model.packages import user_cache
-from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC
+from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC, user_cache
 from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.kinds import SERVICES
 #: Wheelhouses by content, for every results folder: a new one's first sweep skips pip (~9 s).

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from cmx.engine import limits
+from cmx.engine.paths import user_cache
 from cmx.workloads.dimensions import version_matches
 
 
@@ -27,12 +28,6 @@ def cache_dir() -> Path:
     if os.environ.get("CMX_PACKAGE_CACHE"):
         return Path(os.environ["CMX_PACKAGE_CACHE"])
     return user_cache("packages")
-
-
-def user_cache(name: str) -> Path:
-    """A folder of the controller's cache, shared by every results folder of this user:
-    ``$XDG_CACHE_HOME/cmx/<name>`` (``~/.cache/cmx/<name>``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx" / name
 
 
 def _wheels(name: str, dirs: Iterable[Path]) -> dict[str, Path]:

@@ -12,7 +12,6 @@ from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
 
 
-
 @dataclass
 class RunTargets:
     """Which hosts do what in one run."""
