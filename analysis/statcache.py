@@ -165,13 +165,6 @@ class Cache:
             f"SELECT key, {', '.join(_FIELDS)} FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
             keys)}
 
-    def memo(self, test):
-        """``test(before, after, better, margin_pct) -> Comparison | None`` (trend.shown), each answer
-        read back when these runs were tested so before (:meth:`tests` of one)."""
-        def read_or_test(before, after, better, margin_pct):
-            return self.tests([(before, after, better, margin_pct)], lambda asked: [test(*t) for t in asked])[0]
-        return read_or_test
-
     def tests(self, asked: list[tuple], test_many, read: list[bool] | None = None) -> list:
         """``test_many(asked)`` (trend.shown_many: (before, after, better, margin_pct) → Comparison | None)
         of each test, read back when these runs were tested so before (read ahead by :meth:`_prefetch`,

@@ -315,11 +315,6 @@ def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: 
     return out
 
 
-def mann_whitney_many(a, samples: list) -> list[float]:
-    """:func:`mann_whitney_p` of ``a`` against each of ``samples`` (:func:`mann_whitney_pairs`)."""
-    return mann_whitney_pairs([(a, s) for s in samples])
-
-
 def mann_whitney_pairs(pairs: list[tuple]) -> list[float]:
     """:func:`mann_whitney_p` of each (a, b): one scipy call per pair of sample sizes and method."""
     cleaned = [(_clean(a), _clean(b)) for a, b in pairs]

@@ -70,8 +70,8 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     runs = [[1000.0, 1010.0, 995.0], [1003.0, 1001.0, 998.0], [1002.0, 997.0, 1006.0], [700.0, 705.0, 699.0]]
     medians = [stats.summarize(r).median for r in runs]
     with statcache.Cache() as cache:
-        computed = cache.memo(trend.shown)(before, after, "higher", 5.0)
-        quiet = cache.memo(trend.shown)(before, before, "higher", 5.0)
+        computed, quiet = cache.tests([(before, after, "higher", 5.0), (before, before, "higher", 5.0)],
+                                      trend.shown_many)
         changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0)], trend.shown_many)
     assert computed.verdict == stats.WORSE and quiet is None
     assert changes == [trend.change_points(runs, medians, "higher", 5.0)] and changes[0][0][0] == 3
@@ -84,8 +84,8 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     monkeypatch.setattr(stats, "compare_pairs", never)
     monkeypatch.setattr(stats, "mann_whitney_pairs", never)
     with statcache.Cache() as cache:
-        assert cache.memo(trend.shown)(before, after, "higher", 5.0) == computed
-        assert cache.memo(trend.shown)(before, before, "higher", 5.0) is None
+        assert cache.tests([(before, after, "higher", 5.0)], never) == [computed]
+        assert cache.tests([(before, before, "higher", 5.0)], never) == [None]
         assert cache.many(never, [(runs, medians, "higher", 5.0)], None) == changes
 
 

@@ -61,13 +61,13 @@ def test_compare_many_property():
     check()
 
 
-def test_mann_whitney_many_gives_mann_whitney_p():
+def test_mann_whitney_pairs_gives_mann_whitney_p():
     from cmx.analysis import stats
 
     base = [1.0, 2.0, 3.0, 4.0]
     others = [[5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 2.0, 9.0], [4.0, 4.0, 4.0], [1.0] * 4, [], [3.5] * 30,
               [float(i) for i in range(40)], [2.0, 3.0]]
-    assert _same(stats.mann_whitney_many(base, others), [stats.mann_whitney_p(base, o) for o in others])
+    assert _same(stats.mann_whitney_pairs([(base, o) for o in others]), [stats.mann_whitney_p(base, o) for o in others])
 
 
 def test_compare_pairs_and_mann_whitney_pairs_property():
