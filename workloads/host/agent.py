@@ -13,7 +13,6 @@ followed by K raw bytes (a run's pack). Commands:
   drive       run_id, timeout: the driver, until it ends or the timeout; {"rc", "timed_out"}
   finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack);
               with "send_pack": true the pack follows the answer as bytes (one round trip a run)
-  fetch-pack  run_id, keep: the run's pack, as bytes
   tell        run_id, events: worker events from other hosts, for this host's driver (its run
               dir's worker_events.json: workloads/workerevents.py)
   fault       run_id, index, fault, delay_s, restart_s, ready_timeout: inject one of the run's
@@ -106,7 +105,7 @@ class Agent:
             self.end("asked to quit")
             return
         handler = {"begin": self.begin, "drive": self.drive, "finish": self.finish,
-                   "fetch-pack": self.fetch_pack, "tell": self.tell, "fault": self.fault}.get(cmd)
+                   "tell": self.tell, "fault": self.fault}.get(cmd)
         if handler is None:
             self.send({"id": msg.get("id"), "ok": False, "error": f"unknown command {cmd!r}"})
             return
@@ -259,10 +258,6 @@ class Agent:
                         if event.kind == workerevents.CLOCK:  # how late it is seen: faults are timed from it
                             event = replace(event, age_s=max(time.time() - event.at, 0.0))
                         self.send({"event": asdict(event), "run_id": run_id})
-
-    def fetch_pack(self, msg: dict) -> dict:
-        pack = self.workdir / "runs" / f"{msg['run_id']}.tgz"
-        return {"bytes": pack.stat().st_size, "_pack": pack, "_unlink": not msg.get("keep")}
 
     # -- the lease ------------------------------------------------------------------------
     def end(self, why: str) -> None:
