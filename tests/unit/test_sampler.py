@@ -211,6 +211,52 @@ def test_worker_and_child_memory_cpu_and_peaks(tmp_path, spawn, sampler):
     assert not [name for name in out.raw if name.endswith(".tmp")]
 
 
+# A worker with one forked pool child, a program it runs (`sleep`, as Celery runs `uname -p`) and a
+# grandchild forked by its child (as a task may fork); writes the pids once all are up.
+WORKER_WITH_HELPERS = textwrap.dedent("""
+    import os, subprocess, sys, time
+    pidfile, out = sys.argv[1], sys.argv[2]
+    parent = os.getpid()
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        grandchild = os.fork()
+        if grandchild == 0:
+            while os.getppid() != 1 and os.path.exists(f"/proc/{parent}"):
+                time.sleep(0.05)
+            os._exit(0)
+        os.write(w, f"{grandchild}\\n".encode())
+        while os.getppid() == parent:
+            time.sleep(0.05)
+        os._exit(0)
+    grandchild = int(os.read(r, 32))
+    helper = subprocess.Popen(["sleep", "120"])
+    with open(out, "w") as f:
+        f.write(f"{child} {grandchild} {helper.pid}\\n")
+    with open(pidfile + ".tmp", "w") as f:
+        f.write(f"{parent}\\n")
+    os.replace(pidfile + ".tmp", pidfile)
+    time.sleep(120)
+""")
+
+
+def test_only_forked_direct_children_are_pool_slots(tmp_path, spawn, sampler):
+    pidfile, pids = tmp_path / "worker.pid", tmp_path / "pids"
+    spawn(WORKER_WITH_HELPERS, str(pidfile), str(pids))
+    worker = read_pid(pidfile)
+    child, grandchild, helper = map(int, pids.read_text().split())
+    s = sampler("--watch", f"worker={pidfile}")
+    time.sleep(0.8)
+    out = s.stop()
+    roles = {int(r["pid"]): r["role"] for r in out.samples if r["role"].startswith("worker")}
+    # A slot of the pool is a child running the worker's own program; a program the worker runs
+    # and a child's own fork are the worker's memory, not slots (peak_*_per_slot_bytes divides by slots).
+    assert roles == {worker: "worker", child: "worker-child", grandchild: "worker", helper: "worker"}
+    peaks = {int(p["pid"]): p for p in out.peaks}
+    assert peaks[helper]["name"] == "sleep" and peaks[helper]["role"] == "worker"
+    subprocess.run(["kill", str(helper), str(grandchild)], check=False)
+
+
 # Writes its pidfile, waits for the go file, then holds 120 MB for a moment and frees it.
 SPIKE = textwrap.dedent("""
     import os, sys, time

@@ -39,6 +39,17 @@ def read_pidfile(path: Path) -> int | None:
         return None
 
 
+def read_exe(pid: int) -> str | None:
+    """The program a process runs (/proc/PID/exe), or None when it is gone or not ours to read.
+
+    Read afresh each time: it changes when the process execs another program.
+    """
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
 class Stat(NamedTuple):
     """What one read of /proc/PID/stat gives the sampler."""
 

@@ -45,15 +45,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
-from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_pidfile
+from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_exe, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
 from cmx.workloads.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
 from cmx.workloads.host.sampler_output import PEAKS_HEADER, SAMPLES_HEADER, ErrorLog, Output, secrets_from_env
 from cmx.workloads.host.watches import PidfileWatch, PortWatch
 
 SAMPLER_ROLE = "sampler"
-#: Role of a watched pid's descendants; roles not listed here pass on unchanged
-#: (driver's helpers, postgres backends under the postmaster, ...).
+#: Role of a watched pid's pool children: its direct children that run its own program (forked,
+#: never exec'd: billiard's prefork children). Any other descendant takes its root's role: the
+#: ``uname -p`` a Celery worker runs at start counts in the worker's memory, not as a slot.
+#: Roles not listed here pass on to every descendant unchanged (driver's helpers, postgres
+#: backends under the postmaster, ...).
 CHILD_ROLE = {"worker": "worker-child"}
 
 FLUSH_EVERY_S = 10.0
@@ -145,8 +148,12 @@ class Sampler:
             roles.setdefault(pid, role)
         for pid, role in roots:
             child_role = CHILD_ROLE.get(role, role)
+            program = read_exe(pid) if child_role != role else None
             for child in self._tree.descendants(pid, skip=self._own_pid):
-                roles.setdefault(child, child_role)
+                if child_role != role and not (self._tree.parent(child) == pid and read_exe(child) == program):
+                    roles.setdefault(child, role)
+                else:
+                    roles.setdefault(child, child_role)
         return roles
 
     def take_marks(self) -> None:
