@@ -19,7 +19,9 @@ night it happens: its runs are always also compared with the runs since the last
 """
 from __future__ import annotations
 
+import gc
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -209,16 +211,44 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
         WHERE e.status = 'ok' AND m.value IS NOT NULL AND s.run_id IN (SELECT run_id FROM picked)
           AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], m.name))""",
                 [*params, *key_params, experiment, revision, names, names])
-    rows = con.execute("""SELECT point, cell_id, name, list(value ORDER BY started_at, run_id) FROM trend_ok
+    # The values come as one float column in the points' order and are cut into runs here: DuckDB
+    # hands a LIST column to Python a row at a time (a year of nights: 73,000 rows, ~0.1 s more).
+    keys = con.execute("""SELECT point, cell_id, name, count(*) FROM trend_ok
                           GROUP BY first_run, point, cell_id, name ORDER BY first_run, point, cell_id, name""").fetchall()
+    flat = con.execute("""SELECT value::DOUBLE AS value FROM trend_ok
+                          ORDER BY first_run, point, cell_id, name, started_at, run_id""").fetchnumpy()["value"].tolist()
+    rows, at = [], 0
+    for point, cell_id, name, k in keys:
+        rows.append((point, cell_id, name, flat[at:at + k]))
+        at += k
     run_ids = dict(con.execute("SELECT point, list(DISTINCT run_id) FROM trend_ok GROUP BY point").fetchall())
     con.execute("DROP TABLE trend_ok")
     return rows, run_ids
 
 
+@contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector paused while a history is built: a year of nights is
+    ~300,000 lists, numbers and summaries, none in a cycle, and the collector's passes over them
+    cost ~0.2 s of CPU (a quarter of ``cmx trend``'s work)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = (), only: str | None = None,
           revision: int | None = None, margin_pct: float = stats.MARGIN_PCT) -> TrendResult:
     """Per cell and metric: one point per sweep (or tag value), summarized, and its changes."""
+    with _collector_paused():
+        return _trend(con, experiment, by, metrics, only, revision, margin_pct)
+
+
+def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | None, revision: int | None,
+           margin_pct: float) -> TrendResult:
     if by != "sweep" and not (by.startswith("tag.") and len(by) > 4):
         raise SelectionError(f"--by {by!r}: expected sweep or tag.KEY")
     revision = revision or _latest_revision(con, experiment)

@@ -89,12 +89,22 @@ def as_json(res: TrendResult) -> str:
     return re.sub(f'"points {token} ([0-9]+)"', lambda m: points[int(m[1])], text)
 
 
-_POINT = ('{{\n{i}  "at": {},\n{i}  "n": {},\n{i}  "median": {},\n{i}  "low": {},\n{i}  "high": {}\n{i}}}'
+_POINT = ('{\n{i}  "at": %s,\n{i}  "n": %s,\n{i}  "median": %s,\n{i}  "low": %s,\n{i}  "high": %s\n{i}}'
           .replace("{i}", " " * 8))
 
 
 def _points(s: Series, ats: dict[str, str]) -> str:
+    """The points of a series as json.dumps(…, indent=2) writes them inside a series, in one
+    %-formatting of a template repeated once a point (a format call a point costs ~0.1 s a year)."""
+    if not s.ats:
+        return "[]"
     numbers = json.dumps([v for p in s.summaries for v in (p.n, p.median, p.low, p.high)])[1:-1].split(", ")
-    points = [_POINT.format(ats.get(a) or ats.setdefault(a, json.dumps(a)), *numbers[4 * i:4 * i + 4])
-              for i, a in enumerate(s.ats)]
-    return "[\n" + " " * 8 + (",\n" + " " * 8).join(points) + "\n" + " " * 6 + "]" if points else "[]"
+    for a in s.ats:
+        if a not in ats:
+            ats[a] = json.dumps(a)
+    fields: list = [None] * (5 * len(s.ats))
+    fields[0::5] = [ats[a] for a in s.ats]
+    for k in range(4):
+        fields[k + 1::5] = numbers[k::4]
+    body = (",\n" + " " * 8).join([_POINT] * len(s.ats)) % tuple(fields)
+    return "[\n" + " " * 8 + body + "\n" + " " * 6 + "]"
