@@ -54,3 +54,15 @@ def mark(run_dir: Path, name: str, wait_s: float = 0.0) -> bool:
             return False
         time.sleep(0.005)
     return True
+
+
+#: Written by the host's stop of the run (workloads/host/hostctl.py ``stop``) before it TERMs the
+#: run's processes. A worker that finds it ends its waits at once (workloads/workerstop.py); a TERM
+#: without it (a fault's ``term_worker``, a user's kill) gets Celery's own warm shutdown, untouched,
+#: as that is what the fault measures.
+STOP_ASKED = "stop.asked"
+
+
+def stop_asked(run_dir: Path | str | None) -> bool:
+    return run_dir is not None and (Path(run_dir) / STOP_ASKED).exists()
+

@@ -1,4 +1,8 @@
-"""A worker told to stop (TERM: its warm shutdown) stops now, not at its next wake-up.
+"""A worker its run's stop TERMs (its warm shutdown) stops now, not at its next wake-up.
+
+Only the harness's stop: ``hostctl.stop`` writes ``runmarks.STOP_ASKED`` in the run dir before its
+TERM. A TERM without it (the ``term_worker`` fault, a user's kill) gets Celery's own warm shutdown,
+every wait of it: how long a TERMed worker takes to leave is part of what that fault measures.
 
 Celery's TERM handler only sets a flag (``celery.apps.worker``), which the worker reads between
 two waits of its event loop. An idle worker's wait ends when a message or a timer comes: up to
@@ -56,6 +60,7 @@ import types
 from celery import Celery, signals
 
 from cmx.workloads import instrument, quickexit
+from cmx.workloads.runmarks import stop_asked
 from cmx.workloads.spec import RunSpec
 from cmx.workloads.vocab.pools import GEVENT, GREEN, PREFORK
 
@@ -84,7 +89,11 @@ def install(app: Celery, spec: RunSpec) -> None:
         hub.add_reader(reader.fileno(), _drain, reader)
         _wake.append(writer)
 
+    run_dir = os.environ.get("CMX_RUN_DIR")
+
     def on_shutting_down(**_) -> None:
+        if not stop_asked(run_dir):  # not the harness's stop (a fault's term_worker): Celery's own
+            return
         _stopping[0] = 1
         for writer in _wake:
             try:
@@ -124,7 +133,7 @@ def _short_timer_sleeps() -> None:
         return
 
     def sleep(seconds: float) -> None:
-        if threading.current_thread().name == TIMER_THREAD:
+        if _stopping[0] and threading.current_thread().name == TIMER_THREAD:
             seconds = min(seconds, TIMER_SLEEP_S)
         time.sleep(seconds)
 
@@ -145,7 +154,7 @@ def _wake_green_pidbox_at_stop() -> None:
 
     def on_stop(self) -> None:
         shutdown = getattr(self, "_node_shutdown", None)
-        if shutdown is not None:
+        if shutdown is not None and _stopping[0]:
             shutdown.set()
             try:
                 self.c.app.control.broadcast("ping", destination=[self.hostname], reply=False)

@@ -30,16 +30,13 @@ TASKS = 20
 GRACE_S = 2.5
 
 
-@pytest.mark.parametrize("pool", ["prefork", "threads", "solo", "gevent", "eventlet"])
-@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
-def test_a_drained_worker_stops_itself_and_keeps_its_rows(tmp_path, monkeypatch, broker, pool):
+def _drained_worker(tmp_path, monkeypatch, broker: str, pool: str):
+    """A worker of a run begun as the agent begins it, that ran :data:`TASKS` tasks; (run dir, app)."""
     from cmx.workloads.app import create_app
     from cmx.workloads.drive.workerwatch import start_consuming
-    from cmx.workloads.host import hostctl, hostrun
-    from cmx.workloads.recorder import write_csv
+    from cmx.workloads.host import hostrun
     from cmx.workloads.spec import RunSpec, node_name
 
-    grace = GRACE_S
     run_id = f"stop{uuid.uuid4().hex[:8]}"
     spec = RunSpec(run_id=run_id, experiment="e", cell_id="c", repeat=1,
                    workload="throughput", broker=broker, pool=pool, concurrency=2,
@@ -50,28 +47,63 @@ def test_a_drained_worker_stops_itself_and_keeps_its_rows(tmp_path, monkeypatch,
     monkeypatch.setenv("CMX_HOST", "localhost")
     payload = {"spec": spec.model_dump(mode="json"), "secrets": {"CMX_BROKER_URL": URLS[broker]},
                "worker": {"ready_timeout": 60}}
+    assert hostrun.begin(run_dir, "localhost", payload) == 0, hostrun.begin_error(run_dir)
+    (tmp_path / "driver").mkdir()
+    app = create_app(spec, tmp_path / "driver", "localhost", client="driver")
+    start_consuming(app, spec, 30)
+    for _ in range(TASKS):
+        app.tasks["cmx.throughput.noop"].apply_async(("x",), queue=spec.queue)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done = app.control.broadcast("cmx_progress", reply=True, timeout=1.0, limit=1,
+                                     destination=list(spec.worker_nodes))
+        if done and next(iter(done[0].values())).get("completed", 0) >= TASKS:
+            return run_dir
+        time.sleep(0.2)
+    pytest.fail("the worker did not run every task within 60 s")
+
+
+@pytest.mark.parametrize("pool", ["prefork", "threads", "solo", "gevent", "eventlet"])
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_a_drained_worker_stops_itself_and_keeps_its_rows(tmp_path, monkeypatch, broker, pool):
+    from cmx.workloads.host import hostctl
+    from cmx.workloads.recorder import write_csv
+
+    run_dir = tmp_path / "run"
     try:
-        assert hostrun.begin(run_dir, "localhost", payload) == 0, hostrun.begin_error(run_dir)
-        (tmp_path / "driver").mkdir()
-        app = create_app(spec, tmp_path / "driver", "localhost", client="driver")
-        start_consuming(app, spec, 30)
-        for _ in range(TASKS):
-            app.tasks["cmx.throughput.noop"].apply_async(("x",), queue=spec.queue)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            done = app.control.broadcast("cmx_progress", reply=True, timeout=1.0, limit=1,
-                                         destination=list(spec.worker_nodes))
-            if done and next(iter(done[0].values())).get("completed", 0) >= TASKS:
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("the worker did not run every task within 60 s")
-        hostctl.stop(run_dir, grace)
+        _drained_worker(tmp_path, monkeypatch, broker, pool)
+        hostctl.stop(run_dir, GRACE_S)
     finally:
         hostctl.stop(run_dir, 1.0)  # nothing of the test outlives it, whatever failed
         hostctl.reset(run_dir)
     ended = json.loads((run_dir / "worker.exit").read_text())
-    assert ended.get("exit_code") == 0, f"the worker did not stop itself within {grace:g} s: {ended}"
+    assert ended.get("exit_code") == 0, f"the worker did not stop itself within {GRACE_S:g} s: {ended}"
     write_csv(run_dir)
     rows = sum(len(p.read_text().splitlines()) - 1 for p in run_dir.glob("exec-*.csv"))
     assert rows == TASKS
+
+
+def test_a_term_that_is_not_the_runs_stop_gets_celerys_own_warm_shutdown(tmp_path, monkeypatch):
+    """A fault's TERM (term_worker) measures Celery's shutdown: none of the harness's wakes. A gevent
+    worker on Redis then leaves when its loop's drains time out (2 s after it saw the flag, and its
+    control greenlet's 1 s turn: 4.0 s measured), not in the 0.05-0.6 s of the run's stop."""
+    import os
+    import signal
+
+    from cmx.workloads.host import hostctl
+
+    run_dir = tmp_path / "run"
+    try:
+        _drained_worker(tmp_path, monkeypatch, "redis", "gevent")
+        worker = int((run_dir / "worker.pid").read_text().split()[0])
+        t0 = time.monotonic()
+        os.kill(worker, signal.SIGTERM)
+        while not (run_dir / "worker.exit").exists():  # its supervisor writes it (atomically) once it left
+            assert time.monotonic() - t0 < 30, "the worker did not leave within 30 s of its TERM"
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+    finally:
+        hostctl.stop(run_dir, 1.0)
+        hostctl.reset(run_dir)
+    assert json.loads((run_dir / "worker.exit").read_text()).get("exit_code") == 0
+    assert took >= 2.0, f"the worker left {took:.2f} s after a TERM that was not the run's stop: woken by cmx"

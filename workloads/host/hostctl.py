@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from cmx.workloads.files import write_atomic
+from cmx.workloads.runmarks import STOP_ASKED
 
 #: Every process started here, each the leader of its own session and process group: the agent
 #: (workloads/host/agent.py) reaps them and, when its lease ends, stops whole groups.
@@ -235,6 +236,7 @@ def stop(run_dir: Path, grace: float) -> int:
     finish: every row it recorded is on disk within the recorder's flush interval) and a long one
     otherwise."""
     t0, t_wall = time.monotonic(), time.time()
+    write_atomic(run_dir / STOP_ASKED, f"{t_wall!r}\n")  # the harness's stop, not a fault's TERM
     pids = [_read_pid(run_dir / name) for name in ("worker.pid", "service.pid", "driver.pid", "sampler.pid")]
     supervisor = _read_pid(run_dir / "supervisor.pid")
     gone_after: dict[int, float] = {}
