@@ -15,11 +15,13 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
+from cmx.workloads import kinds
 from cmx.workloads.drive import DriveTimeout, connection_errors
 from cmx.workloads.drive import drivers
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
 from cmx.workloads.files import write_atomic
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.spec import RunSpec
 
 
@@ -173,7 +175,7 @@ class DriveContext:
     def queue_depth(self, conn) -> int | None:
         """Messages waiting in the run's queue now (not counting those prefetched by workers)."""
         try:
-            return conn.default_channel.queue_declare(self.spec.queue, passive=True).message_count
+            return servers.get(kinds.BROKERS[self.spec.broker].service).queue_depth(conn, self.spec.queue)
         except Exception:  # a depth sample is worth less than the run
             return None
 

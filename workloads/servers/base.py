@@ -224,6 +224,11 @@ class Server:
         ``sender(batched) -> (send, flush)``, ``consume(handle, done, poll_s)``, ``close()``."""
         self._none("raw client")
 
+    def queue_depth(self, conn, queue: str) -> int:
+        """Messages ready in ``queue`` now (not those the workers prefetched), asked on a connected
+        kombu ``conn``; raises when the server has no such queue."""
+        return conn.default_channel.queue_declare(queue, passive=True).message_count
+
     def wake_consumers(self, app, client_name: str) -> int:
         """After the run's workers confirmed consuming: make each poll the run's queue now.
         Returns how many were woken (-1: could not ask); 0 where the server needs nothing."""

@@ -239,6 +239,16 @@ class Redis(Server):
     def raw_client(self, url, queue, name, queue_arguments, durable, prefetch) -> RedisRaw:
         return RedisRaw(url, queue, name, self.connect)
 
+    def queue_depth(self, conn, queue: str) -> int:
+        """kombu says NOT_FOUND of a Redis queue without a message (an empty list is no key in
+        Redis): that is a depth of 0, not a sample missed."""
+        from kombu.exceptions import ChannelError
+
+        try:
+            return super().queue_depth(conn, queue)
+        except ChannelError:
+            return 0
+
     def wake_consumers(self, app, client_name: str) -> int:
         """End the BRPOP each worker has in flight on the hold queue alone (``CLIENT UNBLOCK``, as if
         it timed out), so every worker polls the run's queue now, not up to ``brpop_timeout`` (1 s)
