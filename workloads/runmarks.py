@@ -64,5 +64,5 @@ STOP_ASKED = "stop.asked"
 
 
 def stop_asked(run_dir: Path | str | None) -> bool:
+    """Whether the run's stop has begun on this host (:data:`STOP_ASKED` is in ``run_dir``)."""
     return run_dir is not None and (Path(run_dir) / STOP_ASKED).exists()
-
