@@ -245,16 +245,22 @@ def test_only_forked_direct_children_are_pool_slots(tmp_path, spawn, sampler):
     spawn(WORKER_WITH_HELPERS, str(pidfile), str(pids))
     worker = read_pid(pidfile)
     child, grandchild, helper = map(int, pids.read_text().split())
-    s = sampler("--watch", f"worker={pidfile}")
-    time.sleep(0.8)
-    out = s.stop()
+    try:
+        s = sampler("--watch", f"worker={pidfile}")
+        time.sleep(0.8)
+        out = s.stop()
+    finally:
+        for pid in (helper, grandchild):  # the worker's own end (the spawn fixture) ends its child
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     roles = {int(r["pid"]): r["role"] for r in out.samples if r["role"].startswith("worker")}
     # A slot of the pool is a child running the worker's own program; a program the worker runs
     # and a child's own fork are the worker's memory, not slots (peak_*_per_slot_bytes divides by slots).
     assert roles == {worker: "worker", child: "worker-child", grandchild: "worker", helper: "worker"}
     peaks = {int(p["pid"]): p for p in out.peaks}
     assert peaks[helper]["name"] == "sleep" and peaks[helper]["role"] == "worker"
-    subprocess.run(["kill", str(helper), str(grandchild)], check=False)
 
 
 # Writes its pidfile, waits for the go file, then holds 120 MB for a moment and frees it.
