@@ -147,13 +147,11 @@ class Sampler:
         for pid, role in roots:
             roles.setdefault(pid, role)
         for pid, role in roots:
-            child_role = CHILD_ROLE.get(role, role)
-            program = read_exe(pid) if child_role != role else None
+            child_role = CHILD_ROLE.get(role)
+            program = read_exe(pid) if child_role else None
             for child in self._tree.descendants(pid, skip=self._own_pid):
-                if child_role != role and not (self._tree.parent(child) == pid and read_exe(child) == program):
-                    roles.setdefault(child, role)
-                else:
-                    roles.setdefault(child, child_role)
+                slot = child_role and self._tree.parent(child) == pid and read_exe(child) == program
+                roles.setdefault(child, child_role if slot else role)
         return roles
 
     def take_marks(self) -> None:
