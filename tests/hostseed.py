@@ -10,13 +10,12 @@ provisioning (test_multihost, test_provision_check, test_roles_converge, test_in
 test_package_environments) start from empty hosts instead.
 
 A copied venv works at its new path: cmx runs ``venv/bin/python -m ...`` (never a script's
-shebang), and Python finds the venv by the ``pyvenv.cfg`` beside that link. Byte code is compiled
-in the template once, so every copy shares it; a process that writes byte code replaces the file
+shebang), and Python finds the venv by the ``pyvenv.cfg`` beside that link. The role compiled the
+template's byte code, so every copy shares it; a process that writes byte code replaces the file
 (a new inode), so no copy ever changes the template.
 """
 from __future__ import annotations
 
-import compileall
 import hashlib
 import os
 import shutil
@@ -52,7 +51,6 @@ def _template(interpreter: str) -> Path:
         "  children:", "    brokers: {hosts: {localhost: }}", "    workers: {hosts: {localhost: }}",
         "    drivers: {hosts: {localhost: }}", ""]))
     provision_hosts(load_inventory(inv, secrets_dir=scratch), ["localhost"], scratch, shipment)
-    compileall.compile_dir(str(part / "host" / "venv"), quiet=1, workers=0)
     (part / "host" / ".complete").write_text(shipment.key + "\n")
     try:
         (part / "host").rename(template)
