@@ -25,6 +25,10 @@ from cmx.workloads.servers import registry as servers
 from cmx.workloads.spec import RunSpec
 
 
+#: The shortest wait between two progress checks of :meth:`DriveContext.wait_completed`.
+MIN_POLL_S = 0.05
+
+
 @dataclass
 class DriveContext:
     """What a workload's ``drive`` gets: the app, the spec, and the run's coordination steps."""
@@ -195,12 +199,19 @@ class DriveContext:
         # connections (5 a second) and show up in the connection counts we measure.
         # The depth is sampled before each progress check: a backlog's first sample must not
         # wait for the workers' replies, by when a fast broker may have drained it.
+        # The wait ends at the first check after the last task: a check every ``poll_s`` let a run
+        # end up to ``poll_s`` late, so once the rate seen says the end is nearer, the next check
+        # is when it should come (not sooner than MIN_POLL_S: each check is a broadcast).
         with self.app.connection_for_read() as conn:
+            first = None
             while True:
                 depth = self.queue_depth(conn)
                 if depth is not None:
                     self.queue_samples.append((time.time(), depth))
-                if self.completed() >= n:
+                done, now = self.completed(), time.monotonic()
+                if done >= n:
                     return
                 self.check_deadline(f"waiting for {n} tasks to finish")
-                time.sleep(poll_s)
+                first = first or (now, done)
+                rate = (done - first[1]) / (now - first[0]) if now > first[0] else 0.0
+                time.sleep(min(poll_s, max(MIN_POLL_S, (n - done) / rate)) if rate > 0 else poll_s)

@@ -92,6 +92,20 @@ def check_packages(spec: RunSpec, found: dict[str, str | None]) -> None:
         raise PackageMismatch("the driver does not run what the cell asks: " + "; ".join(bad))
 
 
+def warm() -> None:
+    """Import the run's broker transport and result backend ahead of :func:`main`
+    (workloads/host/drivewarm.py), from the URLs the app factory gives the run: no connection."""
+    from celery.app.backends import by_url
+    from kombu import Connection
+
+    from cmx.workloads.app import backend_url, broker_settings
+
+    spec = RunSpec.load(run_dir_from_env())
+    Connection(broker_settings(spec)[0]).transport  # noqa: B018 (the property imports the transport)
+    if url := backend_url(spec):
+        by_url(url)
+
+
 def main(argv: list[str] | None = None) -> int:
     run_dir, host = run_dir_from_env(), host_from_env()
     write_atomic(run_dir / "driver.pid", str(os.getpid()))
