@@ -9,7 +9,7 @@ Nothing the run measures or keeps is made there: every file cmx writes is closed
 writes, frames appended under ``with``). So these processes run their exit functions themselves,
 flush the standard streams and end with ``os._exit`` and the code they would have ended with.
 
-Standard library only: the worker, the supervisor and the sampler import it.
+Standard library only: the worker, the supervisor, the sampler and the driver import it.
 """
 from __future__ import annotations
 

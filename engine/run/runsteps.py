@@ -115,7 +115,10 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
                 elif not reply.get("ok") or reply.get("rc"):
                     failures.append(Failure(driver, DRIVE_TASK, reply.get("error")
                                             or f"the driver exited with code {reply.get('rc')} (see driver.log)"))
-            time.sleep(0.05)
+            if drivers[0] in drives:  # the run ends when its leader does: not up to a turn later
+                drives[drivers[0]].done.wait(0.05)
+            else:
+                time.sleep(0.05)
         done = {"seconds": time.monotonic() - t0, "marks": marks, "worker_events": relay.events()}
         if failures:
             return StepResult("failed", tuple(failures), **done)

@@ -158,4 +158,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cmx.workloads.quickexit import exit_now
+
+    exit_now(main())  # its files are written: no interpreter teardown inside the run's drive
