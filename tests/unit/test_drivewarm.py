@@ -9,10 +9,9 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from cmx.workloads.host.drivewarm import YIELD_NICE, may_raise_priority
 from tests.conftest import REPO
+from tests.prereqs import require
 
 #: A stand-in driver module: a thread started while it warms up (as an import might), then main
 #: reports the nice value of every thread the process has.
@@ -34,8 +33,9 @@ def _nice(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[16])
 
 
-@pytest.mark.skipif(not may_raise_priority(), reason="needs CAP_SYS_NICE (root), as the yielding does")
 def test_the_warm_up_yields_the_cpu_and_the_driver_runs_at_its_own_priority(tmp_path):
+    require(None if may_raise_priority() else "CAP_SYS_NICE (root): the warm-up yields only where it can take "
+            "its priority back")
     (tmp_path / "fake_driver.py").write_text(FAKE_DRIVER)
     warmed = tmp_path / "warmed"
     proc = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.drivewarm", "fake_driver"], cwd=tmp_path,
