@@ -1,7 +1,7 @@
 """Host work dirs already provisioned, as a lab host is after an earlier sweep of the same code.
 
 Most multi-host and fault tests are about what a sweep does on its hosts, not about building a
-venv on them; building one per test (a pip install of ~40 wheels a host, offline) was most of
+venv on them; building one per test (unpacking ~100 MB of packages a host) was most of
 their time. :func:`seed` copies, as hard links, a work dir that ``roles/python_env`` provisioned
 once (with cmx's own ``prepare`` and ``provision_hosts``: the real role through Ansible) for this
 content key and interpreter; the sweep then finds the key on the host (one ``cat`` over SSH) and
@@ -10,7 +10,7 @@ provisioning (test_multihost, test_provision_check, test_roles_converge, test_in
 test_package_environments) start from empty hosts instead.
 
 A copied venv works at its new path: cmx runs ``venv/bin/python -m ...`` (never a script's
-shebang), and Python finds the venv by the ``pyvenv.cfg`` beside that link. The role compiled the
+shebang), and Python finds the venv by the ``pyvenv.cfg`` beside that link. The controller compiled the
 template's byte code, so every copy shares it; a process that writes byte code replaces the file
 (a new inode), so no copy ever changes the template.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 #: Templates by (interpreter, content key); kept across sessions (content-keyed, so never stale).
 SEEDS = Path("/var/tmp/cmx-test-seeds")
 #: What a provisioned work dir holds (roles/python_env).
-PARTS = ("venv", "venv.requirements.txt", "wheelhouse", "lib")
+PARTS = ("venv", "lib")
 
 
 def _template(interpreter: str) -> Path:

@@ -31,7 +31,7 @@ from cmx.workloads.host import hostcheck
 from cmx.workloads.vocab.clients import BROKER
 from cmx.workloads.vocab.services import RABBITMQ
 
-#: A host needs this much free under its work dir: the venv and wheelhouse (~300 MB) and the runs'
+#: A host needs this much free under its work dir: the venv (~130 MB, more per `package.*` environment) and the runs'
 #: artifacts until they are fetched.
 MIN_FREE_BYTES = 1 << 30
 #: A clock further off than this is corrected, but says the host keeps no time (no NTP).

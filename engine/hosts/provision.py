@@ -1,16 +1,13 @@
-"""Provisioning, once per sweep: build the wheelhouse on the controller, ship it, set up every host.
+"""Provisioning, once per sweep: build what the hosts need on the controller, ship it, set up every host.
 
-Hosts may reach no package index, so the controller downloads every wheel the hosts need
-(pinned to its own versions) and the ``python_env`` role installs them offline.
+Hosts may reach no package index, so the controller downloads every wheel the hosts need (pinned
+to its own versions), installs them once (engine/hosts/wheelhouse.py), and the ``python_env`` role
+unpacks that environment on each host.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import shutil
-import subprocess
-import tarfile
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -22,12 +19,12 @@ from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
 from cmx.engine.hosts.connection import Connection
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
-from cmx.engine.paths import HOST_REQUIREMENTS, WORKLOADS as WORKLOADS_SRC, user_cache
+from cmx.engine.hosts.wheelhouse import house_name, python_version, site_archive, workloads_archive
+from cmx.engine.paths import HOST_REQUIREMENTS, user_cache
 from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.kinds import SERVICES
 #: Wheelhouses by content, for every results folder: a new one's first sweep skips pip (~9 s).
 WHEELHOUSES = user_cache("wheelhouse")
-_CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
 
 
 def host_requirements() -> list[str]:
@@ -42,86 +39,6 @@ def host_requirements() -> list[str]:
         except PackageNotFoundError:
             pins.append(name)
     return pins
-
-
-def python_version() -> str:
-    return "%d.%d" % sys.version_info[:2]
-
-
-def house_name(pins: list[str]) -> str:
-    """The wheelhouse of ``pins``, named by its content (the environment built from it on a host too)."""
-    return f"py{python_version()}-" + hashlib.sha256("\n".join([python_version(), *pins]).encode()).hexdigest()[:12]
-
-
-def build_wheelhouse(root: Path, pins: list[str]) -> Path:
-    """Download the wheels for ``pins`` (and their dependencies) once; reused while pins are equal.
-    The wheels of chosen package versions (engine/model/packages.py) are found offline too."""
-    from cmx.engine.model.packages import cache_dir
-
-    house = root / house_name(pins)
-    if (house / ".complete").exists():
-        return house
-    # Built beside its final name, renamed when complete: two sweeps never see half of one.
-    part = house.with_name(f"{house.name}.part-{os.getpid()}")
-    shutil.rmtree(part, ignore_errors=True)
-    part.mkdir(parents=True)
-    try:
-        links = ["--find-links", str(cache_dir())] if cache_dir().is_dir() else []
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-               "--only-binary=:all:", *links, "-d", str(part), *pins]
-        _pip(cmd, house)
-        extra = _patch_release_requirements(part)
-        if extra:
-            _pip(cmd[: cmd.index("-d") + 2] + extra, house)
-        (part / ".complete").write_text("\n".join(pins) + "\n")
-        if house.exists() and not (house / ".complete").exists():  # an unfinished one of an older cmx
-            shutil.rmtree(house, ignore_errors=True)
-        try:
-            part.rename(house)
-        except OSError:  # another sweep finished the same wheelhouse first
-            if not (house / ".complete").exists():
-                raise
-    finally:
-        shutil.rmtree(part, ignore_errors=True)
-    return house
-
-
-def _pip(cmd: list[str], house: Path) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines() or ["pip failed"]
-        # A conflict (package.kombu 5.5 beside the controller's celery) is said on the lines above the last.
-        conflict = [ln.strip() for ln in lines if "conflict is caused by" in ln or " depends on " in ln]
-        last = "; ".join(conflict[:4]) if conflict else lines[-1]
-        raise HostError(f"building the wheelhouse in {house} failed: {last} "
-                        "(the controller needs a package index or a pip cache holding these wheels)")
-
-
-def _patch_release_requirements(house: Path) -> list[str]:
-    """Requirements the wheels declare for an earlier patch release of our Python (redis-py wants
-    async-timeout below 3.11.3, say): pip resolved for the controller's exact version, but a host
-    (Debian's 3.11.2) installs offline and needs them too."""
-    import zipfile
-
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    have = {canonicalize_name(w.name.split("-")[0]) for w in house.glob("*.whl")}
-    env = {"python_full_version": "%d.%d.0" % sys.version_info[:2]}
-    wanted = set()
-    for wheel in house.glob("*.whl"):
-        with zipfile.ZipFile(wheel) as zf:
-            meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
-            lines = zf.read(meta).decode(errors="replace").splitlines() if meta else []
-        for line in lines:
-            if not line.startswith("Requires-Dist:"):
-                continue
-            req = Requirement(line.split(":", 1)[1].strip())
-            if req.marker is None or "extra" in str(req.marker) or canonicalize_name(req.name) in have:
-                continue
-            if req.marker.evaluate(env):
-                wanted.add(f"{req.name}{req.specifier}")
-    return sorted(wanted)
 
 
 def environment_pins(pins: list[str], versions: dict[str, str]) -> list[str]:
@@ -149,78 +66,28 @@ def environment_pins(pins: list[str], versions: dict[str, str]) -> list[str]:
 
 
 def environment_archives(root: Path, pins: list[str], version_sets: list[dict[str, str]]) -> dict[str, dict]:
-    """{environment name: {name, wheelhouse, requirements}} of each version set, its wheelhouse
-    built on the controller (content-keyed: reused across sweeps). A set pip cannot satisfy
+    """{environment name: {name, site, requirements}} of each version set, its wheelhouse and
+    the environment installed from it (:func:`site_archive`) built on the controller (content-keyed: reused across sweeps). A set pip cannot satisfy
     is a HostError before any host is touched."""
     out = {}
     for versions in version_sets:
         env_pins = environment_pins(pins, versions)
         name = house_name(env_pins)
         try:
-            archive = wheelhouse_archive(root, env_pins)
+            archive = site_archive(root, env_pins)
         except HostError as exc:
             wanted = ", ".join(f"package.{n} {v}" for n, v in versions.items())
             raise HostError(f"the environment of {wanted}: {exc}") from None
-        out[name] = {"name": name, "wheelhouse": str(archive.resolve()), "requirements": env_pins}
+        out[name] = {"name": name, "site": str(archive.resolve()), "requirements": env_pins}
     return out
 
 
-def _tar(src: Path, dest: Path, arcname: str) -> Path:
-    """An uncompressed tar of ``src`` written atomically (wheels are compressed already)."""
-    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
-    with tarfile.open(tmp, "w") as tar:
-        tar.add(src, arcname=arcname, filter=lambda t: None if "__pycache__" in t.name else t)
-    os.replace(tmp, dest)
-    return dest
-
-
-def wheelhouse_archive(root: Path, pins: list[str]) -> Path:
-    house = build_wheelhouse(root, pins)
-    archive = house.with_name(house.name + ".tar")
-    return archive if archive.exists() else _tar(house, archive, ".")
-
-
-def _skipped(parts: tuple[str, ...]) -> bool:
-    """Byte-code caches and hidden entries (.git, .venv…) of the user's folders stay home."""
-    return any(part == "__pycache__" or (part.startswith(".") and part not in (".", "..")) for part in parts)
-
-
-def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> Path:
-    """The workloads package as shipped to hosts, with the user's code (``cmx_user/<name>`` ->
-    source file or folder, see engine/model/user_code.py), named by its content so hosts see changes."""
-    user_code = user_code or {}
-    digest = hashlib.sha256()
-    for f in sorted(WORKLOADS_SRC.rglob("*.py")):
-        digest.update(f.relative_to(WORKLOADS_SRC).as_posix().encode() + f.read_bytes())
-    for name, src in sorted(user_code.items()):
-        for f in sorted(src.rglob("*") if src.is_dir() else [src]):
-            if f.is_file() and not _skipped(f.relative_to(src.parent).parts):
-                digest.update(name.encode() + f.relative_to(src.parent).as_posix().encode() + f.read_bytes())
-    root.mkdir(parents=True, exist_ok=True)
-    archive = root / f"workloads-{digest.hexdigest()[:12]}.tar"
-    if archive.exists():
-        return archive
-    tmp = archive.with_name(archive.name + ".tmp")
-    skip = lambda t: None if _skipped(Path(t.name).parts) else t  # noqa: E731
-    with tarfile.open(tmp, "w") as tar:
-        # cmx/ is a regular package on hosts (only cmx.workloads ships), so nothing else named
-        # cmx on a host's path can shadow or extend it.
-        marker = tarfile.TarInfo("cmx/__init__.py")
-        marker.size = len(_CMX_INIT)
-        tar.addfile(marker, io.BytesIO(_CMX_INIT))
-        tar.add(WORKLOADS_SRC, arcname="cmx/workloads", filter=skip)
-        for name, src in sorted(user_code.items()):
-            tar.add(src, arcname=name, filter=skip)
-    os.replace(tmp, archive)
-    return archive
-
-
-def content_key(house: Path, pins: list[str], lib: Path, envs: list[str] = ()) -> str:
-    """What a provisioned host holds, as one key: the wheelhouse (named by Python version and
-    pins), the pins themselves (the user's requirements among them), the shipped code (named
+def content_key(site: Path, pins: list[str], lib: Path, envs: list[str] = ()) -> str:
+    """What a provisioned host holds, as one key: the installed environment (named by Python
+    version and pins), the pins themselves (the user's requirements among them), the shipped code (named
     by its content) and the ``package.*`` environments (named by theirs). A host holding the same
     key needs nothing (roles/python_env checks it first)."""
-    return hashlib.sha256("\n".join([house.name, *pins, lib.name, *sorted(envs)]).encode()).hexdigest()[:16]
+    return hashlib.sha256("\n".join([site.name, *pins, lib.name, *sorted(envs)]).encode()).hexdigest()[:16]
 
 
 def _service_vars(services: dict[str, list[str]], inventory: Inventory | None = None) -> dict[str, Any]:
@@ -236,9 +103,9 @@ def _service_vars(services: dict[str, list[str]], inventory: Inventory | None = 
 @dataclass(frozen=True)
 class Shipment:
     """What provisioning ships, built on the controller before any host is touched: the
-    wheelhouse, the pins, the ``package.*`` environments, the shipped code, and their content key."""
+    environment installed from the wheelhouse, the pins, the ``package.*`` environments, the shipped code, and their content key."""
 
-    house: Path
+    site: Path  # the base venv's site-packages (engine/hosts/wheelhouse.py site_archive)
     pins: tuple[str, ...]
     envs: tuple[dict, ...]
     chosen: dict[str, str]  # version set key -> environment name
@@ -275,14 +142,14 @@ def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requiremen
     when a wheelhouse cannot be built."""
     pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
     houses = _wheelhouses(work_dir)
-    house = wheelhouse_archive(houses, pins)
+    site = site_archive(houses, pins)
     envs, chosen = {}, {}
     for versions in version_sets or []:
         (name, env), = environment_archives(houses, pins, [versions]).items()
         envs[name], chosen[version_set_key(versions)] = env, name
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
-    return Shipment(house.resolve(), tuple(pins), tuple(envs.values()), chosen, lib,
-                    content_key(house, pins, lib, list(envs)))
+    return Shipment(site.resolve(), tuple(pins), tuple(envs.values()), chosen, lib,
+                    content_key(site, pins, lib, list(envs)))
 
 
 def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, shipment: Shipment,
@@ -299,9 +166,8 @@ def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, ship
         "provision.yml", inventory.path, work_dir / "ansible" / "provision",
         extravars={
             "cmx_hosts": ",".join(todo),
-            "python_env_wheelhouse": str(shipment.house),
+            "python_env_site": str(shipment.site),
             "python_env_python_version": python_version(),
-            "python_env_requirements": list(shipment.pins),
             "python_env_workloads": str(shipment.lib),
             "python_env_envs": list(shipment.envs),
             "python_env_key": shipment.key,

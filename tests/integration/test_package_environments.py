@@ -5,11 +5,14 @@ package, and a version the registry does not have is refused before any host is 
 from __future__ import annotations
 
 import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from cmx.engine.hosts.provision import WHEELHOUSES
+from cmx.engine.hosts.wheelhouse import SITE_MARK
 from tests.conftest import cmx, query, write
 
 pytestmark = pytest.mark.integration
@@ -76,14 +79,14 @@ def test_each_run_imports_the_celery_of_its_cell(two_releases):
 
 def test_a_host_environment_that_drifted_from_its_cell_fails_the_run(two_releases):
     root, inv, workdir, _ = two_releases
-    # The environment of celery OLD is made to hold NEW (an upgrade by hand on the host): offline,
-    # from the base venv's wheelhouse, which holds this venv's celery.
+    # The environment of celery OLD is made to hold NEW (an upgrade by hand on the host; hosts have
+    # no pip, so the controller's, offline, from the base venv's wheelhouse: it holds this venv's celery).
     env = next(p for p in (workdir / "envs").iterdir()
-               if p.is_dir() and f"celery=={OLD}" in Path(f"{p}.requirements.txt").read_text())
-    base_house = next(h for h in (workdir / "wheelhouse").iterdir()
+               if p.is_dir() and f"celery=={OLD}" in next(p.glob(f"lib/python*/site-packages/{SITE_MARK}")).read_text())
+    base_house = next(h for h in WHEELHOUSES.iterdir()
                       if h.is_dir() and list(h.glob(f"celery-{NEW}-*.whl")) and list(h.glob("kombu-5.7*.whl")))
-    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
-                    "--find-links", str(base_house), f"celery=={NEW}"], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "--quiet",
+                    "--no-index", "--find-links", str(base_house), f"celery=={NEW}"], check=True, timeout=300)
     exp = _experiment(root / "drift.yaml", "drifted", [OLD])
     db = root / "drift" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=600)

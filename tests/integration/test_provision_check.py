@@ -7,7 +7,6 @@ engine's own code (engine/hosts/provision.py through ansible-runner).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from cmx.engine.hosts.connection import connections
 from cmx.engine.hosts.inventory import load_inventory
 from cmx.engine.hosts.provision import provision
+from cmx.engine.hosts.wheelhouse import SITE_MARK
 from tests.nethosts import NetHosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("nethosts_can_be_made")]
@@ -34,14 +34,16 @@ def test_a_provisioned_host_is_checked_and_new_code_still_reaches_it(tmp_path):
         assert (hosts / "h1" / "lib" / key / "cmx" / "workloads" / "__init__.py").exists()
         assert compiled_from_source(hosts / "h1", key) == [], "a run's processes would compile these at every start"
 
-        # The full role would put the wheelhouse back; a host holding the same key is only checked,
-        # by one ssh round trip: no playbook runs (the role's own first task checks the key too
-        # when one does: tests/integration/test_roles_converge.py).
-        shutil.rmtree(hosts / "h1" / "wheelhouse")
+        # The full role would unpack the venv's packages again; a host holding the same key is only
+        # checked, by one ssh round trip: no playbook runs (the role's own first task checks the key
+        # too when one does: tests/integration/test_roles_converge.py).
+        [mark] = (hosts / "h1" / "venv").glob(f"lib/python*/site-packages/{SITE_MARK}")
+        shipped = mark.read_text()
+        mark.unlink()
         conns = connections(inv_path, ["h1"])
         seen.clear()
         assert provision(inventory, ["h1"], results, {}, on_result=seen.__setitem__, conns=conns)[0] == key
-        assert seen == {} and not (hosts / "h1" / "wheelhouse").exists()
+        assert seen == {} and not mark.exists()
 
 
         # Other code (the user's tasks module) is another key: the round trip finds the host
@@ -53,7 +55,8 @@ def test_a_provisioned_host_is_checked_and_new_code_still_reaches_it(tmp_path):
         assert other != key and seen["provision.yml"].changed
         assert (hosts / "h1" / "lib" / other / "cmx_user" / "mytasks.py").read_text() == "X = 1\n"
         assert compiled_from_source(hosts / "h1", other, "cmx_user.mytasks") == []
-        assert (hosts / "h1" / "wheelhouse").exists()
+        assert mark.read_text() == shipped  # the role found the packages gone and unpacked them again
+        assert not list((hosts / "h1").rglob("*.tar"))  # nothing shipped is left behind
 
 
 #: What a run's worker and driver import at their start (a Redis and an AMQP run, a backend).
@@ -63,12 +66,19 @@ RUN_IMPORTS = ("celery.bin.celery", "celery.concurrency.prefork", "celery.concur
 
 
 def compiled_from_source(workdir, key: str, *more: str) -> list[str]:
-    """The modules among what a run imports that the host's venv has no byte code for, imported
-    the way the agent starts every process of a run (byte code read, never written)."""
-    probe = ("import importlib, json, os, sys\n"
+    """The modules among what a run imports that the host has no valid byte code for (none, or
+    one whose header names another source mtime or size: Python compiles those again too),
+    imported the way the agent starts every process of a run (byte code read, never written)."""
+    probe = ("import importlib, importlib.util, json, os, sys\n"
              "for name in sys.argv[1:]: importlib.import_module(name)\n"
+             "def valid(src, pyc):\n"
+             "    if not os.path.exists(pyc): return False\n"
+             "    head, st = open(pyc, 'rb').read(16), os.stat(src)\n"
+             "    return head[:4] == importlib.util.MAGIC_NUMBER and (int.from_bytes(head[4:8], 'little') & 1\n"
+             "        or (int.from_bytes(head[8:12], 'little'), int.from_bytes(head[12:16], 'little'))\n"
+             "        == (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF))\n"
              "print(json.dumps(sorted(n for n, m in list(sys.modules.items()) if getattr(m, '__spec__', None)"
-             " and m.__spec__.cached and m.__spec__.origin.endswith('.py') and not os.path.exists(m.__spec__.cached))))")
+             " and m.__spec__.cached and m.__spec__.origin.endswith('.py') and not valid(m.__spec__.origin, m.__spec__.cached))))")
     out = subprocess.run([str(workdir / "venv" / "bin" / "python"), "-c", probe, *RUN_IMPORTS, *more],
                          capture_output=True, text=True, timeout=120, check=True,
                          env={"PYTHONPATH": str(workdir / "lib" / key), "PYTHONDONTWRITEBYTECODE": "1",
