@@ -71,7 +71,7 @@ def _prune(keep: Path, days: float = 2) -> None:
 
 
 def seed(workdirs, interpreter: str) -> None:
-    """Each of ``workdirs`` (made when missing) holds a provisioned venv, wheelhouse and code
+    """Each of ``workdirs`` (made when missing) holds a provisioned venv and code
     folder for ``interpreter`` (the inventory's ``python_env_interpreter``) and this checkout."""
     template = _template(interpreter)
     for workdir in map(Path, workdirs):

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -19,7 +18,7 @@ from cmx.engine.hosts.ansible import PlaybookResult, run_playbook
 from cmx.engine.hosts.connection import Connection
 from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
-from cmx.engine.hosts.wheelhouse import house_name, python_version, site_archive, workloads_archive
+from cmx.engine.hosts.wheelhouse import host_needs, house_name, python_version, site_archive, workloads_archive
 from cmx.engine.paths import HOST_REQUIREMENTS, user_cache
 from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.kinds import SERVICES
@@ -113,6 +112,8 @@ class Shipment:
     chosen: dict[str, str]  # version set key -> environment name
     lib: Path
     key: str
+    #: The platform and glibc the compiled wheels ask of a host (:func:`host_needs`; the role checks).
+    needs: dict[str, str] = field(default_factory=lambda: {"platform": "", "glibc": ""})
 
     @property
     def lib_key(self) -> str:
@@ -150,8 +151,9 @@ def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requiremen
         (name, env), = environment_archives(houses, pins, [versions]).items()
         envs[name], chosen[version_set_key(versions)] = env, name
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
+    needs = host_needs([houses / house_name(p) for p in [pins, *(env["requirements"] for env in envs.values())]])
     return Shipment(site.resolve(), tuple(pins), tuple(envs.values()), chosen, lib,
-                    content_key(site, pins, lib, list(envs)))
+                    content_key(site, pins, lib, list(envs)), needs)
 
 
 def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, shipment: Shipment,
@@ -170,6 +172,8 @@ def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, ship
             "cmx_hosts": ",".join(todo),
             "python_env_site": str(shipment.site),
             "python_env_python_version": python_version(),
+            "python_env_platform": shipment.needs["platform"],
+            "python_env_glibc": shipment.needs["glibc"],
             "python_env_workloads": str(shipment.lib),
             "python_env_envs": list(shipment.envs),
             "python_env_key": shipment.key,

@@ -15,8 +15,10 @@ import hashlib
 import os
 import py_compile
 import shutil
+import re
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 from importlib.util import cache_from_source
@@ -26,6 +28,8 @@ from cmx.engine.errors import HostError
 from cmx.engine.paths import WORKLOADS as WORKLOADS_SRC
 
 _CMX_INIT = b'"""cmx as shipped to a host: only cmx.workloads."""\n'
+#: The last member of a code archive (its name): a host's code folder that has it holds it all.
+CODE_MARK = ".cmx-code"
 #: The last member of a site archive: its name, then the pins it was built for. A host whose
 #: ``site-packages`` has it holds that whole archive (tar extracts in order; roles/python_env reads it).
 SITE_MARK = ".cmx-site"
@@ -111,6 +115,30 @@ def _patch_release_requirements(house: Path) -> list[str]:
     return sorted(wanted)
 
 
+#: glibc of the legacy manylinux tags (PEP 600's manylinux_X_Y says it itself).
+_LEGACY_GLIBC = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def host_needs(houses: list[Path]) -> dict[str, str]:
+    """What a host must be to run the wheels of ``houses``, as pip checked when hosts installed:
+    the controller's platform (``sysconfig.get_platform()``: ``linux-x86_64``) where any wheel is
+    built for one, and the newest glibc a manylinux wheel asks (each wheel: the oldest of its
+    tags); '' where nothing asks. roles/python_env compares them with the host's."""
+    platform, glibc = "", (0, 0)
+    for wheel in (w for house in houses for w in house.glob("*.whl")):
+        tags = wheel.name[:-4].split("-")[-1].split(".")
+        if tags == ["any"]:
+            continue
+        platform = sysconfig.get_platform()
+        asked = []
+        for tag in tags:
+            m = re.match(r"manylinux_(\d+)_(\d+)_", tag)
+            legacy = next((v for k, v in _LEGACY_GLIBC.items() if tag.startswith(k + "_")), None)
+            asked += [(int(m[1]), int(m[2]))] if m else [legacy] if legacy else []
+        glibc = max(glibc, min(asked, default=(0, 0)))
+    return {"platform": platform, "glibc": "%d.%d" % glibc if glibc > (0, 0) else ""}
+
+
 def site_archive(root: Path, pins: list[str]) -> Path:
     """``<house>.site.tar``: the ``site-packages`` of a venv holding every wheel of the wheelhouse of
     ``pins`` (async-timeout for a host's earlier patch release too), its byte code compiled;
@@ -121,7 +149,10 @@ def site_archive(root: Path, pins: list[str]) -> Path:
         return archive
     with tempfile.TemporaryDirectory(prefix=f"{house.name}.site-", dir=root) as scratch:
         venv = Path(scratch) / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True)
+        if made.returncode != 0:
+            last = (made.stderr.strip() or "venv failed").splitlines()[-1]
+            raise HostError(f"making a scratch venv in {scratch} failed: {last}")
         _pip([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
               "--disable-pip-version-check", "--no-index", "--no-deps", "--no-compile",
               *map(str, sorted(house.glob("*.whl")))], house)
@@ -130,10 +161,13 @@ def site_archive(root: Path, pins: list[str]) -> Path:
         subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(site)], capture_output=True)
         (site / SITE_MARK).write_text("\n".join([archive.name, *pins]) + "\n")
         tmp = archive.with_name(f"{archive.name}.tmp-{os.getpid()}")
-        with tarfile.open(tmp, "w") as tar:
-            tar.add(site, arcname="site-packages", filter=lambda t: None if t.name.endswith(SITE_MARK) else t)
-            tar.add(site / SITE_MARK, arcname=f"site-packages/{SITE_MARK}")
-        os.replace(tmp, archive)
+        try:
+            with tarfile.open(tmp, "w") as tar:
+                tar.add(site, arcname="site-packages", filter=lambda t: None if t.name.endswith(SITE_MARK) else t)
+                tar.add(site / SITE_MARK, arcname=f"site-packages/{SITE_MARK}")
+            os.replace(tmp, archive)
+        finally:
+            tmp.unlink(missing_ok=True)
     return archive
 
 
@@ -167,7 +201,8 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
     source file or folder, see engine/model/user_code.py) and the byte code of both, named by
     the code's content so hosts see changes."""
     user_code = user_code or {}
-    digest = hashlib.sha256(f"byte code for {python_version()}\n".encode())  # its .pyc are this X.Y's
+    # Its .pyc are this X.Y's, and its last member is CODE_MARK: the name says both.
+    digest = hashlib.sha256(f"byte code for {python_version()}, {CODE_MARK} last\n".encode())
     for f in sorted(WORKLOADS_SRC.rglob("*.py")):
         digest.update(f.relative_to(WORKLOADS_SRC).as_posix().encode() + f.read_bytes())
     for name, src in sorted(user_code.items()):
@@ -179,14 +214,20 @@ def workloads_archive(root: Path, user_code: dict[str, Path] | None = None) -> P
     if archive.exists():
         return archive
     tmp = archive.with_name(f"{archive.name}.tmp-{os.getpid()}")
-    with tempfile.TemporaryDirectory() as scratch, tarfile.open(tmp, "w") as tar:
-        # cmx/ is a regular package on hosts (only cmx.workloads ships), so nothing else named
-        # cmx on a host's path can shadow or extend it.
-        init = Path(scratch) / "__init__.py"
-        init.write_bytes(_CMX_INIT)
-        _add_with_byte_code(tar, init, "cmx/__init__.py", Path(scratch))
-        _add_with_byte_code(tar, WORKLOADS_SRC, "cmx/workloads", Path(scratch))
-        for name, src in sorted(user_code.items()):
-            _add_with_byte_code(tar, src, name, Path(scratch))
-    os.replace(tmp, archive)
+    try:
+        with tempfile.TemporaryDirectory() as scratch, tarfile.open(tmp, "w") as tar:
+            # cmx/ is a regular package on hosts (only cmx.workloads ships), so nothing else named
+            # cmx on a host's path can shadow or extend it.
+            init = Path(scratch) / "__init__.py"
+            init.write_bytes(_CMX_INIT)
+            _add_with_byte_code(tar, init, "cmx/__init__.py", Path(scratch))
+            _add_with_byte_code(tar, WORKLOADS_SRC, "cmx/workloads", Path(scratch))
+            for name, src in sorted(user_code.items()):
+                _add_with_byte_code(tar, src, name, Path(scratch))
+            mark = Path(scratch) / CODE_MARK  # last: an unpacking cut short is unpacked again
+            mark.write_text(archive.name + "\n")
+            tar.add(mark, arcname=CODE_MARK)
+        os.replace(tmp, archive)
+    finally:
+        tmp.unlink(missing_ok=True)
     return archive

@@ -62,7 +62,7 @@ class WorkloadSpec(BaseModel):
     name: str
     params: dict[str, Any] = {}
     #: What the user's tasks need on the hosts (``pillow==11.0.0``): downloaded into the
-    #: wheelhouse on the controller, installed offline by the python_env role.
+    #: wheelhouse on the controller, installed from it there, unpacked by the python_env role.
     requirements: list[Annotated[str, AfterValidator(_pep508)]] = []
 
 

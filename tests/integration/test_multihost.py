@@ -2,7 +2,7 @@
 
 h1 runs the brokers and the backends (a Redis, a RabbitMQ and a PostgreSQL the sweep provisions
 itself, with generated passwords) and the driver; h2 and h3 are workers. The hosts reach nothing but the controller's bridge, so their
-venvs can only come from the shipped wheelhouse.
+venvs can only come from what the controller ships.
 """
 from __future__ import annotations
 

@@ -84,3 +84,33 @@ def compiled_from_source(workdir, key: str, *more: str) -> list[str]:
                          env={"PYTHONPATH": str(workdir / "lib" / key), "PYTHONDONTWRITEBYTECODE": "1",
                               "PATH": "/usr/bin:/bin"})
     return json.loads(out.stdout)
+
+
+def test_a_host_of_another_platform_is_refused_before_anything_is_unpacked(tmp_path):
+    """The controller's compiled wheels ask a platform and a glibc; a host that is not that fails
+    provisioning naming itself and both, and gets nothing (pip refused such wheels when hosts
+    installed them). Here the real role on this machine, told the wheels are for another one."""
+    import dataclasses
+    import sys
+
+    from cmx.engine.errors import HostError
+    from cmx.engine.hosts.provision import prepare, provision_hosts
+
+    inv = tmp_path / "inventory.yml"
+    inv.write_text("\n".join([
+        "all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}",
+        f"    python_env_interpreter: {sys.executable}", f"    cmx_workdir: {tmp_path}/host",
+        "  children:", "    brokers: {hosts: {localhost: }}", "    workers: {hosts: {localhost: }}",
+        "    drivers: {hosts: {localhost: }}", ""]))
+    results = tmp_path / "results"
+    shipment = prepare(results)
+    assert shipment.needs["platform"], "the controller's wheelhouse holds compiled wheels (gevent, psutil)"
+    for needs, said in (({"platform": "linux-armv7l", "glibc": ""}, "built for linux-armv7l"),
+                        ({**shipment.needs, "glibc": "9.99"}, "with glibc 9.99 or newer")):
+        with pytest.raises(HostError) as err:
+            provision_hosts(load_inventory(inv, secrets_dir=results), ["localhost"], results,
+                            dataclasses.replace(shipment, needs=needs))
+        assert "localhost: the environment's compiled packages are built for" in str(err.value), err.value
+        assert said in str(err.value), err.value
+        assert "run the sweep from a controller of the hosts' platform" in str(err.value)
+        assert not (tmp_path / "host" / "venv").exists()

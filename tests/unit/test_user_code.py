@@ -9,7 +9,7 @@ import pytest
 
 from cmx.engine.model.load import load_experiment
 from cmx.engine.model.cells import expand
-from cmx.engine.hosts.wheelhouse import workloads_archive
+from cmx.engine.hosts.wheelhouse import CODE_MARK, workloads_archive
 from cmx.engine.model.user_code import sources
 from cmx.workloads.catalog import usercode
 
@@ -49,6 +49,7 @@ def test_the_archive_is_keyed_by_content_and_leaves_caches_and_hidden_files_home
     code = {"cmx_user/userpkg": pkg}
     first = workloads_archive(tmp_path / "out", code)
     names = [n for n in tarfile.open(first).getnames() if not n.startswith("cmx/") and n != "cmx"]
+    assert names.pop() == CODE_MARK  # last: a host's folder that has it holds the whole archive
     # The user's own byte code stays home; the archive's is compiled for the hosts' X.Y beside each source.
     assert names == ["cmx_user/userpkg", "cmx_user/userpkg/__init__.py", cache_from_source("cmx_user/userpkg/__init__.py"),
                      "cmx_user/userpkg/data.json"]
