@@ -44,12 +44,7 @@ def _template(interpreter: str) -> Path:
     part = SEEDS / f"{name}.part-{os.getpid()}"
     shutil.rmtree(part, ignore_errors=True)
     part.mkdir(parents=True)
-    inv = part / "inventory.yml"
-    inv.write_text("\n".join([
-        "all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}",
-        f"    python_env_interpreter: {interpreter}", f"    cmx_workdir: {part}/host",
-        "  children:", "    brokers: {hosts: {localhost: }}", "    workers: {hosts: {localhost: }}",
-        "    drivers: {hosts: {localhost: }}", ""]))
+    inv = local_inventory(part / "inventory.yml", part / "host", interpreter)
     provision_hosts(load_inventory(inv, secrets_dir=scratch), ["localhost"], scratch, shipment)
     (part / "host" / ".complete").write_text(shipment.key + "\n")
     try:
@@ -60,6 +55,17 @@ def _template(interpreter: str) -> Path:
     shutil.rmtree(part, ignore_errors=True)
     _prune(keep=template)
     return template
+
+
+def local_inventory(path: Path, workdir: Path, interpreter: str = sys.executable) -> Path:
+    """An inventory of this machine alone (every group), Ansible's local connection, its work dir
+    ``workdir``, venvs made from ``interpreter``."""
+    path.write_text("\n".join([
+        "all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}",
+        f"    python_env_interpreter: {interpreter}", f"    cmx_workdir: {workdir}",
+        "  children:", "    brokers: {hosts: {localhost: }}", "    workers: {hosts: {localhost: }}",
+        "    drivers: {hosts: {localhost: }}", ""]))
+    return path
 
 
 def _prune(keep: Path, days: float = 2) -> None:

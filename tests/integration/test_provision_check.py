@@ -91,17 +91,12 @@ def test_a_host_of_another_platform_is_refused_before_anything_is_unpacked(tmp_p
     provisioning naming itself and both, and gets nothing (pip refused such wheels when hosts
     installed them). Here the real role on this machine, told the wheels are for another one."""
     import dataclasses
-    import sys
 
     from cmx.engine.errors import HostError
     from cmx.engine.hosts.provision import prepare, provision_hosts
+    from tests.hostseed import local_inventory
 
-    inv = tmp_path / "inventory.yml"
-    inv.write_text("\n".join([
-        "all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}",
-        f"    python_env_interpreter: {sys.executable}", f"    cmx_workdir: {tmp_path}/host",
-        "  children:", "    brokers: {hosts: {localhost: }}", "    workers: {hosts: {localhost: }}",
-        "    drivers: {hosts: {localhost: }}", ""]))
+    inv = local_inventory(tmp_path / "inventory.yml", tmp_path / "host")
     results = tmp_path / "results"
     shipment = prepare(results)
     assert shipment.needs["platform"], "the controller's wheelhouse holds compiled wheels (gevent, psutil)"
