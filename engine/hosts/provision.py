@@ -151,7 +151,7 @@ def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requiremen
         (name, env), = environment_archives(houses, pins, [versions]).items()
         envs[name], chosen[version_set_key(versions)] = env, name
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
-    needs = host_needs([houses / house_name(p) for p in [pins, *(env["requirements"] for env in envs.values())]])
+    needs = host_needs([houses / house_name(pins), *(houses / name for name in envs)])  # envs: by house name
     return Shipment(site.resolve(), tuple(pins), tuple(envs.values()), chosen, lib,
                     content_key(site, pins, lib, list(envs)), needs)
 

@@ -77,13 +77,16 @@ def build_wheelhouse(root: Path, pins: list[str]) -> Path:
     return house
 
 
-def _pip(cmd: list[str], house: Path) -> None:
+def _pip(cmd: list[str], house: Path, installing: bool = False) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["pip failed"]
         # A conflict (package.kombu 5.5 beside the controller's celery) is said on the lines above the last.
         conflict = [ln.strip() for ln in lines if "conflict is caused by" in ln or " depends on " in ln]
         last = "; ".join(conflict[:4]) if conflict else lines[-1]
+        if installing:
+            raise HostError(f"installing the wheelhouse {house} for the hosts failed: {last} "
+                            "(pip 22.3 or newer installs with --python)")
         raise HostError(f"building the wheelhouse in {house} failed: {last} "
                         "(the controller needs a package index or a pip cache holding these wheels)")
 
@@ -155,7 +158,7 @@ def site_archive(root: Path, pins: list[str]) -> Path:
             raise HostError(f"making a scratch venv in {scratch} failed: {last}")
         _pip([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
               "--disable-pip-version-check", "--no-index", "--no-deps", "--no-compile",
-              *map(str, sorted(house.glob("*.whl")))], house)
+              *map(str, sorted(house.glob("*.whl")))], house, installing=True)
         site = venv / "lib" / f"python{python_version()}" / "site-packages"
         # Every core; a file that does not compile (a package's test data) is never imported by a run.
         subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(site)], capture_output=True)
