@@ -36,7 +36,16 @@ class MetricDef:
     #: dimension): "sum" = the run's value is the sum over its drivers (each driver's own is in
     #: ``driver_metrics``); "" = the leading driver's.
     over_drivers: str = ""
+    #: The group a metric is shown in when it is not the user's headline (:func:`group_of`):
+    #: ``harness`` (cmx's own cost and clocks) and ``noise`` (the host's load from outside the run)
+    #: are shown apart and never alarm or gate; "" = an ordinary measure.
+    group: str = ""
 
+
+#: The groups of ``cmx trend`` (and the report's history): only headline metrics (the workload's
+#: own, the experiment's objective and thresholds) alarm and gate; the others are shown.
+HEADLINE, OTHER, HARNESS, NOISE = "headline", "other", "harness", "noise"
+GROUPS = (HEADLINE, OTHER, HARNESS, NOISE)
 
 _H, _L, _N = Better.HIGHER, Better.LOWER, Better.NEITHER
 #: Process roles the sampler watches (``--watch ROLE=…``, ``--watch-port ROLE=…``).
@@ -78,11 +87,13 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     *(MetricDef(M.service_time(p), "s", _L, f"p{p} service", f"p{p} of finished − started", "service time")
       for p in M.PERCENTILES),
     MetricDef(M.CLOCK_UNCERTAINTY_S, "s", _L, "clock ±",
-              "worst sum of the two hosts' clock-offset uncertainties over tasks run off their publisher's host"),
+              "worst sum of the two hosts' clock-offset uncertainties over tasks run off their publisher's host",
+              group=HARNESS),
     MetricDef(M.CLOCK_UNCORRECTED_TASKS, "tasks", _L, "unclocked",
-              "tasks run off their publisher's host where a host's clock offset is unknown"),
+              "tasks run off their publisher's host where a host's clock offset is unknown", group=HARNESS),
     MetricDef(M.CLOCK_SUSPECT, "flag", _L, "clock suspect",
-              "1 when clocks could move latency by over a tenth of its median (or an offset is unknown)"),
+              "1 when clocks could move latency by over a tenth of its median (or an offset is unknown)",
+              group=HARNESS),
     MetricDef(M.SEND_LAG_P99_S, "s", _L, "p99 send lag", "p99 of sent − intended send (stream): the driver's lag"),
     MetricDef(M.PUBLISH_BEHIND, "tasks", _L, "behind",
               "stream: publishes the drivers made later than their intended send time", over_drivers="sum"),
@@ -104,7 +115,7 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.RAW_DRIVER_MAXRSS_BYTES, "bytes", _L, "raw driver RSS",
               "via raw: the driver's own peak RSS (its raw consumers' memory is the driver's)"),
     MetricDef(M.SAMPLER_CPU_PERCENT, "%", _L, "sampler CPU",
-              "the samplers' own CPU in % of one core (most over hosts): the cost of measuring"),
+              "the samplers' own CPU in % of one core (most over hosts): the cost of measuring", group=HARNESS),
     MetricDef(M.HEARTBEAT_NEGOTIATED_S, "s", _N, "heartbeat",
               "the broker heartbeat the workers' connections negotiated (lowest over workers)"),
     MetricDef(M.BROKER_CONNECTIONS_MAX, "connections", _L, "broker conns",
@@ -151,7 +162,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               "throughput backlog: tasks / (consuming started to all done by the workers' own counts, "
               "polled every 0.2 s); needs no per-task stamps"),
     MetricDef(M.HARNESS_OVERHEAD_S, "s", _L, "harness",
-              "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)"),
+              "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)",
+              group=HARNESS),
 )}
 
 
@@ -182,6 +194,21 @@ def get(name: str) -> MetricDef:
     """The metric's definition; a metric not declared here (a user workload's own) is unjudged,
     its unit read from its name's ending (``_bytes``, ``_rate``/``_per_s``, ``_s``)."""
     return METRICS.get(name) or MetricDef(name, _guess_unit(name), Better.NEITHER, name.replace("_", " "))
+
+
+def group_of(name: str, headline: frozenset[str] | set[str] = frozenset()) -> str:
+    """The group a metric is shown in: ``headline`` when the user's headline holds it (the
+    workload's, the experiment's objective and thresholds), else its declared group (harness,
+    noise), else ``harness`` for a count or fact with no better direction (tasks published, a
+    ramp's steps: fixed by the experiment, never a finding), else ``other``."""
+    if name in headline:
+        return HEADLINE
+    declared = get(name)
+    if declared.group:
+        return declared.group
+    if name in METRICS and declared.better is Better.NEITHER:
+        return HARNESS
+    return OTHER
 
 
 def over_drivers(name: str) -> str:
