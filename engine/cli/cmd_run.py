@@ -254,10 +254,16 @@ def _history(experiment: str, revision: int, db_path: Path, labels: dict[str, st
         return
     if res is None:
         return
+    from cmx.engine.results.metricdefs import HEADLINE
+
     points = max(len(s.ats) for s in res.series)
     changed = [f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
-               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})" for s, c in latest_verdicts(res)]
-    said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no change at this sweep"
+               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
+               for s, c in latest_verdicts(res, (HEADLINE,))]
+    others = len(latest_verdicts(res)) - len(changed)
+    said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no headline change at this sweep"
+    if others:
+        said += f" ({others} change(s) of other metrics: not gating)"
     out.print(f"history: {points} points of {experiment} (revision {revision}); {said}. `cmx trend {experiment}` "
               f"shows them.", markup=False, highlight=False, soft_wrap=True)
 

@@ -145,11 +145,15 @@ def test_n10_clear_absent_borderline():
     # Shifted by 1 %: shown different (p < 0.001) but within the ±5 % margin, so practically the same...
     r = stats.compare_samples(base, [v * 1.01 for v in base], "higher")
     assert r.p_value < 0.05 and r.verdict == "same"
-    # ...unless the user asks for a tighter margin.
-    assert stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.5).verdict == "better"
-    # Borderline: +4.5 % whose interval reaches past the margin; shown better, not called the same.
+    # ...unless the user asks for a tighter margin, which its whole interval clears: better.
+    r = stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.2)
+    assert r.change_low > 0.2 and r.verdict == "better"
+    # Shown different, but the interval reaches inside the margin: small (reported, never gating).
+    r = stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.9)
+    assert r.p_value < 0.05 and r.change_low < 0.9 < r.change_high and r.verdict == "small"
+    # Borderline: +4.5 % whose interval reaches past the margin on one side only: small, not the same.
     r = stats.compare_samples(base, [v * 1.045 + (1.5 if i % 2 else -1.5) for i, v in enumerate(base)], "higher")
-    assert r.change_high > 5 and r.verdict == "better"
+    assert r.change_low < 5 < r.change_high and r.verdict == "small"
 
 
 def test_zero_baselines():
@@ -167,6 +171,9 @@ def test_same_never_says_more_than_the_margin(a, b, margin):
         assert -margin <= r.change_low <= r.change_pct <= r.change_high <= margin
     if r.verdict in ("better", "worse"):
         assert r.p_value <= 0.05 and (r.diff_low > 0 or r.diff_high < 0)
+        assert r.change_low is None or r.change_low > margin or r.change_high < -margin
+    if r.verdict == "small":
+        assert r.p_value <= 0.05 and not (r.change_low > margin or r.change_high < -margin)
         assert (len(a), len(b)) != (3, 3)  # the exact p cannot reach 0.05 at 3 a side
     if min(len(a), len(b)) < 3:
         assert r.verdict == "n too small"

@@ -97,12 +97,13 @@ def test_only_metric_and_json_contract(tmp_path):
     doc = json.loads(as_json(res))
     assert list(doc) == ["series"] and len(doc["series"]) == 1
     one = doc["series"][0]
-    assert list(one) == ["cell_id", "metric", "points", "changes"] and one["metric"] == "consume_rate"
+    assert list(one) == ["cell_id", "metric", "group", "points", "changes", "latest"]
+    assert one["metric"] == "consume_rate" and one["group"] == "headline"
     assert [list(p) for p in one["points"]] == [["at", "n", "median", "low", "high"]] * 4
     assert [p["at"] for p in one["points"]] == ["s001", "s002", "s003", "s004"]
     assert [(c["at"], c["verdict"]) for c in one["changes"]] == [("s004", "worse")]
-    assert list(one["changes"][0]) == ["at", "change_pct", "p_value", "verdict"]
-    assert "s004: ▼ worse -30.0%" in as_markdown(res)
+    assert list(one["changes"][0]) == ["at", "change_pct", "low", "high", "p_value", "p_adjusted", "verdict", "noise"]
+    assert "s004: ▼ worse -30.0% [" in as_markdown(res)
 
 
 def test_bad_input_is_a_selection_error(tmp_path):
@@ -121,7 +122,7 @@ def test_bad_input_is_a_selection_error(tmp_path):
 
 def test_too_few_runs_make_no_change():
     runs = [[1000.0], [1000.0], [500.0]]
-    assert change_points(runs, [1000.0, 1000.0, 500.0], "higher") == []
+    assert change_points(runs, [1000.0, 1000.0, 500.0], "higher").changes == []
 
 
 def test_summarize_many_gives_summarizes_numbers():
@@ -139,7 +140,7 @@ def test_cli_json_and_fail_on_worse(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert [c["verdict"] for c in json.loads(proc.stdout)["series"][0]["changes"]] == ["worse"]
     gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
-    assert gate.returncode == 1 and "worse at the latest point: consume_rate" in gate.stderr, gate.stderr
+    assert gate.returncode == 1 and "trend: worse: consume_rate of" in gate.stderr, gate.stderr
     quiet = history(tmp_path / "q.duckdb", [1000, 1003, 998, 1001])
     assert cmx("trend", "e", "--db", str(quiet), "--fail-on", "worse").returncode == 0
     bad = cmx("trend", "e", "--db", str(path), "--by", "night")
@@ -154,13 +155,18 @@ def test_json_is_the_text_json_dumps_gives(tmp_path):
         res = trend(con, "e")
     res.series[0].ats[0] = 'a "quoted", odd ü key'
     assert len(res.series) > 1 and res.series[0].changes
+    latest = [None if s.latest is None else {
+        "at": s.ats[-1], "verdict": s.latest.verdict, "change_pct": s.latest.change_pct,
+        "p_value": s.latest.p_value, "runs_needed": s.latest.runs_needed} for s in res.series]
     assert as_json(res) == json.dumps({"series": [{
-        "cell_id": s.cell_id, "metric": s.metric,
+        "cell_id": s.cell_id, "metric": s.metric, "group": s.group,
         "points": [{"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
                    for at, p in zip(s.ats, s.summaries)],
-        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "p_value": c.comparison.p_value,
-                     "verdict": c.comparison.verdict} for c in s.changes],
-    } for s in res.series]}, indent=2)
+        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "low": c.comparison.change_low,
+                     "high": c.comparison.change_high, "p_value": c.comparison.p_value, "p_adjusted": c.p_adjusted,
+                     "verdict": c.comparison.verdict, "noise": c.noise} for c in s.changes],
+        "latest": last,
+    } for s, last in zip(res.series, latest)]}, indent=2)
 
 
 def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
