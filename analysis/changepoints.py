@@ -29,6 +29,10 @@ GUARD_NIGHTS = 3
 #: same way): a change is judged against the nights around it, and a year of history costs a
 #: test of ~90 runs a side rather than ~1,000.
 WINDOW = 30
+#: What the latest point alone must show to be a change the night it happens: a difference beyond the
+#: margin. A small one (shown, inside the margin) of one night is as likely the machine's night as
+#: the code's; it is found among the history's changes once the nights after it confirm it.
+BEYOND = (stats.BETTER, stats.WORSE, stats.DIFFERS)
 #: How a change was found: the E-divisive split, or the latest point against the history since the last change.
 EDIVISIVE, LATEST = "e-divisive", "latest"
 
@@ -56,8 +60,35 @@ def split_scores(medians: np.ndarray) -> np.ndarray:
     return scores
 
 
+def split_grid(medians: np.ndarray) -> np.ndarray:
+    """E-divisive's statistic as Matteson & James define it, for every split τ of ``medians[:κ]`` and
+    every end κ > τ (entry [τ − 1, κ − 2]; -inf where κ ≤ τ): the right side may end before the
+    series does, so a level that moved and came back (a dip) scores as high as a step. Last axis, so
+    a batch of orderings is scored at once; κ = n is :func:`split_scores`."""
+    x = np.asarray(medians, dtype=float)
+    n = x.shape[-1]
+    d = np.abs(x[..., :, None] - x[..., None, :])
+    p = np.zeros((*x.shape[:-1], n + 1, n + 1))
+    p[..., 1:, 1:] = d.cumsum(-2).cumsum(-1)
+    tau, kappa = np.arange(1, n)[:, None], np.arange(2, n + 1)[None, :]
+    n1, n2 = tau.astype(float), np.maximum(kappa - tau, 1).astype(float)
+    within_left = p[..., tau, tau]
+    across = p[..., tau, kappa] - within_left
+    within_right = p[..., kappa, kappa] - 2 * p[..., tau, kappa] + within_left
+    energy = 2 * across / (n1 * n2) - within_left / n1 ** 2 - within_right / n2 ** 2
+    return np.where(kappa > tau, n1 * n2 / (n1 + n2) * energy, -np.inf)
+
+
+def best_split(medians: np.ndarray) -> tuple[int, float]:
+    """(τ, its statistic) of the strongest split over every end κ (:func:`split_grid`)."""
+    grid = split_grid(medians)
+    tau, _ = np.unravel_index(int(np.argmax(grid)), grid.shape)
+    return int(tau) + 1, float(grid.max())
+
+
 def _best_split(x, axis=-1):
-    return np.max(split_scores(np.moveaxis(x, axis, -1)), axis=-1)
+    grid = split_grid(np.moveaxis(x, axis, -1))
+    return grid.reshape(*grid.shape[:-2], -1).max(axis=-1)
 
 
 def split_p(medians: np.ndarray) -> float:
@@ -146,24 +177,44 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
 
 
 def _candidates(med: np.ndarray) -> list[int]:
-    """E-divisive's binary segmentation: in each segment, the best split, kept when :func:`split_p`
-    (the medians of at most :data:`WINDOW` points either side of it) is at most ALPHA; the search
-    goes on inside both halves and in every other segment, so a change that recovered later (a
-    dip) is still found on either side."""
-    found, todo = [], [(0, len(med))]
-    while todo:
-        start, end = todo.pop()
-        if end - start < 3:
-            continue
-        scores = split_scores(med[start:end])
-        if not np.isfinite(scores).any() or np.max(scores) <= 0:
-            continue
-        tau = start + int(np.argmax(scores))
-        if split_p(med[max(start, tau - WINDOW):min(end, tau + WINDOW)]) > stats.ALPHA:
-            continue
-        found.append(tau)
-        todo += [(start, tau), (tau, end)]
-    return sorted(found)
+    """E-divisive's binary segmentation: in each segment between the changes kept so far, the best
+    split, kept when :func:`split_p` (the medians of at most :data:`WINDOW` points either side of it)
+    is at most ALPHA; until no segment has one. The search goes on inside a segment whose best split
+    is not kept: each of its two halves is searched at ALPHA / 2 (the two share the segment's
+    ALPHA), so a change that recovered later (a dip: one split of the whole cannot separate it) is
+    still found, then its other side in the segment that remains."""
+    found: set[int] = set()
+    searched: dict[tuple[int, int], int | None] = {}
+    while True:
+        bounds = [0, *sorted(found), len(med)]
+        new = set()
+        for start, end in zip(bounds, bounds[1:]):
+            if (start, end) not in searched:
+                searched[start, end] = _search(med, start, end, stats.ALPHA, explore=True)
+            if searched[start, end] is not None:
+                new.add(searched[start, end])
+        if not new:
+            return sorted(found)
+        found |= new
+
+
+def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool) -> int | None:
+    """The best split of ``med[start:end]`` when significant at ``alpha``, else (``explore``) the first
+    significant one of its halves' at alpha / 2, else None."""
+    if end - start < 3:
+        return None
+    tau, score = best_split(med[start:end])
+    if not score > 0:
+        return None
+    tau += start
+    if split_p(med[max(start, tau - WINDOW):min(end, tau + WINDOW)]) <= alpha:
+        return tau
+    if explore:
+        for a, b in ((start, tau), (tau, end)):
+            inner = _search(med, a, b, alpha / 2, explore=False)
+            if inner is not None:
+                return inner
+    return None
 
 
 def change_steps(runs: list[list[float]], medians: list[float | None], full_latest: bool = False):
@@ -176,9 +227,10 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
        against the runs up to the one after it (at most WINDOW points a side); while any is not
        shown, the one with the smallest step between its neighbours' medians is dropped and its
        neighbours measured again.
-    3. The latest point against the runs since the last change before it, kept when shown and,
-       from :data:`GUARD_NIGHTS` points on, when its median lies outside what the nights before it
-       spread over (:func:`night_p`): a night's runs share its machine's state."""
+    3. The latest point against the runs since the last change before it, kept when shown beyond the
+       margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS` points on, when its median lies outside
+       what the nights before it spread over (:func:`night_p`): a night's runs share its machine's
+       state."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
     if not keep:
         return Found([])
@@ -206,7 +258,7 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
         since = max((i for i in found if i < last), default=0)
         before, after = _window(kept_runs, since, last, last + 1)
         latest = yield (before, after, full_latest)
-        if latest is not None and latest.verdict in stats.SHOWN:
+        if latest is not None and latest.verdict in BEYOND:
             guard = night_p(med[max(since, last - WINDOW):last].tolist(), float(med[last]))
             if guard is None or guard <= stats.ALPHA:
                 found[last] = (latest, LATEST)
