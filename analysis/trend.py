@@ -247,16 +247,26 @@ def latest_gate(result: TrendResult) -> list[gate.Judged]:
 
 
 def at_sweep_end(con, experiment: str, revision: int) -> TrendResult | None:
-    """What a sweep's end computes of its experiment's history: ``cmx trend EXPERIMENT`` (every cell
-    and metric, one point per sweep), so that the statistics cache holds the new night's points
-    (the morning's ``cmx trend`` and the report's history read them back rather than bootstrap
-    them) and the night's changes can be said that night. None when the revision has fewer than
-    two points, or no ok run with a metric."""
-    (points,) = con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
-                            "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()
-    if points < 2:
+    """What a sweep's end computes of its experiment's history: ``cmx trend EXPERIMENT`` of the headline
+    metrics (one point per sweep), so that the statistics cache holds the new night's points of the
+    series that gate (the morning's ``cmx trend`` and the report's history read them back) and the
+    night's changes can be said that night; every metric when the experiment has no headline (a
+    user's workload class). None when the revision has fewer than two points, or no ok run with a
+    metric."""
+    if history_points(con, experiment, revision) < 2:
         return None
+    present = {name for (name,) in con.execute(
+        "SELECT DISTINCT m.name FROM metrics m JOIN run_starts s USING (run_id) JOIN sweeps w USING (sweep_id) "
+        "WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?", [experiment, revision]).fetchall()}
+    headline = tuple(sorted(headline_of(con, experiment, revision) & present))
     try:
-        return trend(con, experiment, revision=revision)
+        return trend(con, experiment, revision=revision, metrics=headline)
     except SelectionError:
         return None
+
+
+def history_points(con, experiment: str, revision: int) -> int:
+    """The points of a revision's history (a sweep and those that resumed it are one)."""
+    (points,) = con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
+                            "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()
+    return points
