@@ -1,7 +1,7 @@
 """Known-answer benchmark of ``cmx trend``'s change points beside apache-otava (issue 37 point 7).
 
-    .venv/bin/python benchmarks/changepoints.py --quick     # 1 seed:  ~20 s
-    .venv/bin/python benchmarks/changepoints.py             # 8 seeds: the full run
+    .venv/bin/python benchmarks/changepoints.py --quick     # 1 seed, 156 histories: ~8 s
+    .venv/bin/python benchmarks/changepoints.py             # 8 seeds, 1,248 histories: ~70 s
     .venv/bin/python benchmarks/changepoints.py --save      # also benchmarks/measured/changepoints-DATE.txt
     options: --seeds N, --nights N, --no-otava, --otava-pvalue P, --otava-window N, --otava-magnitude M
 
@@ -33,6 +33,10 @@ false, and no size error is taken from it (a ramp has no one size). The outlier 
 event of that night (every run of it moved) and is scored as a down-and-back: two true changes, on
 it (−30 %) and the night after (+42.9 %). cmx's changes are counted whatever their verdict;
 "cmx b/w" counts only those with verdict better or worse (the rest: differs, small, ...).
+Printed: per family, without and with the night-level noise, and per condition (runs × noise), P, R,
+size and A/A of cmx (all its changes), of cmx's better/worse changes, and of Otava; then cmx's errors
+per family (true changes missed; false ones on the latest night, near a true one (2–3 nights off) or
+elsewhere; the signed size error), the verdicts of cmx's changes, and the targets met or missed.
 Targets (issue 37): R ≥ Otava's, P ≥ 0.9, size error ≤ 2 points, A/A ≤ 1 false change per 100
 series-nights. Exit status 1 when cmx misses one of them overall.
 """
@@ -159,9 +163,9 @@ def write_db(path: Path, hs: list[History]) -> None:
             SELECT e.* REPLACE ('r' || lpad(t.n::VARCHAR, 3, '0') || substr(e.run_id, 5) AS run_id)
             FROM run_ends e, range(1, {nights}) t(n) WHERE e.run_id LIKE 'r000-%'""")
         # The writers stamp now(): the nights an hour apart, the runs a second.
-        con.execute(f"UPDATE sweeps SET started_at = to_timestamp({T0} + 3600 * CAST(substr(sweep_id, 2) AS INTEGER))")
-        con.execute(f"UPDATE run_starts SET started_at = to_timestamp({T0} + 3600 * CAST(substr(sweep_id, 2) AS INTEGER)"
-                    " + repeat)")
+        night = "CAST(substr(sweep_id, 2) AS INTEGER)"
+        con.execute(f"UPDATE sweeps SET started_at = to_timestamp({T0} + 3600 * {night})")
+        con.execute(f"UPDATE run_starts SET started_at = to_timestamp({T0} + 3600 * {night} + repeat)")
         ids = [f"r{night:03d}-{k}-{repeat}" for night in range(nights) for k, h in enumerate(hs)
                for repeat in range(1, h.runs + 1)]
         vals = [float(v) for night in range(nights) for h in hs for v in h.values[night]]
@@ -202,7 +206,8 @@ json.dump(out, sys.stdout)
 def otava_python() -> Path:
     """The Otava venv's python, made (python3 -m venv; pip install apache-otava) when missing."""
     py = OTAVA_VENV / "bin" / "python"
-    ok = py.exists() and subprocess.run([py, "-c", "import otava.analysis"], capture_output=True).returncode == 0
+    ok = py.exists() and not subprocess.run([py, "-c", "import otava.analysis"], capture_output=True,
+                                            check=False).returncode
     if not ok:
         print(f"making Otava's venv in {OTAVA_VENV} ...", file=sys.stderr)
         subprocess.run(["python3", "-m", "venv", str(OTAVA_VENV)], check=True)
@@ -216,14 +221,15 @@ def run_otava(hs: list[History], window: int, pvalue: float, magnitude: float) -
     job = {"series": [[float(np.median(v)) for v in h.values] for h in hs],
            "window_len": window, "max_pvalue": pvalue, "min_magnitude": magnitude}
     t0 = time.monotonic()
-    proc = subprocess.run([py, "-c", OTAVA_SCRIPT], input=json.dumps(job), capture_output=True, text=True)
+    proc = subprocess.run([py, "-c", OTAVA_SCRIPT], input=json.dumps(job), capture_output=True, text=True,
+                          check=False)
     took = time.monotonic() - t0
     if proc.returncode:
         raise RuntimeError(f"otava failed: {proc.stderr.strip()[-2000:]}")
-    for h, cps in zip(hs, json.loads(proc.stdout)):
+    for h, cps in zip(hs, json.loads(proc.stdout), strict=True):
         h.found["otava"] = [(int(i), float(pct), "") for i, pct in cps]
     version = subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('apache-otava'))"],
-                             capture_output=True, text=True).stdout.strip()
+                             capture_output=True, text=True, check=False).stdout.strip()
     return took, version
 
 
@@ -238,6 +244,9 @@ class Score:
     size_err: list[float] = field(default_factory=list)
     aa_false: int = 0
     aa_nights: int = 0
+    bias: list[float] = field(default_factory=list)  # reported − true change %, signed
+    false_last: int = 0   # false changes on the latest night
+    false_near: int = 0   # false changes 2–3 nights from a true change (not the latest night)
 
     def add(self, other: Score) -> None:
         self.true += other.true
@@ -246,6 +255,9 @@ class Score:
         self.size_err += other.size_err
         self.aa_false += other.aa_false
         self.aa_nights += other.aa_nights
+        self.bias += other.bias
+        self.false_last += other.false_last
+        self.false_near += other.false_near
 
     def cells(self) -> tuple[str, str, str]:
         p = f"{self.matched / self.reported:.2f}" if self.reported else "-"
@@ -265,18 +277,27 @@ def score(h: History, found: list[tuple[int, float, str]]) -> Score:
         inside = [c for c in reported if lo <= c[0] <= hi]
         s.true, s.matched = 1, int(bool(inside))
         s.reported = len(reported) - len(inside) + s.matched
+        s.false_last = sum(c[0] == len(h.values) - 1 for c in reported if c not in inside)
         return s
     s.true, s.reported = len(sc.changes), len(reported)
-    free = list(range(len(reported)))
-    for at in sc.changes:
-        near = [j for j in free if abs(reported[j][0] - at) <= 1]
-        if not near:
+    # Pairs within ±1 night, the nearest first (an exact hit is never taken by a neighbouring change).
+    pairs = sorted((abs(c[0] - at), t, j) for t, at in enumerate(sc.changes) for j, c in enumerate(reported)
+                   if abs(c[0] - at) <= 1)
+    used_t, used_j = set(), set()
+    for _, t, j in pairs:
+        if t in used_t or j in used_j:
             continue
-        j = min(near, key=lambda j: (abs(reported[j][0] - at), reported[j][0]))
-        free.remove(j)
+        used_t.add(t)
+        used_j.add(j)
         s.matched += 1
-        pct = reported[j][1]
-        s.size_err.append(abs(pct - sc.true_pct(at)) if pct is not None else float("nan"))
+        pct, true = reported[j][1], sc.true_pct(sc.changes[t])
+        s.size_err.append(abs(pct - true) if pct is not None else float("nan"))
+        s.bias.append(pct - true if pct is not None else float("nan"))
+    last = len(h.values) - 1
+    for j, (at, _, _) in enumerate(reported):
+        if j not in used_j:
+            s.false_last += at == last
+            s.false_near += at != last and any(abs(at - c) <= 3 for c in sc.changes)
     if not sc.changes:
         s.aa_false, s.aa_nights = len(reported), len(h.values)
     return s
@@ -318,6 +339,23 @@ def table(title: str, groups: dict, order: list) -> list[str]:
         cmx = row["cmx"]
         label = "overall" if group is None else str(group)
         lines.append(f"  {label:22} {cmx.true:5d} |  {cols[0]} |  {cols[1]} |   {cols[2]}")
+    goal = f"{f'≥{TARGET_P:g}':>5} {'≥otv':>5} {f'≤{TARGET_SIZE:g}':>5} {f'≤{TARGET_AA:g}':>5}"
+    lines.append(f"  {'target (cmx)':22} {'':5} |  {goal} |")
+    return lines
+
+
+def errors(groups: dict, order: list) -> list[str]:
+    """cmx's misses, false changes and signed size error per family: what to look at when tuning."""
+    lines = [("cmx's errors (both night noises): true changes missed; false changes (on the latest night, near: "
+              "2-3 nights from a true one, other); size error: mean |…| and signed (reported − true), % points")]
+    for group in [*order, None]:
+        if group in groups:
+            s = groups[group]["cmx"]
+            size = f"{np.nanmean(s.size_err):5.1f} {np.nanmean(s.bias):+6.1f}" if s.size_err else f"{'-':>5} {'-':>6}"
+            false = s.reported - s.matched
+            lines.append(f"  {'overall' if group is None else group:22} missed {s.true - s.matched:4d}/{s.true:<4d}"
+                         f" false {false:4d}/{s.reported:<4d} (latest {s.false_last:3d}, near {s.false_near:3d}, "
+                         f"other {false - s.false_last - s.false_near:3d})  size {size}")
     return lines
 
 
@@ -373,21 +411,23 @@ def main() -> int:
             otava_note = f"otava: unavailable ({exc})"
     order = list(dict.fromkeys(h.scenario.family for h in hs))
     n_runs = sum(h.runs for h in hs) * args.nights
-    out = [f"change points, known answers: {len(hs)} histories ({seeds} seed(s) × {len(order)} families × "
-           f"runs {'/'.join(map(str, RUNS))} × noise {'/'.join(f'{c:.0%}' for c in CVS)} × night noise "
-           f"{'/'.join(f'{c:.1%}' for c in NIGHT_CVS)}), {args.nights} nights, {n_runs:,} runs",
+    out = [(f"change points, known answers: {len(hs)} histories ({seeds} seed(s) × {len(order)} families × "
+            f"runs {'/'.join(map(str, RUNS))} × noise {'/'.join(f'{c:.0%}' for c in CVS)} × night noise "
+            f"{'/'.join(f'{c:.1%}' for c in NIGHT_CVS)}), {args.nights} nights, {n_runs:,} runs"),
            f"cmx: trend() {cmx_s:.1f} s (writing {write_s:.1f} s); {otava_note}",
-           "P precision, R recall, size mean |reported − true| change in % points, A/A false changes per 100 "
-           "series-nights; b/w: cmx's changes of verdict better/worse only"]
+           ("P precision, R recall, size mean |reported − true| change in % points, A/A false changes per 100 "
+            "series-nights; b/w: cmx's changes of verdict better/worse only")]
     for night_cv in NIGHT_CVS:
         part = [h for h in hs if h.night_cv == night_cv]
         out += table(f"night-level noise {night_cv:.1%}:", scores(part, lambda h: h.scenario.family), order)
     conds = [f"{r} runs, noise {c:.0%}" for r in RUNS for c in CVS]
     out += table("by condition (both night noises):", scores(hs, lambda h: f"{h.runs} runs, noise {h.cv:.0%}"), conds)
+    out += errors(scores(hs, lambda h: h.scenario.family), order)
     overall = scores(hs, lambda h: None)[None]
     lines, met = targets(overall)
     out += [f"cmx verdicts of its changes: {verdict_counts(hs)}", *lines,
-            f"total {time.monotonic() - t_start:.1f} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"]
+            f"total {time.monotonic() - t_start:.1f} s; load average {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} cores"]
     text = "\n".join(out)
     print(text)
     if args.save:
