@@ -236,6 +236,12 @@ def run_otava(hs: list[History], window: int, pvalue: float, magnitude: float) -
 # --------------------------------------------------------------------------- scoring
 
 
+def _mean(values: list[float]) -> float:
+    """The mean of the values that are numbers (a change with no change_pct has none); nan if none is."""
+    known = [v for v in values if not np.isnan(v)]
+    return float(np.mean(known)) if known else float("nan")
+
+
 @dataclass
 class Score:
     true: int = 0
@@ -262,7 +268,7 @@ class Score:
     def cells(self) -> tuple[str, str, str]:
         p = f"{self.matched / self.reported:.2f}" if self.reported else "-"
         r = f"{self.matched / self.true:.2f}" if self.true else "-"
-        size = f"{np.nanmean(self.size_err):.1f}" if self.size_err else "-"
+        size = f"{_mean(self.size_err):.1f}" if self.size_err else "-"
         return p, r, size
 
     def aa(self) -> str:
@@ -351,7 +357,7 @@ def errors(groups: dict, order: list) -> list[str]:
     for group in [*order, None]:
         if group in groups:
             s = groups[group]["cmx"]
-            size = f"{np.nanmean(s.size_err):5.1f} {np.nanmean(s.bias):+6.1f}" if s.size_err else f"{'-':>5} {'-':>6}"
+            size = f"{_mean(s.size_err):5.1f} {_mean(s.bias):+6.1f}" if s.size_err else f"{'-':>5} {'-':>6}"
             false = s.reported - s.matched
             lines.append(f"  {'overall' if group is None else group:22} missed {s.true - s.matched:4d}/{s.true:<4d}"
                          f" false {false:4d}/{s.reported:<4d} (latest {s.false_last:3d}, near {s.false_near:3d}, "
@@ -372,7 +378,7 @@ def targets(overall: dict) -> tuple[list[str], bool]:
     p = cmx.matched / cmx.reported if cmx.reported else 1.0
     r = cmx.matched / cmx.true if cmx.true else 1.0
     r_otava = otava.matched / otava.true if otava and otava.true else None
-    size = float(np.nanmean(cmx.size_err)) if cmx.size_err else 0.0
+    size = float(_mean(cmx.size_err)) if cmx.size_err else 0.0
     aa = 100 * cmx.aa_false / cmx.aa_nights if cmx.aa_nights else 0.0
     checks = [(f"P {p:.2f} ≥ {TARGET_P}", p >= TARGET_P),
               (f"R {r:.2f} ≥ otava's {r_otava:.2f}" if r_otava is not None else f"R {r:.2f} (no otava)",
@@ -414,7 +420,8 @@ def main() -> int:
     out = [(f"change points, known answers: {len(hs)} histories ({seeds} seed(s) × {len(order)} families × "
             f"runs {'/'.join(map(str, RUNS))} × noise {'/'.join(f'{c:.0%}' for c in CVS)} × night noise "
             f"{'/'.join(f'{c:.1%}' for c in NIGHT_CVS)}), {args.nights} nights, {n_runs:,} runs"),
-           f"cmx: trend() {cmx_s:.1f} s (writing {write_s:.1f} s); {otava_note}",
+           (f"cmx ({Path(trend_mod.__file__).parent.parent}): trend() {cmx_s:.1f} s (writing {write_s:.1f} s); "
+            f"{otava_note}"),
            ("P precision, R recall, size mean |reported − true| change in % points, A/A false changes per 100 "
             "series-nights; b/w: cmx's changes of verdict better/worse only")]
     for night_cv in NIGHT_CVS:
