@@ -10,20 +10,27 @@ from __future__ import annotations
 import json
 
 
-def _workload_headline(name: str) -> tuple[str, ...]:
-    """A built-in workload's headline and objective; () for one the catalog does not hold (a user's
-    workload class, known only to its file)."""
+def _workload_headline(name: str, params: dict) -> tuple[str, ...]:
+    """A built-in workload's headline for these params (``Workload.headline``: a backlog has no latency
+    anyone feels) and its objective; () for one the catalog does not hold (a user's workload class,
+    known only to its file)."""
     from cmx.workloads.catalog import registry
-    workload = registry.WORKLOADS.get(name)  # never a user's file: analysis runs no user code
-    if workload is None:
+    cls = registry.WORKLOADS.get(name)  # never a user's file: analysis runs no user code
+    if cls is None:
         return ()
-    return (*workload.headline_metrics, workload.objective)
+    workload = cls()
+    try:
+        names = workload.headline(workload.Params(**params))
+    except (TypeError, ValueError):  # params an older cmx stored: the workload's whole headline
+        names = workload.headline_metrics
+    return (*names, workload.objective)
 
 
 def of_definition(workload: str, definition: dict | None) -> frozenset[str]:
     """The headline of one sweep: its workload's, its objective's metric and its thresholds' metrics."""
-    names = set(_workload_headline(workload))
     definition = definition or {}
+    params = (definition.get("workload") or {}).get("params") or {}
+    names = set(_workload_headline(workload, params if isinstance(params, dict) else {}))
     objective = definition.get("objective")
     if isinstance(objective, str):
         names.add(objective)
