@@ -175,6 +175,7 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
     headline = headline_of(con, experiment, revision)
     for s in series:
         s.group = metricdefs.group_of(s.metric, headline)
+    series.sort(key=lambda s: metricdefs.GROUPS.index(s.group))  # the headline first; stable within a group
     # A finished point's numbers are computed once and read back after (analysis/statcache.py):
     # each night bootstraps only its own points.
     with statcache.Cache() as cache:
