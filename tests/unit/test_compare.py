@@ -349,3 +349,22 @@ def test_cli_gate_metric_and_margin(known_db):
     assert (lat["margin_pct"], lat["verdict"], lat["baseline"]["unstable"]) == (40.0, "same", True)
     p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "markdown")
     assert "? inconclusive: 171 runs a side would tell (unstable baseline and contender)" in p.stdout, p.stdout
+
+
+def test_a_gate_that_cannot_fail_says_so_and_inconclusive_fails_it(tmp_path):
+    """Issue 37: 3× slower at 3 runs a side can never be shown (the exact p is never below 0.1): the
+    gate says so on stderr naming the runs a side would need, and worse,inconclusive fails on it."""
+    path = tmp_path / "t.duckdb"
+    with db.connect(path) as con:
+        for pool, factor in (("threads", 1.0), ("solo", 3.0)):
+            for i in range(3):
+                add_run(con, "t", f"{pool}-{i}", {"broker": "redis", "pool": pool, "concurrency": 4}, repeat=i + 1,
+                        metrics={"consume_rate": 900.0 / factor + i, "harness_overhead_s": 1.0 + i})
+    sides = ("compare", "t:pool=threads", "t:pool=solo", "--db", str(path))
+    p = cmx(*sides, "--fail-on", "worse")
+    assert p.returncode == 0 and "cannot fail" in p.stderr and "4 ok runs a side would allow one" in p.stderr, p.stderr
+    p = cmx(*sides, "--fail-on", "worse,inconclusive")
+    assert p.returncode == 1 and "inconclusive: consume_rate" in p.stderr, p.stderr
+    assert "harness_overhead_s" not in p.stderr  # cmx's own cost never gates
+    p = cmx(*sides, "--fail-on", "worse,sometimes")
+    assert p.returncode == 2 and "expected worse or worse,inconclusive" in p.stderr and "Traceback" not in p.stderr
