@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cmx.analysis import charts, legend
 from cmx.analysis.report_charts import Chart
+from cmx.analysis.rules import TREND_RULE
 from cmx.analysis.trend import trend
 from cmx.engine.results import metricdefs
 
@@ -55,9 +56,8 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
         found = sum(r["change"] is not None for r in rows)
         label = metricdefs.get(metric).label
         note = (f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
-                f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds (E-divisive "
-                "means, kept where compare's rule shows the runs before and after differ), labelled with the "
-                f"change. {series.caption()} {caption}")
+                f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds, labelled with the "
+                f"change. {series.caption()} {caption} {TREND_RULE}.")
         spec = charts.history(rows, ats, label, series, f"{label} across sweeps").to_dict()
         out.append(Chart(f"history_{metric}", f"History of {label}", " ".join(note.split()), spec))
     return out
