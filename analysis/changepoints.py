@@ -12,6 +12,7 @@ level moved, and by how much, measured between its neighbours. Used by ``cmx tre
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -170,13 +171,22 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
     try:
         request = next(steps)
         while True:
+            if isinstance(request, SplitTest):
+                request = steps.send(split_p(np.asarray(request.medians)))
+                continue
             before, after, full = request
             request = steps.send(test(before, after, better, margin_pct, full))
     except StopIteration as done:
         return done.value
 
 
-def _candidates(med: np.ndarray) -> list[int]:
+@dataclass(frozen=True)
+class SplitTest:
+    """A request of :func:`change_steps` for :func:`split_p` of these medians (answered with its p)."""
+    medians: tuple[float, ...]
+
+
+def _candidates(med: np.ndarray):
     """E-divisive's binary segmentation: in each segment between the changes kept so far, the best
     split, kept when :func:`split_p` (the medians of at most :data:`WINDOW` points either side of it)
     is at most ALPHA; until no segment has one. The search goes on inside a segment whose best split
@@ -190,7 +200,7 @@ def _candidates(med: np.ndarray) -> list[int]:
         new = set()
         for start, end in zip(bounds, bounds[1:]):
             if (start, end) not in searched:
-                searched[start, end] = _search(med, start, end, stats.ALPHA, explore=True)
+                searched[start, end] = yield from _search(med, start, end, stats.ALPHA, explore=True)
             if searched[start, end] is not None:
                 new.add(searched[start, end])
         if not new:
@@ -198,7 +208,7 @@ def _candidates(med: np.ndarray) -> list[int]:
         found |= new
 
 
-def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool) -> int | None:
+def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool):
     """The best split of ``med[start:end]`` when significant at ``alpha``, else (``explore``) the first
     significant one of its halves' at alpha / 2, else None."""
     if end - start < 3:
@@ -207,11 +217,12 @@ def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool) 
     if not score > 0:
         return None
     tau += start
-    if split_p(med[max(start, tau - WINDOW):min(end, tau + WINDOW)]) <= alpha:
+    p = yield SplitTest(tuple(med[max(start, tau - WINDOW):min(end, tau + WINDOW)].tolist()))
+    if p <= alpha:
         return tau
     if explore:
         for a, b in ((start, tau), (tau, end)):
-            inner = _search(med, a, b, alpha / 2, explore=False)
+            inner = yield from _search(med, a, b, alpha / 2, explore=False)
             if inner is not None:
                 return inner
     return None
@@ -219,7 +230,8 @@ def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool) 
 
 def change_steps(runs: list[list[float]], medians: list[float | None], full_latest: bool = False):
     """:func:`change_points` as a generator, so the tests of many series can run in one batch
-    (analysis/statcache.py): it yields each test it needs, (runs before, runs after, full), is sent
+    (analysis/statcache.py): it yields each test it needs, a :class:`SplitTest` of some medians (sent
+    its p) or (runs before, runs after, full), is sent
     the test's answer (a Comparison when shown or ``full``, else None), and returns a :class:`Found`.
 
     1. Candidates: :func:`_candidates` over the points' medians.
@@ -237,7 +249,7 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     med = np.asarray([medians[i] for i in keep])
     kept_runs = [runs[i] for i in keep]
     last = len(keep) - 1
-    cands = _candidates(med)
+    cands = yield from _candidates(med)
     found: dict[int, tuple[stats.Comparison, str]] = {}
     while cands:
         bounds = [0, *cands, len(keep)]

@@ -104,6 +104,8 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS series_summaries (key VARCHAR PRIMARY KE
 
 
 _FIELDS = ("n", "median", "low", "high", "cv")
+#: What a split test's key holds beside its medians (the code's version is in every key already).
+PERMUTATION_KEY = "permutations"
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,20 @@ class Cache:
             self.pending["comparisons"].append((key, self.tested[key]))
         return [computed[k] if k in computed else _comparison(json.loads(self.tested[k])) for k in keys]
 
-    def many(self, steps, series: list[tuple], test_many) -> list:
+    def _split_ps(self, windows: list[tuple], split_p) -> tuple[list[str], list[float]]:
+        """The keys and p of each split test (changepoints.split_p of these medians): read back when
+        these medians were tested before, else computed (and kept)."""
+        keys = [_key("split", list(w), PERMUTATION_KEY) for w in windows]
+        unread = [k for k in keys if k not in self.tested]
+        self.tested |= dict(self._read(
+            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread))
+        for key, window in zip(keys, windows):
+            if key not in self.tested:
+                self.tested[key] = json.dumps(split_p(np.asarray(window)))
+                self.pending["comparisons"].append((key, self.tested[key]))
+        return keys, [json.loads(self.tested[k]) for k in keys]
+
+    def many(self, steps, series: list[tuple], test_many, split_p=None) -> list:
         """What ``steps(runs, medians, full_latest)`` (trend.change_steps) finds of each series
         (``series[i]``: runs, medians, better, margin_pct, full_latest), its tests (before, after,
         full) answered by :meth:`tests`: read back in one query for the series whose runs are what
@@ -212,16 +227,23 @@ class Cache:
         running = {key: (steps(runs, medians, full), None) for key, (runs, medians, _, _, full) in todo.items()}
         asked: dict[str, list[str]] = {key: [] for key in todo}
         while running:  # a round: every unfinished series asks its next test
-            waiting = []
+            waiting, splits = [], []
             for key, (gen, answer) in list(running.items()):
                 try:
-                    before, after, full = gen.send(answer)
+                    request = gen.send(answer)
                 except StopIteration as done:
                     found[key] = done.value
                     del running[key]
                     continue
+                if hasattr(request, "medians"):  # changepoints.SplitTest
+                    splits.append((key, request.medians))
+                    continue
+                before, after, full = request
                 _, _, better, margin_pct, _ = todo[key]
                 waiting.append((key, (before, after, better, margin_pct, full)))
+            for (key, _), split_key, p in zip(splits, *self._split_ps([m for _, m in splits], split_p)):
+                asked[key].append(split_key)
+                running[key] = (running[key][0], p)
             tests = [t for _, t in waiting]
             test_keys = [_test_key(*t) for t in tests]
             answers = self._answers(test_keys, tests, test_many, [read[key] for key, _ in waiting])
