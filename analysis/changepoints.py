@@ -23,7 +23,7 @@ from cmx.analysis.statcache import Found
 PERMUTATIONS = 999
 PERMUTATION_BATCH = 250
 EXACT_ORDERS = 5040      # 7 points: every order
-FIRST_LOOK, FIRST_LOOK_STOP = 99, 0.2
+FIRST_LOOK, FIRST_LOOK_STOP = 49, 0.25
 #: Points before the latest from which the latest's median must also stand out from theirs (:func:`night_p`).
 GUARD_NIGHTS = 3
 #: Points either side of a candidate whose runs test it (otava splits long series into windows the
@@ -73,9 +73,11 @@ def split_grid(medians: np.ndarray) -> np.ndarray:
     p[..., 1:, 1:] = d.cumsum(-2).cumsum(-1)
     tau, kappa = np.arange(1, n)[:, None], np.arange(2, n + 1)[None, :]
     n1, n2 = tau.astype(float), np.maximum(kappa - tau, 1).astype(float)
-    within_left = p[..., tau, tau]
-    across = p[..., tau, kappa] - within_left
-    within_right = p[..., kappa, kappa] - 2 * p[..., tau, kappa] + within_left
+    diagonal = np.diagonal(p, axis1=-2, axis2=-1)
+    within_left = diagonal[..., 1:n, None]            # p[τ, τ]
+    corner = p[..., 1:n, 2:n + 1]                      # p[τ, κ], by slicing (no fancy-index copies)
+    across = corner - within_left
+    within_right = diagonal[..., None, 2:n + 1] - 2 * corner + within_left
     energy = 2 * across / (n1 * n2) - within_left / n1 ** 2 - within_right / n2 ** 2
     return np.where(kappa > tau, n1 * n2 / (n1 + n2) * energy, -np.inf)
 
@@ -172,7 +174,7 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
         request = next(steps)
         while True:
             if isinstance(request, SplitTest):
-                request = steps.send(split_p(np.asarray(request.medians)))
+                request = steps.send(request.answer())
                 continue
             before, after, full = request
             request = steps.send(test(before, after, better, margin_pct, full))
@@ -182,8 +184,15 @@ def change_points(runs: list[list[float]], medians: list[float | None], better: 
 
 @dataclass(frozen=True)
 class SplitTest:
-    """A request of :func:`change_steps` for :func:`split_p` of these medians (answered with its p)."""
+    """A request of :func:`change_steps` for :func:`split_p` of these medians (answered with its p), or,
+    ``best``, for :func:`best_split` of them (answered with [τ, statistic]): both pure functions of the
+    medians, so the statistics cache keeps them and a night recomputes only the segments it touches."""
     medians: tuple[float, ...]
+    best: bool = False
+
+    def answer(self):
+        x = np.asarray(self.medians)
+        return list(best_split(x)) if self.best else split_p(x)
 
 
 def _candidates(med: np.ndarray):
@@ -213,7 +222,7 @@ def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool):
     significant one of its halves' at alpha / 2, else None."""
     if end - start < 3:
         return None
-    tau, score = best_split(med[start:end])
+    tau, score = yield SplitTest(tuple(med[start:end].tolist()), best=True)
     if not score > 0:
         return None
     tau += start

@@ -198,20 +198,21 @@ class Cache:
             self.pending["comparisons"].append((key, self.tested[key]))
         return [computed[k] if k in computed else _comparison(json.loads(self.tested[k])) for k in keys]
 
-    def _split_ps(self, windows: list[tuple], split_p) -> tuple[list[str], list[float]]:
-        """The keys and p of each split test (changepoints.split_p of these medians): read back when
-        these medians were tested before, else computed (and kept)."""
-        keys = [_key("split", list(w), PERMUTATION_KEY) for w in windows]
+    def _split_ps(self, requests: list) -> tuple[list[str], list]:
+        """The keys and answers of each split request (changepoints.SplitTest: a permutation test's
+        p, or the best split, of some medians): read back when asked of these medians before, else
+        computed (and kept)."""
+        keys = [_key("split", list(r.medians), r.best, PERMUTATION_KEY) for r in requests]
         unread = [k for k in keys if k not in self.tested]
         self.tested |= dict(self._read(
             "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread))
-        for key, window in zip(keys, windows):
+        for key, request in zip(keys, requests):
             if key not in self.tested:
-                self.tested[key] = json.dumps(split_p(np.asarray(window)))
+                self.tested[key] = json.dumps(request.answer())
                 self.pending["comparisons"].append((key, self.tested[key]))
         return keys, [json.loads(self.tested[k]) for k in keys]
 
-    def many(self, steps, series: list[tuple], test_many, split_p=None) -> list:
+    def many(self, steps, series: list[tuple], test_many) -> list:
         """What ``steps(runs, medians, full_latest)`` (trend.change_steps) finds of each series
         (``series[i]``: runs, medians, better, margin_pct, full_latest), its tests (before, after,
         full) answered by :meth:`tests`: read back in one query for the series whose runs are what
@@ -235,13 +236,13 @@ class Cache:
                     found[key] = done.value
                     del running[key]
                     continue
-                if hasattr(request, "medians"):  # changepoints.SplitTest
-                    splits.append((key, request.medians))
+                if hasattr(request, "medians"):  # changepoints.SplitTest: answers itself
+                    splits.append((key, request))
                     continue
                 before, after, full = request
                 _, _, better, margin_pct, _ = todo[key]
                 waiting.append((key, (before, after, better, margin_pct, full)))
-            for (key, _), split_key, p in zip(splits, *self._split_ps([m for _, m in splits], split_p)):
+            for (key, _), split_key, p in zip(splits, *self._split_ps([m for _, m in splits])):
                 asked[key].append(split_key)
                 running[key] = (running[key][0], p)
             tests = [t for _, t in waiting]

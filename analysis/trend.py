@@ -23,7 +23,7 @@ import numpy as np
 from cmx.analysis import fingerprint, gate, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
-    EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_p, split_scores)
+    EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_scores)
 from cmx.analysis.compare import Selection, SelectionError, selection_where
 from cmx.analysis.headline import of_experiment as headline_of
 from cmx.engine.results import metricdefs
@@ -182,7 +182,7 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
         for s, summaries in zip(series, cache.summarize_series([s.runs for s in series])):  # one batched bootstrap
             s.summaries = summaries
         found = cache.many(change_steps, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct,
-                                           s.group == metricdefs.HEADLINE) for s in series], shown_many, split_p)
+                                           s.group == metricdefs.HEADLINE) for s in series], shown_many)
         for s, f in zip(series, found):
             s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
             s.latest = f.latest

@@ -72,8 +72,7 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     with statcache.Cache() as cache:
         computed, quiet = cache.tests([(before, after, "higher", 5.0), (before, before, "higher", 5.0)],
                                       trend.shown_many)
-        changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0, True)], trend.shown_many,
-                             trend.split_p)
+        changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0, True)], trend.shown_many)
     assert computed.verdict == stats.WORSE and quiet is None
     assert changes == [trend.change_points(runs, medians, "higher", 5.0, full_latest=True)]
     assert changes[0].changes[0][0] == 3 and changes[0].latest.verdict == stats.WORSE
@@ -112,8 +111,7 @@ def test_a_grown_series_changes_are_the_computed_ones(tmp_path, monkeypatch):
         grown = runs[:nights] + [[650.0, 640.0, 655.0]]
         with statcache.Cache() as cache:
             medians = [p.median for p in cache.summarize_series([grown])[0]]
-            got = cache.many(trend.change_steps, [(grown, medians, "higher", 5.0, False)], trend.shown_many,
-                             trend.split_p)
+            got = cache.many(trend.change_steps, [(grown, medians, "higher", 5.0, False)], trend.shown_many)
         assert got == [trend.change_points(grown, medians, "higher", 5.0)] and got[0].changes[0][0] == 12
 
 
@@ -141,7 +139,7 @@ def test_many_series_tested_in_batches_find_the_changes_one_by_one_finds(tmp_pat
         with statcache.Cache() as cache:
             got = cache.many(trend.change_steps, [(runs, m, better, 5.0, k % 2 == 0)
                                                   for k, ((runs, better), m) in enumerate(zip(grown, medians))],
-                             trend.shown_many, trend.split_p)
+                             trend.shown_many)
         alone = [trend.change_points(runs, m, better, 5.0, test=_shown_alone, full_latest=k % 2 == 0)
                  for k, ((runs, better), m) in enumerate(zip(grown, medians))]
         assert repr(got) == repr(alone) and any(f.changes for f in got)
