@@ -285,9 +285,8 @@ class Sweep:
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
-        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver,
-                                {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0],
-                                 "driver": targets.driver},
+        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver, targets.workers,
+                                {"broker": self.inventory.hosts_of("brokers")[0], "driver": targets.driver},
                                 restart_s=spec.fault_restart_s, ready_timeout=conns[targets.workers[0]].worker_ready_timeout,
                                 shutdown_timeout=spec.run_timeout_s,
                                 broker=broker_place(self.inventory, run.cell.values["broker"]) if spec.faults else None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from cmx.workloads import faults
 from cmx.workloads import workerevents as we
 from cmx.workloads.drive import settle
 
@@ -23,7 +24,7 @@ class _Rounds:
         self.t, self.round_s, self.over_at = 0.0, round_s, over_at
         monkeypatch.setattr(settle.time, "monotonic", lambda: self.t)
         monkeypatch.setattr(settle.time, "sleep", lambda s: setattr(self, "t", self.t + s))
-        self.spec = SimpleNamespace(worker_nodes=["cmx@w1"], faults=["term_worker@0.5"], settle_s=3.0)
+        self.spec = SimpleNamespace(worker_nodes=["cmx@w1"], faults=faults.parse("term_worker@0.5"), settle_s=3.0)
         self.app = SimpleNamespace(connection_for_read=lambda: SimpleNamespace(release=lambda: None),
                                    control=SimpleNamespace(broadcast=self._poll))
         self.queue_samples: list = []
