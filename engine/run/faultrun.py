@@ -61,7 +61,12 @@ class FaultScheduler:
         self.sent = True
         age, seen = float(clock.get("age_s") or 0.0), time.monotonic()
         for index, fault in enumerate(self.faults):
-            for host in self.hosts_of(fault):
+            try:
+                hosts = self.hosts_of(fault)
+            except ValueError as exc:  # validation refuses such a cell: never a blow at another host
+                self._failed(index, fault, self.driver, str(exc))
+                continue
+            for host in hosts:
                 try:  # the delay left when this request goes: several hosts are told one after another
                     delay = max(fault.at_s - age - (time.monotonic() - seen), 0.0)
                     self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
