@@ -71,11 +71,14 @@ def _cell_flags(cell: dict) -> str:
     return ", ".join(flags)
 
 
-def _metric_cell(metric: str, figure: tuple) -> str:
+def _metric_cell(metric: str, figure: tuple, never: int = 0) -> str:
+    """A median with its interval; ``never``: ok runs whose value is NULL because it never happened
+    (a fault run that never recovered: metricdefs.NEVER_WHEN_NULL), "never" when all of them are."""
     median, n, low, high = figure
     if median is None:
-        return '<td data-v="">–</td>'
+        return '<td data-v="Infinity">never</td>' if never else '<td data-v="">–</td>'
     ci = f"{fmt(metric, low)} – {fmt(metric, high)}, n={n}" if low is not None and n > 1 else f"n={n}"
+    ci += f" ({never} never)" if never else ""
     return f'<td data-v="{median!r}">{html.escape(fmt(metric, median))}<span class="ci">{html.escape(ci)}</span></td>'
 
 
@@ -83,7 +86,8 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
     """Cells × headline metrics (median over ok runs, under it the 95 % interval and n); failed,
     timed-out and lossy cells marked; sorted by a click on a header and filtered by the text box
     above it (TABLE_SCRIPT)."""
-    shown = [m for m in metrics if any(c["medians"].get(m, (None,))[0] is not None for c in cells)]
+    shown = [m for m in metrics if any(c["medians"].get(m, (None,))[0] is not None or c.get("never", {}).get(m)
+                                       for c in cells)]
     dims = varying or ["cell_id"]
     head = "".join(f'<th class="dim">{html.escape(d)}</th>' for d in dims)
     head += "<th>ok runs</th>" + "".join(f"<th>{html.escape(metricdefs.get(m).label)}</th>" for m in shown) + "<th>problems</th>"
@@ -93,7 +97,8 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
         tds = "".join(f'<td class="dim"{_sort_key(c[d])}>{html.escape(str(c[d]))}</td>' for d in dims)
         tds += f'<td data-v="{c["ok_runs"]}">{c["ok_runs"]}/{c["runs"]}</td>'
         own = c.get("shown")  # the cell's workload headline for its params (backlog: no latency)
-        tds += "".join(_metric_cell(m, c["medians"].get(m, (None, 0, None, None))) if own is None or m in own
+        tds += "".join(_metric_cell(m, c["medians"].get(m, (None, 0, None, None)), c.get("never", {}).get(m, 0))
+                       if own is None or m in own
                        else '<td data-v="">n/a</td>' for m in shown)
         tds += f'<td class="flag">{"⚠ " + html.escape(flags) if flags else ""}</td>'
         body.append(f'<tr class="{"bad" if flags else "ok"}">{tds}</tr>')

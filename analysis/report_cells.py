@@ -9,6 +9,7 @@ from cmx.analysis import stats
 from cmx.analysis.views import dimension_columns
 from cmx.engine.model.cells import value_text
 from cmx.engine.results import metricdefs
+from cmx.workloads.vocab import metrics as M
 
 
 def _q(name: str) -> str:
@@ -67,6 +68,14 @@ def cells_of(con, experiment: str, revision: int, varying: list[str], shown: tup
               AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""", [experiment, revision, list(shown)]).fetchall()
     for (cell_id, metric, _), s in zip(found, stats.summarize_many([values for _, _, values in found])):
         cells[cell_id]["medians"][metric] = (s.median, s.n, s.low, s.high)
+    # A fault run's recovery_s stored NULL: it never recovered (metricdefs.NEVER_WHEN_NULL).
+    for cell_id, metric, never in con.execute("""
+            SELECT r.cell_id, m.name, count(*) FROM runs r JOIN metrics m USING (run_id)
+            WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' AND m.value IS NULL
+              AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""",
+            [experiment, revision, list(metricdefs.NEVER_WHEN_NULL)]).fetchall():
+        if cell_id in cells:
+            cells[cell_id].setdefault("never", {})[metric] = never
     for cell_id, own in _cell_headlines(con, experiment, table_metrics(con, experiment)).items():
         if cell_id in cells:
             cells[cell_id]["shown"] = own
@@ -85,6 +94,10 @@ def table_metrics(con, experiment: str) -> tuple[str, ...]:
             names += [m for m in registry.get(w).headline_metrics if m not in names]
         except KeyError:
             pass
+    if names and con.execute("SELECT 1 FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND name = ? "
+                             "LIMIT 1", [experiment, M.FAULT_AT_S]).fetchone():
+        # Fault runs: what the fault did to delivery leads (as in the end-of-sweep summary).
+        names = [*metricdefs.FAULT_HEADLINE, *(m for m in names if m not in metricdefs.FAULT_HEADLINE)]
     if names:
         # Facts every workload may carry (the registry's FACTS): shown when some run has them.
         have = {m for (m,) in con.execute(

@@ -87,8 +87,10 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
 
 def with_interval(name: str, s: stats.Summary | None, ok: int, missing: int = 0) -> Text:
     """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs,
-    and how many of them were not sampled (memory from the sampler: a run without a reading)."""
-    unsampled = "not sampled" if metricdefs.get(name).unit == "bytes" else "no value"
+    and how many of them were not sampled (memory from the sampler: a run without a reading), or
+    never got there (a fault run's NULL recovery_s: metricdefs.NEVER_WHEN_NULL)."""
+    unsampled = ("never" if name in metricdefs.NEVER_WHEN_NULL
+                 else "not sampled" if metricdefs.get(name).unit == "bytes" else "no value")
     if s is None or s.median is None:
         return Text(unsampled if missing else "–")
     text = Text(fmt(name, s.median))

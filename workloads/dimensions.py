@@ -82,7 +82,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
               "(the first N; each publishes its share)", minimum=1, maximum=100, quiet_default=True),
     Dimension("fault", "fault", faults.NONE, "harness",
               "none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
-              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds", quiet_default=True),
+              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds; :N strikes the run's Nth "
+              "worker host (default 1), :all every one", quiet_default=True),
 )
 
 #: The dimensions by name, in :data:`DIMENSIONS` order.

@@ -1,7 +1,10 @@
 """The ``fault`` dimension's vocabulary: which faults a cell may inject, and how its value is read.
 
-``fault: none`` or ``KIND@TIME`` (seconds from the workload's clock start: ``3``, ``3s``, ``1.5s``,
-``250ms``), several joined with ``+``; ``partition_worker@T/D`` holds for D seconds. The engine
+``fault: none`` or ``KIND@TIME[/DURATION][:TARGET]`` (TIME in seconds from the workload's clock start:
+``3``, ``3s``, ``1.5s``, ``250ms``), several joined with ``+``; ``partition_worker@T/D`` holds for D
+seconds. A kind that strikes a worker host takes a TARGET: ``N``, the run's Nth worker host (1, the
+default), or ``all``, every worker host of the run at once (``kill_worker@2s:2``,
+``partition_worker@3s/20s:all``). The engine
 validates a cell's faults with :func:`parse` (engine/model/dimensions.py, engine/model/faultcheck.py);
 the controller schedules them (engine/run/faultrun.py), the hosts' agents inject them
 (workloads/host/faultinject.py), the driver lets a fault's own damage pass and ends a fault run by
@@ -17,7 +20,8 @@ from cmx.workloads.vocab import pools
 
 NONE = "none"
 
-#: kind -> (where it strikes, what it does). ``worker``: the first worker host of the run;
+#: kind -> (where it strikes, what it does). ``worker``: the worker host(s) the fault's TARGET names
+#: (the run's first by default);
 #: ``broker``: the run's broker server; ``driver``: the run's (leading) driver host, which reaches
 #: the broker as a client does.
 KINDS: dict[str, tuple[str, str]] = {
@@ -39,6 +43,8 @@ ENDS_WORKER = ("kill_worker", "term_worker")
 #: tasks it never finishes are counted lost once the run settles), not a lost worker. Those that
 #: strike the broker cut off every worker of the run, partition_worker the host it struck.
 CUTS_OFF = ("restart_broker", "partition_worker", "failover_broker")
+#: A TARGET naming every worker host of the run.
+ALL = "all"
 #: Kinds that need a duration (``@T/D``).
 WITH_DURATION = ("partition_worker",)
 #: The pools whose children are processes the harness can kill one of (kill_child).
@@ -76,21 +82,39 @@ class Fault:
     kind: str
     at_s: float
     duration_s: float | None = None
+    #: Which worker host(s) of the run it strikes (kinds whose target is ``worker``): the Nth (1-based)
+    #: or :data:`ALL`.
+    host: int | str = 1
 
     @property
     def target(self) -> str:
         return KINDS[self.kind][0]
 
     def text(self) -> str:
-        """The canonical form: ``kill_child@3``, ``partition_worker@2/5``."""
-        return f"{self.kind}@{self.at_s:g}" + (f"/{self.duration_s:g}" if self.duration_s is not None else "")
+        """The canonical form: ``kill_child@3``, ``partition_worker@2/5``, ``kill_worker@2:2``
+        (the default target, the first worker host, is not written: cell ids stay as they were)."""
+        return (f"{self.kind}@{self.at_s:g}" + (f"/{self.duration_s:g}" if self.duration_s is not None else "")
+                + (f":{self.host}" if self.host != 1 else ""))
+
+    def hosts_of(self, workers: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+        """The worker hosts it strikes among the run's ``workers`` (in order): all, or the Nth."""
+        if self.host == ALL:
+            return tuple(workers)
+        if not 1 <= int(self.host) <= len(workers):
+            raise ValueError(f"fault {self.text()} strikes worker host {self.host}, but the run has "
+                             f"{len(workers)} (machines)")
+        return (workers[int(self.host) - 1],)
+
+    def strikes(self, machines: int) -> int:
+        """How many hosts it strikes in a run of ``machines`` worker hosts (1 for other targets)."""
+        return machines if self.target == "worker" and self.host == ALL else 1
 
 
 def parse(value: Any) -> tuple[Fault, ...]:
     """The faults of a ``fault`` value, in time order; () for ``none``. ValueError with a one-line
     message for anything else."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"fault must be none or KIND@TIME (KIND one of {', '.join(KINDS)}), got {value!r}")
+        raise ValueError(f"fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of {', '.join(KINDS)}), got {value!r}")
     if value.strip() == NONE:
         return ()
     faults = []
@@ -101,6 +125,20 @@ def parse(value: Any) -> tuple[Fault, ...]:
             raise ValueError(f"unknown fault kind {kind!r} in {value!r} (known: {', '.join(KINDS)})")
         if not at:
             raise ValueError(f"fault {part!r} needs a time: {kind}@TIME, seconds from the clock start (e.g. {kind}@3s)")
+        when, colon, target = when.partition(":")
+        host: int | str = 1
+        if colon:
+            if KINDS[kind][0] != "worker":
+                raise ValueError(f"fault {part!r}: {kind} strikes the run's {KINDS[kind][0]}, it takes no :TARGET "
+                                 f"(only the kinds that strike a worker host do)")
+            target = target.strip()
+            if target == ALL:
+                host = ALL
+            elif target.isdigit() and int(target) >= 1:
+                host = int(target)
+            else:
+                raise ValueError(f"fault {part!r}: the target must be N (the run's Nth worker host, from 1) "
+                                 f"or {ALL}, got {target!r}")
         when, slash, length = when.partition("/")
         try:
             at_s = parse_duration(when)
@@ -113,7 +151,7 @@ def parse(value: Any) -> tuple[Fault, ...]:
             raise ValueError(f"fault {part!r} needs a duration: {kind}@T/D (D seconds, e.g. {kind}@3s/5s)")
         if kind not in WITH_DURATION and duration is not None:
             raise ValueError(f"fault {part!r}: {kind} takes no duration (only {', '.join(WITH_DURATION)} does)")
-        faults.append(Fault(kind, at_s, duration))
+        faults.append(Fault(kind, at_s, duration, host))
     return tuple(sorted(faults, key=lambda f: f.at_s))
 
 

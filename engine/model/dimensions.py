@@ -52,7 +52,7 @@ def json_schema(d: Dimension) -> dict:
     if d.type == "fault":
         kinds = "|".join(faults.KINDS)
         time = r"\d+(\.\d+)?(ms|s|m|h)?"
-        one = rf"({kinds})@{time}(/{time})?"
+        one = rf"({kinds})@{time}(/{time})?(:([1-9]\d*|{faults.ALL}))?"
         return {"type": "string", "pattern": rf"^(none|{one}(\+{one})*)$", "description": d.description}
     kind = "integer" if d.type == "integer" else "number"
     bound = {} if d.maximum is None else {"maximum": d.maximum}

@@ -2,6 +2,7 @@
 form is checked by workloads/faults.py ``parse``): each a one-line problem at the value.
 
 - ``kill_child`` needs a pool whose children are processes (prefork);
+- a fault's TARGET ``N`` (the run's Nth worker host) must be one of the cell's ``machines``;
 - ``restart_broker`` may restart only a broker the sweep provisions, or one the inventory marks
   ``cmx_disposable: true`` on its ``brokers`` host: never a user's shared broker by accident.
 """
@@ -36,6 +37,10 @@ def cell_problem(values: dict[str, Any]) -> str | None:
         if fault.kind == "failover_broker" and service != REDIS_SENTINEL:
             return (f"fault {fault.text()}: failover_broker fails a Redis Sentinel set's master over, which only "
                     f"a redis-sentinel broker has (this cell's broker is {values.get('broker')})")
+        machines = int(values.get("machines") or 1)
+        if fault.host != faults.ALL and int(fault.host) > machines:
+            return (f"fault {fault.text()}: it strikes the run's worker host {fault.host}, but this cell "
+                    f"runs on {machines} (machines: {machines})")
         if fault.kind == "kill_child" and values.get("pool") not in faults.CHILD_POOLS:
             return (f"fault {fault.text()}: kill_child kills a pool child process, which only the "
                     f"{', '.join(faults.CHILD_POOLS)} pool has (this cell's pool is {values.get('pool')})")

@@ -103,10 +103,13 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
                             "SELECT ?, ts, depth, ? FROM temp.stage_queue", [run_id, d.name])
         out.driver = _drivers_json(art_dir, drivers, host_dirs)
         clock_host = drivers[0] if drivers else next((d.name for d in host_dirs if (d / "driver.json").exists()), None)
-        # A fault run's faults, each with the workload's clock start (the driver's, on its host's clock).
+        # A fault run's faults, one row per host struck, each with the workload's clock start and the
+        # drive's end (the leading driver's, on its host's clock).
         _stage(con, "faults", [d / "faults.csv" for d in host_dirs if (d / "faults.csv").exists()])
-        con.execute("INSERT INTO main.faults SELECT ? AS run_id, *, ? AS clock_at, ? AS clock_host FROM temp.stage_faults",
-                    [run_id, out.driver.get("consuming_at"), clock_host])
+        cols = ", ".join(CSV_COLUMNS["faults"])
+        con.execute(f"INSERT INTO main.faults (run_id, {cols}, clock_at, clock_host, drive_end_at) "
+                    f"SELECT ? AS run_id, {cols}, ? AS clock_at, ? AS clock_host, ? AS drive_end_at FROM temp.stage_faults",
+                    [run_id, out.driver.get("consuming_at"), clock_host, out.driver.get("drive_ended_at")])
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
         _insert_packages(con, run_id, host_dirs)
         rows = [(name, value, None) for name, value in

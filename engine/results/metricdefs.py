@@ -65,10 +65,19 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.FAULT_AT_S, "s", _N, "fault at",
               "when the first fault struck, seconds from the workload's clock start (the injecting host's clock, "
               "corrected)"),
-    MetricDef(M.STALL_S, "s", _L, "stall", "the longest time without a task finishing, from the fault on"),
+    MetricDef(M.STALL_S, "s", _L, "stall",
+              "the longest time without a task finishing, from the fault on; while published tasks remain "
+              "unfinished, the time from the last completion to the run's end counts too (the run's end: when "
+              "the leading driver stopped waiting, its faults over and limits.settle without a completion, or "
+              "the run's timeout; on the controller's clock, as the task stamps); NULL when tasks remain "
+              "unfinished and the run's end is not known"),
+    MetricDef(M.STALL_CENSORED, "flag", _L, "stall censored",
+              "1 when the longest stall is the one that ran to the run's end with tasks unfinished: no completion "
+              "ended it, so it lasted at least stall_s (and the run never recovered); 0 when a completion ended it"),
     MetricDef(M.RECOVERY_S, "s", _L, "recovery",
               "from the fault until tasks finish at 90 % of the pre-fault rate again after the stall (over a window "
-              "of about ten pre-fault completions); NULL when they never do"),
+              "of about ten pre-fault completions); NULL when they never do (shown as never), always so after a "
+              "censored stall"),
     MetricDef(M.PUBLISH_RATE, "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
     MetricDef(M.PUBLISH_RATE_MIN_DRIVER, "tasks/s", _H, "slowest driver",
               "drivers > 1: the slowest driver host's publish rate (publish_rate is the whole run's)"),
@@ -100,6 +109,13 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.PEAK_PSS_BYTES, "bytes", _L, "peak PSS",
               "peak over ticks inside the run (clock start to drain) of the worker processes' summed PSS (shared "
               "pages split): the headline memory; NULL when no reading fell inside the run (not sampled)"),
+    MetricDef(M.MEMORY_PER_TASK_BYTES, "bytes", _L, "memory per task",
+              "concurrent_sleep: what one concurrent task costs, (peak_pss_bytes − the workers' idle PSS) / "
+              "tasks_in_flight_max; idle PSS = the worker main processes' last PSS reading before the first task "
+              "arrived (a prefork worker's children are slots a task costs), summed over hosts; NULL when either "
+              "PSS was not sampled"),
+    MetricDef(M.TASKS_IN_FLIGHT_MAX, "tasks", _N, "most in flight",
+              "concurrent_sleep: the most tasks started and not yet finished at once (task stamps)"),
     MetricDef(M.PEAK_RSS_BYTES, "bytes", _L, "peak RSS",
               "peak over ticks of the worker processes' summed RSS (counts shared pages in every process)"),
     MetricDef(M.PEAK_PSS_PER_SLOT_BYTES, "bytes", _L, "PSS per slot",
@@ -173,7 +189,11 @@ RUN_SUMMARY_COLUMNS = (M.TASKS_PUBLISHED, M.TASKS_COMPLETED, M.TASKS_LOST, M.TAS
                        M.CONSUME_RATE, M.MAKESPAN_S, M.LATENCY_P50_S, M.LATENCY_P95_S, M.LATENCY_P99_S,
                        M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.BROKER_CONNECTIONS_MAX, M.BACKEND_CONNECTIONS_MAX)
 #: What a fault cell's summary leads with (beside lost, its own column): what the fault did to delivery.
-FAULT_HEADLINE = (M.TASKS_DUPLICATED, M.TASKS_REDELIVERED, M.TASKS_FAILED, M.STALL_S, M.RECOVERY_S)
+FAULT_HEADLINE = (M.TASKS_DUPLICATED, M.TASKS_REDELIVERED, M.TASKS_FAILED, M.STALL_S, M.STALL_CENSORED,
+                  M.RECOVERY_S)
+#: Metrics whose NULL in a run that has the row is a finding, shown as "never": a fault run's
+#: recovery_s (runs without a fault have no row at all).
+NEVER_WHEN_NULL = (M.RECOVERY_S,)
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
 FACTS = (M.HOST_SHARE_MIN, M.PUBLISH_RATE_MIN_DRIVER, M.CLOCK_SUSPECT)

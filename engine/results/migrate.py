@@ -78,6 +78,10 @@ STEPS: tuple[Step, ...] = (
     # its publish rate, per run and host; `metrics` holds the run's whole (metricdefs.over_drivers).
     Step("driver_metrics", 0, 1, "CREATE TABLE IF NOT EXISTS driver_metrics (run_id VARCHAR, host VARCHAR, "
                                  "name VARCHAR, value DOUBLE, unit VARCHAR)"),
+    # A fault run's end (issue 39): when its leading driver stopped waiting (its faults over and
+    # limits.settle without a completion, or the run's timeout), on `clock_host`'s clock as
+    # `clock_at`; the stall_s of a run whose tasks never all finished runs to it (metrics.sql).
+    Step("faults", 1, 2, "ALTER TABLE faults ADD COLUMN IF NOT EXISTS drive_end_at DOUBLE"),
 )
 
 

@@ -1,8 +1,9 @@
 """A fault run's faults, timed by the controller (the ``fault`` dimension: workloads/faults.py).
 
 The driver's host says when the workload's clock started (a ``clock`` event: its mark, with how
-late the agent saw it); from then each fault is sent to the agent of the host it strikes, with the
-delay left until its time, and that agent injects it (workloads/host/faultinject.py), telling the
+late the agent saw it); from then each fault is sent to the agent of each host it strikes (a
+worker fault's TARGET: the run's Nth worker host, or all of them at once), with the delay left
+until its time, and that agent injects it (workloads/host/faultinject.py), telling the
 driver what it hit. An agent that cannot be reached is told to the driver as the fault's failure,
 so the run fails saying so instead of waiting. :class:`FaultScheduler` is a tick of the drive's
 wait (engine/run/runsteps.py), never blocking.
@@ -37,10 +38,12 @@ class FaultScheduler:
     """Sends the run's faults once its clock started; records what could not be sent."""
 
     def __init__(self, agents: Agents, run_id: str, faults: tuple[Fault, ...], driver: str,
-                 targets: dict[str, str], restart_s: float, ready_timeout: float, shutdown_timeout: float,
-                 broker: dict | None = None):
+                 workers: tuple[str, ...], targets: dict[str, str], restart_s: float, ready_timeout: float,
+                 shutdown_timeout: float, broker: dict | None = None):
         self.agents, self.run_id, self.faults, self.driver = agents, run_id, faults, driver
-        #: where each target kind strikes: {"worker": host, "broker": host}
+        #: the run's worker hosts, in order (a worker fault's TARGET N is the Nth)
+        self.workers = tuple(workers)
+        #: where the other target kinds strike: {"broker": host, "driver": host}
         self.targets = targets
         self.restart_s, self.ready_timeout, self.shutdown_timeout = restart_s, ready_timeout, shutdown_timeout
         #: what restart_broker restarts: {"service", "place"} (:func:`broker_place`)
@@ -56,16 +59,29 @@ class FaultScheduler:
         if clock is None:
             return
         self.sent = True
-        age = float(clock.get("age_s") or 0.0)
+        age, seen = float(clock.get("age_s") or 0.0), time.monotonic()
         for index, fault in enumerate(self.faults):
-            host = self.targets[fault.target]
             try:
-                self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
-                                          delay_s=max(fault.at_s - age, 0.0), restart_s=self.restart_s,
-                                          ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout,
-                                          **(self.broker if fault.kind == "restart_broker" else {}))
-            except (AgentLost, KeyError) as exc:
-                self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
+                hosts = self.hosts_of(fault)
+            except ValueError as exc:  # validation refuses such a cell: never a blow at another host
+                self._failed(index, fault, self.driver, str(exc))
+                continue
+            for host in hosts:
+                try:  # the delay left when this request goes: several hosts are told one after another
+                    delay = max(fault.at_s - age - (time.monotonic() - seen), 0.0)
+                    self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
+                                              delay_s=delay, restart_s=self.restart_s,
+                                              ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout,
+                                              **(self.broker if fault.kind == "restart_broker" else {}))
+                except (AgentLost, KeyError) as exc:
+                    self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
+
+    def hosts_of(self, fault: Fault) -> tuple[str, ...]:
+        """The hosts ``fault`` strikes: its TARGET among the run's worker hosts, else the one host
+        of its kind's target (the broker's, the driver's)."""
+        if fault.target == "worker":
+            return fault.hosts_of(self.workers)
+        return (self.targets[fault.target],)
 
     def _failed(self, index: int, fault: Fault, host: str, why: str) -> None:
         self.problems.append(f"fault {fault.text()} on {host}: {why}")

@@ -285,10 +285,10 @@ class Sweep:
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
-        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver,
-                                {"worker": targets.workers[0], "broker": self.inventory.hosts_of("brokers")[0],
-                                 "driver": targets.driver},
-                                restart_s=spec.fault_restart_s, ready_timeout=conns[targets.workers[0]].worker_ready_timeout,
+        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver, targets.workers,
+                                {"broker": self.inventory.hosts_of("brokers")[0], "driver": targets.driver},
+                                restart_s=spec.fault_restart_s,
+                                ready_timeout=max(conns[h].worker_ready_timeout for h in targets.workers),
                                 shutdown_timeout=spec.run_timeout_s,
                                 broker=broker_place(self.inventory, run.cell.values["broker"]) if spec.faults else None)
         started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,

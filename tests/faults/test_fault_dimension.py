@@ -139,6 +139,24 @@ all:
     m = metrics_by(db, "pool")
     for pool, cell in m.items():
         assert cell["tasks_completed"] + cell["tasks_lost"] == 10, (pool, cell)
+    # Issue 39: the restart dropped what was queued, so tasks stay unfinished and nothing finishes
+    # again: the stall runs from the last completion (or the strike) to the drive's end, which no
+    # completion ended (censored), and the run never recovered; never the short gap before the
+    # tasks in hand finished.
+    assert any(cell["tasks_lost"] > 0 for cell in m.values()), m
+    for run_id, pool in query(db, "SELECT run_id, pool FROM runs"):
+        cell = m[pool]
+        ((struck, end),) = query(db, "SELECT min(struck_at), max(drive_end_at) FROM fault_times WHERE run_id = ?",
+                                 [run_id])
+        ((last,),) = query(db, "SELECT max(finished_at) FROM task_times WHERE run_id = ? AND finished_at >= ?",
+                           [run_id, struck])
+        assert struck < end, (struck, end)
+        if cell["tasks_lost"]:
+            assert cell["stall_censored"] == 1 and cell["recovery_s"] is None, (pool, cell)
+            assert cell["stall_s"] == pytest.approx(end - max(last or struck, struck), abs=1e-6), (pool, cell)
+            assert cell["stall_s"] >= 3.0, (pool, cell)  # limits.settle without a completion ended the drive
+        else:
+            assert cell["stall_censored"] == 0, (pool, cell)
     assert run_processes(db) == []
 
 

@@ -30,6 +30,27 @@ def test_a_fault_value_reads_as_its_faults_in_time_order():
     assert parse_duration is faults.parse_duration  # one reader of durations for the file and the faults
 
 
+def test_a_worker_fault_names_the_worker_host_it_strikes():
+    assert faults.parse("kill_worker@2s:2") == (faults.Fault("kill_worker", 2.0, None, 2),)
+    assert faults.parse("partition_worker@3s/20s:all") == (faults.Fault("partition_worker", 3.0, 20.0, "all"),)
+    assert faults.parse("kill_worker@2:1") == faults.parse("kill_worker@2")  # the first host is the default...
+    assert faults.canonical("kill_worker@2s:1") == "kill_worker@2"  # ...and keeps the cell id it had
+    assert faults.canonical("kill_worker@2s:2+term_worker@1:all") == "term_worker@1:all+kill_worker@2:2"
+    (second,), (every,) = faults.parse("kill_worker@2:2"), faults.parse("kill_child@1:all")
+    assert second.hosts_of(("w1", "w2", "w3")) == ("w2",) and every.hosts_of(("w1", "w2")) == ("w1", "w2")
+    assert (second.strikes(3), every.strikes(3)) == (1, 3)
+    with pytest.raises(ValueError):
+        second.hosts_of(("w1",))
+
+
+def test_a_target_beyond_the_cells_machines_is_refused_at_its_value(tmp_path):
+    path = write(tmp_path, "fixed: {pool: threads}\nmatrix:\n  machines: [1, 2]\n  fault: [kill_worker@1:2]\n")
+    assert problems(path) == [f"{path}:6:11: fault kill_worker@1:2: it strikes the run's worker host 2, but this "
+                              "cell runs on 1 (machines: 1)"]
+    load_experiment(write(tmp_path, "fixed: {pool: threads, machines: 2}\nmatrix:\n  fault: [kill_worker@1:2, "
+                                    "'kill_worker@1:all']\n"))  # fine
+
+
 @pytest.mark.parametrize("value, message", [
     ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
                    "restart_broker, partition_worker, failover_broker)"),
@@ -38,7 +59,13 @@ def test_a_fault_value_reads_as_its_faults_in_time_order():
     ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
                            "e.g. partition_worker@3s/5s)"),
     ("kill_child@3/2", "fault 'kill_child@3/2': kill_child takes no duration (only partition_worker does)"),
-    (3, "fault must be none or KIND@TIME (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
+    ("kill_worker@2:0", "fault 'kill_worker@2:0': the target must be N (the run's Nth worker host, from 1) or all, "
+                        "got '0'"),
+    ("kill_worker@2:x", "fault 'kill_worker@2:x': the target must be N (the run's Nth worker host, from 1) or all, "
+                        "got 'x'"),
+    ("restart_broker@2:2", "fault 'restart_broker@2:2': restart_broker strikes the run's broker, it takes no :TARGET "
+                           "(only the kinds that strike a worker host do)"),
+    (3, "fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
         "partition_worker, failover_broker), got 3"),
 ])
 def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
@@ -122,19 +149,47 @@ def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):
     assert (exp.limits.settle, exp.limits.fault_restart) == (2.0, 0.5)
 
 
-def _fault_run(con, run_id: str, after: list[float]) -> dict:
+def _fault_run(con, run_id: str, after: list[float], lost: int = 0, end: float | None = None,
+               names=("fault_at_s", "stall_s", "recovery_s")) -> dict:
     """A run finishing a task every second from T0+1 to T0+5, a fault struck at T0+5.5 (the clock
-    started at T0+0.2), then tasks finishing at ``after`` (seconds from T0); its fault metrics."""
+    started at T0+0.2), then tasks finishing at ``after`` (seconds from T0), ``lost`` tasks never
+    finishing, the drive ending at ``end`` (seconds from T0); its fault metrics."""
     from cmx.engine.results import db
     from tests.results_fixture import T0, add_run
 
     tasks = [(f"a{i}", T0, T0 + i, T0 + i + 1, "SUCCESS") for i in range(5)]
     tasks += [(f"b{i}", T0, T0 + s - 0.5, T0 + s, "SUCCESS") for i, s in enumerate(after)]
+    tasks += [(f"l{i}", T0, None, None, "LOST") for i in range(lost)]
     add_run(con, "e", run_id, {"fault": "kill_worker@5"}, tasks=tasks)
-    con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "
-                "VALUES (?, 0, 'kill_worker@5', 'kill_worker', 'w1', ?, ?, 'w1')", [run_id, T0 + 5.5, T0 + 0.2])
+    con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host, drive_end_at) "
+                "VALUES (?, 0, 'kill_worker@5', 'kill_worker', 'w1', ?, ?, 'w1', ?)",
+                [run_id, T0 + 5.5, T0 + 0.2, None if end is None else T0 + end])
     got = dict(con.execute(db.sql("metrics.sql"), {"run_id": run_id, "warmup_s": 0}).fetchall())
-    return {k: got[k] for k in ("fault_at_s", "stall_s", "recovery_s")}
+    return {k: got[k] for k in names}
+
+
+def test_a_stall_no_completion_ended_runs_to_the_runs_end(tmp_path):
+    """Issue 39: tasks lost and nothing finishing again is a stall to the run's end, censored, never
+    recovered; not the longest gap between the few completions after the fault."""
+    from cmx.engine.results import db
+
+    every = ("stall_s", "stall_censored", "recovery_s")
+    with db.connect(tmp_path / "s.duckdb") as con:
+        # the tasks in hand finish within 0.3 s of the fault, then nothing for 20 s with 17 lost
+        held = _fault_run(con, "h", [5.7, 6.0, 6.3], lost=17, end=26.3, names=every)
+        assert held == pytest.approx({"stall_s": 20.0, "stall_censored": 1, "recovery_s": None})
+        # nothing at all after the fault: the stall is the fault to the run's end
+        none = _fault_run(con, "n", [], lost=5, end=15.5, names=every)
+        assert none == pytest.approx({"stall_s": 10.0, "stall_censored": 1, "recovery_s": None})
+        # a long stall a completion ended, then lost tasks and a shorter tail: not censored
+        ended = _fault_run(con, "e", [30 + k for k in range(12)], lost=2, end=46.0, names=every)
+        assert ended == pytest.approx({"stall_s": 24.5, "stall_censored": 0, "recovery_s": 32.5})
+        # every task finished: the tail after the last completion is no stall
+        done = _fault_run(con, "d", [9 + k * 0.5 for k in range(43)], end=60.0, names=every)
+        assert done == pytest.approx({"stall_s": 3.5, "stall_censored": 0, "recovery_s": 11.0})
+        # tasks unfinished and the run's end unknown (no driver.json): the stall is unknown
+        unknown = _fault_run(con, "u", [5.7], lost=3, names=every)
+        assert unknown == {"stall_s": None, "stall_censored": None, "recovery_s": None}
 
 
 def test_fault_metrics_have_exact_values(tmp_path):
@@ -204,3 +259,36 @@ def test_a_cell_without_faults_keeps_the_id_it_had_before_the_fault_dimension(tm
                                     "values": normalise_values("concurrent_sleep", before)}).encode()).hexdigest()[:12]
     assert plain.values["fault"] == "none" and plain.cell_id == old
     assert cell_id("concurrent_sleep", {**before, "fault": "kill_worker@1"}) != old
+
+
+def test_a_fault_run_that_never_recovered_reads_never_in_the_summary_and_the_report(tmp_path):
+    """recovery_s stored NULL in a fault run is "never" (the summary table, the report's table);
+    a run without a fault has no recovery row at all and shows no such word."""
+    from cmx.analysis import page, report_cells, views
+    from cmx.analysis.summary import with_interval
+    from cmx.engine.results import db
+    from tests.results_fixture import add_run
+
+    assert with_interval("recovery_s", None, ok=3, missing=3).plain == "never"
+    assert "2 never" in with_interval("recovery_s", _summary([4.0]), ok=3, missing=2).plain
+    assert with_interval("stall_s", None, ok=3, missing=3).plain == "no value"  # not every NULL is never
+    path = tmp_path / "n.duckdb"
+    with db.connect(path) as con:
+        db.record_sweep(con, "s1", "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1}, planned=2)
+        add_run(con, "e", "f1", {"fault": "restart_broker@2"}, metrics={"fault_at_s": 2.0, "stall_s": 12.0,
+                                                                        "stall_censored": 1, "recovery_s": None})
+        add_run(con, "e", "p1", {"fault": "none"}, metrics={"consume_rate": 10.0})
+    with views.connect(path, read_only=True) as con:
+        metrics = report_cells.table_metrics(con, "e")
+        assert "recovery_s" in metrics and "stall_censored" in metrics  # a fault experiment's table leads with them
+        cells = report_cells.cells_of(con, "e", 1, ["fault"], metrics)
+    html = page.summary_table(cells, ["fault"], metrics)
+    by_fault = {c["fault"]: c for c in cells}
+    assert by_fault["restart_broker@2"]["never"] == {"recovery_s": 1} and "never" not in by_fault["none"]
+    assert html.count(">never<") == 1, html
+
+
+def _summary(values):
+    from cmx.analysis import stats
+
+    return stats.summarize(values)

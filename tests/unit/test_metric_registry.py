@@ -34,7 +34,7 @@ def _metrics_sql_names(tmp_path) -> set[str]:
     with db.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "prefork"}, tasks=tasks, samples=samples, queue_depth=[(T0 + 1, 3)])
         con.execute("UPDATE tasks SET name = CASE WHEN task_id IN ('t0', 't1') THEN 'cmx.mixed.long' "
-                    "ELSE 'cmx.mixed.short' END")
+                    "WHEN task_id = 't5' THEN 'cmx.concurrent_sleep.sleep' ELSE 'cmx.mixed.short' END")
         con.execute("INSERT INTO peaks VALUES ('r1', 'h1', 10, 'worker', 'celery', 500)")
         con.execute("INSERT INTO sample_marks VALUES ('r1', 'h1', 'clock', ?), ('r1', 'h1', 'drain', ?)", [T0, T0 + 3])
         con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "

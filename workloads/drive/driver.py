@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         result["broker_version"] = broker_version(app)
         result["backend_version"] = backend_version(app, spec.backend)
         ctx.declare_queues()
-        workload.drive(ctx, params)
+        try:
+            workload.drive(ctx, params)
+        finally:  # the run's end for a fault run's trailing stall: the driver stopped waiting (settled, timed out)
+            result["drive_ended_at"] = time.time()
         if ctx.consuming_at is not None:  # its work is done: after the workload's own timing, not in it
             ctx.mark("drain")
         result["status"] = "ok"

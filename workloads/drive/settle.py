@@ -20,6 +20,7 @@ def wait_settled(ctx, poll_s: float = 0.2) -> None:
     the run times out: DriveTimeout; a worker lost otherwise: WorkerProblem, from the watchdog)."""
     spec = ctx.spec
     nodes = list(spec.worker_nodes)
+    strikes = sum(f.strikes(len(nodes)) for f in spec.faults)
     finished: dict[tuple[str, object], int] = {}  # (node, pid) -> tasks it finished
     total, last = -1, time.monotonic()
     settling = False  # the faults are over: from then on, settle_s without progress ends the run
@@ -47,8 +48,8 @@ def wait_settled(ctx, poll_s: float = 0.2) -> None:
             now = time.monotonic()
             if sum(finished.values()) != total:
                 total, last = sum(finished.values()), now
-            over = {e.index for e in ctx.worker_events() if e.kind == FAULT_END}
-            if len(over) < len(spec.faults):
+            over = {(e.host, e.index) for e in ctx.worker_events() if e.kind == FAULT_END}
+            if len(over) < strikes:  # a fault on every worker host (:all) is over once each host's is
                 last = now  # settling starts once the last fault is over…
             elif not settling:
                 # …from the round that first saw it over, not the one before: a round lasts up to

@@ -35,24 +35,70 @@ worker_pss_ticks AS (  -- only ticks that read PSS of every worker process
     SELECT host, ts, sum(pss_bytes) AS pss FROM in_run
     WHERE role IN ('worker', 'worker-child') GROUP BY host, ts HAVING count(pss_bytes) = count(*)
 ),
--- A fault run (the fault dimension): its first fault that struck, on the controller's clock; the
--- completions; the rate before the fault (first start to the fault) and a window holding about
+-- A fault run (the fault dimension): its first fault that struck, on the controller's clock, and
+-- the run's end (the leading driver stopped waiting: settled or timed out; fault_times.drive_end_at);
+-- the completions; the rate before the fault (first start to the fault) and a window holding about
 -- ten completions at that rate (at least 1 s), in which recovery is judged.
 fault AS (
-    SELECT min(struck_at) AS t, arg_min(clock_at, struck_at) AS clock_at FROM fault_times
-    WHERE run_id = $run_id AND error IS NULL AND struck_at IS NOT NULL
+    SELECT min(struck_at) AS t, arg_min(clock_at, struck_at) AS clock_at, max(drive_end_at) AS run_end
+    FROM fault_times WHERE run_id = $run_id AND error IS NULL AND struck_at IS NOT NULL
 ),
 completions AS (SELECT finished_at AS c FROM executed WHERE finished_at IS NOT NULL),
 after_fault AS (SELECT c FROM completions, fault WHERE c >= fault.t),
+-- Published tasks no completion was seen of (lost, or still running when the run ended).
+unfinished AS (
+    SELECT count(DISTINCT p.task_id) AS n FROM t p WHERE p.sent_at IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM executed e WHERE e.task_id = p.task_id AND e.finished_at IS NOT NULL)
+),
 pre_fault AS (
     SELECT (SELECT count(*) FROM completions, fault WHERE c < fault.t)
            / nullif((SELECT t FROM fault) - (SELECT min(started_at) FROM executed), 0) AS rate
 ),
 recovery_window AS (SELECT rate, greatest(1.0, 10.0 / rate) AS w FROM pre_fault WHERE rate > 0),
 -- The longest time without a completion from the fault on (the fault's moment counts as the first
--- completion), and the completion that ended it.
-gaps AS (SELECT c, c - lag(c) OVER (ORDER BY c) AS gap FROM (SELECT c FROM after_fault UNION ALL SELECT t FROM fault)),
-stall AS (SELECT max(gap) AS s, arg_max(c, gap) AS ended FROM gaps WHERE gap IS NOT NULL),
+-- completion), and what ended it. While tasks remain unfinished, the time from the last completion
+-- (or the fault) to the run's end is a stall too, one no completion ended (censored: it lasted at
+-- least that long). Tasks unfinished and the run's end unknown: the stall is unknown (NULL).
+run_tail AS (
+    SELECT f.run_end AS c FROM fault f, unfinished u
+    WHERE u.n > 0 AND f.run_end > greatest(f.t, coalesce((SELECT max(c) FROM after_fault), f.t))
+),
+points AS (
+    SELECT c, false AS censored FROM after_fault UNION ALL SELECT t, false FROM fault
+    UNION ALL SELECT c, true FROM run_tail
+),
+gaps AS (SELECT c, censored, c - lag(c) OVER (ORDER BY c, censored) AS gap FROM points),
+stall AS (
+    SELECT CASE WHEN (SELECT n FROM unfinished) > 0 AND (SELECT run_end FROM fault) IS NULL THEN NULL
+                ELSE max(gap) END AS s,
+           coalesce(bool_or(censored) FILTER (WHERE gap = (SELECT max(gap) FROM gaps)), false) AS censored,
+           coalesce(min(c) FILTER (WHERE gap = (SELECT max(gap) FROM gaps) AND NOT censored),
+                    max(c) FILTER (WHERE censored)) AS ended
+    FROM gaps WHERE gap IS NOT NULL
+),
+-- The concurrent_sleep workload (workloads/catalog/concurrent_sleep.py): the most of its tasks in
+-- flight at once (started, not yet finished; a finish before a start at the same stamp), and the
+-- workers' idle PSS: per host, the worker main processes' (role 'worker': a prefork worker's
+-- children are pre-forked slots, part of what a task costs) last PSS reading before the first task
+-- arrived, summed over hosts; NULL when a host has none.
+sleeps AS (SELECT * FROM executed WHERE name = 'cmx.concurrent_sleep.sleep' AND started_at IS NOT NULL),
+in_flight AS (
+    SELECT max(n) AS n FROM (
+        SELECT sum(d) OVER (ORDER BY ts, d ROWS UNBOUNDED PRECEDING) AS n
+        FROM (SELECT started_at AS ts, 1 AS d FROM sleeps
+              UNION ALL SELECT finished_at, -1 FROM sleeps WHERE finished_at IS NOT NULL))
+),
+idle_main AS (
+    SELECT s.host, s.ts, CASE WHEN count(s.pss_bytes) = count(*) THEN sum(s.pss_bytes) END AS pss
+    FROM sample_times s
+    WHERE s.run_id = $run_id AND s.role = 'worker'
+      AND s.ts < (SELECT min(coalesce(received_at, started_at)) FROM sleeps)
+    GROUP BY s.host, s.ts
+),
+idle AS (
+    SELECT CASE WHEN count(pss) = (SELECT count(DISTINCT host) FROM worker_ticks) THEN sum(pss) END AS pss
+    FROM (SELECT host, arg_max(pss, ts) AS pss FROM idle_main WHERE pss IS NOT NULL GROUP BY host)
+),
 worker_peaks AS (
     SELECT r.host, r.rss, p.pss
     FROM (SELECT host, max(rss) AS rss FROM worker_ticks GROUP BY host) r
@@ -69,18 +115,20 @@ UNION ALL SELECT 'tasks_duplicated', (SELECT count(*) - count(DISTINCT task_id) 
 UNION ALL SELECT 'tasks_redelivered', (SELECT count(*) FILTER (WHERE redelivered) FROM t)
 UNION ALL SELECT 'tasks_failed', (SELECT count(*) FROM executed WHERE state <> 'SUCCESS')
 -- Faults: when the first struck (seconds from the workload's clock start), the longest time
--- without a completion from it on (NULL when nothing finished after it), and how long until
--- completions were back at 90 % of the pre-fault rate over a whole window after it and after that
--- stall (NULL: never). "Back" is after the stall: the tasks a worker held when the broker went
--- away may finish at full rate for a moment and then nothing does for half a minute
+-- without a completion from it on (NULL when nothing finished after it and nothing remained
+-- unfinished), whether that stall ran to the run's end with tasks unfinished (stall_censored: no
+-- completion ended it), and how long until completions were back at 90 % of the pre-fault rate
+-- over a whole window after it and after that stall (NULL: never; always so after a censored
+-- stall). "Back" is after the stall: the tasks a worker held when the broker went away may finish
+-- at full rate for a moment and then nothing does for half a minute
 -- (restart-broker-rabbitmq.yaml, threads), which is no recovery.
 UNION ALL SELECT 'fault_at_s', t - clock_at FROM fault WHERE t IS NOT NULL
-UNION ALL SELECT 'stall_s',
-    (SELECT CASE WHEN (SELECT count(*) FROM after_fault) > 0 THEN s END FROM stall)
+UNION ALL SELECT 'stall_s', (SELECT s FROM stall) FROM fault WHERE t IS NOT NULL
+UNION ALL SELECT 'stall_censored', (SELECT CASE WHEN s IS NOT NULL THEN censored::INTEGER END FROM stall)
     FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'recovery_s',
     (SELECT min(a.c - f.t) FROM after_fault a, fault f, recovery_window r, stall st
-     WHERE a.c - r.w >= f.t AND a.c >= st.ended
+     WHERE NOT st.censored AND a.c - r.w >= f.t AND a.c >= st.ended
        AND (SELECT count(*) FROM completions b WHERE b.c > a.c - r.w AND b.c <= a.c) >= 0.9 * r.rate * r.w)
     FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'publish_rate',
@@ -112,6 +160,13 @@ UNION ALL SELECT 'send_lag_p99_s',
 UNION ALL SELECT 'peak_rss_bytes', (SELECT sum(rss) FROM worker_peaks)
 -- NULL (not sampled) when any worker host has no PSS reading inside the run: never a partial sum.
 UNION ALL SELECT 'peak_pss_bytes', (SELECT CASE WHEN count(pss) = count(*) THEN sum(pss) END FROM worker_peaks)
+-- concurrent_sleep: memory per concurrent task, the peak PSS above the idle workers over the most
+-- tasks in flight at once (reference/concurrent-tasks-memory.txt's question); no row for other workloads.
+UNION ALL SELECT 'tasks_in_flight_max', n FROM in_flight WHERE (SELECT count(*) FROM sleeps) > 0
+UNION ALL SELECT 'memory_per_task_bytes',
+    ((SELECT CASE WHEN count(pss) = count(*) THEN sum(pss) END FROM worker_peaks) - (SELECT pss FROM idle))
+    / nullif((SELECT n FROM in_flight), 0)
+    WHERE (SELECT count(*) FROM sleeps) > 0
 UNION ALL SELECT 'worker_vmhwm_max_bytes',
     (SELECT max(vmhwm_bytes) FROM peaks WHERE run_id = $run_id AND role IN ('worker', 'worker-child'))
 -- Connections: the run's own clients only (the probes count the names cmx clients give

@@ -61,10 +61,12 @@ SELECT s.* REPLACE (s.ts - coalesce(c.offset_s, 0) AS ts)
 FROM samples s LEFT JOIN host_clocks c USING (run_id, host);
 
 -- fault_times: the faults a run injected, on the controller's clock: `struck_at` and `ended_at` by the
--- injecting host's offset, the workload's clock start `clock_at` by its own host's.
+-- injecting host's offset, the workload's clock start `clock_at` and the drive's end `drive_end_at`
+-- by the leading driver's host's (clock_host).
 CREATE OR REPLACE VIEW fault_times AS
 SELECT f.* REPLACE (f.struck_at - coalesce(h.offset_s, 0) AS struck_at, f.ended_at - coalesce(h.offset_s, 0) AS ended_at,
-                    f.clock_at - coalesce(c.offset_s, 0) AS clock_at)
+                    f.clock_at - coalesce(c.offset_s, 0) AS clock_at,
+                    f.drive_end_at - coalesce(c.offset_s, 0) AS drive_end_at)
 FROM faults f
 LEFT JOIN host_clocks h ON h.run_id = f.run_id AND h.host = f.host
 LEFT JOIN host_clocks c ON c.run_id = f.run_id AND c.host = f.clock_host;
