@@ -78,6 +78,10 @@ STEPS: tuple[Step, ...] = (
     # its publish rate, per run and host; `metrics` holds the run's whole (metricdefs.over_drivers).
     Step("driver_metrics", 0, 1, "CREATE TABLE IF NOT EXISTS driver_metrics (run_id VARCHAR, host VARCHAR, "
                                  "name VARCHAR, value DOUBLE, unit VARCHAR)"),
+    # The noise group per run and host (engine/results/ingest_noise.py): the host's load from outside
+    # the run; `metrics` holds the worst host's value of each.
+    Step("host_noise", 0, 1, "CREATE TABLE IF NOT EXISTS host_noise (run_id VARCHAR, host VARCHAR, "
+                             "name VARCHAR, value DOUBLE, unit VARCHAR)"),
 )
 
 
