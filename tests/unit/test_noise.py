@@ -103,3 +103,29 @@ def test_a_points_noise_in_words():
     assert noise.describe({M.NOISE_CPU_SHARE: [0.1, 0.12, 0.3], M.NOISE_STEAL_SHARE: [0.001],
                            M.NOISE_PSI_MEMORY_SOME_SHARE: [0.06]}) == "outside CPU 12 % of cores, memory pressure 6 %"
     assert noise.describe({}) is None
+
+
+def test_compare_says_the_noise_differs_beside_its_verdicts(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import add_run
+
+    path = tmp_path / "n.duckdb"
+    with db.connect(path) as con:
+        for pool, outside in (("threads", (0.01, 0.02, 0.015)), ("solo", (0.30, 0.35, 0.32)), ("gevent", (0.02,) * 3)):
+            for i, share in enumerate(outside):
+                add_run(con, "n", f"{pool}-{i}", {"broker": "redis", "pool": pool, "concurrency": 4}, repeat=i + 1,
+                        metrics={M.CONSUME_RATE: 100.0 + i, M.NOISE_CPU_SHARE: share})
+    p = cmx("compare", "n:pool=threads", "n:pool=solo", "--db", str(path), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    label = "host 21.3× busier in the contender (outside the run: 32 % of its cores in the contender, 2 % in the baseline)"
+    assert {r["noise"] for r in rows} == {label}
+    assert {"metric", "baseline", "contender", "change_pct", "p_value", "margin_pct", "verdict"} <= set(rows[0])
+    assert f"warning: noise differs: {label}" in p.stderr
+    noisy = next(r for r in rows if r["metric"] == M.NOISE_CPU_SHARE)
+    assert noisy["verdict"] not in ("better", "worse")  # shown, never judged: no gate on it
+    p = cmx("compare", "n:pool=threads", "n:pool=solo", "--db", str(path), "--format", "markdown",
+            "--fail-on", "worse")
+    assert p.returncode == 0 and f"_noise differs: {label}_" in p.stdout
+    p = cmx("compare", "n:pool=threads", "n:pool=gevent", "--db", str(path), "--format", "json")
+    assert {r["noise"] for r in json.loads(p.stdout)} == {None} and "noise differs" not in p.stderr
