@@ -6,9 +6,10 @@ The noise of a run is its ``noise_*`` metrics (engine/results/ingest_noise.py: t
 CPU used outside the run as a share of its cores, steal, load, pressure). Two sides differ
 materially when, comparing the medians of their runs:
 
-- **outside CPU** (``noise_cpu_share``): the larger is at least :data:`RATIO` (2×) the smaller and
-  at least :data:`CPU_MIN_DIFF` (0.05 of the cores) above it: "host 3.1× busier after (outside
-  the run: 31 % of its cores after, 10 % before)";
+- **outside CPU** (``noise_cpu_share``): the larger is at least :data:`CPU_MIN_DIFF` (0.05 of the
+  cores) above the smaller and either at least :data:`RATIO` (2×) it or at least :data:`CPU_BIG_DIFF`
+  (0.2 of the cores: a quarter core more on a host already half busy is material though under 2×):
+  "host 3.1× busier after (outside the run: 31 % of its cores after, 10 % before)";
 - **steal** (``noise_steal_share``): the same rule with :data:`STEAL_MIN_DIFF` (0.05): "steal 12 %
   after, 0 % before";
 - **memory pressure** (``noise_psi_memory_some_share``): one side stalled at least
@@ -29,6 +30,8 @@ from cmx.workloads.vocab import metrics as M
 RATIO = 2.0
 #: And by how much, in shares of the host's cores (outside CPU) ...
 CPU_MIN_DIFF = 0.05
+#: ... or, under 2×, by at least this much (outside CPU) ...
+CPU_BIG_DIFF = 0.2
 #: ... of its CPU time (steal) ...
 STEAL_MIN_DIFF = 0.05
 #: ... and the least share of the wall time stalled on memory that is called pressure.
@@ -90,9 +93,9 @@ def _pct(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
-def _apart(a: float, b: float, min_diff: float) -> bool:
+def _apart(a: float, b: float, min_diff: float, big_diff: float = float("inf")) -> bool:
     lo, hi = min(a, b), max(a, b)
-    return hi - lo >= min_diff and hi >= RATIO * lo
+    return hi - lo >= min_diff and (hi >= RATIO * lo or hi - lo >= big_diff)
 
 
 def _pair(before, after, name):
@@ -102,7 +105,7 @@ def _pair(before, after, name):
 
 def _cpu(before, after, sides) -> str | None:
     pair = _pair(before, after, M.NOISE_CPU_SHARE)
-    if not pair or not _apart(*pair, CPU_MIN_DIFF):
+    if not pair or not _apart(*pair, CPU_MIN_DIFF, CPU_BIG_DIFF):
         return None
     (a, b), (w_before, w_after) = pair, sides
     noisy, hi, lo, other = (w_after, b, a, w_before) if b > a else (w_before, a, b, w_after)

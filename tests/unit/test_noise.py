@@ -85,6 +85,12 @@ def test_a_small_or_relative_only_difference_is_alike():
     assert noise.differs(con, ["c0"], ["d0"]) is None
 
 
+def test_a_quarter_core_more_on_a_half_busy_host_is_said_though_under_twice():
+    con = _con({"a": [{M.NOISE_CPU_SHARE: 0.30}], "b": [{M.NOISE_CPU_SHARE: 0.55}]})
+    assert noise.differs(con, ["a0"], ["b0"]) == \
+        "host 1.8× busier after (outside the run: 55 % of its cores after, 30 % before)"
+
+
 def test_from_a_quiet_host_to_a_busy_one_and_steal_and_memory_pressure():
     con = _con({"a": [{M.NOISE_CPU_SHARE: 0.0, M.NOISE_STEAL_SHARE: 0.0, M.NOISE_PSI_MEMORY_SOME_SHARE: 0.0}],
                 "b": [{M.NOISE_CPU_SHARE: 0.3, M.NOISE_STEAL_SHARE: 0.12, M.NOISE_PSI_MEMORY_SOME_SHARE: 0.08}]})
