@@ -124,7 +124,8 @@ def test_compare_says_the_noise_differs_beside_its_verdicts(tmp_path):
     p = cmx("compare", "n:pool=threads", "n:pool=solo", "--db", str(path), "--format", "json")
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
-    label = "host 21.3× busier in the contender (outside the run: 32 % of its cores in the contender, 2 % in the baseline)"
+    label = ("host 21.3× busier in the contender (outside the run: 32 % of its cores in the contender, "
+             "2 % in the baseline)")
     assert {r["noise"] for r in rows} == {label}
     assert {"metric", "baseline", "contender", "change_pct", "p_value", "margin_pct", "verdict"} <= set(rows[0])
     assert f"warning: noise differs: {label}" in p.stderr

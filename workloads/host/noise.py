@@ -41,6 +41,8 @@ NOISE_FILE = "noise.json"
 PRESSURE = {"cpu": "/proc/pressure/cpu", "memory": "/proc/pressure/memory"}
 #: Seconds between two readings of /proc/loadavg (the kernel recomputes it every 5 s).
 LOAD_EVERY_S = 1.0
+#: Bytes a tick reads of /proc/stat: its first line (the summed ``cpu`` line: 10 numbers).
+STAT_HEAD = 512
 
 
 class CpuTimes(NamedTuple):
@@ -52,19 +54,20 @@ class CpuTimes(NamedTuple):
     cpus: int
 
 
-def parse_proc_stat(data: bytes) -> CpuTimes:
-    """The summed ``cpu`` line of /proc/stat; ValueError when there is none.
+def parse_proc_stat(data: bytes, count_cpus: bool = True) -> CpuTimes:
+    """The summed ``cpu`` line of /proc/stat; ValueError when there is none. ``count_cpus``: also
+    count the ``cpuN`` lines (else ``cpus`` is 0: each tick reads only the first line's worth).
 
     Fields: user nice system idle iowait irq softirq steal guest guest_nice (older kernels stop
     earlier: missing ones count 0). Guest time is counted inside user/nice already.
     """
-    lines = data.split(b"\n")
-    head = lines[0].split()
+    end = data.find(b"\n")
+    head = (data if end < 0 else data[:end]).split()
     if not head or head[0] != b"cpu":
         raise ValueError("/proc/stat: no summed cpu line")
     f = [int(x) for x in head[1:9]] + [0] * (8 - len(head[1:9]))
     user, nice, system, idle, iowait, irq, softirq, steal = f
-    cpus = sum(1 for line in lines[1:] if line.startswith(b"cpu") and line[3:4].isdigit())
+    cpus = sum(1 for line in data.split(b"\n")[1:] if line[:3] == b"cpu" and line[3:4].isdigit()) if count_cpus else 0
     return CpuTimes(total=sum(f), busy=user + nice + system + irq + softirq, steal=steal, cpus=cpus)
 
 
@@ -135,7 +138,7 @@ class NoiseMeter:
         """Once a tick, after the processes were read: the host's counters at the same moment."""
         if self._stat_fd is not None:
             try:
-                self._last = parse_proc_stat(os.pread(self._stat_fd, 1 << 20, 0))
+                self._last = parse_proc_stat(os.pread(self._stat_fd, STAT_HEAD, 0), count_cpus=False)
             except (OSError, ValueError):
                 pass  # the previous reading stands: the window ends a tick earlier
         if now >= self._next_load:
