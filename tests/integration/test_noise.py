@@ -5,11 +5,15 @@ noise differs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from cmx.workloads.host.procfs import CLK_TCK, parse_stat
 from tests.conftest import cmx, query, write
 
 pytestmark = pytest.mark.integration
@@ -40,11 +44,18 @@ def sweeps(tmp_path_factory):
     quiet = cmx("run", str(exp), "--db", str(db), "--tag", "host=quiet", timeout=600)
     spinner = subprocess.Popen([sys.executable, "-c", SPIN])
     try:
+        t0, first = time.monotonic(), _ticks(spinner.pid)
         busy = cmx("run", str(exp), "--db", str(db), "--tag", "host=busy", timeout=600)
+        # The spinner's CPU over the busy sweep, as a share of the host's cores (what it really got).
+        spun = (_ticks(spinner.pid) - first) / CLK_TCK / (time.monotonic() - t0) / os.cpu_count()
     finally:
         spinner.kill()
         spinner.wait()
-    return db, quiet, busy
+    return db, quiet, busy, spun
+
+
+def _ticks(pid: int) -> int:
+    return parse_stat(Path(f"/proc/{pid}/stat").read_bytes()).cpu_ticks
 
 
 def _shares(db, tag: str) -> list[float]:
@@ -63,12 +74,15 @@ def _needs_a_quiet_host(calm: list[float]) -> None:
 
 
 def test_a_process_outside_the_run_is_measured_as_noise(sweeps):
-    db, quiet, busy = sweeps
+    db, quiet, busy, spun = sweeps
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert busy.returncode == 0, busy.stdout + busy.stderr
     calm, loud = _shares(db, "quiet"), _shares(db, "busy")
     assert len(calm) == len(loud) == 2, (calm, loud)
     assert all(0 <= v <= 1 for v in calm + loud)
+    # Whatever else the machine ran: the spinner's CPU is outside the run (most of it: it spun
+    # between the runs too, where the run's processes took no CPU from it).
+    assert min(loud) >= 0.6 * spun and spun >= 0.2, (loud, spun)
     _needs_a_quiet_host(calm)
     # One spinning core of two: about half the host's CPU, outside the run.
     assert min(loud) >= max(calm) + 0.2 and min(loud) >= 0.4, (calm, loud)
@@ -79,7 +93,7 @@ def test_a_process_outside_the_run_is_measured_as_noise(sweeps):
 
 
 def test_compare_says_the_noise_differs(sweeps):
-    db, _, _ = sweeps
+    db = sweeps[0]
     _needs_a_quiet_host(_shares(db, "quiet"))
     p = cmx("compare", "noise:tag.host=quiet", "noise:tag.host=busy", "--db", str(db), "--format", "json")
     assert p.returncode == 0, p.stderr

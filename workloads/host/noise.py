@@ -8,6 +8,9 @@ differenced over the window; a kernel without PSI has no such files: no value, n
 sampler adds the CPU of every process it samples (the run's own, itself included) as it reads
 them, so CPU outside the run = the host's busy CPU minus the run's own.
 
+Hosts that share one kernel (the tests' network-namespace hosts) each read the whole machine's
+counters: there, another host's share of the run counts as outside this one's.
+
 ``noise.json`` in the run dir (rewritten atomically at every flush of the sampler) holds the raw
 counts; ingest (engine/results/ingest_noise.py) turns them into the ``noise_*`` metrics:
 
