@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from cmx.analysis import noise
 from cmx.workloads.host.procfs import CLK_TCK, parse_stat
 from tests.conftest import cmx, query, write
 
@@ -65,12 +68,15 @@ def _shares(db, tag: str) -> list[float]:
             WHERE json_extract_string(w.tags, '$.host') = ?) ORDER BY m.value""", [tag])]
 
 
-def _needs_a_quiet_host(calm: list[float]) -> None:
-    """This comparison needs the first sweep's host quiet: on a machine other work already keeps
-    busy (a shared CI box), the spinner cannot add what it would; the measurement says so."""
-    if min(calm) > QUIET_AT_MOST:
-        pytest.skip(f"the host was busy with other work during the quiet sweep (noise_cpu_share {min(calm):.2f} "
-                    f"> {QUIET_AT_MOST}): no quiet baseline to compare with")
+def _quiet(calm: list[float]) -> bool:
+    """Whether the first sweep had a quiet host: on a machine other work keeps busy (a shared box)
+    the spinner cannot add what it would, and the quiet-vs-busy claims are not made; a warning says
+    so with the measured share (the measurement itself is still checked against the spinner's CPU)."""
+    if min(calm) <= QUIET_AT_MOST:
+        return True
+    warnings.warn(f"the host was busy with other work during the quiet sweep (noise_cpu_share {min(calm):.2f} > "
+                  f"{QUIET_AT_MOST}): the quiet-vs-busy comparison was not made", stacklevel=2)
+    return False
 
 
 def test_a_process_outside_the_run_is_measured_as_noise(sweeps):
@@ -83,9 +89,8 @@ def test_a_process_outside_the_run_is_measured_as_noise(sweeps):
     # Whatever else the machine ran: the spinner's CPU is outside the run (most of it: it spun
     # between the runs too, where the run's processes took no CPU from it).
     assert min(loud) >= 0.6 * spun and spun >= 0.2, (loud, spun)
-    _needs_a_quiet_host(calm)
-    # One spinning core of two: about half the host's CPU, outside the run.
-    assert min(loud) >= max(calm) + 0.2 and min(loud) >= 0.4, (calm, loud)
+    if _quiet(calm):  # one spinning core of two: about half the host's CPU, outside the run
+        assert min(loud) >= max(calm) + 0.2 and min(loud) >= 0.4, (calm, loud)
     per_host = query(db, "SELECT count(*), count(DISTINCT run_id) FROM host_noise WHERE name = 'noise_cpu_share'")
     assert per_host == [(4, 4)]
     names = {n for (n,) in query(db, "SELECT DISTINCT name FROM metrics WHERE name LIKE 'noise_%'")}
@@ -94,10 +99,16 @@ def test_a_process_outside_the_run_is_measured_as_noise(sweeps):
 
 def test_compare_says_the_noise_differs(sweeps):
     db = sweeps[0]
-    _needs_a_quiet_host(_shares(db, "quiet"))
     p = cmx("compare", "noise:tag.host=quiet", "noise:tag.host=busy", "--db", str(db), "--format", "json")
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
     [label] = {r["noise"] for r in rows}
-    assert label and "busier in the contender" in label, label
-    assert "warning: noise differs: host" in p.stderr
+    # compare says what analysis/noise.py's rule says of these runs' stored noise ...
+    with duckdb.connect(str(db), read_only=True) as con:
+        ids = [[r for (r,) in con.execute("SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) "
+                                          "WHERE json_extract_string(w.tags, '$.host') = ?", [tag]).fetchall()]
+               for tag in ("quiet", "busy")]
+        assert label == noise.differs(con, *ids, sides=("in the baseline", "in the contender"))
+    assert ("warning: noise differs: " + str(label)) in p.stderr if label else "noise differs" not in p.stderr
+    if _quiet(_shares(db, "quiet")):  # ... and on a quiet host that is: the contender's host was busier
+        assert label and label.startswith("host ") and "busier in the contender" in label, label
