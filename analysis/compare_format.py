@@ -13,6 +13,7 @@ from cmx.analysis.compare import CompareResult, MetricComparison
 from cmx.analysis.units import fmt, span
 
 MARKERS = {stats.BETTER: "▲ better", stats.WORSE: "▼ worse", stats.SAME: "= same", stats.DIFFERS: "≠ differs",
+           stats.SMALL: "~ small",
            stats.INCONCLUSIVE: "? inconclusive", stats.N_TOO_SMALL: "n too small"}
 COLUMNS = ("metric", "better if", "baseline", "contender", "change [95 %]", "p", "verdict")
 

@@ -182,7 +182,7 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
                                 first.better, margin_pct=margin_pct)  # one batch: compare_samples of each
     for rank, (cell, cmp) in enumerate(zip(kept[1:], versus), 2):
         cell.rank, cell.versus_best = rank, cmp
-        cell.tied_with_best = cmp.verdict not in (stats.WORSE, stats.BETTER, stats.DIFFERS)
+        cell.tied_with_best = cmp.verdict not in stats.SHOWN
     front = pareto({c.cell_id: {o.metric: c.metrics[o.metric].median for o in objectives} for c in kept}, objectives)
     excluded = sorted((c for c in cells if c.excluded_by), key=lambda c: c.cell_id)
     return Recommendation(experiment, revision, list(objectives), list(constraints), kept + excluded, front)

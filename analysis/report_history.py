@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cmx.analysis import charts, legend, noise
 from cmx.analysis.report_charts import Chart
+from cmx.analysis.rules import TREND_RULE
 from cmx.analysis.trend import trend
 from cmx.engine.results import metricdefs
 from cmx.workloads.vocab import metrics as M
@@ -64,10 +65,9 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
         found = sum(r["change"] is not None for r in rows)
         label = metricdefs.get(metric).label
         note = (f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
-                f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds (E-divisive "
-                "means, kept where compare's rule shows the runs before and after differ), labelled with the "
+                f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds, labelled with the "
                 "change; each point's tooltip gives the hosts' noise (CPU used outside the run), and a change's "
-                f"says when it differs from the point before. {series.caption()} {caption}")
+                f"says when it differs from the point before. {series.caption()} {caption} {TREND_RULE}.")
         spec = charts.history(rows, ats, label, series, f"{label} across sweeps").to_dict()
         out.append(Chart(f"history_{metric}", f"History of {label}", " ".join(note.split()), spec))
     return out

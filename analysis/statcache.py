@@ -6,7 +6,7 @@ A point's summary is a pure function of its runs' values (scipy's bootstrap is s
 are append-only, so a finished night's point never changes: ``cmx trend`` over a year of nights
 bootstraps 73,000 points the first time (~30 s here) and only the new night's after that. A
 series (one cell's metric) is keyed by one hash over its points' values and sizes in order (and
-the arguments, and the source of analysis/stats.py itself: a change to how cmx computes a number
+the arguments, and the source of analysis/stats.py, trend.py and changepoints.py: a change to how cmx computes a number
 can never read an old one): a history read again is one hash and one row a series. A series
 grown by new nights finds the row of its longest stored prefix (the hash of each prefix, one
 pass) and computes only the new points; the prefix's row is then replaced by the longer one. The
@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from itertools import chain
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +33,11 @@ from cmx.engine.paths import user_cache
 
 @lru_cache(maxsize=1)
 def _version() -> str:
-    return hashlib.blake2b(Path(stats.__file__).read_bytes(), digest_size=8).hexdigest()
+    """The statistics' own code: a change to how cmx finds or computes a number never reads an old one."""
+    digest = hashlib.blake2b(Path(stats.__file__).read_bytes(), digest_size=8)
+    for module in ("trend.py", "changepoints.py"):
+        digest.update((Path(stats.__file__).parent / module).read_bytes())
+    return digest.hexdigest()
 
 
 def path() -> Path:
@@ -56,9 +60,9 @@ def _key(*parts) -> str:
     return digest.hexdigest()
 
 
-def _test_key(before, after, better, margin_pct) -> str:
+def _test_key(before, after, better, margin_pct, full=False) -> str:
     """The key of one test of a candidate change (trend.shown): its runs either side and arguments."""
-    return _key(list(before), [len(before)], list(after), better, margin_pct, stats.RESAMPLES)
+    return _key(list(before), [len(before)], list(after), better, margin_pct, bool(full), stats.RESAMPLES)
 
 
 def _framed(runs: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -100,6 +104,18 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS series_summaries (key VARCHAR PRIMARY KE
 
 
 _FIELDS = ("n", "median", "low", "high", "cv")
+#: What a split test's key holds beside its medians (the code's version is in every key already).
+PERMUTATION_KEY = "permutations"
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the search of one series found (trend.change_steps): its changes (index, comparison,
+    method) and the test of its latest point against the points since the last change before it
+    (``latest``: None when the test showed nothing and was not asked for in full, or the series has
+    one point)."""
+    changes: list
+    latest: stats.Comparison | None = None
 
 
 class Cache:
@@ -182,31 +198,52 @@ class Cache:
             self.pending["comparisons"].append((key, self.tested[key]))
         return [computed[k] if k in computed else _comparison(json.loads(self.tested[k])) for k in keys]
 
-    def many(self, steps, series: list[tuple], test_many) -> list[list]:
-        """The changes of each series (``series[i]``: runs, medians, better, margin_pct), found by
-        ``steps(runs, medians)`` (trend.change_steps) with its tests answered by :meth:`tests`: read
-        back in one query for the series whose runs are what they were (a finished history); the
-        others advance together, each round's new tests computed in one batch by ``test_many``."""
-        keys = [series_key(runs, better, margin_pct, stats.RESAMPLES) for runs, _, better, margin_pct in series]
-        found = {k: [(i, _comparison(c), how) for i, c, how in json.loads(v)] for k, v in self._read(
+    def _split_ps(self, windows: list[tuple], split_p) -> tuple[list[str], list[float]]:
+        """The keys and p of each split test (changepoints.split_p of these medians): read back when
+        these medians were tested before, else computed (and kept)."""
+        keys = [_key("split", list(w), PERMUTATION_KEY) for w in windows]
+        unread = [k for k in keys if k not in self.tested]
+        self.tested |= dict(self._read(
+            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread))
+        for key, window in zip(keys, windows):
+            if key not in self.tested:
+                self.tested[key] = json.dumps(split_p(np.asarray(window)))
+                self.pending["comparisons"].append((key, self.tested[key]))
+        return keys, [json.loads(self.tested[k]) for k in keys]
+
+    def many(self, steps, series: list[tuple], test_many, split_p=None) -> list:
+        """What ``steps(runs, medians, full_latest)`` (trend.change_steps) finds of each series
+        (``series[i]``: runs, medians, better, margin_pct, full_latest), its tests (before, after,
+        full) answered by :meth:`tests`: read back in one query for the series whose runs are what
+        they were (a finished history); the others advance together, each round's new tests
+        computed in one batch by ``test_many``."""
+        keys = [series_key(runs, better, margin_pct, full, stats.RESAMPLES) for runs, _, better, margin_pct, full in series]
+        found = {k: _found(json.loads(v)) for k, v in self._read(
             "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
         todo = {key: args for key, args in zip(keys, series) if key not in found}  # a key once
         self._prefetch(list(todo.values()))
         # A series grown by a night had its earlier tests read ahead: the rest are new, not looked up one by one.
         read = {key: series_key(runs, stats.RESAMPLES) not in self.grown for key, (runs, *_) in todo.items()}
-        running = {key: (steps(runs, medians), None) for key, (runs, medians, _, _) in todo.items()}
+        running = {key: (steps(runs, medians, full), None) for key, (runs, medians, _, _, full) in todo.items()}
         asked: dict[str, list[str]] = {key: [] for key in todo}
         while running:  # a round: every unfinished series asks its next test
-            waiting = []
+            waiting, splits = [], []
             for key, (gen, answer) in list(running.items()):
                 try:
-                    before, after = gen.send(answer)
+                    request = gen.send(answer)
                 except StopIteration as done:
                     found[key] = done.value
                     del running[key]
                     continue
-                _, _, better, margin_pct = todo[key]
-                waiting.append((key, (before, after, better, margin_pct)))
+                if hasattr(request, "medians"):  # changepoints.SplitTest
+                    splits.append((key, request.medians))
+                    continue
+                before, after, full = request
+                _, _, better, margin_pct, _ = todo[key]
+                waiting.append((key, (before, after, better, margin_pct, full)))
+            for (key, _), split_key, p in zip(splits, *self._split_ps([m for _, m in splits], split_p)):
+                asked[key].append(split_key)
+                running[key] = (running[key][0], p)
             tests = [t for _, t in waiting]
             test_keys = [_test_key(*t) for t in tests]
             answers = self._answers(test_keys, tests, test_many, [read[key] for key, _ in waiting])
@@ -214,21 +251,29 @@ class Cache:
                 asked[key].append(test_key)
                 running[key] = (running[key][0], answer)
         for key in todo:
-            self.pending["series_changes"].append(
-                (key, json.dumps([(i, asdict(c), how) for i, c, how in found[key]])))
+            self.pending["series_changes"].append((key, json.dumps(_found_json(found[key]))))
             self.pending["series_tests"].append((key, asked[key]))
         return [found[k] for k in keys]
 
     def _prefetch(self, series: list[tuple]) -> None:
         """The tests the nights before asked for (a series grown by a night, :meth:`summarize_series`),
         read in two queries rather than one a test: most of them are asked again."""
-        before = [series_key(runs[:self.grown[k]], better, margin_pct, stats.RESAMPLES)
-                  for runs, _, better, margin_pct in series
+        before = [series_key(runs[:self.grown[k]], better, margin_pct, full, stats.RESAMPLES)
+                  for runs, _, better, margin_pct, full in series
                   if (k := series_key(runs, stats.RESAMPLES)) in self.grown]
         asked = [k for (tests,) in self._read(
             "SELECT tests FROM series_tests WHERE key IN (SELECT unnest(?::VARCHAR[]))", before) for k in tests]
         self.tested |= dict(self._read(
             "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", asked))
+
+
+def _found_json(found) -> dict:
+    return {"changes": [(i, asdict(c), how) for i, c, how in found.changes],
+            "latest": None if found.latest is None else asdict(found.latest)}
+
+
+def _found(data: dict) -> "Found":
+    return Found([(i, _comparison(c), how) for i, c, how in data["changes"]], _comparison(data["latest"]))
 
 
 def _comparison(data: dict | None) -> stats.Comparison | None:

@@ -6,9 +6,13 @@ formatting lives elsewhere.
 The rule: a verdict never says more than the runs show.
 - fewer than :data:`MIN_N` runs on either side: no verdict (``n too small``);
 - ``same`` only when the 95 % interval of the change lies inside the equivalence margin
-  (±:data:`MARGIN_PCT` % by default): shown equivalent, not merely "not shown different";
-- ``better`` / ``worse`` (by the metric's direction; ``differs`` when it has none) when the
-  two-sided Mann-Whitney p is at most :data:`ALPHA` and the change's interval excludes 0;
+  (±:data:`MARGIN_PCT` % by default) and no difference is shown: shown equivalent, not merely
+  "not shown different";
+- shown different when the two-sided Mann-Whitney p is at most :data:`ALPHA` and the interval
+  of the difference excludes 0; then ``better`` / ``worse`` (by the metric's direction;
+  ``differs`` when it has none) only when the change's whole 95 % interval lies beyond the same
+  ±margin (a change from a median of 0 is beyond any margin), else ``small``: a difference shown,
+  but not shown to exceed the margin; reported, never gating;
 - ``inconclusive`` otherwise, with the runs a side that would let a change of the observed size
   show (:attr:`Comparison.runs_needed`). With 3 runs a side the smallest exact p is 0.1, so a
   clear difference there is inconclusive, and says that 4 runs a side would show it.
@@ -42,13 +46,17 @@ RUNS_NEEDED_CAP = 1000
 
 N_TOO_SMALL = "n too small"
 BETTER, WORSE, SAME, DIFFERS, INCONCLUSIVE = "better", "worse", "same", "differs", "inconclusive"
+SMALL = "small"
 #: Every verdict, in the order a reader weighs them.
-VERDICTS = (WORSE, BETTER, DIFFERS, INCONCLUSIVE, SAME, N_TOO_SMALL)
+VERDICTS = (WORSE, BETTER, DIFFERS, SMALL, INCONCLUSIVE, SAME, N_TOO_SMALL)
+#: The verdicts of a difference shown (p ≤ ALPHA, its interval clear of 0), whatever its size.
+SHOWN = (BETTER, WORSE, DIFFERS, SMALL)
 #: What each verdict means, for --help, the README and the tables' captions.
 MEANINGS = {
-    BETTER: "shown better: Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0",
+    BETTER: "shown better: Mann-Whitney p ≤ 0.05, and the change's whole 95 % interval beyond the ±margin",
     WORSE: "shown worse: the same evidence, the other direction",
-    SAME: "shown the same: the change's whole 95 % interval lies within ±margin",
+    SMALL: "shown different, but the change's interval reaches inside the ±margin: reported, never gating",
+    SAME: "shown the same: no difference shown, and the change's whole 95 % interval lies within ±margin",
     INCONCLUSIVE: "neither shown: more runs a side would tell (the table says how many)",
     DIFFERS: "shown different, for a metric with no better direction",
     N_TOO_SMALL: f"fewer than {MIN_N} ok runs on a side: no verdict",
@@ -338,13 +346,17 @@ def mann_whitney_pairs(pairs: list[tuple]) -> list[float]:
 def verdict(n_a: int, n_b: int, change_low: float | None, change_high: float | None, diff_low: float,
             diff_high: float, p: float, better: str, margin_pct: float = MARGIN_PCT) -> str:
     """The one rule (module docstring): same only when shown within the margin, better/worse
-    only when shown different, inconclusive otherwise."""
+    only when shown different beyond it, small when shown different inside it, inconclusive
+    otherwise."""
     if min(n_a, n_b) < MIN_N:
         return N_TOO_SMALL
-    if change_low is not None and change_high is not None and -margin_pct <= change_low and change_high <= margin_pct:
-        return SAME
     if p <= ALPHA and (diff_low > 0 or diff_high < 0):
+        beyond = change_low is None or change_high is None or change_low > margin_pct or change_high < -margin_pct
+        if not beyond:
+            return SMALL
         if better not in ("higher", "lower"):
             return DIFFERS
         return BETTER if (diff_low > 0) == (better == "higher") else WORSE
+    if change_low is not None and change_high is not None and -margin_pct <= change_low and change_high <= margin_pct:
+        return SAME
     return INCONCLUSIVE

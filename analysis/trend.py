@@ -6,46 +6,37 @@ point), or, with ``by="tag.KEY"``, every sweep tagged with one value of KEY (in 
 first ran). Each point: n, median and 95 % interval of its ok runs (:func:`stats.summarize_many`,
 the same numbers as ``stats.summarize``).
 
-Change points: E-divisive means (Matteson & James 2014, the method of apache-otava and MongoDB's
-signal-processing-algorithms; neither installs beside this numpy/scipy, so it is built here on
-numpy with scipy's energy distance as its statistic). Binary segmentation picks, over the segments
-between the changes found so far, the split of the points' medians with the largest
-``n1·n2/n · energy_distance(left, right)²``; as otava tests its candidate with a two-sample test of
-the two segments, cmx tests it with the one rule of ``cmx compare`` (:func:`stats.compare_samples`)
-on the *runs* of the segment's points either side (at most :data:`WINDOW` points a side), and keeps
-it when shown better, worse or different, else stops. A change on the latest point is flagged the
-night it happens: its runs are always also compared with the runs since the last change before it
-(at most :data:`WINDOW` points).
+Change points: :mod:`cmx.analysis.changepoints` (E-divisive means, each change measured between its
+neighbours); here, every series' tests run in one batch a round, their p adjusted together within a
+group (:func:`_adjust`), and the groups (headline, other, harness, noise) set from the experiment's
+headline (:mod:`cmx.analysis.headline`): only the headline gates (:func:`latest_gate`).
 """
 from __future__ import annotations
 
 import gc
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from cmx.analysis import fingerprint, statcache, stats
+from cmx.analysis import fingerprint, gate, statcache, stats
+from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
+from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
+    EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_p, split_scores)
 from cmx.analysis.compare import Selection, SelectionError, selection_where
+from cmx.analysis.headline import of_experiment as headline_of
 from cmx.engine.results import metricdefs
-
-#: Verdicts that make a candidate a change (shown different, in a direction or not).
-SHOWN = (stats.BETTER, stats.WORSE, stats.DIFFERS)
-#: Points either side of a candidate whose runs test it (otava splits long series into windows the
-#: same way): a change is judged against the nights around it, and a year of history costs a
-#: test of ~90 runs a side rather than ~1,000.
-WINDOW = 30
-#: How a change was found: the E-divisive split, or the latest point against the history since the last change.
-EDIVISIVE, LATEST = "e-divisive", "latest"
 
 
 @dataclass(frozen=True)
 class Change:
     index: int                   # the first point after the change
     at: str
-    comparison: stats.Comparison  # the runs before against the runs from ``at`` (within its segment)
+    comparison: stats.Comparison  # the segment before (since the change before it) against the one after
     method: str
+    p_adjusted: float | None = None  # Benjamini-Hochberg over the night's tests of its group (:func:`_adjust`)
+    noise: str | None = None     # how the two sides' hosts were loaded, when that differs (analysis/noise.py)
 
 
 @dataclass
@@ -57,6 +48,10 @@ class Series:
     runs: list[list[float]]      # the ok runs' values, per point
     summaries: list[stats.Summary] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
+    group: str = metricdefs.OTHER  # headline, other, harness, noise (metricdefs.group_of)
+    #: The latest point against the points since the last change before it (headline series: always;
+    #: others: when it showed a change), whatever it showed: what ``--fail-on inconclusive`` reads.
+    latest: stats.Comparison | None = None
 
 
 @dataclass
@@ -68,110 +63,6 @@ class TrendResult:
     cells: dict[str, dict] = field(default_factory=dict)  # cell_id → its dimension values (for labels)
     #: Fingerprint facts that changed along the points (cmx.analysis.fingerprint.changes), for stderr.
     warnings: list[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- change points
-
-
-def split_scores(medians: np.ndarray) -> np.ndarray:
-    """E-divisive's statistic for every split of ``medians`` (index τ: left ``[:τ]``, right ``[τ:]``;
-    entry 0 is -inf): ``n1·n2/n · (2·E|X−Y| − E|X−X'| − E|Y−Y'|)``, the squared energy distance of
-    scipy.stats.energy_distance scaled as Matteson & James do, for all τ at once from prefix sums."""
-    x = np.asarray(medians, dtype=float)
-    n = len(x)
-    scores = np.full(n, -np.inf)
-    if n < 2:
-        return scores
-    d = np.abs(x[:, None] - x[None, :])
-    p = np.zeros((n + 1, n + 1))
-    p[1:, 1:] = d.cumsum(0).cumsum(1)
-    tau = np.arange(1, n)
-    n1, n2 = tau.astype(float), (n - tau).astype(float)
-    within_left = p[tau, tau]
-    across = p[tau, n] - within_left
-    within_right = p[n, n] - within_left - 2 * across
-    energy = 2 * across / (n1 * n2) - within_left / n1 ** 2 - within_right / n2 ** 2
-    scores[1:] = n1 * n2 / n * energy
-    return scores
-
-
-def _pooled(runs: list[list[float]], start: int, end: int) -> list[float]:
-    return [v for point in runs[start:end] for v in point]
-
-
-def shown(before: list[float], after: list[float], better: str, margin_pct: float) -> stats.Comparison | None:
-    """The comparison of the runs ``before`` and ``after`` a candidate when it shows a change."""
-    return shown_many([(before, after, better, margin_pct)])[0]
-
-
-def shown_many(tests: list[tuple[list[float], list[float], str, float]]) -> list[stats.Comparison | None]:
-    """:func:`shown` of each (before, after, better, margin_pct): the Mann-Whitney tests of all in one
-    batch (:func:`stats.mann_whitney_pairs`), then the comparisons of those whose p could show a change
-    (:func:`stats.compare_pairs`, the rule of ``cmx compare``), the same answers as one by one."""
-    out: list[stats.Comparison | None] = [None] * len(tests)
-    sized = [i for i, (before, after, _, _) in enumerate(tests) if min(len(before), len(after)) >= stats.MIN_N]
-    ps = stats.mann_whitney_pairs([tests[i][:2] for i in sized])
-    low = [i for i, p in zip(sized, ps) if not p > stats.ALPHA]  # cheap first: no verdict of SHOWN has p above ALPHA
-    for margin in dict.fromkeys(tests[i][3] for i in low):
-        rows = [i for i in low if tests[i][3] == margin]
-        for i, result in zip(rows, stats.compare_pairs([tests[i][:3] for i in rows], margin_pct=margin)):
-            out[i] = result if result.verdict in SHOWN else None
-    return out
-
-
-def _window(runs, start: int, tau: int, end: int) -> tuple[list[float], list[float]]:
-    """The runs of points [start, tau) and [tau, end), at most WINDOW points a side."""
-    return _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
-
-
-def change_points(runs: list[list[float]], medians: list[float | None], better: str,
-                  margin_pct: float = stats.MARGIN_PCT, test=shown) -> list[tuple[int, stats.Comparison, str]]:
-    """(index, comparison, method) of each change of a series, in order of position; each candidate
-    tested by ``test(before, after, better, margin_pct)`` (:func:`shown`)."""
-    steps = change_steps(runs, medians)
-    try:
-        before, after = next(steps)
-        while True:
-            before, after = steps.send(test(before, after, better, margin_pct))
-    except StopIteration as done:
-        return done.value
-
-
-def change_steps(runs: list[list[float]], medians: list[float | None]):
-    """:func:`change_points` as a generator, so the tests of many series can run in one batch
-    (analysis/statcache.py): it yields each test it needs, (runs before, runs after), is sent the
-    test's answer (a Comparison when shown, else None), and returns the changes."""
-    keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
-    if len(keep) < 2:
-        return []
-    med = np.asarray([medians[i] for i in keep])
-    kept_runs = [runs[i] for i in keep]
-    found: dict[int, tuple[stats.Comparison, str]] = {}
-    bounds = [0, len(keep)]
-    while True:
-        best = None
-        for start, end in zip(bounds, bounds[1:]):
-            scores = split_scores(med[start:end])
-            if len(scores) < 2 or not np.isfinite(scores).any():
-                continue
-            tau = int(np.argmax(scores))
-            if scores[tau] > 0 and (best is None or scores[tau] > best[0]):
-                best = (scores[tau], start, start + tau, end)
-        if best is None:
-            break
-        _, start, tau, end = best
-        result = yield _window(kept_runs, start, tau, end)
-        if result is None:
-            break
-        found[tau] = (result, EDIVISIVE)
-        bounds = sorted({*bounds, tau})
-    last = len(keep) - 1
-    if last not in found:
-        since = max((i for i in found if i < last), default=0)
-        result = yield _window(kept_runs, since, last, last + 1)
-        if result is not None:
-            found[last] = (result, LATEST)
-    return [(keep[i], r, how) for i, (r, how) in sorted(found.items())]
 
 
 # --------------------------------------------------------------------------- data
@@ -281,20 +172,44 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
     if missing:
         raise SelectionError(f"--metric {missing[0]}: no ok run of {experiment!r} (revision {revision}) has it"
                              + (" (it is no metric cmx knows)" if missing[0] in unknown else ""))
+    headline = headline_of(con, experiment, revision)
+    for s in series:
+        s.group = metricdefs.group_of(s.metric, headline)
+    series.sort(key=lambda s: metricdefs.GROUPS.index(s.group))  # the headline first; stable within a group
     # A finished point's numbers are computed once and read back after (analysis/statcache.py):
     # each night bootstraps only its own points.
     with statcache.Cache() as cache:
         for s, summaries in zip(series, cache.summarize_series([s.runs for s in series])):  # one batched bootstrap
             s.summaries = summaries
-        found = cache.many(change_steps, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct)
-                                          for s in series], shown_many)
-        for s, changes in zip(series, found):
-            s.changes = [Change(i, s.ats[i], r, how) for i, r, how in changes]
+        found = cache.many(change_steps, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct,
+                                           s.group == metricdefs.HEADLINE) for s in series], shown_many, split_p)
+        for s, f in zip(series, found):
+            s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
+            s.latest = f.latest
+    _adjust(series)
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
         "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
         [experiment]).fetchall()}
     return TrendResult(experiment, revision, by, series, {s.cell_id: cells.get(s.cell_id, {}) for s in series},
                        _fingerprint_changes(con, by, ats, run_ids))
+
+
+def _adjust(series: list[Series]) -> None:
+    """False alarms held down across the night: the p of every change found, with one test more for
+    each series' latest point, adjusted together within each group (Benjamini-Hochberg, scipy's
+    ``false_discovery_control``); a change whose adjusted p is above ALPHA is dropped. A latest test
+    that showed nothing counts as p = 1: with BH, tests above ALPHA change no decision below it."""
+    for group in metricdefs.GROUPS:
+        members = [s for s in series if s.group == group]
+        ps = [c.comparison.p_value for s in members for c in s.changes]
+        tests = len(ps) + sum(1 for s in members if len(s.ats) > 1 and not any(c.index == len(s.ats) - 1
+                                                                                  for c in s.changes))
+        if not ps:
+            continue
+        adjusted = iter(stats._sps().false_discovery_control([*ps, *[1.0] * (tests - len(ps))]).tolist())
+        for s in members:
+            s.changes = [replace(c, p_adjusted=q) for c, q in zip(s.changes, adjusted)]
+            s.changes = [c for c in s.changes if c.p_adjusted <= stats.ALPHA]
 
 
 def _fingerprint_changes(con, by: str, ats: list[str], run_ids: dict[str, set[str]]) -> list[str]:
@@ -304,22 +219,55 @@ def _fingerprint_changes(con, by: str, ats: list[str], run_ids: dict[str, set[st
     return fingerprint.changes([(label(a), fingerprint.merged(per_run, run_ids[a])) for a in ats])
 
 
-def latest_verdicts(result: TrendResult) -> list[tuple[Series, Change]]:
-    """The changes found at each series' latest point (what ``--fail-on worse`` gates on)."""
-    return [(s, c) for s in result.series for c in s.changes if c.index == len(s.ats) - 1]
+def latest_verdicts(result: TrendResult, groups: tuple[str, ...] = metricdefs.GROUPS) -> list[tuple[Series, Change]]:
+    """The changes found at each series' latest point, of series in ``groups`` (``--fail-on worse``
+    gates on the headline's)."""
+    return [(s, c) for s in result.series if s.group in groups for c in s.changes if c.index == len(s.ats) - 1]
+
+
+def latest_gate(result: TrendResult) -> list[gate.Judged]:
+    """What ``--fail-on`` reads: each headline series' latest point, as a change found there (worse,
+    better, small) or, when none was kept, its test against the points since the last change
+    (a difference the false-discovery or the nights' guard did not keep reads inconclusive)."""
+    judged = []
+    for s in result.series:
+        if s.group != metricdefs.HEADLINE:
+            continue
+        label = f"{s.metric} of {s.cell_id} at {s.ats[-1]}"
+        at_latest = [c for c in s.changes if c.index == len(s.ats) - 1]
+        if at_latest:
+            r = at_latest[0].comparison
+            pct = "" if r.change_pct is None else f" {r.change_pct:+.1f}%"
+            judged.append(gate.Judged(label + pct, r.verdict, r.baseline.n, r.contender.n))
+        elif s.latest is not None:
+            verdict = stats.INCONCLUSIVE if s.latest.verdict in stats.SHOWN else s.latest.verdict
+            judged.append(gate.Judged(label, verdict, s.latest.baseline.n, s.latest.contender.n))
+        else:
+            judged.append(gate.Judged(label, stats.N_TOO_SMALL, s.summaries[-1].n, 0))
+    return judged
 
 
 def at_sweep_end(con, experiment: str, revision: int) -> TrendResult | None:
-    """What a sweep's end computes of its experiment's history: ``cmx trend EXPERIMENT`` (every cell
-    and metric, one point per sweep), so that the statistics cache holds the new night's points
-    (the morning's ``cmx trend`` and the report's history read them back rather than bootstrap
-    them) and the night's changes can be said that night. None when the revision has fewer than
-    two points, or no ok run with a metric."""
-    (points,) = con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
-                            "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()
-    if points < 2:
+    """What a sweep's end computes of its experiment's history: ``cmx trend EXPERIMENT`` of the headline
+    metrics (one point per sweep), so that the statistics cache holds the new night's points of the
+    series that gate (the morning's ``cmx trend`` and the report's history read them back) and the
+    night's changes can be said that night; every metric when the experiment has no headline (a
+    user's workload class). None when the revision has fewer than two points, or no ok run with a
+    metric."""
+    if history_points(con, experiment, revision) < 2:
         return None
+    present = {name for (name,) in con.execute(
+        "SELECT DISTINCT m.name FROM metrics m JOIN run_starts s USING (run_id) JOIN sweeps w USING (sweep_id) "
+        "WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?", [experiment, revision]).fetchall()}
+    headline = tuple(sorted(headline_of(con, experiment, revision) & present))
     try:
-        return trend(con, experiment, revision=revision)
+        return trend(con, experiment, revision=revision, metrics=headline)
     except SelectionError:
         return None
+
+
+def history_points(con, experiment: str, revision: int) -> int:
+    """The points of a revision's history (a sweep and those that resumed it are one)."""
+    (points,) = con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
+                            "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()
+    return points

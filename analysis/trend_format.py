@@ -10,13 +10,10 @@ from rich.text import Text
 
 from cmx.analysis.compare_format import MARKERS
 from cmx.analysis.units import fmt, span
-from cmx.analysis.trend import Series, TrendResult
+from cmx.analysis.trend import RULE, Series, TrendResult
 
-COLUMNS = ("cell", "metric", "points", "first", "latest", "changes")
-NOTE = ("one point per {by}; median [95 % bootstrap interval of the median] (n ok runs). Changes: E-divisive "
-        "means over the points' medians, each kept only when the runs before and after it differ under the rule "
-        "of `cmx compare` (Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0); the latest point "
-        "is always compared with the runs since the last change before it")
+COLUMNS = ("group", "cell", "metric", "points", "first", "latest", "changes")
+NOTE = ("one point per {by}; median [95 % bootstrap interval of the median] (n ok runs). " + RULE)
 
 
 def _label(res: TrendResult, cell_id: str, varying: list[str]) -> str:
@@ -40,13 +37,15 @@ def _changes(s: Series) -> str:
     for c in s.changes:
         r = c.comparison
         pct = "–" if r.change_pct is None else f"{r.change_pct:+.1f}%"
-        parts.append(f"{c.at}: {MARKERS.get(r.verdict, r.verdict)} {pct} (p={r.p_value:.3g})")
+        interval = "" if r.change_low is None else f" [{r.change_low:+.1f}, {r.change_high:+.1f}]"
+        noise = f"; {c.noise}" if c.noise else ""
+        parts.append(f"{c.at}: {MARKERS.get(r.verdict, r.verdict)} {pct}{interval} (p={r.p_value:.3g}{noise})")
     return "; ".join(parts) or "none"
 
 
 def _rows(res: TrendResult) -> list[list[str]]:
     varying = _varying(res)
-    return [[_label(res, s.cell_id, varying), s.metric, str(len(s.ats)), _point(s, 0), _point(s, len(s.ats) - 1),
+    return [[s.group, _label(res, s.cell_id, varying), s.metric, str(len(s.ats)), _point(s, 0), _point(s, len(s.ats) - 1),
              _changes(s)] for s in res.series]
 
 
@@ -71,18 +70,32 @@ def as_markdown(res: TrendResult) -> str:
     return "\n".join([*lines, "", NOTE.format(by=res.by)]) + "\n"
 
 
+def _change_json(c) -> dict:
+    r = c.comparison
+    return {"at": c.at, "change_pct": r.change_pct, "low": r.change_low, "high": r.change_high,
+            "p_value": r.p_value, "p_adjusted": c.p_adjusted, "verdict": r.verdict, "noise": c.noise}
+
+
+def _latest_json(s: Series) -> dict | None:
+    r = s.latest
+    if r is None:
+        return None
+    return {"at": s.ats[-1], "verdict": r.verdict, "change_pct": r.change_pct, "p_value": r.p_value,
+            "runs_needed": r.runs_needed}
+
+
 def as_json(res: TrendResult) -> str:
-    """The contract: {"series": [{"cell_id", "metric", "points": [{"at", "n", "median", "low", "high"}],
-    "changes": [{"at", "change_pct", "p_value", "verdict"}]}]}. The text of ``json.dumps(…, indent=2)``
-    (tests/unit/test_trend.py holds them equal); the points, ~73,000 for a year of nights, are
-    written from one C-encoded list of their numbers, as json's pure-Python indenting encoder
-    takes seconds over them."""
+    """The contract: {"series": [{"cell_id", "metric", "group", "points": [{"at", "n", "median", "low",
+    "high"}], "changes": [{"at", "change_pct", "low", "high", "p_value", "p_adjusted", "verdict",
+    "noise"}], "latest": {"at", "verdict", "change_pct", "p_value", "runs_needed"} | null}]}. The text
+    of ``json.dumps(…, indent=2)`` (tests/unit/test_trend.py holds them equal); the points, ~73,000
+    for a year of nights, are written from one C-encoded list of their numbers, as json's
+    pure-Python indenting encoder takes seconds over them."""
     token = secrets.token_hex(8)  # no cell or metric can be named like a holder
     holders = [f"points {token} {i}" for i in range(len(res.series))]
     text = json.dumps({"series": [{
-        "cell_id": s.cell_id, "metric": s.metric, "points": holder,
-        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "p_value": c.comparison.p_value,
-                     "verdict": c.comparison.verdict} for c in s.changes],
+        "cell_id": s.cell_id, "metric": s.metric, "group": s.group, "points": holder,
+        "changes": [_change_json(c) for c in s.changes], "latest": _latest_json(s),
     } for s, holder in zip(res.series, holders)]}, indent=2)
     ats: dict[str, str] = {}  # each point's key as JSON (the same nights recur in every series)
     points = [_points(s, ats) for s in res.series]

@@ -161,3 +161,27 @@ def history(path, nights: list[float], *, cells=(HISTORY_CELL,), tags=None, expe
                             started_at=1_700_000_000 + 3600 * night + repeat,
                             metrics={"consume_rate": rate, "latency_p99_s": 1000 / rate})
     return path
+
+
+def nightly(path, nights: list[dict[str, float]], *, runs: int = 3, spread: float = 0.02, seed: int = 1,
+            workload: str = "throughput", definition: dict | None = None, experiment: str = "e"):
+    """One sweep a night of one cell (HISTORY_CELL), ``runs`` ok runs each; night k's runs carry each
+    metric of ``nights[k]`` at that level × (1 + N(0, spread)) (seeded): histories whose true
+    changes a test knows."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    with db.connect(path) as con:
+        for night, levels in enumerate(nights, 1):
+            sweep = f"s{night:03d}"
+            db.record_sweep(con, sweep, experiment, "e.yaml", workload, "", "inv", definition or {}, {"revision": 1},
+                            tags={"night": str(night)}, planned=runs)
+            con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?",
+                        [1_700_000_000 + 3600 * night, sweep])
+            for repeat in range(1, runs + 1):
+                run_id = f"r{night}-{repeat}"
+                add_run(con, experiment, run_id, HISTORY_CELL, repeat=repeat, sweep_id=sweep,
+                        started_at=1_700_000_000 + 3600 * night + repeat,
+                        metrics={m: v * (1 + rng.normal(0, spread)) for m, v in levels.items()})
+                con.execute("UPDATE run_starts SET workload = ? WHERE run_id = ?", [workload, run_id])
+    return path

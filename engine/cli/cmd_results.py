@@ -226,10 +226,6 @@ def _smoke_db_if_only_there(experiment: str, db_path: Path) -> Path:
     return SMOKE_DB
 
 
-class FailOn(str, Enum):
-    worse = "worse"
-
-
 class CompareFormat(str, Enum):
     table = "table"
     markdown = "markdown"
@@ -254,27 +250,34 @@ def compare(
                                  "within ±PCT % of the baseline's median."),
     metric: list[str] = typer.Option([], "--metric", "-m", metavar="M",
                                      help="Compare (and gate on) only this metric (repeatable)."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="`worse`: exit 1 when any compared metric "
-                                             "is shown worse (a CI gate); 0 otherwise."),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="worse[,inconclusive]",
+                                          help="`worse`: exit 1 when any compared metric is shown worse (a CI gate; "
+                                          "harness and noise metrics never gate); `worse,inconclusive`: also when "
+                                          "one is neither shown worse nor alright. Sides too small for any verdict "
+                                          "say so on stderr."),
 ):
     """Compare two cells like for like: per metric n, median with its 95 % interval, change % with its interval, p-value, verdict.
 
     Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells pools them, and says so).
 
     Verdicts never say more than the runs show:
-    better / worse: shown, i.e. Mann-Whitney p ≤ 0.05 (two-sided, exact) and the change's 95 % bootstrap interval excludes 0;
+    better / worse: shown beyond the margin, i.e. Mann-Whitney p ≤ 0.05 (two-sided, exact), the difference's 95 % bootstrap interval excludes 0 and the change's whole interval lies beyond ±--margin %;
+    small: shown different, but the change's interval reaches inside ±--margin % (reported, never gating);
     same: shown the same, i.e. the change's whole interval lies within ±--margin % (default 5);
     inconclusive: neither shown; the table says how many runs a side would tell (with 3 runs a side the smallest p is 0.1, so a difference needs 4);
     n too small: fewer than 3 ok runs on a side.
     A side whose runs spread over 10 % of their mean is flagged unstable.
 
     Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
-    Exit codes: 0, or 1 with --fail-on worse when a metric is worse, 2 on bad input.
+    Exit codes: 0, or 1 with --fail-on worse when a metric is worse (or undecided, with worse,inconclusive), 2 on bad input.
     """
     from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
     from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
 
+    from cmx.analysis import gate
+
     try:
+        fails_on = gate.parse(fail_on)
         tags = db.parse_tags(tag)
         base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
         with views.connect(db_path, read_only=True) as con:
@@ -294,10 +297,18 @@ def compare(
         sys.stdout.write(as_markdown(res))
     else:
         out.print(as_table(res))
-    from cmx.analysis.stats import WORSE
+    if not fails_on:
+        return
+    from cmx.engine.results import metricdefs
 
-    worse = [m.metric for m in res.metrics if m.result.verdict == WORSE]
-    if fail_on is FailOn.worse and worse:
-        err.print(f"compare: worse: {', '.join(worse)} (--fail-on worse)", markup=False, highlight=False)
+    judged = [gate.Judged(m.metric, m.result.verdict, m.result.baseline.n, m.result.contender.n) for m in res.metrics
+              if m.better != "neither" and metricdefs.group_of(m.metric) not in (metricdefs.HARNESS, metricdefs.NOISE)]
+    cannot = gate.cannot_fail(judged, latest_side=False)
+    if cannot:
+        err.print(f"compare: {cannot} (--fail-on {fail_on})", markup=False, highlight=False, soft_wrap=True)
+    failed = gate.failures(judged, fails_on)
+    if failed:
+        err.print(f"compare: {'; '.join(failed)} (--fail-on {fail_on})", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-
+    if cannot and gate.INCONCLUSIVE in fails_on:
+        raise typer.Exit(1)

@@ -236,28 +236,54 @@ def _labels(cells, varying: list[str]) -> dict[str, str]:
             for c in cells}
 
 
+#: Seconds the sweep's end computes its history before it says it is doing so.
+HISTORY_NOTICE_S = 1.0
+
+
 def _history(experiment: str, revision: int, db_path: Path, labels: dict[str, str]) -> None:
     """A sweep with history before it: compute that history's statistics now, as `cmx trend` would
     (the statistics cache then holds this night's points: the morning's `cmx trend` and the
     report read them back), and say what changed at this sweep, that night. The sweep's runs are
     stored already: a history that cannot be computed is a warning, never the sweep's failure."""
+    import threading
+
     import duckdb
 
     from cmx.analysis.trend import at_sweep_end, latest_verdicts
 
-    try:
-        with views.connect(db_path, read_only=True) as con:
-            res = at_sweep_end(con, experiment, revision)
-    except (InputError, HostError, ValueError, duckdb.Error) as exc:
-        err.print(f"warning: the history of {experiment} was not computed: {exc}", markup=False, highlight=False,
-                  soft_wrap=True)
+    done: dict = {}
+
+    def compute() -> None:
+        try:
+            with views.connect(db_path, read_only=True) as con:
+                done["res"] = at_sweep_end(con, experiment, revision)
+        except (InputError, HostError, ValueError, duckdb.Error) as exc:
+            done["error"] = exc
+
+    worker = threading.Thread(target=compute, name="history", daemon=True)
+    worker.start()
+    worker.join(HISTORY_NOTICE_S)
+    if worker.is_alive():  # a history no sweep's end computed before (an upgrade of cmx, an imported one)
+        out.print(f"history: computing the statistics of {experiment}'s history once (later sweeps read them back)…",
+                  markup=False, highlight=False, soft_wrap=True)
+        worker.join()
+    if "error" in done:
+        err.print(f"warning: the history of {experiment} was not computed: {done['error']}", markup=False,
+                  highlight=False, soft_wrap=True)
         return
+    res = done.get("res")
     if res is None:
         return
+    from cmx.engine.results.metricdefs import HEADLINE
+
     points = max(len(s.ats) for s in res.series)
     changed = [f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
-               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})" for s, c in latest_verdicts(res)]
-    said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no change at this sweep"
+               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
+               for s, c in latest_verdicts(res, (HEADLINE,))]
+    others = len(latest_verdicts(res)) - len(changed)
+    said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no headline change at this sweep"
+    if others:
+        said += f" ({others} change(s) of other metrics: not gating)"
     out.print(f"history: {points} points of {experiment} (revision {revision}); {said}. `cmx trend {experiment}` "
               f"shows them.", markup=False, highlight=False, soft_wrap=True)
 

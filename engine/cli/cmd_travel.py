@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cmx.engine.cli.common import DB_OPTION, app, fail, out
+from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
 from cmx.engine.errors import InputError
 
 
@@ -56,6 +56,41 @@ def import_cmd(
         rows = ", ".join(f"{table} {n:,}" for table, n in res.rows.items() if n)
         out.print(f"imported {len(res.added)} sweep(s) ({', '.join(res.added)}) into {db_path}: {rows}",
                   markup=False, highlight=False, soft_wrap=True)
+        _histories(db_path, res.added)
     else:
         out.print(f"nothing to import: every sweep of {folder} is already in {db_path}", markup=False,
                   highlight=False, soft_wrap=True)
+
+
+def _histories(db_path: Path, sweeps: list[str]) -> None:
+    """The histories the imported sweeps belong to, computed now (every metric, as `cmx trend` shows
+    them), a line each: the next sweep's end and the morning's `cmx trend` read them back rather than
+    compute a whole history unannounced. Imported rows stay whatever happens here."""
+    import time
+
+    import duckdb
+
+    from cmx.analysis import views
+    from cmx.analysis.compare import SelectionError
+    from cmx.analysis.trend import history_points, trend
+
+    try:
+        with views.connect(db_path, read_only=True) as con:
+            revisions = con.execute("SELECT DISTINCT experiment, coalesce(revision, 1) FROM sweeps WHERE sweep_id "
+                                    "IN (SELECT unnest(?::VARCHAR[])) ORDER BY ALL", [sweeps]).fetchall()
+            for experiment, revision in revisions:
+                points = history_points(con, experiment, revision)
+                if points < 2:
+                    continue
+                out.print(f"history: computing {experiment} (revision {revision}, {points} points)…", markup=False,
+                          highlight=False, soft_wrap=True)
+                began = time.monotonic()
+                try:
+                    res = trend(con, experiment, revision=revision)
+                except SelectionError:
+                    continue
+                out.print(f"history: {experiment} computed in {time.monotonic() - began:.1f} s ({len(res.series)} "
+                          "series); `cmx trend` reads it back", markup=False, highlight=False, soft_wrap=True)
+    except (duckdb.Error, OSError, ValueError) as exc:
+        err.print(f"warning: the imported histories were not computed ({exc}); `cmx trend` computes them",
+                  markup=False, highlight=False, soft_wrap=True)

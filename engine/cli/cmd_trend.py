@@ -10,6 +10,7 @@ import typer
 
 from cmx.analysis import views
 from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.analysis.rules import TREND_RULE
 from cmx.engine.errors import InputError
 
 
@@ -17,10 +18,6 @@ class TrendFormat(str, enum.Enum):
     table = "table"
     markdown = "markdown"
     json = "json"
-
-
-class TrendFailOn(str, enum.Enum):
-    worse = "worse"
 
 
 @app.command()
@@ -35,20 +32,24 @@ def trend(
     revision: Optional[int] = typer.Option(None, "--revision", min=1, help="The experiment's revision "
                                            "(default: the latest)."),
     db_path: Path = DB_OPTION,
-    fail_on: Optional[TrendFailOn] = typer.Option(None, "--fail-on", help="`worse`: exit 1 when a metric's "
-                                                  "latest point is shown worse (a nightly CI gate)."),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="worse[,inconclusive]",
+                                          help="`worse`: exit 1 when a headline metric's latest point is shown worse "
+                                          "(a nightly CI gate); `worse,inconclusive`: also when its latest point "
+                                          "shows neither worse nor alright. A gate whose latest point has too few "
+                                          "runs to show anything says so on stderr."),
 ):
     """Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change points.
 
-    Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). Changes are found by E-divisive means (as apache-otava does) over the points' medians and kept only when the runs before and after differ under the rule of `cmx compare`: Mann-Whitney p ≤ 0.05 and the change's 95 % interval excludes 0 (better / worse / differs). The latest point is always compared with the runs since the last change before it, so a regression shows the night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, governor: the fingerprint compare warns of), stderr names each fact and the point it changed at.
+    Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). {rule}. The latest point is always compared with the runs since the last change before it, so a regression shows the night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, governor: the fingerprint compare warns of), stderr names each fact and the point it changed at; a change whose two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never hides one).
 
-    Exit codes: 0; 1 with --fail-on worse when a latest point is worse; 2 bad input.
+    Exit codes: 0; 1 with --fail-on when a headline metric's latest point is worse (or undecided, with inconclusive); 2 bad input.
     """
-    from cmx.analysis.stats import WORSE
-    from cmx.analysis.trend import latest_verdicts, trend as trend_of
+    from cmx.analysis import gate
+    from cmx.analysis.trend import latest_gate, trend as trend_of
     from cmx.analysis.trend_format import as_json, as_markdown, as_table
 
     try:
+        fails_on = gate.parse(fail_on)
         with views.connect(db_path, read_only=True) as con:
             res = trend_of(con, experiment, by=by, metrics=tuple(metric), only=only, revision=revision)
     except (FileNotFoundError, ValueError, InputError) as exc:
@@ -61,9 +62,19 @@ def trend(
         sys.stdout.write(as_markdown(res))
     else:
         out.print(as_table(res))
-    worse = [f"{s.metric} of {s.cell_id} at {c.at} ({c.comparison.change_pct:+.1f}%)"
-             for s, c in latest_verdicts(res) if c.comparison.verdict == WORSE]
-    if fail_on is TrendFailOn.worse and worse:
-        err.print(f"trend: worse at the latest point: {', '.join(worse)} (--fail-on worse)", markup=False,
+    if not fails_on:
+        return
+    judged = latest_gate(res)
+    cannot = gate.cannot_fail(judged, latest_side=True)
+    if cannot:
+        err.print(f"trend: {cannot} (--fail-on {fail_on})", markup=False, highlight=False, soft_wrap=True)
+    failed = gate.failures(judged, fails_on)
+    if failed:
+        err.print(f"trend: {'; '.join(failed)} at the latest point (--fail-on {fail_on})", markup=False,
                   highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    if cannot and gate.INCONCLUSIVE in fails_on:
+        raise typer.Exit(1)
+
+
+trend.__doc__ = trend.__doc__.format(rule=TREND_RULE.rstrip('.'))  # typer reads the help when the CLI runs

@@ -82,4 +82,47 @@ def test_four_nights_a_slower_last_night_is_found_that_night_and_gated(tmp_path)
     points = json.loads(by_sweep.stdout)["series"][0]["points"]
     assert [p["at"] for p in points] == [s for (s,) in query(db, "SELECT sweep_id FROM sweeps ORDER BY started_at")]
     gate = cmx("trend", "nightly", "--db", str(db), "--metric", "consume_rate", "--fail-on", "worse")
-    assert gate.returncode == 1 and "worse at the latest point" in gate.stderr, gate.stdout + gate.stderr
+    assert gate.returncode == 1 and "worse: consume_rate of" in gate.stderr, gate.stdout + gate.stderr
+
+
+def test_a_week_of_nights_the_gate_fails_the_night_the_task_slowed_and_never_cries_wolf(tmp_path):
+    """Issue 37 as a user met it: the user's own task (4 ms), 3 runs a night; nothing changes for four
+    nights, the task takes 8 ms from night 5 on. Each morning's `cmx trend --fail-on worse` passes
+    on the quiet nights (no headline change at all: cmx's own harness and sampler figures never
+    alarm), fails on night 5 naming the service time at about its true size, and passes on night
+    6 (the change is history, measured between its neighbours)."""
+    nap = tmp_path / "nap_s"
+    write(tmp_path / "napping.py", MODULE)
+    exp = write(tmp_path / "week.yaml", f"""
+        name: week
+        repeats: 3
+        workload:
+          name: tasks
+          params: {{module: napping.py, task: napping.nap, args: ["{nap}"], tasks: 150, mode: backlog}}
+        fixed: {{broker: redis, pool: threads, concurrency: 2}}
+        limits: {{run_timeout: 2m}}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    exits, reported = [], []
+    for night in range(1, 7):
+        nap.write_text("0.008" if night >= 5 else "0.004")
+        proc = cmx("run", str(exp), "--db", str(db), "--tag", f"night={night}", timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        gate = cmx("trend", "week", "--db", str(db), "--by", "tag.night", "--fail-on", "worse")
+        exits.append(gate.returncode)
+        doc = json.loads(cmx("trend", "week", "--db", str(db), "--by", "tag.night", "--format", "json").stdout)
+        reported.append({(s["metric"], c["at"], c["verdict"]) for s in doc["series"] if s["group"] == "headline"
+                         for c in s["changes"]})
+        if night == 5:
+            assert "worse: " in gate.stderr and "service_time_p50_s of" in gate.stderr, gate.stderr
+            service = {s["metric"]: s for s in doc["series"]}["service_time_p50_s"]
+            [change] = [c for c in service["changes"] if c["at"] == "5"] or [None]
+            assert change is not None and change["verdict"] == "worse", service["changes"]
+            assert 60 <= change["change_pct"] <= 140, change  # 4 ms → 8 ms, with Celery's own share on top
+            assert change["low"] > 5 and change["p_adjusted"] <= 0.05
+    assert exits == [0, 0, 0, 0, 1, 0], exits
+    assert all(not found for found in reported[:4]), reported[:4]  # nothing changed, nothing reported
+    groups = {s["metric"]: s["group"] for s in doc["series"]}
+    assert groups["harness_overhead_s"] == groups["sampler_cpu_percent"] == "harness"
+    assert groups["service_time_p50_s"] == groups["consume_rate"] == "headline" and "latency_p50_s" not in (
+        m for m, g in groups.items() if g == "headline")

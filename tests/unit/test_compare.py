@@ -96,7 +96,7 @@ def test_verdict_rule():
     assert stats.verdict(5, 5, -4, 4.9, -1, 2, 0.2, "higher") == "same"            # shown within ±5 %
     assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher") == "inconclusive"    # not all of it
     assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher", margin_pct=6) == "same"
-    assert stats.verdict(10, 10, 0.8, 1.2, 1, 2, 0.001, "higher") == "same"        # different, but within the margin
+    assert stats.verdict(10, 10, 0.8, 1.2, 1, 2, 0.001, "higher") == "small"       # shown, but within the margin
     assert stats.verdict(2, 5, 10, 20, 1, 2, 0.01, "higher") == "n too small"
     assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "neither") == "differs"
 
@@ -142,14 +142,18 @@ def test_n10_clear_absent_borderline():
     assert stats.compare_samples(base, [v * 1.10 for v in base], "higher").verdict == "better"
     assert stats.compare_samples(base, [v * 1.10 for v in base], "lower").verdict == "worse"
     assert stats.compare_samples(base, list(reversed(base)), "higher").verdict == "same"
-    # Shifted by 1 %: shown different (p < 0.001) but within the ±5 % margin, so practically the same...
+    # Shifted by 1 %: shown different (p < 0.001) but within the ±5 % margin: small, never gating...
     r = stats.compare_samples(base, [v * 1.01 for v in base], "higher")
-    assert r.p_value < 0.05 and r.verdict == "same"
-    # ...unless the user asks for a tighter margin.
-    assert stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.5).verdict == "better"
-    # Borderline: +4.5 % whose interval reaches past the margin; shown better, not called the same.
+    assert r.p_value < 0.05 and -5 < r.change_low <= r.change_high < 5 and r.verdict == "small"
+    # ...unless the user asks for a tighter margin, which its whole interval clears: better.
+    r = stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.2)
+    assert r.change_low > 0.2 and r.verdict == "better"
+    # Shown different, but the interval reaches inside the margin: small (reported, never gating).
+    r = stats.compare_samples(base, [v * 1.01 for v in base], "higher", margin_pct=0.9)
+    assert r.p_value < 0.05 and r.change_low < 0.9 < r.change_high and r.verdict == "small"
+    # Borderline: +4.5 % whose interval reaches past the margin on one side only: small, not the same.
     r = stats.compare_samples(base, [v * 1.045 + (1.5 if i % 2 else -1.5) for i, v in enumerate(base)], "higher")
-    assert r.change_high > 5 and r.verdict == "better"
+    assert r.change_low < 5 < r.change_high and r.verdict == "small"
 
 
 def test_zero_baselines():
@@ -167,6 +171,9 @@ def test_same_never_says_more_than_the_margin(a, b, margin):
         assert -margin <= r.change_low <= r.change_pct <= r.change_high <= margin
     if r.verdict in ("better", "worse"):
         assert r.p_value <= 0.05 and (r.diff_low > 0 or r.diff_high < 0)
+        assert r.change_low is None or r.change_low > margin or r.change_high < -margin
+    if r.verdict == "small":
+        assert r.p_value <= 0.05 and not (r.change_low > margin or r.change_high < -margin)
         assert (len(a), len(b)) != (3, 3)  # the exact p cannot reach 0.05 at 3 a side
     if min(len(a), len(b)) < 3:
         assert r.verdict == "n too small"
@@ -342,3 +349,22 @@ def test_cli_gate_metric_and_margin(known_db):
     assert (lat["margin_pct"], lat["verdict"], lat["baseline"]["unstable"]) == (40.0, "same", True)
     p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "markdown")
     assert "? inconclusive: 171 runs a side would tell (unstable baseline and contender)" in p.stdout, p.stdout
+
+
+def test_a_gate_that_cannot_fail_says_so_and_inconclusive_fails_it(tmp_path):
+    """Issue 37: 3× slower at 3 runs a side can never be shown (the exact p is never below 0.1): the
+    gate says so on stderr naming the runs a side would need, and worse,inconclusive fails on it."""
+    path = tmp_path / "t.duckdb"
+    with db.connect(path) as con:
+        for pool, factor in (("threads", 1.0), ("solo", 3.0)):
+            for i in range(3):
+                add_run(con, "t", f"{pool}-{i}", {"broker": "redis", "pool": pool, "concurrency": 4}, repeat=i + 1,
+                        metrics={"consume_rate": 900.0 / factor + i, "harness_overhead_s": 1.0 + i})
+    sides = ("compare", "t:pool=threads", "t:pool=solo", "--db", str(path))
+    p = cmx(*sides, "--fail-on", "worse")
+    assert p.returncode == 0 and "cannot fail" in p.stderr and "4 ok runs a side would allow one" in p.stderr, p.stderr
+    p = cmx(*sides, "--fail-on", "worse,inconclusive")
+    assert p.returncode == 1 and "inconclusive: consume_rate" in p.stderr, p.stderr
+    assert "harness_overhead_s" not in p.stderr  # cmx's own cost never gates
+    p = cmx(*sides, "--fail-on", "worse,sometimes")
+    assert p.returncode == 2 and "expected worse or worse,inconclusive" in p.stderr and "Traceback" not in p.stderr

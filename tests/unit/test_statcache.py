@@ -72,9 +72,11 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     with statcache.Cache() as cache:
         computed, quiet = cache.tests([(before, after, "higher", 5.0), (before, before, "higher", 5.0)],
                                       trend.shown_many)
-        changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0)], trend.shown_many)
+        changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0, True)], trend.shown_many,
+                             trend.split_p)
     assert computed.verdict == stats.WORSE and quiet is None
-    assert changes == [trend.change_points(runs, medians, "higher", 5.0)] and changes[0][0][0] == 3
+    assert changes == [trend.change_points(runs, medians, "higher", 5.0, full_latest=True)]
+    assert changes[0].changes[0][0] == 3 and changes[0].latest.verdict == stats.WORSE
 
     def never(*args, **kwargs):
         pytest.fail("computed again")
@@ -86,7 +88,7 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     with statcache.Cache() as cache:
         assert cache.tests([(before, after, "higher", 5.0)], never) == [computed]
         assert cache.tests([(before, before, "higher", 5.0)], never) == [None]
-        assert cache.many(never, [(runs, medians, "higher", 5.0)], None) == changes
+        assert cache.many(never, [(runs, medians, "higher", 5.0, True)], None) == changes
 
 
 def test_a_cache_that_cannot_be_written_changes_nothing_but_the_time(tmp_path, monkeypatch):
@@ -110,8 +112,9 @@ def test_a_grown_series_changes_are_the_computed_ones(tmp_path, monkeypatch):
         grown = runs[:nights] + [[650.0, 640.0, 655.0]]
         with statcache.Cache() as cache:
             medians = [p.median for p in cache.summarize_series([grown])[0]]
-            got = cache.many(trend.change_steps, [(grown, medians, "higher", 5.0)], trend.shown_many)
-        assert got == [trend.change_points(grown, medians, "higher", 5.0)] and got[0][0][0] == 12
+            got = cache.many(trend.change_steps, [(grown, medians, "higher", 5.0, False)], trend.shown_many,
+                             trend.split_p)
+        assert got == [trend.change_points(grown, medians, "higher", 5.0)] and got[0].changes[0][0] == 12
 
 
 def test_many_series_tested_in_batches_find_the_changes_one_by_one_finds(tmp_path, monkeypatch):
@@ -136,15 +139,17 @@ def test_many_series_tested_in_batches_find_the_changes_one_by_one_finds(tmp_pat
         grown = [(runs + [[rnd.gauss(700, 10) for _ in range(3)]] * night, better) for runs, better in series]
         medians = [[stats.summarize(r).median for r in runs] for runs, _ in grown]
         with statcache.Cache() as cache:
-            got = cache.many(trend.change_steps, [(runs, m, better, 5.0) for (runs, better), m in zip(grown, medians)],
-                             trend.shown_many)
-        alone = [trend.change_points(runs, m, better, 5.0, test=_shown_alone) for (runs, better), m in zip(grown, medians)]
-        assert repr(got) == repr(alone) and any(got)
+            got = cache.many(trend.change_steps, [(runs, m, better, 5.0, k % 2 == 0)
+                                                  for k, ((runs, better), m) in enumerate(zip(grown, medians))],
+                             trend.shown_many, trend.split_p)
+        alone = [trend.change_points(runs, m, better, 5.0, test=_shown_alone, full_latest=k % 2 == 0)
+                 for k, ((runs, better), m) in enumerate(zip(grown, medians))]
+        assert repr(got) == repr(alone) and any(f.changes for f in got)
 
 
-def _shown_alone(before, after, better, margin_pct):
+def _shown_alone(before, after, better, margin_pct, full=False):
     """trend.shown as it was before it was batched: one Mann-Whitney test, then one compare_samples."""
-    if min(len(before), len(after)) < stats.MIN_N or stats.mann_whitney_p(before, after) > stats.ALPHA:
+    if not full and (min(len(before), len(after)) < stats.MIN_N or stats.mann_whitney_p(before, after) > stats.ALPHA):
         return None
     result = stats.compare_samples(before, after, better, margin_pct=margin_pct)
-    return result if result.verdict in (stats.BETTER, stats.WORSE, stats.DIFFERS) else None
+    return result if full or result.verdict in stats.SHOWN else None

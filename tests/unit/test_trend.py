@@ -51,10 +51,12 @@ def test_a_sweeps_end_computes_the_history_from_its_second_point_and_sees_that_n
         assert at_sweep_end(con, "e", 1) is None  # one point: no history yet
     with db.connect(history(tmp_path / "r.duckdb", [1000, 1003, 998, 700])) as con:
         res = at_sweep_end(con, "e", 1)
-        assert res is not None and as_json(res) == as_json(trend(con, "e"))  # what `cmx trend e` shows
+        # What `cmx trend e` shows of the headline (a backlog throughput's: no latency): what gates, said that night.
+        assert res is not None and [s.metric for s in res.series] == ["consume_rate"]
+        assert as_json(res) == as_json(trend(con, "e", metrics=("consume_rate",)))
         assert at_sweep_end(con, "e", 2) is None  # a revision without sweeps
     assert sorted((s.metric, c.at, c.comparison.verdict) for s, c in latest_verdicts(res)) == [
-        ("consume_rate", "s004", "worse"), ("latency_p99_s", "s004", "worse")]
+        ("consume_rate", "s004", "worse")]
 
 
 def test_unchanged_nights_have_no_change(tmp_path):
@@ -97,12 +99,13 @@ def test_only_metric_and_json_contract(tmp_path):
     doc = json.loads(as_json(res))
     assert list(doc) == ["series"] and len(doc["series"]) == 1
     one = doc["series"][0]
-    assert list(one) == ["cell_id", "metric", "points", "changes"] and one["metric"] == "consume_rate"
+    assert list(one) == ["cell_id", "metric", "group", "points", "changes", "latest"]
+    assert one["metric"] == "consume_rate" and one["group"] == "headline"
     assert [list(p) for p in one["points"]] == [["at", "n", "median", "low", "high"]] * 4
     assert [p["at"] for p in one["points"]] == ["s001", "s002", "s003", "s004"]
     assert [(c["at"], c["verdict"]) for c in one["changes"]] == [("s004", "worse")]
-    assert list(one["changes"][0]) == ["at", "change_pct", "p_value", "verdict"]
-    assert "s004: ▼ worse -30.0%" in as_markdown(res)
+    assert list(one["changes"][0]) == ["at", "change_pct", "low", "high", "p_value", "p_adjusted", "verdict", "noise"]
+    assert "s004: ▼ worse -30.0% [" in as_markdown(res)
 
 
 def test_bad_input_is_a_selection_error(tmp_path):
@@ -121,7 +124,7 @@ def test_bad_input_is_a_selection_error(tmp_path):
 
 def test_too_few_runs_make_no_change():
     runs = [[1000.0], [1000.0], [500.0]]
-    assert change_points(runs, [1000.0, 1000.0, 500.0], "higher") == []
+    assert change_points(runs, [1000.0, 1000.0, 500.0], "higher").changes == []
 
 
 def test_summarize_many_gives_summarizes_numbers():
@@ -139,7 +142,7 @@ def test_cli_json_and_fail_on_worse(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert [c["verdict"] for c in json.loads(proc.stdout)["series"][0]["changes"]] == ["worse"]
     gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
-    assert gate.returncode == 1 and "worse at the latest point: consume_rate" in gate.stderr, gate.stderr
+    assert gate.returncode == 1 and "trend: worse: consume_rate of" in gate.stderr, gate.stderr
     quiet = history(tmp_path / "q.duckdb", [1000, 1003, 998, 1001])
     assert cmx("trend", "e", "--db", str(quiet), "--fail-on", "worse").returncode == 0
     bad = cmx("trend", "e", "--db", str(path), "--by", "night")
@@ -154,13 +157,18 @@ def test_json_is_the_text_json_dumps_gives(tmp_path):
         res = trend(con, "e")
     res.series[0].ats[0] = 'a "quoted", odd ü key'
     assert len(res.series) > 1 and res.series[0].changes
+    latest = [None if s.latest is None else {
+        "at": s.ats[-1], "verdict": s.latest.verdict, "change_pct": s.latest.change_pct,
+        "p_value": s.latest.p_value, "runs_needed": s.latest.runs_needed} for s in res.series]
     assert as_json(res) == json.dumps({"series": [{
-        "cell_id": s.cell_id, "metric": s.metric,
+        "cell_id": s.cell_id, "metric": s.metric, "group": s.group,
         "points": [{"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
                    for at, p in zip(s.ats, s.summaries)],
-        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "p_value": c.comparison.p_value,
-                     "verdict": c.comparison.verdict} for c in s.changes],
-    } for s in res.series]}, indent=2)
+        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "low": c.comparison.change_low,
+                     "high": c.comparison.change_high, "p_value": c.comparison.p_value, "p_adjusted": c.p_adjusted,
+                     "verdict": c.comparison.verdict, "noise": c.noise} for c in s.changes],
+        "latest": last,
+    } for s, last in zip(res.series, latest)]}, indent=2)
 
 
 def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
@@ -170,3 +178,110 @@ def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night
     [change] = res.series[0].changes
     assert (change.at, change.comparison.verdict) == ("s070", "worse")
     assert change.comparison.baseline.n == 3 * WINDOW  # the 30 nights before, not all 69
+
+
+# --------------------------------------------------------------------------- issue 37: the truth of a change
+
+
+def _found(path, metric="consume_rate", **kwargs):
+    with db.connect(path) as con:
+        res = trend(con, "e", **kwargs)
+    [s] = [s for s in res.series if s.metric == metric]
+    return res, s, [(c.at, c.comparison.verdict, c.comparison.change_pct) for c in s.changes]
+
+
+@pytest.mark.parametrize("levels, expected", [
+    ([1000] * 8 + [900] * 8 + [800] * 8, [("s009", "worse", -10.0), ("s017", "worse", -11.1)]),
+    ([1000] * 8 + [800] * 8 + [1000] * 8, [("s009", "worse", -20.0), ("s017", "better", 25.0)]),
+    # a three-night dip, recovered: still found, both ways, at its true size
+    ([1000] * 10 + [700] * 3 + [1000] * 10, [("s011", "worse", -30.0), ("s014", "better", 42.9)]),
+])
+def test_each_change_is_measured_between_its_neighbours(tmp_path, levels, expected):
+    from tests.results_fixture import nightly
+
+    _, _, found = _found(nightly(tmp_path / "r.duckdb", [{"consume_rate": v} for v in levels]))
+    assert [(at, verdict) for at, verdict, _ in found] == [(at, verdict) for at, verdict, _ in expected]
+    for (_, _, got), (_, _, true) in zip(found, expected):
+        assert abs(got - true) <= 2.0, found  # against the segment since the previous change, not all before
+
+
+def test_nothing_changed_nothing_found_and_the_gate_passes_every_night(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import nightly
+
+    path = nightly(tmp_path / "r.duckdb", [{"consume_rate": 1000.0, "latency_p99_s": 0.2}] * 12, spread=0.03)
+    res, s, found = _found(path)
+    assert found == [] and all(not x.changes for x in res.series)
+    gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
+    assert gate.returncode == 0 and gate.stderr == "", gate.stderr
+
+
+def test_harness_metrics_are_shown_apart_and_never_gate(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import nightly
+
+    nights = [{"consume_rate": 1000.0, "harness_overhead_s": 1.0, "sampler_cpu_percent": 1.0}] * 8
+    nights += [{"consume_rate": 1000.0, "harness_overhead_s": 3.0, "sampler_cpu_percent": 4.0}]
+    path = nightly(tmp_path / "r.duckdb", nights)
+    res, s, found = _found(path, "harness_overhead_s")
+    assert s.group == "harness" and found and found[-1][1] == "worse"  # shown, in its own group
+    assert {x.metric: x.group for x in res.series} == {
+        "consume_rate": "headline", "harness_overhead_s": "harness", "sampler_cpu_percent": "harness"}
+    gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
+    assert gate.returncode == 0, gate.stderr
+    doc = json.loads(cmx("trend", "e", "--db", str(path), "--format", "json").stdout)
+    assert {x["metric"]: x["group"] for x in doc["series"]}["sampler_cpu_percent"] == "harness"
+
+
+def test_an_objective_and_thresholds_join_the_headline(tmp_path):
+    from tests.results_fixture import nightly
+
+    definition = {"objective": {"minimize": "makespan_s"}, "thresholds": {"broker_connections_max": "<= 9"}}
+    path = nightly(tmp_path / "r.duckdb", [{"makespan_s": 1.0, "broker_connections_max": 4.0,
+                                            "backend_connections_max": 2.0}] * 3, definition=definition)
+    with db.connect(path) as con:
+        groups = {s.metric: s.group for s in trend(con, "e").series}
+    assert groups == {"makespan_s": "headline", "broker_connections_max": "headline",
+                      "backend_connections_max": "other"}
+
+
+def test_a_small_change_is_reported_and_never_gates(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import nightly
+
+    levels = [1000.0] * 10 + [970.0] * 10  # −3 %: shown with 30 runs a side, inside the ±5 % margin
+    path = nightly(tmp_path / "r.duckdb", [{"consume_rate": v} for v in levels], spread=0.005)
+    _, _, found = _found(path)
+    assert [(at, verdict) for at, verdict, _ in found] == [("s011", "small")]
+    assert cmx("trend", "e", "--db", str(path), "--fail-on", "worse").returncode == 0
+
+
+def test_false_alarms_are_adjusted_together_across_the_nights_series():
+    from cmx.analysis import trend as trend_mod
+
+    def series(metric, p):
+        cmp = stats.Comparison(stats.Summary(3, 1.0, 1.0, 1.0), stats.Summary(3, 2.0, 2.0, 2.0), 100.0, 90.0, 110.0,
+                               0.9, 1.1, p, stats.WORSE)
+        return trend_mod.Series("c", metric, "lower", ["a", "b"], [[1.0] * 3, [2.0] * 3], group="headline",
+                                changes=[trend_mod.Change(1, "b", cmp, "latest")])
+
+    # Ten series: one at p 0.004 alone is a discovery (0.004 × 10 ≤ 0.05), p 0.03 of another is not.
+    many = [series("a", 0.004), series("b", 0.03)] + [trend_mod.Series("c", f"m{i}", "lower", ["a", "b"], [[1.0], [1.0]],
+                                                                          group="headline") for i in range(8)]
+    trend_mod._adjust(many)
+    assert [len(s.changes) for s in many[:2]] == [1, 0]
+    assert many[0].changes[0].p_adjusted == pytest.approx(0.04)
+
+
+def test_a_gate_that_cannot_fail_says_so(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import nightly
+
+    path = nightly(tmp_path / "r.duckdb", [{"consume_rate": 1000.0}, {"consume_rate": 300.0}])
+    gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
+    assert gate.returncode == 0 and "cannot fail" in gate.stderr and "run(s) at the latest point" in gate.stderr
+    assert gate.stderr.count("\n") == 1, gate.stderr
+    both = cmx("trend", "e", "--db", str(path), "--fail-on", "worse,inconclusive")
+    assert both.returncode == 1 and "cannot fail" in both.stderr, both.stderr
+    bad = cmx("trend", "e", "--db", str(path), "--fail-on", "better")
+    assert bad.returncode == 2 and "expected worse or worse,inconclusive" in bad.stderr and "Traceback" not in bad.stderr
