@@ -58,7 +58,9 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
                              "p_value": None if change is None else change.comparison.p_value,
                              "verdict": None if change is None else change.comparison.verdict,
                              "noise": noise.describe(here),
-                             "noise_change": None if change is None else noise.differs_values(before, here)})
+                             # trend's own label (its segments' runs) where it gives one, else the neighbours'
+                             "noise_change": None if change is None else (change.noise
+                                                                          or noise.differs_values(before, here))})
         if not rows:
             continue
         series = legend.assign(rows, varying)
