@@ -88,7 +88,7 @@ def test_a_process_outside_the_run_is_measured_as_noise(sweeps):
     assert all(0 <= v <= 1 for v in calm + loud)
     # Whatever else the machine ran: the spinner's CPU is outside the run (most of it: it spun
     # between the runs too, where the run's processes took no CPU from it).
-    assert min(loud) >= 0.6 * spun and spun >= 0.2, (loud, spun)
+    assert spun >= 0.05 and min(loud) >= 0.6 * spun, (loud, spun)
     if _quiet(calm):  # one spinning core of two: about half the host's CPU, outside the run
         assert min(loud) >= max(calm) + 0.2 and min(loud) >= 0.4, (calm, loud)
     per_host = query(db, "SELECT count(*), count(DISTINCT run_id) FROM host_noise WHERE name = 'noise_cpu_share'")
