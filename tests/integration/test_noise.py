@@ -28,7 +28,7 @@ SPIN = ("import os, time\ntry:\n    os.nice(-5)\nexcept OSError:\n    pass\n"
 
 
 #: The most CPU outside the run the quiet sweep may read for the comparison to mean anything.
-QUIET_AT_MOST = 0.3
+QUIET_AT_MOST = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,9 @@ def _quiet(calm: list[float]) -> bool:
     """Whether the first sweep had a quiet host: on a machine other work keeps busy (a shared box)
     the spinner cannot add what it would, and the quiet-vs-busy claims are not made; a warning says
     so with the measured share (the measurement itself is still checked against the spinner's CPU)."""
-    if min(calm) <= QUIET_AT_MOST:
+    if max(calm) <= QUIET_AT_MOST:  # every run of it
         return True
-    warnings.warn(f"the host was busy with other work during the quiet sweep (noise_cpu_share {min(calm):.2f} > "
+    warnings.warn(f"the host was busy with other work during the quiet sweep (noise_cpu_share up to {max(calm):.2f} > "
                   f"{QUIET_AT_MOST}): the quiet-vs-busy comparison was not made", stacklevel=2)
     return False
 
