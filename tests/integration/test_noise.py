@@ -74,8 +74,8 @@ def _quiet(calm: list[float]) -> bool:
     so with the measured share (the measurement itself is still checked against the spinner's CPU)."""
     if max(calm) <= QUIET_AT_MOST:  # every run of it
         return True
-    warnings.warn(f"the host was busy with other work during the quiet sweep (noise_cpu_share up to {max(calm):.2f} > "
-                  f"{QUIET_AT_MOST}): the quiet-vs-busy comparison was not made", stacklevel=2)
+    warnings.warn(f"the host was busy with other work during the quiet sweep (noise_cpu_share up to "
+                  f"{max(calm):.2f} > {QUIET_AT_MOST}): the quiet-vs-busy comparison was not made", stacklevel=2)
     return False
 
 
