@@ -189,14 +189,14 @@ def history(rows: list[dict], ats: list[str], metric_title: str, series: Series,
         y=alt.Y("median:Q", title=metric_title),
         tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("at:N"), alt.Tooltip("median:Q", format=",.4g"),
                  alt.Tooltip("low:Q", format=",.4g"), alt.Tooltip("high:Q", format=",.4g"),
-                 alt.Tooltip("n:Q", title="ok runs")])
+                 alt.Tooltip("n:Q", title="ok runs"), alt.Tooltip("noise:N", title="noise")])
     spread = base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title=metric_title), y2="high:Q")
     changed = base.transform_filter("datum.change != null")
     red = alt.value("#d62728")  # over the series' colour: a change reads the same in every series
     marks = changed.mark_point(shape="triangle-down", size=140, filled=True, opacity=1).encode(
         y="median:Q", color=red, tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("at:N", title="change at"),
                                alt.Tooltip("change:N", title="change"), alt.Tooltip("p_value:Q", format=".2g"),
-                               alt.Tooltip("verdict:N")])
+                               alt.Tooltip("verdict:N"), alt.Tooltip("noise_change:N", title="noise differs")])
     said = changed.mark_text(dy=-14, fontSize=10, fontWeight="bold").encode(y="median:Q", text="change:N", color=red)
     layered = alt.layer(line, spread, marks, said).properties(width=max(WIDTH, 18 * len(ats)), height=200)
     return _series_facet(layered, series).properties(title=title)

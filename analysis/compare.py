@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cmx.analysis import fingerprint, stats
+from cmx.analysis import fingerprint, noise, stats
 from cmx.analysis.views import dimension_columns
 from cmx.engine.results import metricdefs
 
@@ -81,6 +81,8 @@ class CompareResult:
     contender: Side
     metrics: list[MetricComparison]
     warnings: list[str]   # fingerprint facts that differ, runs not sampled (on stderr, as pyperf warns); pooling: said by each Side
+    #: How the hosts' noise differs between the sides (cmx.analysis.noise.differs), None when alike or unknown.
+    noise: str | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -234,4 +236,7 @@ def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = F
         rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better,
                                                                          margin_pct=margin_pct)))
     warnings = host_warnings(con, base, cont) + not_sampled(con, base, "baseline") + not_sampled(con, cont, "contender")
-    return CompareResult(base, cont, rows, warnings)
+    label = noise.differs(con, base.run_ids, cont.run_ids, sides=("in the baseline", "in the contender"))
+    if label:
+        warnings.append(f"noise differs: {label}: a change may be the host's, not the configuration's")
+    return CompareResult(base, cont, rows, warnings, label)

@@ -68,9 +68,14 @@ def _title(res: CompareResult) -> str:
     return f"baseline {res.baseline.selection}  vs  contender {res.contender.selection}"
 
 
+def _noise_note(res: CompareResult) -> list[str]:
+    """The line that says the hosts' noise differs (cmx.analysis.noise), or none."""
+    return [f"noise differs: {res.noise}"] if res.noise else []
+
+
 def as_table(res: CompareResult) -> Table:
     """A rich table; worse rows in red, better in green; what was pooled above it."""
-    caption = "\n".join([*res.notes, interval_note(_margin(res))])
+    caption = "\n".join([*res.notes, *_noise_note(res), interval_note(_margin(res))])
     table = Table(title=Text(_title(res)), title_justify="left", caption=Text(caption), caption_justify="left")
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("metric", "better if", "verdict") else "right")
@@ -82,7 +87,8 @@ def as_table(res: CompareResult) -> Table:
 
 def as_markdown(res: CompareResult) -> str:
     lines = [f"baseline `{res.baseline.selection}` vs contender `{res.contender.selection}`", ""]
-    lines += [f"_{n}_" for n in res.notes] + ([""] if res.notes else [])
+    notes = [*res.notes, *_noise_note(res)]
+    lines += [f"_{n}_" for n in notes] + ([""] if notes else [])
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---", "---", *["---:"] * 4, "---"]) + "|"]
     lines += ["| " + " | ".join(_row(m)) + " |" for m in res.metrics]
     return "\n".join([*lines, "", interval_note(_margin(res))]) + "\n"
@@ -107,10 +113,11 @@ def as_csv(res: CompareResult) -> str:
 
 def as_json(res: CompareResult) -> str:
     """The contract: a list of {metric, baseline{n,median,low,high,unstable}, contender{…}, change_pct,
-    p_value, margin_pct, verdict}, plus the change's interval and, when inconclusive, the runs a side
-    that would tell."""
+    p_value, margin_pct, verdict}, plus the change's interval, when inconclusive the runs a side
+    that would tell, and ``noise``: how the hosts' noise differs between the sides (the same label on
+    every metric; null when alike or unknown)."""
     return json.dumps([{"metric": m.metric, "baseline": m.result.baseline.as_dict(),
                         "contender": m.result.contender.as_dict(), "change_pct": m.result.change_pct,
                         "p_value": m.result.p_value, "margin_pct": m.result.margin_pct, "verdict": m.result.verdict,
                         "change_low_pct": m.result.change_low, "change_high_pct": m.result.change_high,
-                        "runs_needed": m.result.runs_needed} for m in res.metrics], indent=2)
+                        "runs_needed": m.result.runs_needed, "noise": res.noise} for m in res.metrics], indent=2)

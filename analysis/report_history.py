@@ -1,14 +1,17 @@
 """The report's history charts: when an experiment's revision has more than one sweep (a point of
 history: a sweep and the sweeps that resumed it), one chart per headline metric drawing each
 cell's points with their 95 % intervals and the change points, as ``cmx trend`` finds them
-(analysis/trend.py computes every number; this module only arranges them for the chart)."""
+(analysis/trend.py computes every number; this module only arranges them for the chart). Each point
+carries its noise (the hosts' load from outside the run, analysis/noise.py) and each change the
+label saying the noise differs across it."""
 from __future__ import annotations
 
-from cmx.analysis import charts, legend
+from cmx.analysis import charts, legend, noise
 from cmx.analysis.report_charts import Chart
 from cmx.analysis.rules import TREND_RULE
 from cmx.analysis.trend import trend
 from cmx.engine.results import metricdefs
+from cmx.workloads.vocab import metrics as M
 
 
 def points(con, experiment: str, revision: int) -> int:
@@ -27,11 +30,14 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
         return []
     present = {m for (m,) in con.execute(
         "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND revision = ? "
-        "AND value IS NOT NULL AND name IN (SELECT unnest(?::VARCHAR[]))", [experiment, revision, list(judged)]).fetchall()}
+        "AND value IS NOT NULL AND name IN (SELECT unnest(?::VARCHAR[]))",
+        [experiment, revision, list(judged + M.NOISE_METRICS)]).fetchall()}
     judged = tuple(m for m in judged if m in present)
     if not judged:
         return []
-    result = trend(con, experiment, metrics=judged, revision=revision)
+    noisy = tuple(m for m in M.NOISE_METRICS if m in present and m not in judged)
+    result = trend(con, experiment, metrics=judged + noisy, revision=revision)
+    noise_of = _noise_by_point(result.series)
     by_id = {c["cell_id"]: c for c in cells}
     ats = list(dict.fromkeys(a for s in result.series for a in s.ats))
     if len(ats) < 2:
@@ -43,13 +49,18 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
             cell = by_id.get(s.cell_id, {})
             changes = {c.index: c for c in s.changes}
             for i, (at, summary) in enumerate(zip(s.ats, s.summaries)):
-                change = changes.get(i)
+                change, here = changes.get(i), noise_of.get((s.cell_id, at), {})
+                before = noise_of.get((s.cell_id, s.ats[i - 1]), {}) if i else {}
                 rows.append({"cell": cell.get("label", s.cell_id), "at": at, "median": summary.median,
                              "low": summary.low, "high": summary.high, "n": summary.n,
                              **{d: cell.get(d) for d in varying},
                              "change": None if change is None else _said(change.comparison),
                              "p_value": None if change is None else change.comparison.p_value,
-                             "verdict": None if change is None else change.comparison.verdict})
+                             "verdict": None if change is None else change.comparison.verdict,
+                             "noise": noise.describe(here),
+                             # trend's own label (its segments' runs) where it gives one, else the neighbours'
+                             "noise_change": None if change is None else (change.noise
+                                                                          or noise.differs_values(before, here))})
         if not rows:
             continue
         series = legend.assign(rows, varying)
@@ -57,9 +68,20 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
         label = metricdefs.get(metric).label
         note = (f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
                 f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds, labelled with the "
-                f"change. {series.caption()} {caption} {TREND_RULE}.")
+                "change; each point's tooltip gives the hosts' noise (CPU used outside the run), and a change's "
+                f"says when it differs from the point before. {series.caption()} {caption} {TREND_RULE}.")
         spec = charts.history(rows, ats, label, series, f"{label} across sweeps").to_dict()
         out.append(Chart(f"history_{metric}", f"History of {label}", " ".join(note.split()), spec))
+    return out
+
+
+def _noise_by_point(series) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(cell_id, at) → {noise metric: its runs' values}, from the trend's noise series."""
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for s in series:
+        if s.metric in M.NOISE_METRICS:
+            for at, runs in zip(s.ats, s.runs):
+                out.setdefault((s.cell_id, at), {})[s.metric] = runs
     return out
 
 

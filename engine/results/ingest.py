@@ -2,7 +2,7 @@
 
 Layout read (``results/artifacts/<run_id>/``): one folder per host holding the files the host-side
 code wrote (``pub-PID.csv``, ``recv-PID.csv``, ``exec-PID.csv``, ``samples.csv``, ``peaks.csv``,
-``connections.csv``, ``sampler.json``, ``facts.json``, ``worker.json``, ``driver.json``).
+``connections.csv``, ``sampler.json``, ``noise.json``, ``facts.json``, ``worker.json``, ``driver.json``).
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cmx.engine.results.db import sql
+from cmx.engine.results.ingest_noise import ingest_noise
 from cmx.engine.results.metricdefs import over_drivers, unit_of
 from cmx.workloads.vocab import metrics as M
 
@@ -117,7 +118,7 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         own = _driver_metrics(art_dir, drivers)
         extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
         extra = [(name, _over_drivers(name, value, own, drivers), unit) for name, value, unit in extra]
-        extra += _sampler_cpu(host_dirs) + _heartbeat(host_dirs)
+        extra += _sampler_cpu(host_dirs) + _heartbeat(host_dirs) + ingest_noise(con, run_id, host_dirs)
         if len(drivers) > 1:
             rates = dict(con.execute(sql("driver_rates.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall())
             extra.append((M.PUBLISH_RATE_MIN_DRIVER, min(rates.get(h) or 0.0 for h in drivers), "tasks/s"))

@@ -180,6 +180,23 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.HARNESS_OVERHEAD_S, "s", _L, "harness",
               "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)",
               group=HARNESS),
+    # The noise group: the host's load from outside the run over the run's window (worst host;
+    # per host in ``host_noise``), read from /proc by the sampler (workloads/host/noise.py). Never
+    # judged (a busier host is no worse configuration): analysis/noise.py says when it differs.
+    MetricDef(M.NOISE_CPU_SHARE, "share", _N, "outside CPU",
+              "CPU the host's processes outside the run used, as a share of its cores (busy CPU in /proc/stat "
+              "minus the run's sampled processes'), over the run; most over hosts", group=NOISE),
+    MetricDef(M.NOISE_STEAL_SHARE, "share", _N, "steal",
+              "CPU time the hypervisor gave others (/proc/stat steal) as a share of the host's cores; most over hosts",
+              group=NOISE),
+    MetricDef(M.NOISE_LOAD1, "share", _N, "load per core",
+              "mean 1-minute load average over the run divided by the host's cores; most over hosts", group=NOISE),
+    MetricDef(M.NOISE_PSI_CPU_SOME_SHARE, "share", _N, "CPU pressure",
+              "share of the run's wall time some task waited for a CPU (/proc/pressure/cpu some); most over hosts; "
+              "absent where the kernel has no PSI", group=NOISE),
+    MetricDef(M.NOISE_PSI_MEMORY_SOME_SHARE, "share", _N, "memory pressure",
+              "share of the run's wall time some task stalled on memory (/proc/pressure/memory some); most over "
+              "hosts; absent where the kernel has no PSI", group=NOISE),
 )}
 
 

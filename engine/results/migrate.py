@@ -82,6 +82,10 @@ STEPS: tuple[Step, ...] = (
     # limits.settle without a completion, or the run's timeout), on `clock_host`'s clock as
     # `clock_at`; the stall_s of a run whose tasks never all finished runs to it (metrics.sql).
     Step("faults", 1, 2, "ALTER TABLE faults ADD COLUMN IF NOT EXISTS drive_end_at DOUBLE"),
+    # The noise group per run and host (engine/results/ingest_noise.py): the host's load from outside
+    # the run; `metrics` holds the worst host's value of each.
+    Step("host_noise", 0, 1, "CREATE TABLE IF NOT EXISTS host_noise (run_id VARCHAR, host VARCHAR, "
+                             "name VARCHAR, value DOUBLE, unit VARCHAR)"),
 )
 
 

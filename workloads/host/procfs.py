@@ -57,13 +57,15 @@ class Stat(NamedTuple):
     state: bytes        # R, S, D, Z, X...
     cpu_ticks: int      # utime + stime, in clock ticks
     rss_bytes: int
+    start_ticks: int    # when the process started, in clock ticks since boot
 
 
 def parse_stat(data: bytes) -> Stat:
     close = data.rindex(b")")  # comm may contain spaces and ')'
     f = data[close + 2:].split()
     return Stat(name=data[data.index(b"(") + 1:close].decode(errors="replace"), state=f[0],
-                cpu_ticks=int(f[11]) + int(f[12]), rss_bytes=int(f[21]) * PAGE_SIZE)
+                cpu_ticks=int(f[11]) + int(f[12]), rss_bytes=int(f[21]) * PAGE_SIZE,
+                start_ticks=int(f[19]))
 
 
 def parse_vmhwm(data: bytes) -> int | None:

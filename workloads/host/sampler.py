@@ -25,6 +25,8 @@ Files in the run dir (fixed names):
   (workloads/host/connprobes.py); nobody else's, the probe's included.
 - ``sample_marks.csv`` host,name,ts   the ticks that read PSS of every watched process for a mark
   of the run (workloads/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
+- ``noise.json``       the host's CPU, steal, load and pressure over the run, and the run's own CPU
+  (noise.py: what else the host did meanwhile).
 - ``sampler.json``     settings, ticks, the sampler's own CPU cost, ``complete``, ``errors``.
 - ``sampler.pid``       written at start, removed at a clean exit.
 
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
+from cmx.workloads.host.noise import NOISE_FILE, NoiseMeter
 from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_exe, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
 from cmx.workloads.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
@@ -120,6 +123,7 @@ class Sampler:
         self.pss = PssSchedule(config.pss_every, config.pss_budget_percent)
         self._own_pid = os.getpid()
         self._tree = ProcessTree()
+        self._noise = NoiseMeter()
         self._ports = [PortWatch(role, port) for role, port in config.ports]
         self._tracked: dict[int, WatchedProcess] = {}
         self._peaks: dict[int, tuple[str, str, int]] = {}
@@ -188,10 +192,12 @@ class Sampler:
             cpu = None  # no previous reading of this process: no rate yet
             if tracked.cpu_ticks is not None and now > tracked.at:
                 cpu = round(100.0 * (stat.cpu_ticks - tracked.cpu_ticks) / CLK_TCK / (now - tracked.at), 2)
+            self._noise.process(tracked.cpu_ticks, stat.cpu_ticks, stat.start_ticks)
             tracked.cpu_ticks, tracked.at = stat.cpu_ticks, now
             sampled.append((pid, role, stat.rss_bytes, cpu))
             if hwm is not None:
                 self._peaks[pid] = (role, stat.name, hwm)
+        self._noise.tick(time.monotonic())  # the host's counters as the processes were read
         rss_sum = sum(rss for _, _, rss, _ in sampled)
         if with_pss or self.pss.new_high(rss_sum):
             # All PSS reads of a round share the tick's ts, so per-tick sums stay meaningful.
@@ -214,6 +220,7 @@ class Sampler:
         for name, header in (("samples.csv", SAMPLES_HEADER), ("connections.csv", CONNECTIONS_HEADER)):
             self._out.replace_csv(name, header, [])
         self._connections.start()
+        self._noise.start()
         slot, next_flush, next_keep = 0, t0 + FLUSH_EVERY_S, t0
         while not stop.wait_until(due := t0 + slot * interval):
             stop.marked = False
@@ -238,6 +245,7 @@ class Sampler:
             if not watch.ever_found:
                 self.errors.record(f"watch-port {watch.role}={watch.port}", "no process listened on it")
         self.flush(complete=True)
+        self._noise.close()
         pidfile = self.config.run_dir / "sampler.pid"
         if read_pidfile(pidfile) == self._own_pid:
             pidfile.unlink()
@@ -262,6 +270,7 @@ class Sampler:
         host = self.config.host
         self._out.replace_csv("peaks.csv", PEAKS_HEADER,
                               [(host, pid, role, name, hwm) for pid, (role, name, hwm) in sorted(self._peaks.items())])
+        self._out.replace(NOISE_FILE, json.dumps(self._noise.summary(host), indent=2) + "\n")
         self._out.replace("sampler.json", json.dumps(self.summary(complete), indent=2) + "\n")
 
     def summary(self, complete: bool) -> dict:

@@ -102,3 +102,12 @@ STALL_CENSORED = "stall_censored"
 RECOVERY_S = "recovery_s"
 MEMORY_PER_TASK_BYTES = "memory_per_task_bytes"
 TASKS_IN_FLIGHT_MAX = "tasks_in_flight_max"
+# The noise group (workloads/host/noise.py, engine/results/ingest_noise.py): what the host did
+# outside the run while it ran; it labels a change, never gates one.
+NOISE_CPU_SHARE = "noise_cpu_share"
+NOISE_STEAL_SHARE = "noise_steal_share"
+NOISE_LOAD1 = "noise_load1"
+NOISE_PSI_CPU_SOME_SHARE = "noise_psi_cpu_some_share"
+NOISE_PSI_MEMORY_SOME_SHARE = "noise_psi_memory_some_share"
+NOISE_METRICS = (NOISE_CPU_SHARE, NOISE_STEAL_SHARE, NOISE_LOAD1, NOISE_PSI_CPU_SOME_SHARE,
+                 NOISE_PSI_MEMORY_SOME_SHARE)
