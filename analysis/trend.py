@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from cmx.analysis import fingerprint, gate, statcache, stats
+from cmx.analysis import fingerprint, gate, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
     EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_scores)
@@ -187,6 +187,7 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
             s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
             s.latest = f.latest
     _adjust(series)
+    _label_noise(con, series, run_ids)
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
         "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
         [experiment]).fetchall()}
@@ -210,6 +211,25 @@ def _adjust(series: list[Series]) -> None:
         for s in members:
             s.changes = [replace(c, p_adjusted=q) for c, q in zip(s.changes, adjusted)]
             s.changes = [c for c in s.changes if c.p_adjusted <= stats.ALPHA]
+
+
+def _label_noise(con, series: list[Series], run_ids: dict[str, set[str]]) -> None:
+    """Beside each change, how the hosts' load from outside the run differed between its two sides
+    (:func:`cmx.analysis.noise.differs`, over the runs of the points either side that measured it):
+    noise labels a change, it never hides one. Changes at the same points share one answer."""
+    said: dict[tuple, str | None] = {}
+    for s in series:
+        at = [c.index for c in s.changes]
+        labelled = []
+        for j, c in enumerate(s.changes):
+            start = at[j - 1] if j else 0
+            end = at[j + 1] if j + 1 < len(at) else len(s.ats)
+            sides = (tuple(s.ats[max(start, c.index - WINDOW):c.index]), tuple(s.ats[c.index:min(end, c.index + WINDOW)]))
+            if sides not in said:
+                said[sides] = noise.differs(con, [r for a in sides[0] for r in run_ids.get(a, ())],
+                                            [r for a in sides[1] for r in run_ids.get(a, ())])
+            labelled.append(replace(c, noise=said[sides]))
+        s.changes = labelled
 
 
 def _fingerprint_changes(con, by: str, ats: list[str], run_ids: dict[str, set[str]]) -> list[str]:

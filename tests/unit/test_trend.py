@@ -285,3 +285,21 @@ def test_a_gate_that_cannot_fail_says_so(tmp_path):
     assert both.returncode == 1 and "cannot fail" in both.stderr, both.stderr
     bad = cmx("trend", "e", "--db", str(path), "--fail-on", "better")
     assert bad.returncode == 2 and "expected worse or worse,inconclusive" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_change_on_a_busier_host_is_labelled_not_hidden(tmp_path):
+    from tests.conftest import cmx
+    from tests.results_fixture import nightly
+
+    nights = [{"consume_rate": 1000.0, "noise_cpu_share": 0.05}] * 8 + [{"consume_rate": 700.0, "noise_cpu_share": 0.4}]
+    path = nightly(tmp_path / "r.duckdb", nights)
+    res, s, found = _found(path)
+    assert [(at, verdict) for at, verdict, _ in found] == [("s009", "worse")]  # still found, still gating
+    assert "busier after" in s.changes[0].noise
+    noise_series = [x for x in res.series if x.metric == "noise_cpu_share"]
+    assert noise_series and noise_series[0].group == "noise"
+    doc = json.loads(cmx("trend", "e", "--db", str(path), "--format", "json", "--metric", "consume_rate").stdout)
+    assert "busier after" in doc["series"][0]["changes"][0]["noise"]
+    assert cmx("trend", "e", "--db", str(path), "--fail-on", "worse").returncode == 1
+    quiet = nightly(tmp_path / "q.duckdb", [{**n, "noise_cpu_share": 0.05} for n in nights])
+    assert _found(quiet)[1].changes[0].noise is None
