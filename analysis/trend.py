@@ -75,7 +75,7 @@ def _latest_revision(con, experiment: str) -> int | None:
 
 def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...], only: str | None):
     """(point key, cell_id, metric, [values of its ok runs in the order they started]) of each point
-    of each series, the points in the order they ran; and {point key: its ok runs' ids}."""
+    of each series, the points in the order they ran; and {(point key, cell_id): its ok runs' ids}."""
     cond, params = "TRUE", []
     if only:
         filters = []
@@ -112,7 +112,8 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
     for point, cell_id, name, k in keys:
         rows.append((point, cell_id, name, flat[at:at + k]))
         at += k
-    run_ids = dict(con.execute("SELECT point, list(DISTINCT run_id) FROM trend_ok GROUP BY point").fetchall())
+    run_ids = {(point, cell): ids for point, cell, ids in con.execute(
+        "SELECT point, cell_id, list(DISTINCT run_id) FROM trend_ok GROUP BY point, cell_id").fetchall()}
     con.execute("DROP TABLE trend_ok")
     return rows, run_ids
 
@@ -160,7 +161,10 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
         order.setdefault(point, len(order))
         values.setdefault((cell_id, name), {})[point] = runs
     ats = list(order)
-    run_ids = {a: set(point_runs[a]) for a in ats}
+    run_ids = {a: set() for a in ats}
+    for (point, _), ids in point_runs.items():
+        if point in run_ids:
+            run_ids[point].update(ids)
     rank = {m: i for i, m in enumerate(metricdefs.METRICS)}
     series = []
     for (cell_id, name), by_point in sorted(values.items(),
@@ -187,7 +191,7 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
             s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
             s.latest = f.latest
     _adjust(series)
-    _label_noise(con, series, run_ids)
+    _label_noise(con, series, point_runs)
     cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
         "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
         [experiment]).fetchall()}
@@ -213,10 +217,11 @@ def _adjust(series: list[Series]) -> None:
             s.changes = [c for c in s.changes if c.p_adjusted <= stats.ALPHA]
 
 
-def _label_noise(con, series: list[Series], run_ids: dict[str, set[str]]) -> None:
+def _label_noise(con, series: list[Series], run_ids: dict[tuple[str, str], list[str]]) -> None:
     """Beside each change, how the hosts' load from outside the run differed between its two sides
-    (:func:`cmx.analysis.noise.differs`, over the runs of the points either side that measured it):
-    noise labels a change, it never hides one. Changes at the same points share one answer."""
+    (:func:`cmx.analysis.noise.differs`, over the cell's runs of the points either side that
+    measured it): noise labels a change, it never hides one. Changes of one cell at the same points
+    share one answer."""
     said: dict[tuple, str | None] = {}
     for s in series:
         at = [c.index for c in s.changes]
@@ -224,10 +229,11 @@ def _label_noise(con, series: list[Series], run_ids: dict[str, set[str]]) -> Non
         for j, c in enumerate(s.changes):
             start = at[j - 1] if j else 0
             end = at[j + 1] if j + 1 < len(at) else len(s.ats)
-            sides = (tuple(s.ats[max(start, c.index - WINDOW):c.index]), tuple(s.ats[c.index:min(end, c.index + WINDOW)]))
+            sides = (s.cell_id, tuple(s.ats[max(start, c.index - WINDOW):c.index]),
+                     tuple(s.ats[c.index:min(end, c.index + WINDOW)]))
             if sides not in said:
-                said[sides] = noise.differs(con, [r for a in sides[0] for r in run_ids.get(a, ())],
-                                            [r for a in sides[1] for r in run_ids.get(a, ())])
+                said[sides] = noise.differs(con, [r for a in sides[1] for r in run_ids.get((a, s.cell_id), ())],
+                                            [r for a in sides[2] for r in run_ids.get((a, s.cell_id), ())])
             labelled.append(replace(c, noise=said[sides]))
         s.changes = labelled
 
