@@ -239,9 +239,9 @@ def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool):
 
 def change_steps(runs: list[list[float]], medians: list[float | None], full_latest: bool = False):
     """:func:`change_points` as a generator, so the tests of many series can run in one batch
-    (analysis/statcache.py): it yields each test it needs, a :class:`SplitTest` of some medians (sent
-    its p) or (runs before, runs after, full), is sent
-    the test's answer (a Comparison when shown or ``full``, else None), and returns a :class:`Found`.
+    (analysis/statcache.py): it yields each question it needs answered, a :class:`SplitTest` of some
+    medians (sent :meth:`SplitTest.answer`) or a test of runs (before, after, full: sent a Comparison
+    when shown or ``full``, else None), and returns a :class:`Found`.
 
     1. Candidates: :func:`_candidates` over the points' medians.
     2. Each candidate measured between its neighbours: the runs since the candidate before it
