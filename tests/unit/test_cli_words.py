@@ -9,3 +9,13 @@ def test_version_is_a_flag_in_help():
     [line] = [line for line in proc.stdout.splitlines() if "--version" in line]
     assert "<bool>" not in line, line
     assert cmx("--version", timeout=120).stdout.startswith("cmx ")
+
+
+def test_the_quickstart_cites_no_file_missing_from_the_repository():
+    import re
+
+    from tests.conftest import REPO
+
+    header = (REPO / "experiments" / "quickstart.yaml").read_text()
+    for cited in re.findall(r"[\w./-]+\.(?:md|txt|yaml|py)\b", header):
+        assert (REPO / cited).exists() or (REPO / "experiments" / cited).exists(), cited
