@@ -54,12 +54,18 @@ def validate(
     Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
     naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
-    from cmx.engine.model.pitfalls import warnings as pitfall_warnings
-
     try:
         _, cells, _ = _load(file, inventory, max_cells=max_cells)
     except (InputError, HostError) as exc:
         fail(exc)
+    _warn_pitfalls(file, cells)
+
+
+def _warn_pitfalls(file: Path, cells) -> None:
+    """Celery's known traps the cells walk into, one line each on stderr: what `cmx validate` says,
+    `cmx run` says before its first run, and the report repeats."""
+    from cmx.engine.model.pitfalls import warnings as pitfall_warnings
+
     for warning in pitfall_warnings(cells):
         err.print(f"{file}: warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
@@ -128,6 +134,8 @@ def run(
 
     When the experiment has history (two sweeps or more of its revision), the sweep's end computes it as `cmx trend` does (its statistics are kept, so the next `cmx trend` reads them back) and says which metrics changed at this sweep, that night.
 
+    Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as `cmx validate` says them; the report repeats them).
+
     Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep ends; a table of what held follows the summary.
 
     Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3.
@@ -156,6 +164,7 @@ def run(
                 raise InputError(Problem(f"--only {only!r} matches no cell (see `cmx plan {file}`)"))
     except (InputError, HostError) as exc:
         fail(exc)
+    _warn_pitfalls(file, cells)  # on the terminal before the runs, not only in the report
     runs = plan_runs(exp, cells, shuffle=shuffle)
     skipped = 0
     try:
