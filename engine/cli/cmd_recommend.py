@@ -61,7 +61,9 @@ def recommend(
         constraints = [parse_constraint(w) for w in where]
         db_path = results_db(db_path, experiment)
         with views.connect(db_path, read_only=True) as con:
-            chosen = views.choose_revision(views.revisions(con, experiment), experiment, revision)
+            known = views.revisions(con, experiment)
+            chosen = views.choose_revision(known, experiment, revision,
+                                           "" if known else views.experiment_hint(con, experiment))
             objectives = objectives or [default_objective(con, experiment, chosen)]
             rec = rank(con, experiment, chosen, objectives, constraints, tags, margin)
     except (FileNotFoundError, LookupError, ValueError, InputError) as exc:
