@@ -49,15 +49,21 @@ def validate(
 ):
     """Check an experiment (and its inventory) without touching any host.
 
-    Prints nothing and exits 0 when it is valid (but one line on stderr when no inventory is named
-    and the built-in localhost inventory is used); otherwise prints FILE:LINE:COL: message lines and exits 2.
+    When it is valid, prints what it found and exits 0: its cells and runs, about how long the sweep takes (from
+    the experiment's runs stored in results/cmx.duckdb, if any) and whether its repeats can show a difference
+    between cells at all (one line on stderr too when no inventory is named and the built-in localhost inventory
+    is used); otherwise prints FILE:LINE:COL: message lines and exits 2.
     Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
     naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
+    from cmx.engine.cli.sweepsize import summary
+
     try:
-        _, cells, _ = _load(file, inventory, max_cells=max_cells)
+        exp, cells, _ = _load(file, inventory, max_cells=max_cells)
     except (InputError, HostError) as exc:
         fail(exc)
+    for line in summary(file, exp, cells):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     _warn_pitfalls(file, cells)
 
 
