@@ -134,7 +134,8 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         if s.unseen:  # a host's records missing: these may have run there, or not
             lost += f" [yellow](+{s.unseen:,.0f} unseen)[/yellow]"
         if s.not_run:  # a run stopped before them (interrupted, failed): nobody lost them
-            lost = (f"{lost} " if s.lost or s.unseen else "") + f"[yellow]({s.not_run:,.0f} not run)[/yellow]"
+            said = f"{s.not_run:,.0f} not run"
+            lost = f"{lost} [yellow]({said})[/yellow]" if s.lost or s.unseen else f"[yellow]{said}[/yellow]"
         table.add_row(*[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims], ok, lost,
                       *[with_interval(n, s.metrics.get(n), s.ok, s.missing.get(n, 0)) if n in shown else Text("n/a")
                         for n in headline])

@@ -170,7 +170,6 @@ def run(
                 raise InputError(Problem(f"--only {only!r} matches no cell (see `cmx plan {file}`)"))
     except (InputError, HostError) as exc:
         fail(exc)
-    _warn_pitfalls(file, cells)  # on the terminal before the runs, not only in the report
     runs = plan_runs(exp, cells, shuffle=shuffle)
     skipped = 0
     try:
@@ -180,6 +179,7 @@ def run(
             resumes, done = (None, set()) if no_resume else db.resume_point(con, exp.name, revision)
     except (InputError, HostError) as exc:  # HostError: the database cannot be written (a full disk)
         fail(exc)
+    _warn_pitfalls(file, cells)  # on the terminal before the runs (bad input stays one line), not only in the report
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)
