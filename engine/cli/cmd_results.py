@@ -223,7 +223,7 @@ def compare(
     contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq,pool=threads)."),
     db_path: Path = DB_OPTION,
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
-    pool_cells: bool = typer.Option(False, "--pool-cells", help="Allow a side to select several cells (or "
+    pool_cells: bool = typer.Option(False, "--pool-cells", metavar="", help="Allow a side to select several cells (or "
                                     "revisions) and pool their runs; the output says what was pooled."),
     tag: list[str] = typer.Option([], "--tag", help="On both sides, only the runs of sweeps run with this "
                                   "KEY=VALUE (`cmx run --tag`; repeatable: all must match). One side alone: "

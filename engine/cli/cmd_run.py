@@ -79,7 +79,7 @@ def _warn_pitfalls(file: Path, cells) -> None:
 @app.command()
 def plan(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    as_json: bool = typer.Option(False, "--json", metavar="", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
@@ -118,9 +118,9 @@ def run(
     db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
-    no_resume: bool = typer.Option(False, "--no-resume", help="Measure again even when the latest sweep was "
+    no_resume: bool = typer.Option(False, "--no-resume", metavar="", help="Measure again even when the latest sweep was "
                                    "interrupted: a new sweep of every run, its ok runs not skipped."),
-    new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
+    new_revision: bool = typer.Option(False, "--new-revision", metavar="", help="The experiment's definition changed since "
                                       "its runs in --db: store this sweep's runs as its next revision, apart from "
                                       "the earlier ones (cmx run refuses a changed definition without it)."),
     shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
@@ -130,7 +130,7 @@ def run(
     tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
                                   "`cmx status`, `cmx report` and `cmx compare` select by it with --tag."),
     note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
-    smoke_mode: bool = typer.Option(False, "--smoke", help="Each cell once at a tiny size with a short timeout, "
+    smoke_mode: bool = typer.Option(False, "--smoke", metavar="", help="Each cell once at a tiny size with a short timeout, "
                                     "into results/smoke.duckdb unless --db is given: catches configuration "
                                     "errors before a long sweep."),
 ):
