@@ -4,15 +4,18 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup services quickstart test unit lint clean-results
+.PHONY: setup services quickstart test unit lint dist clean-results
 
 setup: $(VENV)/.installed services
 
+# pip --quiet --quiet: errors only (a quickstart's terminal is for the sweep; the build backend's
+# notes and a machine's pip configuration warnings stay off it).
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $@
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --quiet --upgrade pip
+	@echo "installing cmx and its dependencies into $(VENV)/"
+	@$(BIN)/python -m pip install --quiet --quiet -e '.[test]'
+	@touch $@
 
 # Redis, RabbitMQ and PostgreSQL on loopback, installed and started where missing (cmx services up).
 services: $(VENV)/.installed
@@ -42,6 +45,13 @@ lint: .venv-lint/.installed
 	$(PYTHON) -m venv .venv-lint
 	.venv-lint/bin/python -m pip install --quiet 'ansible-lint==26.10.1'
 	touch $@
+
+# The wheel a user installs while cmx is not on the package index:
+# `pipx install dist/celery_matrix-*.whl` (README, Install). `build` comes with the test extra.
+dist: $(VENV)/.installed
+	rm -rf dist
+	$(BIN)/python -m build --quiet --wheel --outdir dist .
+	@ls dist/*.whl
 
 clean-results:
 	rm -rf results

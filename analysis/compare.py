@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cmx.analysis import fingerprint, noise, stats
-from cmx.analysis.views import dimension_columns
+from cmx.analysis.views import dimension_columns, experiment_hint
+from cmx.engine.errors import suggest
 from cmx.engine.results import metricdefs
 
 #: A column of ``runs`` that is no dimension but separates definitions of one experiment (i9a adds it).
@@ -152,7 +153,7 @@ def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
     cond, params = _where(con, cols, sel)
     rows = con.execute(f"SELECT run_id, cell_id FROM runs r WHERE {cond}", params).fetchall()
     if not rows:
-        raise SelectionError(f"{role} {sel}: no ok runs match")
+        raise SelectionError(f"{role} {sel}: no ok runs match" + experiment_hint(con, sel.experiment))
     cells = len({c for _, c in rows})
     # Dimension columns in the view's order (built-ins first), then the revision.
     candidates = list(cols)
@@ -230,7 +231,8 @@ def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = F
     names = _metric_names(con, [base, cont], set(a) | set(b))
     missing = [m for m in metrics if m not in names]
     if missing:
-        raise SelectionError(f"--metric {missing[0]}: neither side has it (they have: {', '.join(names)})")
+        raise SelectionError(f"--metric {missing[0]}: neither side has it (they have: {', '.join(names)})"
+                             + suggest(missing[0], names))
     for name in (m for m in names if not metrics or m in metrics):
         better = metricdefs.get(name).better.value
         rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better,

@@ -68,6 +68,8 @@ def _cell_flags(cell: dict) -> str:
         flags.append(f"{cell['lost_tasks']:,.0f} tasks lost")
     if cell.get("unseen_tasks"):
         flags.append(f"{cell['unseen_tasks']:,.0f} tasks unseen (a host's records not collected)")
+    if cell.get("not_run_tasks"):
+        flags.append(f"{cell['not_run_tasks']:,.0f} tasks not run (a run stopped before them)")
     return ", ".join(flags)
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from cmx.analysis import stats, units
+from cmx.engine.errors import suggest
 from cmx.engine.model.thresholds import OPERATORS
 from cmx.engine.results import metricdefs
 from cmx.engine.results.db import tagged_runs_sql
@@ -99,7 +100,8 @@ def parse_constraint(text: str) -> Constraint:
     try:
         value = units.parse(metric, raw)
     except ValueError as exc:
-        raise RecommendError(f"--where {text!r}: {exc}") from None
+        hint = "" if metric in metricdefs.METRICS else suggest(metric, metricdefs.METRICS)
+        raise RecommendError(f"--where {text!r}: {exc}{hint}") from None
     return Constraint(metric, op, value, " ".join(text.split()))
 
 
@@ -157,7 +159,8 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
     for name in [o.metric for o in objectives] + [c.metric for c in constraints]:
         if name not in present:
             raise RecommendError(f"{name}: no run of {experiment!r} has this metric "
-                                 f"(it has: {', '.join(m for m in metricdefs.METRICS if m in present)})")
+                                 f"(it has: {', '.join(m for m in metricdefs.METRICS if m in present)})"
+                                 + suggest(name, present))
     dims = _cell_values(con, experiment, revision)
     wanted = list(dict.fromkeys([o.metric for o in objectives] + [c.metric for c in constraints]))
     summaries = iter(stats.summarize_many([metrics.get(m, []) for metrics in data.values() for m in wanted]))

@@ -18,7 +18,8 @@ import vl_convert
 from cmx.analysis.pngs import Painter
 from cmx.analysis.report_cells import _q, dimensions, table_metrics  # noqa: F401 (the report's API)
 from cmx.analysis.report_charts import CHARTED, Chart, build_charts  # noqa: F401 (the report's API)
-from cmx.analysis.views import choose_revision, dimension_columns, restrict_to_tags, revisions, tags_text  # noqa: F401
+from cmx.analysis.views import (choose_revision, dimension_columns, experiment_hint, restrict_to_tags,  # noqa: F401
+                                revisions, tags_text)
 from cmx.engine.paths import user_cache
 
 
@@ -69,7 +70,7 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     known = revisions(con, experiment)
     if not known and tags:
         raise LookupError(f"experiment {experiment!r} has no runs of sweeps tagged {tags_text(tags)} in this database")
-    chosen = choose_revision(known, experiment, revision)
+    chosen = choose_revision(known, experiment, revision, experiment_hint(con, experiment) if not known else "")
     out_dir.mkdir(parents=True, exist_ok=True)
     def draw(chart: Chart) -> None:  # each chart's PNG is drawn while the next ones are built
         painter.paint(chart.spec, out_dir / f"{chart.name}.png")

@@ -48,11 +48,12 @@ def cells_of(con, experiment: str, revision: int, varying: list[str], shown: tup
     for row in con.execute(f"""
             SELECT cell_id, any_value(runs) AS runs, any_value(ok_runs) AS ok_runs,
                    any_value(failed_runs) AS failed_runs, any_value(timeout_runs) AS timeout_runs,
-                   any_value(lost_tasks) AS lost_tasks, any_value(unseen_tasks) AS unseen_tasks {dim_sel}
+                   any_value(lost_tasks) AS lost_tasks, any_value(unseen_tasks) AS unseen_tasks,
+                   any_value(not_run_tasks) AS not_run_tasks {dim_sel}
             FROM cell_summary WHERE experiment = ? AND revision = ? GROUP BY cell_id ORDER BY {order}""",
             [experiment, revision]).fetchall():
         cell = dict(zip(["cell_id", "runs", "ok_runs", "failed_runs", "timeout_runs", "lost_tasks", "unseen_tasks",
-                         *varying], row))
+                         "not_run_tasks", *varying], row))
         cell["label"] = " / ".join("–" if cell[d] is None else value_text(cell[d]) for d in varying) or cell["cell_id"]
         cell["medians"] = {}
         cells[cell["cell_id"]] = cell

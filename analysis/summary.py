@@ -27,6 +27,7 @@ class CellSummary:
     ok: int = 0
     lost: float = 0.0
     unseen: float = 0.0  # tasks not seen run on a host whose records did not arrive (may have run)
+    not_run: float = 0.0  # tasks a run that did not end ok (interrupted, failed) stopped before: not lost
     metrics: dict[str, stats.Summary] = field(default_factory=dict)  # n, median, low, high over ok runs
     #: Ok runs without a value of the metric (a peak PSS no reading inside the run gave).
     missing: dict[str, int] = field(default_factory=dict)
@@ -76,6 +77,8 @@ def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...]
             s.lost += value
         if name == M.TASKS_UNSEEN and value:
             s.unseen += value
+        if name == M.TASKS_NOT_RUN and value:
+            s.not_run += value
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)
         elif status == "ok" and name in headline:
@@ -132,6 +135,9 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         lost = "0" if not s.lost else f"[bold red]{s.lost:,.0f}[/bold red]"
         if s.unseen:  # a host's records missing: these may have run there, or not
             lost += f" [yellow](+{s.unseen:,.0f} unseen)[/yellow]"
+        if s.not_run:  # a run stopped before them (interrupted, failed): nobody lost them
+            said = f"{s.not_run:,.0f} not run"
+            lost = f"{lost} [yellow]({said})[/yellow]" if s.lost or s.unseen else f"[yellow]{said}[/yellow]"
         table.add_row(*[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims], ok, lost,
                       *[with_interval(n, s.metrics.get(n), s.ok, s.missing.get(n, 0)) if n in shown else Text("n/a")
                         for n in headline])

@@ -26,6 +26,8 @@ from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read 
     EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_scores)
 from cmx.analysis.compare import Selection, SelectionError, selection_where
 from cmx.analysis.headline import of_experiment as headline_of
+from cmx.analysis.views import experiment_hint
+from cmx.engine.errors import suggest
 from cmx.engine.results import metricdefs
 
 
@@ -145,13 +147,15 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
         raise SelectionError(f"--by {by!r}: expected sweep or tag.KEY")
     revision = revision or _latest_revision(con, experiment)
     if revision is None:
-        raise SelectionError(f"no sweep of experiment {experiment!r} in this database")
+        raise SelectionError(f"no sweep of experiment {experiment!r} in this database"
+                             + experiment_hint(con, experiment))
     unknown = [m for m in metrics if m not in metricdefs.METRICS]
     rows, point_runs = _rows(con, experiment, revision, by, metrics, only)
     if not rows:
         what = f" with metric {', '.join(metrics)}" if metrics else ""
         raise SelectionError(f"experiment {experiment!r} (revision {revision}) has no ok runs{what}"
-                             + (f" ({unknown[0]!r} is no metric cmx knows)" if unknown else "")
+                             + (f" ({unknown[0]!r} is no metric cmx knows"
+                                + suggest(unknown[0], metricdefs.METRICS) + ")" if unknown else "")
                              + (f" in sweeps tagged {by.removeprefix('tag.')}" if by != "sweep" else ""))
     order: dict[str, int] = {}
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -175,7 +179,8 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
     missing = [m for m in metrics if not any(s.metric == m for s in series)]
     if missing:
         raise SelectionError(f"--metric {missing[0]}: no ok run of {experiment!r} (revision {revision}) has it"
-                             + (" (it is no metric cmx knows)" if missing[0] in unknown else ""))
+                             + (" (it is no metric cmx knows" + suggest(missing[0], metricdefs.METRICS) + ")"
+                                if missing[0] in unknown else ""))
     headline = headline_of(con, experiment, revision)
     for s in series:
         s.group = metricdefs.group_of(s.metric, headline)

@@ -17,6 +17,7 @@ from typing import Iterator
 
 import duckdb
 
+from cmx.engine.errors import suggest
 from cmx.engine.results import db
 from cmx.engine.results.metricdefs import RUN_SUMMARY_COLUMNS
 
@@ -96,10 +97,17 @@ def revisions(con, experiment: str) -> list[int]:
                                       [experiment]).fetchall()]
 
 
-def choose_revision(known: list[int], experiment: str, revision: int | None) -> int:
-    """``revision`` when the experiment has it, its latest when None; LookupError (exit 2) otherwise."""
+def experiment_hint(con, experiment: str) -> str:
+    """``; did you mean 'NAME'?`` when ``experiment`` is not in the database and one close to it is."""
+    known = [e for (e,) in con.execute("SELECT DISTINCT experiment FROM runs").fetchall()]
+    return "" if experiment in known else suggest(experiment, known)
+
+
+def choose_revision(known: list[int], experiment: str, revision: int | None, hint: str = "") -> int:
+    """``revision`` when the experiment has it, its latest when None; LookupError (exit 2) otherwise
+    (``hint``: :func:`experiment_hint`'s, for a name not in the database)."""
     if not known:
-        raise LookupError(f"experiment {experiment!r} has no runs in this database")
+        raise LookupError(f"experiment {experiment!r} has no runs in this database{hint}")
     if revision is not None and revision not in known:
         raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
                           f"(it has {', '.join(map(str, known))})")

@@ -1,7 +1,9 @@
 """Errors that reach the user: bad input is reported as ``FILE:LINE:COL: message`` and exits 2."""
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -27,6 +29,14 @@ _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 def _one_line(text: str) -> str:
     return _BREAKS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def suggest(word: str, options: Iterable[str], prefix: str = "") -> str:
+    """``; did you mean 'NAME'?`` for the known name closest to ``word`` (difflib's), or "" when
+    none is close: the one helper every name check (dimension values, workloads, experiments,
+    metrics, keys, settings) appends to its one-line message."""
+    close = difflib.get_close_matches(str(word), sorted({str(o) for o in options}), n=1)
+    return f"; did you mean '{prefix}{close[0]}'?" if close else ""
 
 
 class InputError(Exception):

@@ -2,7 +2,8 @@
 -- (n, median, min, max, stddev, IQR), beside the cell's dimension columns.
 -- Failed and timed-out runs are counted, never averaged in; lost tasks are summed over every run
 -- of the cell (a lost task is a finding even in a failed run), and so are unseen ones (a host's
--- records not collected: they may have run there). Every run ever stored counts:
+-- records not collected: they may have run there), and so are the tasks a run that did not end ok
+-- stopped before (not_run_tasks: interrupted, failed, timed out; never lost). Every run ever stored counts:
 -- a failed run that a resumed sweep repeated successfully still shows as one failed run.
 -- A cell none of whose runs produced metrics still has one row, with metric NULL.
 -- Runs of different revisions (definitions) of an experiment are never pooled: each is its own row.
@@ -24,9 +25,10 @@ counts AS (
 lost AS (
     SELECT r.experiment, r.revision, r.cell_id,
         sum(m.value) FILTER (WHERE m.name = 'tasks_lost') AS lost_tasks,
-        sum(m.value) FILTER (WHERE m.name = 'tasks_unseen') AS unseen_tasks
+        sum(m.value) FILTER (WHERE m.name = 'tasks_unseen') AS unseen_tasks,
+        sum(m.value) FILTER (WHERE m.name = 'tasks_not_run') AS not_run_tasks
     FROM runs r JOIN metrics m USING (run_id)
-    WHERE m.name IN ('tasks_lost', 'tasks_unseen')
+    WHERE m.name IN ('tasks_lost', 'tasks_unseen', 'tasks_not_run')
     GROUP BY r.experiment, r.revision, r.cell_id
 ),
 stats AS (
@@ -43,7 +45,7 @@ stats AS (
 )
 SELECT cells.*, s.metric, s.n, s.median, s.min, s.max, s.stddev, s.iqr,
     c.runs, c.ok_runs, c.failed_runs, c.timeout_runs, coalesce(l.lost_tasks, 0) AS lost_tasks,
-    coalesce(l.unseen_tasks, 0) AS unseen_tasks
+    coalesce(l.unseen_tasks, 0) AS unseen_tasks, coalesce(l.not_run_tasks, 0) AS not_run_tasks
 FROM cells
 JOIN counts c USING (experiment, revision, cell_id)
 LEFT JOIN stats s USING (experiment, revision, cell_id)

@@ -27,17 +27,26 @@ def _where(exp: Experiment, dim: str) -> tuple[int | None, int | None]:
 
 def check_thresholds(exp: Experiment) -> None:
     """Each threshold names a metric cmx computes, and a unit that fits it (2s on a time, 512MiB on a
-    size); FILE:LINE:COL problems (engine/model/thresholds.py has checked the form already)."""
-    from cmx.engine.model.dimensions import suggest
+    size); a built-in workload's objective names one too; FILE:LINE:COL problems
+    (engine/model/thresholds.py has checked the form already)."""
+    from cmx.engine.errors import suggest
     from cmx.engine.results import metricdefs
 
-    if not exp.thresholds:
+    if not exp.thresholds and not exp.objective:
         return
     try:
         _, pos = load_yaml(exp.source)
     except Exception:
         pos = None
     problems = []
+    # A user's own workload may report metrics of its own; a built-in one reports the registry's.
+    if exp.objective and exp.workload.name in registry.names():
+        path, metric = (("objective",), exp.objective) if isinstance(exp.objective, str) else \
+            (("objective", *exp.objective), next(iter(exp.objective.values())))
+        if metric not in metricdefs.METRICS:
+            line, col = pos.of(path) if pos else (None, None)
+            problems.append(Problem(f"objective: unknown metric '{metric}'" + suggest(metric, metricdefs.METRICS),
+                                    exp.source, line, col))
     for metric, rule in exp.parsed_thresholds().items():
         path = ("thresholds", metric)
         if metric not in metricdefs.METRICS:

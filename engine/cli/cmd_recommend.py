@@ -10,6 +10,7 @@ import typer
 
 from cmx.analysis import views
 from cmx.engine.cli.common import DB_OPTION, app, fail, out
+from cmx.engine.cli.resultsdb import results_db
 from cmx.engine.errors import InputError
 from cmx.engine.results import db
 
@@ -58,8 +59,11 @@ def recommend(
         tags = db.parse_tags(tag)
         objectives = [objective(m, MAXIMIZE) for m in maximize] + [objective(m, MINIMIZE) for m in minimize]
         constraints = [parse_constraint(w) for w in where]
+        db_path = results_db(db_path, experiment)
         with views.connect(db_path, read_only=True) as con:
-            chosen = views.choose_revision(views.revisions(con, experiment), experiment, revision)
+            known = views.revisions(con, experiment)
+            chosen = views.choose_revision(known, experiment, revision,
+                                           "" if known else views.experiment_hint(con, experiment))
             objectives = objectives or [default_objective(con, experiment, chosen)]
             rec = rank(con, experiment, chosen, objectives, constraints, tags, margin)
     except (FileNotFoundError, LookupError, ValueError, InputError) as exc:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.engine.cli.resultsdb import results_db
 from cmx.engine.errors import InputError
 from cmx.analysis import views
 from cmx.engine.results import db
@@ -32,6 +33,7 @@ def status(db_path: Path = DB_OPTION,
 
     try:
         tags = db.parse_tags(tag)
+        db_path = results_db(db_path)
         with views.connect(db_path, read_only=True) as con:
             where, params = db.tagged_runs_sql(con, tags)
             rows = con.execute(sql_status(con, where), params).fetchall()
@@ -184,7 +186,7 @@ def report(
     """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.
 
     With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.
-    Without --db, an experiment only `cmx run --smoke` has run is reported from results/smoke.duckdb (said on stderr).
+    Without --db, an experiment only `cmx run --smoke` has run is reported from results/smoke.duckdb (said on stderr), as status, trend, compare and recommend read it.
     """
     import time
 
@@ -197,7 +199,7 @@ def report(
 
         try:
             tags = db.parse_tags(tag)
-            db_path = _smoke_db_if_only_there(experiment, db_path)
+            db_path = results_db(db_path, experiment, doing="reporting")
             with views.connect(db_path, read_only=True) as con:
                 rep = write_report(con, experiment, target, revision, tags, painter)
         except (FileNotFoundError, LookupError, InputError) as exc:
@@ -205,25 +207,6 @@ def report(
     out.print(f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
               f"({', '.join(rep.charts) or 'none'}) in {time.perf_counter() - started:.1f} s", highlight=False,
               soft_wrap=True)
-
-
-def _has_runs(path: Path, experiment: str) -> bool:
-    if not path.is_file():
-        return False
-    with db.connect(path, read_only=True) as con:
-        return con.execute("SELECT count(*) FROM runs WHERE experiment = ?", [experiment]).fetchone()[0] > 0
-
-
-def _smoke_db_if_only_there(experiment: str, db_path: Path) -> Path:
-    """Without --db, an experiment only `cmx run --smoke` has run yet (cmx init's first steps) is
-    reported from the smoke database, and the report says so on stderr; else ``db_path``."""
-    from cmx.engine.plan.smoke import SMOKE_DB
-
-    if db_path != db.DEFAULT_DB or _has_runs(db_path, experiment) or not _has_runs(SMOKE_DB, experiment):
-        return db_path
-    err.print(f"{experiment} has no runs in {db_path}: reporting its smoke runs, in {SMOKE_DB}", markup=False,
-              highlight=False, soft_wrap=True)
-    return SMOKE_DB
 
 
 class CompareFormat(str, Enum):
@@ -240,7 +223,7 @@ def compare(
     contender: str = typer.Argument(..., help="Same form as BASELINE (e.g. quickstart:broker=rabbitmq,pool=threads)."),
     db_path: Path = DB_OPTION,
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
-    pool_cells: bool = typer.Option(False, "--pool-cells", help="Allow a side to select several cells (or "
+    pool_cells: bool = typer.Option(False, "--pool-cells", metavar="", help="Allow a side to select several cells (or "
                                     "revisions) and pool their runs; the output says what was pooled."),
     tag: list[str] = typer.Option([], "--tag", help="On both sides, only the runs of sweeps run with this "
                                   "KEY=VALUE (`cmx run --tag`; repeatable: all must match). One side alone: "
@@ -280,6 +263,7 @@ def compare(
         fails_on = gate.parse(fail_on)
         tags = db.parse_tags(tag)
         base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
+        db_path = results_db(db_path, base.experiment, cont.experiment)
         with views.connect(db_path, read_only=True) as con:
             res = compare_runs(con, base, cont, pool_cells=pool_cells, margin_pct=margin, metrics=tuple(metric))
     except (FileNotFoundError, ValueError, InputError) as exc:

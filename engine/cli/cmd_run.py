@@ -49,17 +49,29 @@ def validate(
 ):
     """Check an experiment (and its inventory) without touching any host.
 
-    Prints nothing and exits 0 when it is valid (but one line on stderr when no inventory is named
-    and the built-in localhost inventory is used); otherwise prints FILE:LINE:COL: message lines and exits 2.
+    When it is valid, prints what it found and exits 0: its cells and runs, about how long the sweep takes (from
+    the experiment's runs stored in results/cmx.duckdb, if any) and whether its repeats can show a difference
+    between cells at all (one line on stderr too when no inventory is named and the built-in localhost inventory
+    is used); otherwise prints FILE:LINE:COL: message lines and exits 2.
     Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
     naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
-    from cmx.engine.model.pitfalls import warnings as pitfall_warnings
+    from cmx.engine.cli.sweepsize import summary
 
     try:
-        _, cells, _ = _load(file, inventory, max_cells=max_cells)
+        exp, cells, _ = _load(file, inventory, max_cells=max_cells)
     except (InputError, HostError) as exc:
         fail(exc)
+    for line in summary(file, exp, cells):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    _warn_pitfalls(file, cells)
+
+
+def _warn_pitfalls(file: Path, cells) -> None:
+    """Celery's known traps the cells walk into, one line each on stderr: what `cmx validate` says,
+    `cmx run` says before its first run, and the report repeats."""
+    from cmx.engine.model.pitfalls import warnings as pitfall_warnings
+
     for warning in pitfall_warnings(cells):
         err.print(f"{file}: warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
@@ -67,7 +79,7 @@ def validate(
 @app.command()
 def plan(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    as_json: bool = typer.Option(False, "--json", metavar="", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
@@ -106,9 +118,9 @@ def run(
     db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
-    no_resume: bool = typer.Option(False, "--no-resume", help="Measure again even when the latest sweep was "
+    no_resume: bool = typer.Option(False, "--no-resume", metavar="", help="Measure again even when the latest sweep was "
                                    "interrupted: a new sweep of every run, its ok runs not skipped."),
-    new_revision: bool = typer.Option(False, "--new-revision", help="The experiment's definition changed since "
+    new_revision: bool = typer.Option(False, "--new-revision", metavar="", help="The experiment's definition changed since "
                                       "its runs in --db: store this sweep's runs as its next revision, apart from "
                                       "the earlier ones (cmx run refuses a changed definition without it)."),
     shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
@@ -118,7 +130,7 @@ def run(
     tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
                                   "`cmx status`, `cmx report` and `cmx compare` select by it with --tag."),
     note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
-    smoke_mode: bool = typer.Option(False, "--smoke", help="Each cell once at a tiny size with a short timeout, "
+    smoke_mode: bool = typer.Option(False, "--smoke", metavar="", help="Each cell once at a tiny size with a short timeout, "
                                     "into results/smoke.duckdb unless --db is given: catches configuration "
                                     "errors before a long sweep."),
 ):
@@ -127,6 +139,8 @@ def run(
     Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused unless --new-revision.
 
     When the experiment has history (two sweeps or more of its revision), the sweep's end computes it as `cmx trend` does (its statistics are kept, so the next `cmx trend` reads them back) and says which metrics changed at this sweep, that night.
+
+    Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as `cmx validate` says them; the report repeats them).
 
     Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep ends; a table of what held follows the summary.
 
@@ -165,6 +179,7 @@ def run(
             resumes, done = (None, set()) if no_resume else db.resume_point(con, exp.name, revision)
     except (InputError, HostError) as exc:  # HostError: the database cannot be written (a full disk)
         fail(exc)
+    _warn_pitfalls(file, cells)  # on the terminal before the runs (bad input stays one line), not only in the report
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)

@@ -10,6 +10,7 @@ import typer
 
 from cmx.analysis import views
 from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.engine.cli.resultsdb import results_db
 from cmx.analysis.rules import TREND_RULE
 from cmx.engine.errors import InputError
 
@@ -50,6 +51,7 @@ def trend(
 
     try:
         fails_on = gate.parse(fail_on)
+        db_path = results_db(db_path, experiment)
         with views.connect(db_path, read_only=True) as con:
             res = trend_of(con, experiment, by=by, metrics=tuple(metric), only=only, revision=revision)
     except (FileNotFoundError, ValueError, InputError) as exc:

@@ -43,7 +43,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, metavar="",
                                  help="Print the version (and the git commit when run from a checkout) and exit."),
 ) -> None:
     pass

@@ -9,11 +9,11 @@ what to use instead (``cmx.workloads.spec.OWNED_SETTINGS``, the one table the ap
 """
 from __future__ import annotations
 
-import difflib
 import json
 from functools import lru_cache
 from typing import Any
 
+from cmx.engine.errors import suggest
 from cmx.workloads.spec import OWNED_SETTINGS, owned_key_problem, owned_setting_problem
 
 PREFIX = "celery."
@@ -58,9 +58,8 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` (``celery.SETTING``) is not a dimension, or None when it is."""
     setting = name[len(PREFIX):]
     if setting not in _table():
-        close = difflib.get_close_matches(setting, sorted(_table()), n=1)
         return (f"unknown Celery setting '{name}' (use a lowercase setting name such as "
-                f"celery.task_acks_late)" + (f"; did you mean '{PREFIX}{close[0]}'?" if close else ""))
+                f"celery.task_acks_late)" + suggest(setting, _table(), PREFIX))
     return owned_setting_problem(setting)
 
 

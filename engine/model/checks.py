@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmx.engine import limits
-from cmx.engine.model.dimensions import name_problem, normalise_value, suggest
+from cmx.engine.errors import suggest
+from cmx.engine.model.dimensions import name_problem, normalise_value
 from cmx.workloads.base import WorkloadParams
 from cmx.workloads.catalog import registry
 from cmx.workloads.dimensions import BY_NAME

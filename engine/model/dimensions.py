@@ -8,12 +8,12 @@ choices, bounds and defaults); ``params.*`` are typed by the workload's ``Params
 """
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from cmx.engine.errors import suggest
 from cmx.engine.model import celery_settings
 from cmx.workloads import faults
 from cmx.workloads.base import WorkloadParams
@@ -33,7 +33,8 @@ def check_builtin(d: Dimension, value: Any) -> Any:
         return faults.canonical(value)
     if d.type == "choice":
         if not isinstance(value, str) or value not in d.choices:
-            raise ValueError(f"unknown {d.name} {value!r} (choose from {', '.join(d.choices)})")
+            raise ValueError(f"unknown {d.name} {value!r} (choose from {', '.join(d.choices)})"
+                             + suggest(str(value), d.choices))
         return value
     # YAML 1.1 reads yes/no/on/off as booleans, which Python counts as ints: refuse them.
     if d.type == "integer":
@@ -57,11 +58,6 @@ def json_schema(d: Dimension) -> dict:
     kind = "integer" if d.type == "integer" else "number"
     bound = {} if d.maximum is None else {"maximum": d.maximum}
     return {"type": kind, "minimum": d.minimum, **bound, "description": d.description}
-
-
-def suggest(word: str, options: list[str] | frozenset[str], prefix: str = "") -> str:
-    close = difflib.get_close_matches(word, sorted(options), n=1)
-    return f"; did you mean '{prefix}{close[0]}'?" if close else ""
 
 
 def pydantic_message(error: dict) -> str:

@@ -21,7 +21,8 @@ from cmx.engine.errors import InputError, Problem
 from cmx.engine.model import faultcheck
 from cmx.engine.model.cells import Cell, expand_parts
 from cmx.engine.model.checks import SECTIONS, Checker, Issue
-from cmx.engine.model.dimensions import pydantic_message, suggest
+from cmx.engine.errors import suggest
+from cmx.engine.model.dimensions import pydantic_message
 from cmx.engine.model.experiment import ALLOWED_KEYS, Experiment, WorkloadSpec
 from cmx.engine.model.yamlpos import Positions, load_yaml
 from cmx.workloads.catalog import registry

@@ -136,6 +136,21 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
     return out
 
 
+def not_run(con, run_id: str) -> dict[str, float | None]:
+    """A run that did not end ok (interrupted, failed, timed out) stopped before the tasks it never
+    executed: they are ``tasks_not_run``, not lost (a lost task is one a finished run never saw
+    run: the broker's doing), and ``tasks_lost`` is unknown (NULL) when there are any. Called once
+    its status is known, before its end is stored; the metrics it changes, as ingest returns them."""
+    row = con.execute("SELECT value FROM metrics WHERE run_id = ? AND name = ?", [run_id, M.TASKS_LOST]).fetchone()
+    if row is None or row[0] is None:  # not ingested, or a host's records missing (tasks_unseen says it)
+        return {}
+    unrun = row[0]
+    if unrun:
+        con.execute("UPDATE metrics SET value = NULL WHERE run_id = ? AND name = ?", [run_id, M.TASKS_LOST])
+    con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, M.TASKS_NOT_RUN, unrun, unit_of(M.TASKS_NOT_RUN, None)])
+    return {M.TASKS_LOST: None if unrun else 0.0, M.TASKS_NOT_RUN: unrun}
+
+
 def _drivers_json(art_dir: Path, drivers: tuple[str, ...], host_dirs: list[Path]) -> dict:
     """The run's driver.json: the leading driver's, failed with the first other driver's error
     when another driver failed or left none (each publishes a share: the run lacks it)."""

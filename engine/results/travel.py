@@ -28,7 +28,7 @@ from pathlib import Path
 
 import duckdb
 
-from cmx.engine.errors import InputError, Problem
+from cmx.engine.errors import InputError, Problem, suggest
 from cmx.engine.results import db, migrate
 
 MANIFEST = "manifest.json"
@@ -99,7 +99,7 @@ def export(db_path: Path | str, experiment: str, out: Path | str, cmx_version: s
         if not sweeps:
             known = [e for (e,) in con.execute(f"SELECT DISTINCT experiment FROM ({SWEEPS_OF}) ORDER BY 1").fetchall()]
             raise InputError(Problem(f"no sweep of experiment '{experiment}' here (experiments: "
-                                     f"{', '.join(known) or 'none'})", str(db_path)))
+                                     f"{', '.join(known) or 'none'})" + suggest(experiment, known), str(db_path)))
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:

@@ -1,7 +1,8 @@
 """The sweep's progress display, as SweepHandlers (no logic here): a rich bar with an ETA on a
-terminal, and one plain line per run elsewhere (CI logs, nohup, pipes), also with an ETA:
+terminal, and one plain line per run elsewhere (CI logs, nohup, pipes), also with an ETA. Both
+say the ETA in one form, the time left (`span`):
 
-    [3/12] broker=redis pool=threads #1 ok in 17.2 s · ETA 14:05
+    [3/12] broker=redis pool=threads #1 ok in 17.2 s · ETA 3 min 20 s
 """
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import time
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.text import Text
 
 from cmx.engine.plan.planner import Run
 from cmx.engine.run.runner import RunOutcome, RunStatus, run_label
@@ -24,18 +26,39 @@ def eta(started: float, done: int, total: int, now: float) -> float | None:
     return now + (now - started) / done * (total - done)
 
 
-def clock(epoch: float, now: float) -> str:
-    """``14:05``, or ``Tue 14:05`` when it is not today."""
-    same_day = time.localtime(epoch)[:3] == time.localtime(now)[:3]
-    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(epoch))
+def span(seconds: float) -> str:
+    """A time left as people say it: ``45 s``, ``3 min 20 s``, ``2 h 05 min``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s" if seconds % 60 else f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class _EtaColumn(ProgressColumn):
+    """The bar's ETA, reckoned and said as the lines say it (`eta`, `span`): not rich's own."""
+
+    def __init__(self, bar: "ProgressBar"):
+        super().__init__()
+        self.bar = bar
+
+    def render(self, task) -> Text:
+        bar = self.bar
+        if bar.first_start is None:
+            return Text("")
+        end = eta(bar.first_start, int(task.completed), int(task.total or 0), bar.now())
+        return Text(f"ETA {span(end - bar.now())}" if end and not task.finished else "")
 
 
 class ProgressBar:
-    def __init__(self, console: Console, varying: list[str]):
+    def __init__(self, console: Console, varying: list[str], now=time.time):
         self.console = console
         self.varying = varying
+        self.now = now
+        self.first_start: float | None = None  # the ETA counts from the first run's start, as the lines do
         self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
+                                 _EtaColumn(self), TextColumn("{task.description}", markup=False),
                                  console=console, transient=False)
         self.task = None
 
@@ -52,6 +75,8 @@ class ProgressBar:
         self.task = self.progress.add_task("", total=total)
 
     def stage(self, run: Run | None, stage: str) -> None:
+        if run is not None and self.first_start is None:
+            self.first_start = self.now()
         label = f"{run_label(run, self.varying)}: " if run else ""
         self.progress.update(self.task, description=f"{label}{stage}")
 
@@ -106,7 +131,7 @@ class ProgressLines:
         status = outcome.status.value
         line = f"[{self.done}/{self.total}] {run_label(outcome.run, self.varying)} {status} in {took:.1f} s"
         end = eta(self.started, self.done, self.total, now)
-        line += " · done" if self.done >= self.total else (f" · ETA {clock(end, now)}" if end else "")
+        line += " · done" if self.done >= self.total else (f" · ETA {span(end - now)}" if end else "")
         if outcome.status is not RunStatus.OK and outcome.error:
             line += f"\n    {outcome.run.run_id}: {outcome.error}"
         self._say(line)

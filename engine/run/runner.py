@@ -22,7 +22,7 @@ from cmx.engine.hosts.agents import Agents
 from cmx.engine.hosts.connection import connections
 from cmx.engine.model.cells import value_text
 from cmx.engine.model.experiment import Experiment
-from cmx.engine.results.ingest import HostInfo, ingest_run
+from cmx.engine.results.ingest import HostInfo, ingest_run, not_run
 from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
@@ -337,6 +337,8 @@ class Sweep:
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
             status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir, faulted=bool(spec.faults))
+            if status is not RunStatus.OK:  # what it never ran is not run, not lost
+                metrics |= not_run(con, run.run_id)
             stages["ingest"] = time.monotonic() - t0
             metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)

@@ -125,8 +125,11 @@ def metrics(db: Path, run_id: str) -> dict[str, float]:
 
 def assert_accounting(db: Path, run_id: str) -> dict[str, float]:
     """published = completed + lost + unseen, each as the tasks table says (no task counted twice);
-    lost is unknown (NULL) when some tasks are unseen (a host's records were not collected)."""
+    lost is unknown (NULL) when some tasks are unseen (a host's records were not collected). A run
+    that did not end ok stopped before its unexecuted tasks: they are tasks_not_run, and lost is
+    unknown (NULL) when there are any (issue 43)."""
     m = metrics(db, run_id)
+    ((status,),) = query(db, "SELECT status FROM runs WHERE run_id = ?", [run_id])
     ((published, completed, lost, unseen),) = query(db, """
         SELECT count(DISTINCT task_id) FILTER (WHERE sent_at IS NOT NULL),
                count(DISTINCT task_id) FILTER (WHERE state NOT IN ('LOST', 'UNSEEN')),
@@ -134,7 +137,10 @@ def assert_accounting(db: Path, run_id: str) -> dict[str, float]:
         FROM tasks WHERE run_id = ?""", [run_id])
     assert not (lost and unseen), (lost, unseen)  # one run's unrun tasks are all one or the other
     assert (m["tasks_published"], m["tasks_completed"], m["tasks_unseen"]) == (published, completed, unseen), m
-    assert m["tasks_lost"] == (None if unseen else lost), m
+    if status != "ok" and not unseen:
+        assert m["tasks_not_run"] == lost and m["tasks_lost"] == (None if lost else 0), m
+    else:
+        assert m["tasks_lost"] == (None if unseen else lost) and "tasks_not_run" not in m, m
     assert m["tasks_published"] == m["tasks_completed"] + lost + unseen, m
     return m
 

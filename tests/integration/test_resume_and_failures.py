@@ -91,6 +91,10 @@ def test_sigterm_is_ctrl_c(tmp_path):
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr, stderr
     assert query(db, "SELECT status FROM runs") == [("interrupted",)]
+    # What it published and never ran is not run, not lost (issue 43): the run stopped before them.
+    m = dict(query(db, "SELECT name, value FROM metrics"))
+    assert m["tasks_not_run"] == m["tasks_published"] - m["tasks_completed"], m
+    assert m["tasks_lost"] == (None if m["tasks_not_run"] else 0), m
     assert run_processes(db) == []
     counts = _status_counts(db, "term")
     assert counts["interrupted"] == "1" and counts["running"] == "0" and counts["abandoned"] == "0", counts

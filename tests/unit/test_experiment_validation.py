@@ -224,7 +224,7 @@ def test_unknown_workload(tmp_path):
 
 
 @pytest.mark.parametrize("dim, value, message", [
-    ("pool", "sollo", "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo)"),
+    ("pool", "sollo", "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"),
     ("broker", "kafka", "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel)"),
     ("backend", "mongodb", "unknown backend 'mongodb' (choose from none, redis, rpc, postgres)"),
     ("concurrency", "yes", "concurrency must be an integer >= 1, got True"),
@@ -300,7 +300,7 @@ def test_exclude_and_include_must_name_known_dimensions(tmp_path):
 def test_exclude_values_are_validated(tmp_path):
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\nexclude:\n  - {pool: [solo, sollo]}\n")
     assert problems(path) == [
-        f"{path}:5:19: unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo)"]
+        f"{path}:5:19: unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"]
 
 
 def test_include_that_repeats_a_matrix_cell(tmp_path):

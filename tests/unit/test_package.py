@@ -10,7 +10,7 @@ import tomllib
 import duckdb
 
 from cmx.engine import paths
-from cmx.engine.cli import cmd_results
+from cmx.engine.cli.resultsdb import results_db
 from cmx.engine.plan.smoke import SMOKE_DB
 from cmx.engine.results import db
 from cmx.engine.run import provenance
@@ -65,14 +65,35 @@ def _db_with(path, experiment: str) -> None:
         add_run(con, experiment, f"{experiment}-r1", {"pool": "threads"})
 
 
-def test_report_without_db_reports_an_experiment_only_smoke_run(tmp_path, monkeypatch):
+def test_without_db_an_experiment_only_smoke_run_is_read_from_the_smoke_db(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cmd_results._smoke_db_if_only_there("demo", db.DEFAULT_DB) == db.DEFAULT_DB  # nothing anywhere
+    assert results_db(db.DEFAULT_DB, "demo") == db.DEFAULT_DB  # nothing anywhere
+    assert results_db(db.DEFAULT_DB) == db.DEFAULT_DB
     _db_with(SMOKE_DB, "demo")
-    assert cmd_results._smoke_db_if_only_there("demo", db.DEFAULT_DB) == SMOKE_DB
-    assert cmd_results._smoke_db_if_only_there("other", db.DEFAULT_DB) == db.DEFAULT_DB
-    assert cmd_results._smoke_db_if_only_there("demo", tmp_path / "given.duckdb") == tmp_path / "given.duckdb"
-    _db_with(db.DEFAULT_DB, "demo")  # real runs: those are the report
-    assert cmd_results._smoke_db_if_only_there("demo", db.DEFAULT_DB) == db.DEFAULT_DB
+    assert results_db(db.DEFAULT_DB, "demo") == SMOKE_DB
+    assert results_db(db.DEFAULT_DB) == SMOKE_DB                    # status: no run in the default one
+    assert results_db(db.DEFAULT_DB, "demo", "demo") == SMOKE_DB    # compare: both sides
+    assert results_db(db.DEFAULT_DB, "demo", "other") == db.DEFAULT_DB
+    assert results_db(db.DEFAULT_DB, "other") == db.DEFAULT_DB
+    assert results_db(tmp_path / "given.duckdb", "demo") == tmp_path / "given.duckdb"
+    _db_with(db.DEFAULT_DB, "demo")  # real runs: those are read
+    assert results_db(db.DEFAULT_DB, "demo") == db.DEFAULT_DB
+    assert results_db(db.DEFAULT_DB) == db.DEFAULT_DB
     with duckdb.connect(str(SMOKE_DB), read_only=True) as con:  # left as it was
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+
+
+def test_every_results_command_finds_the_smoke_runs_after_the_install_flow(tmp_path):
+    """README's install flow: `cmx run … --smoke` writes only results/smoke.duckdb; then status,
+    trend, compare and recommend read it as report does, saying so on stderr (issue 43)."""
+    with db.connect(tmp_path / SMOKE_DB) as con:
+        db.record_sweep(con, "s1", "demo", "experiments/demo.yaml", "throughput", "", "inv", {}, {"revision": 1},
+                        planned=3)
+        for r in (1, 2, 3):
+            add_run(con, "demo", f"demo-r{r}", {"pool": "threads"}, repeat=r, metrics={"consume_rate": 100.0 + r})
+    for args in (["status"], ["trend", "demo"], ["compare", "demo", "demo"], ["recommend", "demo"]):
+        proc = cmx(*args, cwd=tmp_path, timeout=120)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "no results database here yet" not in proc.stderr, (args, proc.stderr)
+        assert f"smoke runs, in {SMOKE_DB}" in proc.stderr, (args, proc.stderr)
+    assert "demo" in cmx("status", cwd=tmp_path, timeout=120).stdout
