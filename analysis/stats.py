@@ -141,9 +141,9 @@ BATCH_VALUES = 8_000_000
 
 
 def _sorted_median(x, axis=-1):
-    """np.median's value by one sort of the last axis: ~4× faster on short rows (np.median
+    """np.median's value by one sort along ``axis``: ~4× faster on short rows (np.median
     partitions each row)."""
-    s = np.sort(x, axis=axis)
+    s = np.moveaxis(np.sort(x, axis=axis), axis, -1)
     n = s.shape[-1]
     return s[..., n // 2] if n % 2 else (s[..., n // 2 - 1] + s[..., n // 2]) / 2
 
@@ -205,12 +205,12 @@ def _mw_method(x: np.ndarray, y: np.ndarray) -> str | None:
 
 
 def _diff(x, y, axis=-1):
-    return np.median(y, axis=axis) - np.median(x, axis=axis)
+    return _sorted_median(y, axis) - _sorted_median(x, axis)
 
 
 def _change(x, y, axis=-1):
-    base = np.median(x, axis=axis)
-    return 100.0 * (np.median(y, axis=axis) - base) / np.abs(base)
+    base = _sorted_median(x, axis)
+    return 100.0 * (_sorted_median(y, axis) - base) / np.abs(base)
 
 
 def _min_n_for_alpha() -> int:
