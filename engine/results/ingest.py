@@ -29,7 +29,8 @@ CSV_COLUMNS = {
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
     "sample_marks": {"host": "VARCHAR", "name": "VARCHAR", "ts": "DOUBLE"},
     "faults": {"idx": "INTEGER", "fault": "VARCHAR", "kind": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
-               "task_id": "VARCHAR", "struck_at": "DOUBLE", "ended_at": "DOUBLE", "error": "VARCHAR"},
+               "task_id": "VARCHAR", "struck_at": "DOUBLE", "ended_at": "DOUBLE", "error": "VARCHAR",
+               "method": "VARCHAR"},
 }
 
 

@@ -86,6 +86,10 @@ STEPS: tuple[Step, ...] = (
     # the run; `metrics` holds the worst host's value of each.
     Step("host_noise", 0, 1, "CREATE TABLE IF NOT EXISTS host_noise (run_id VARCHAR, host VARCHAR, "
                              "name VARCHAR, value DOUBLE, unit VARCHAR)"),
+    # How a partition_worker cut the worker host off (issue 39): `nftables`, `iptables` (packets
+    # dropped silently) or `route` (a blackhole route, where no packet filter exists: sends fail at
+    # once); NULL for other kinds and in rows stored before.
+    Step("faults", 2, 3, "ALTER TABLE faults ADD COLUMN IF NOT EXISTS method VARCHAR"),
 )
 
 
