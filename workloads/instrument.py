@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -62,6 +63,35 @@ def fault_cell(run_dir) -> None:
     """Mark running tasks and write each execution's row at once (the run injects faults)."""
     global _fault_dir
     _fault_dir = str(run_dir)
+
+
+#: Fault cells: each time the worker's consumer noticed its broker connection broken (Celery logs
+#: "consumer: Connection to broker lost. Trying to re-establish the connection...", consumer.py:
+#: ``on_connection_error_after_connected``), a row of this file (host, pid, this host's time) in the
+#: run dir; ingest stores them (table broker_lost) and detect_s is the first after the fault.
+BROKER_LOST_CSV = "broker_lost.csv"
+
+
+class _BrokerLost(logging.Handler):
+    def __init__(self, path: str, host: str):
+        super().__init__(logging.WARNING)
+        self.path, self.host = path, host
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if "Connection to broker lost" not in record.getMessage():
+                return
+            new = not os.path.exists(self.path)
+            with open(self.path, "a") as f:
+                f.write(("host,pid,ts\n" if new else "") + f"{self.host},{os.getpid()},{record.created!r}\n")
+        except Exception:  # a handler must never break the worker's logging
+            self.handleError(record)
+
+
+def watch_broker_lost(run_dir, host: str) -> None:
+    """Record when this worker noticed its broker connection broken (:data:`BROKER_LOST_CSV`)."""
+    logging.getLogger("celery.worker.consumer.consumer").addHandler(
+        _BrokerLost(os.path.join(str(run_dir), BROKER_LOST_CSV), host))
 
 
 def busy_file(run_dir, pid: int) -> str:
@@ -271,6 +301,8 @@ def _on_ready(sender=None, **_):
     # packages: the versions this worker process runs with (table packages, role worker).
     info = {"ready_at": time.time(), M.HEARTBEAT_NEGOTIATED_S: heartbeat, "packages": package_versions()}
     (_recorder.run_dir / "worker.json").write_text(json.dumps(info))
+    if _fault_dir:
+        watch_broker_lost(_fault_dir, _recorder.host)
     # hostctl start-worker waits for this file: a worker that dies on start fails fast, clearly.
     (_recorder.run_dir / "worker.ready").write_text(str(info["ready_at"]))
 

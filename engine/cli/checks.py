@@ -100,8 +100,9 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
         worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
         if "partition_worker" in str(cell.values.get("fault")) and worker and \
                 connections(inv.path, [worker])[worker].local:
-            why = why or (f"fault partition_worker: it changes the worker host's routes, and worker host {worker} is "
-                          "this machine (ansible_connection: local): give a worker host reached over SSH")
+            why = why or (f"fault partition_worker: it changes the worker host's network (packet filter or "
+                          f"routes), and worker host {worker} is this machine (ansible_connection: local): give a "
+                          "worker host reached over SSH")
         if why and all(p.message != why for p in problems):
             line, col = _where(exp, "fault")
             problems.append(Problem(why, exp.source, line, col))

@@ -28,8 +28,10 @@ CSV_COLUMNS = {
                     "client": "VARCHAR"},
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
     "sample_marks": {"host": "VARCHAR", "name": "VARCHAR", "ts": "DOUBLE"},
+    "broker_lost": {"host": "VARCHAR", "pid": "INTEGER", "ts": "DOUBLE"},
     "faults": {"idx": "INTEGER", "fault": "VARCHAR", "kind": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
-               "task_id": "VARCHAR", "struck_at": "DOUBLE", "ended_at": "DOUBLE", "error": "VARCHAR"},
+               "task_id": "VARCHAR", "struck_at": "DOUBLE", "ended_at": "DOUBLE", "error": "VARCHAR",
+               "method": "VARCHAR"},
 }
 
 
@@ -94,7 +96,7 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         for kind in ("pub", "recv", "exec"):
             _stage(con, kind, [f for d in host_dirs for f in sorted(d.glob(f"{kind}-*.csv"))])
         con.execute(sql("ingest_tasks.sql"), {"run_id": run_id, "unrun": unrun})
-        for table in ("samples", "peaks", "connections", "sample_marks"):
+        for table in ("samples", "peaks", "connections", "sample_marks", "broker_lost"):
             _stage(con, table, [d / f"{table}.csv" for d in host_dirs if (d / f"{table}.csv").exists()])
             con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])
         for d in host_dirs:  # each sample with the driver host that took it: its clock moves it

@@ -82,6 +82,9 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               "from the fault until tasks finish at 90 % of the pre-fault rate again after the stall (over a window "
               "of about ten pre-fault completions); NULL when they never do (shown as never), always so after a "
               "censored stall"),
+    MetricDef(M.DETECT_S, "s", _L, "detect",
+              "from the fault until a worker of the run first noticed its broker connection broken (its consumer "
+              "logged \"Connection to broker lost\"; the worker host's clock, corrected); NULL when none did"),
     MetricDef(M.PUBLISH_RATE, "tasks/s", _H, "publish", "tasks published per second (after warm-up)"),
     MetricDef(M.PUBLISH_RATE_MIN_DRIVER, "tasks/s", _H, "slowest driver",
               "drivers > 1: the slowest driver host's publish rate (publish_rate is the whole run's)"),
@@ -211,7 +214,7 @@ RUN_SUMMARY_COLUMNS = (M.TASKS_PUBLISHED, M.TASKS_COMPLETED, M.TASKS_LOST, M.TAS
                        M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.BROKER_CONNECTIONS_MAX, M.BACKEND_CONNECTIONS_MAX)
 #: What a fault cell's summary leads with (beside lost, its own column): what the fault did to delivery.
 FAULT_HEADLINE = (M.TASKS_DUPLICATED, M.TASKS_REDELIVERED, M.TASKS_FAILED, M.STALL_S, M.STALL_CENSORED,
-                  M.RECOVERY_S)
+                  M.RECOVERY_S, M.DETECT_S)
 #: Metrics whose NULL in a run that has the row is a finding, shown as "never": a fault run's
 #: recovery_s (runs without a fault have no row at all).
 NEVER_WHEN_NULL = (M.RECOVERY_S,)

@@ -86,6 +86,15 @@ STEPS: tuple[Step, ...] = (
     # the run; `metrics` holds the worst host's value of each.
     Step("host_noise", 0, 1, "CREATE TABLE IF NOT EXISTS host_noise (run_id VARCHAR, host VARCHAR, "
                              "name VARCHAR, value DOUBLE, unit VARCHAR)"),
+    # How a partition_worker cut the worker host off (issue 39): `nftables`, `iptables` (packets
+    # dropped silently) or `route` (a blackhole route, where no packet filter exists: sends fail at
+    # once); NULL for other kinds and in rows stored before.
+    Step("faults", 2, 3, "ALTER TABLE faults ADD COLUMN IF NOT EXISTS method VARCHAR"),
+    # Each time a worker of a fault run noticed its broker connection broken (its consumer's
+    # "Connection to broker lost": workloads/instrument.py, broker_lost.csv), on its host's clock;
+    # read through broker_lost_times (task_times.sql); the first after the fault is detect_s.
+    Step("broker_lost", 0, 1, "CREATE TABLE IF NOT EXISTS broker_lost (run_id VARCHAR, host VARCHAR, pid INTEGER, "
+                              "ts DOUBLE)"),
 )
 
 

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import textwrap
 import time
@@ -80,9 +81,13 @@ def test_faults_over_ssh_on_namespace_hosts(tmp_path):
 
 
 def _blackholes(net: NetHosts) -> list[str]:
+    """What a partition left on the hosts: a blackhole route or cmx's packet-filter table/chain."""
+    def lines(h, *cmd: str) -> list[str]:
+        return subprocess.run(["ip", "netns", "exec", h.ns, *cmd], capture_output=True, text=True).stdout.splitlines()
+
     return [f"{h.name}: {line}" for h in net.hosts
-            for line in subprocess.run(["ip", "netns", "exec", h.ns, "ip", "route"], capture_output=True,
-                                       text=True).stdout.splitlines() if "blackhole" in line]
+            for line in lines(h, "ip", "route") + lines(h, "nft", "list", "tables")
+            if "blackhole" in line or "cmx_partition" in line]
 
 
 def test_partition_worker_over_ssh_is_always_undone(tmp_path):
@@ -104,13 +109,15 @@ def test_partition_worker_over_ssh_is_always_undone(tmp_path):
         db = tmp_path / "results" / "cmx.duckdb"
         done = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        ((host, kind, error, struck, ended),) = query(db, "SELECT host, kind, error, struck_at, ended_at FROM fault_times")
+        ((host, kind, error, struck, ended, method),) = query(
+            db, "SELECT host, kind, error, struck_at, ended_at, method FROM fault_times")
         assert (host, kind, error) == ("h2", "partition_worker", None) and ended - struck >= 2.0
+        assert method == ("nftables" if shutil.which("nft") else "iptables" if shutil.which("iptables") else "route")
         m = metrics_by(db, "fault")["partition_worker@0.5/2"]
         assert m["tasks_completed"] + m["tasks_lost"] == 8, m
         assert _blackholes(net) == []
 
-        # the controller killed while the partition holds: the agent's lease end restores the route
+        # the controller killed while the partition holds: the agent's lease end removes the cut
         long = write(tmp_path / "partition-long.yaml", "name: partition-long\n" + body.format(tasks=20, at="0.5s", d="60s"))
         run_killed_when(long, inv, tmp_path / "k.duckdb", lambda: _blackholes(net), what="the partition held")
         t0 = time.monotonic()

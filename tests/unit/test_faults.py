@@ -232,6 +232,19 @@ def test_the_rate_over_time_chart_marks_each_fault_where_it_struck():
     assert rule["data"]["values"] == [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]
 
 
+def test_detect_s_is_when_a_worker_first_noticed_its_broker_gone(tmp_path):
+    """Issue 39: detect_s is the first "Connection to broker lost" of a worker after the fault
+    (a reconnect before it is another story), NULL when no worker noticed."""
+    from cmx.engine.results import db
+    from tests.results_fixture import T0
+
+    with db.connect(tmp_path / "d.duckdb") as con:
+        con.executemany("INSERT INTO broker_lost VALUES (?, ?, ?, ?)",
+                        [("k", "w1", 7, T0 + 3.0), ("k", "w1", 7, T0 + 20.0), ("k", "w2", 9, T0 + 17.25)])
+        assert _fault_run(con, "k", [30], names=("detect_s",)) == pytest.approx({"detect_s": 11.75})
+        assert _fault_run(con, "q", [30], names=("detect_s",)) == {"detect_s": None}
+
+
 def test_a_fault_cells_summary_leads_with_delivery():
     from cmx.analysis.summary import cell_headlines
     from cmx.engine.model.cells import Cell

@@ -9,8 +9,10 @@
   starts consuming the run's queue (as systemd restarts a unit).
 - ``restart_broker``: stop and start the run's broker server (Redis or RabbitMQ) on this host, one
   the sweep provisioned or the inventory marks disposable (engine/model/faultcheck.py).
-- ``partition_worker@T/D``: this host's traffic to the broker's address dropped for D seconds
-  (a blackhole route), restored after, when the run ends first, and when the agent's lease ends.
+- ``partition_worker@T/D``: this host's traffic to and from the broker's address and port dropped
+  for D seconds (a packet filter: nftables, else iptables; a blackhole route where neither exists:
+  workloads/host/netcut.py; ``method`` in faults.csv says which), restored after, on every error,
+  when the run ends first, and when the agent's lease ends.
 
 Before the blow the agent sends a ``fault`` event (which process, which task, when: this host's
 ``time.time()``), so the driver knows the worker's exit that follows is the fault's; after it a
@@ -34,7 +36,7 @@ from cmx.workloads.faults import BUSY_CHILD_WAIT_S, ENDS_WORKER, parse
 from cmx.workloads.workerevents import FAULT, FAULT_END, WorkerEvent
 
 FAULTS_CSV = "faults.csv"
-HEADER = ("idx", "fault", "kind", "host", "pid", "task_id", "struck_at", "ended_at", "error")
+HEADER = ("idx", "fault", "kind", "host", "pid", "task_id", "struck_at", "ended_at", "error", "method")
 #: Seconds a killed or stopped worker's supervisor may take to end what the worker left (it TERMs
 #: the orphans and KILLs them 5 s later).
 SUPERVISOR_EXIT_S = 15.0
@@ -151,27 +153,24 @@ FAILOVER_TIMEOUT_S = 30.0
 PARTITION = "partition.json"  # in the run dir while a partition holds: what heal() undoes
 
 
-def _ip(*args: str) -> None:
-    import subprocess
-
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
-    if done.returncode:
-        raise FaultFailed(f"ip {' '.join(args)} failed: {(done.stderr or done.stdout).strip()[:200]}")
-
-
-def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Callable[[], bool]) -> str:
-    """Drop this host's traffic to the broker's address for ``duration_s`` (a blackhole route: no
-    packet filter is needed on the host), then restore it, also when the run ends first; the
-    address. Refused on a host whose agent runs without SSH (this machine: its routes are every
-    helper's) and when the broker is this host itself or the controller's SSH comes from it."""
+def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Callable[[], bool],
+              on_cut: Callable[[str], None] = lambda method: None) -> tuple[str, str]:
+    """Drop this host's traffic to and from the broker's address and port for ``duration_s``
+    (workloads/host/netcut.py: a packet filter, else a blackhole route), then restore it, also
+    when the run ends first or anything fails; (the address, the method used). Refused on a host
+    whose agent runs without SSH (this machine: its network is every helper's) and when the
+    broker is this host itself or the controller's SSH comes from it."""
     import json
     import socket
     from urllib.parse import urlsplit
 
+    from cmx.workloads.host import netcut
+
     if not os.environ.get("SSH_CONNECTION"):
-        raise FaultFailed("partition_worker changes the worker host's routes: it needs a worker host reached "
+        raise FaultFailed("partition_worker changes the worker host's network: it needs a worker host reached "
                           "over SSH, never the controller's own machine")
-    host = urlsplit(broker_url).hostname or ""
+    url = urlsplit(broker_url)
+    host = url.hostname or ""
     try:
         address = socket.gethostbyname(host)
     except OSError as exc:
@@ -181,29 +180,37 @@ def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Call
                           "from it would cut the cmx agent off, not the worker")
     from cmx.workloads.files import write_atomic
 
-    write_atomic(run_dir / PARTITION, json.dumps({"address": address}))
-    _ip("route", "add", "blackhole", f"{address}/32")
+    port = url.port or kinds.default_port(url.scheme)
+    method = netcut.method()
+    # written first: whatever happens next, heal() (here or at the lease's end) undoes it
+    write_atomic(run_dir / PARTITION, json.dumps({"address": address, "port": port, "method": method}))
     try:
+        netcut.cut(address, port, run_dir.name, method)
+        on_cut(method)
         _sleep_until(time.monotonic() + duration_s, cancelled)
+    except netcut.CutFailed as exc:
+        raise FaultFailed(str(exc)) from None
     finally:
         heal(run_dir)
-    return address
+    return address, method
 
 
 def heal(run_dir: Path) -> None:
     """Undo the run's partition on this host, if one holds (the agent's lease end calls it too)."""
     import json
 
+    from cmx.workloads.host import netcut
+
     path = Path(run_dir) / PARTITION
     try:
-        address = json.loads(path.read_text())["address"]
+        held = json.loads(path.read_text())
+        address = held["address"]
     except (OSError, ValueError, KeyError):
         return
     try:
-        _ip("route", "del", "blackhole", f"{address}/32")
-    except FaultFailed as exc:
-        if "No such process" not in str(exc):  # already gone
-            raise
+        netcut.undo(address, held.get("method", "route"))
+    except netcut.CutFailed as exc:
+        raise FaultFailed(str(exc)) from None
     path.unlink(missing_ok=True)
 
 
@@ -248,7 +255,8 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
         elif fault.kind == "partition_worker":
             row.update(pid=worker, struck_at=time.time())
             send(WorkerEvent(FAULT, host, row["struck_at"], pid=worker, index=index, fault=text))
-            partition(run_dir, os.environ.get("CMX_BROKER_URL", ""), fault.duration_s or 0.0, cancelled)
+            partition(run_dir, os.environ.get("CMX_BROKER_URL", ""), fault.duration_s or 0.0, cancelled,
+                      on_cut=lambda method: row.update(method=method))
         elif fault.kind == "kill_child":
             pid, task_id = busy_child(run_dir, worker, BUSY_CHILD_WAIT_S, cancelled)
             row.update(pid=pid, task_id=task_id, struck_at=time.time())

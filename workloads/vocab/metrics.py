@@ -101,6 +101,7 @@ FAULT_AT_S = "fault_at_s"
 STALL_S = "stall_s"
 STALL_CENSORED = "stall_censored"
 RECOVERY_S = "recovery_s"
+DETECT_S = "detect_s"
 MEMORY_PER_TASK_BYTES = "memory_per_task_bytes"
 TASKS_IN_FLIGHT_MAX = "tasks_in_flight_max"
 # The noise group (workloads/host/noise.py, engine/results/ingest_noise.py): what the host did

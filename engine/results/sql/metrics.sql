@@ -126,6 +126,10 @@ UNION ALL SELECT 'fault_at_s', t - clock_at FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'stall_s', (SELECT s FROM stall) FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'stall_censored', (SELECT CASE WHEN s IS NOT NULL THEN censored::INTEGER END FROM stall)
     FROM fault WHERE t IS NOT NULL
+-- When a worker first noticed its broker connection broken (its consumer's "Connection to broker
+-- lost"), seconds after the fault struck; NULL when none did.
+UNION ALL SELECT 'detect_s', (SELECT min(b.ts) FROM broker_lost_times b WHERE b.run_id = $run_id AND b.ts >= fault.t)
+    - fault.t FROM fault WHERE t IS NOT NULL
 UNION ALL SELECT 'recovery_s',
     (SELECT min(a.c - f.t) FROM after_fault a, fault f, recovery_window r, stall st
      WHERE NOT st.censored AND a.c - r.w >= f.t AND a.c >= st.ended

@@ -70,3 +70,9 @@ SELECT f.* REPLACE (f.struck_at - coalesce(h.offset_s, 0) AS struck_at, f.ended_
 FROM faults f
 LEFT JOIN host_clocks h ON h.run_id = f.run_id AND h.host = f.host
 LEFT JOIN host_clocks c ON c.run_id = f.run_id AND c.host = f.clock_host;
+
+-- broker_lost_times: when a worker of a fault run noticed its broker connection broken, on the
+-- controller's clock (its host's offset applied).
+CREATE OR REPLACE VIEW broker_lost_times AS
+SELECT b.* REPLACE (b.ts - coalesce(c.offset_s, 0) AS ts)
+FROM broker_lost b LEFT JOIN host_clocks c USING (run_id, host);
