@@ -1,7 +1,7 @@
 """concurrent_sleep's question is memory per concurrent task (issue 39): the run stores
 ``memory_per_task_bytes`` = (peak PSS − the idle workers' PSS) / the most tasks in flight at once,
 and "Which configuration?" (``cmx recommend``, the report) ranks on it, not on the peak, which
-always names the one-task cell. Real workers on the machine's Redis, real DuckDB; the figures are
+always names the one-task cell (the measured memory per task decides, either way). Real workers on the machine's Redis, real DuckDB; the figures are
 checked against the samples and task stamps cmx stored."""
 from __future__ import annotations
 
@@ -43,17 +43,18 @@ def test_concurrent_sleep_stores_memory_per_task_and_ranks_on_it(tmp_path):
         assert idle is not None and 0 < idle < m["peak_pss_bytes"], (tasks, idle, m["peak_pss_bytes"])
         assert m["memory_per_task_bytes"] == pytest.approx((m["peak_pss_bytes"] - idle) / tasks), (tasks, m)
         assert m["memory_per_task_bytes"] > 0
-    # The peak grows with the tasks (the one-task cell has the lowest), but a task costs less when
-    # sixty share the worker: ranked on memory per task, the sixty-task cell is the answer.
+    # The peak grows with the tasks (the one-task cell has the lowest, always); which cell a task costs
+    # least in is what the runs measured (sixty threads' stacks may cost more a task than one, or less):
+    # "Which configuration?" names the cell of the least memory per task, whichever it is.
     peaks = {n: v for n, v in query(db, """SELECT r."params.tasks", m.value FROM metrics m JOIN runs r USING (run_id)
                                            WHERE m.name = 'peak_pss_bytes'""")}
     per_task = {n: v for n, v in query(db, """SELECT r."params.tasks", m.value FROM metrics m JOIN runs r USING (run_id)
                                               WHERE m.name = 'memory_per_task_bytes'""")}
-    assert peaks[1] < peaks[60] and per_task[60] < per_task[1], (peaks, per_task)
+    assert peaks[1] < peaks[60], (peaks, per_task)
     proc = cmx("recommend", "per-task", "--db", str(db), "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rec = json.loads(proc.stdout)
     assert "memory_per_task_bytes" in json.dumps(rec["objectives"]), rec["objectives"]  # the workload's own
     best = next(r for r in rec["ranking"] if r["rank"] == 1)
     tasks_of = {cell: n for cell, n in query(db, 'SELECT cell_id, "params.tasks" FROM runs')}
-    assert tasks_of[best["cell_id"]] == 60, rec["ranking"]
+    assert tasks_of[best["cell_id"]] == min(per_task, key=per_task.get), (rec["ranking"], per_task)
