@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import subprocess
 import sys
@@ -62,9 +61,11 @@ from cmx.analysis import trend as trend_mod  # noqa: E402
 from cmx.analysis.views import connect  # noqa: E402
 from cmx.engine.results import db  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+import otava_ref  # noqa: E402  (Otava in its own venv)
+
 BASE, METRIC, EXPERIMENT, T0 = 1000.0, "consume_rate", "cp", 1_700_000_000
 RUNS, CVS, NIGHT_CVS = (3, 5), (0.02, 0.05, 0.10), (0.0, 0.015)
-OTAVA_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx-bench" / "otava-venv"
 TARGET_P, TARGET_SIZE, TARGET_AA = 0.9, 2.0, 1.0
 BETTER_WORSE = ("better", "worse")
 
@@ -191,45 +192,13 @@ def run_cmx(hs: list[History], tmp: Path) -> float:
 
 # --------------------------------------------------------------------------- otava
 
-OTAVA_SCRIPT = """import json, sys
-from otava.analysis import compute_change_points
-job = json.load(sys.stdin)
-out = []
-for series in job["series"]:
-    cps, _ = compute_change_points(series, window_len=job["window_len"], max_pvalue=job["max_pvalue"],
-                                   min_magnitude=job["min_magnitude"])
-    out.append([[int(cp.index), float(cp.stats.forward_change_percent())] for cp in cps])
-json.dump(out, sys.stdout)
-"""
-
-
-def otava_python() -> Path:
-    """The Otava venv's python, made (python3 -m venv; pip install apache-otava) when missing."""
-    py = OTAVA_VENV / "bin" / "python"
-    ok = py.exists() and not subprocess.run([py, "-c", "import otava.analysis"], capture_output=True,
-                                            check=False).returncode
-    if not ok:
-        print(f"making Otava's venv in {OTAVA_VENV} ...", file=sys.stderr)
-        subprocess.run(["python3", "-m", "venv", str(OTAVA_VENV)], check=True)
-        subprocess.run([py, "-m", "pip", "install", "--quiet", "apache-otava"], check=True)
-    return py
-
 
 def run_otava(hs: list[History], window: int, pvalue: float, magnitude: float) -> tuple[float, str]:
     """Each history's changes by Otava on its per-night medians (in place); (seconds, otava's version)."""
-    py = otava_python()
-    job = {"series": [[float(np.median(v)) for v in h.values] for h in hs],
-           "window_len": window, "max_pvalue": pvalue, "min_magnitude": magnitude}
-    t0 = time.monotonic()
-    proc = subprocess.run([py, "-c", OTAVA_SCRIPT], input=json.dumps(job), capture_output=True, text=True,
-                          check=False)
-    took = time.monotonic() - t0
-    if proc.returncode:
-        raise RuntimeError(f"otava failed: {proc.stderr.strip()[-2000:]}")
-    for h, cps in zip(hs, json.loads(proc.stdout), strict=True):
-        h.found["otava"] = [(int(i), float(pct), "") for i, pct in cps]
-    version = subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('apache-otava'))"],
-                             capture_output=True, text=True, check=False).stdout.strip()
+    found, took, version = otava_ref.change_points([[float(np.median(v)) for v in h.values] for h in hs],
+                                                   window, pvalue, magnitude)
+    for h, cps in zip(hs, found, strict=True):
+        h.found["otava"] = [(i, pct, "") for i, pct in cps]
     return took, version
 
 
