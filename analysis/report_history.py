@@ -9,15 +9,9 @@ from __future__ import annotations
 from cmx.analysis import charts, legend, noise
 from cmx.analysis.report_charts import Chart
 from cmx.analysis.rules import TREND_RULE
-from cmx.analysis.trend import trend
+from cmx.analysis.trend import history_points, trend
 from cmx.engine.results import metricdefs
 from cmx.workloads.vocab import metrics as M
-
-
-def points(con, experiment: str, revision: int) -> int:
-    """How many points of history (sweeps, a resumed one counted once) the revision has."""
-    return con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
-                       "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()[0]
 
 
 def history_charts(con, experiment: str, revision: int, cells: list[dict], varying: list[str],
@@ -26,7 +20,7 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
     none when the revision has a single point of history."""
     judged = tuple(m for m in headline if m in metricdefs.METRICS
                    and metricdefs.get(m).better is not metricdefs.Better.NEITHER)
-    if not judged or points(con, experiment, revision) < 2:
+    if not judged or history_points(con, experiment, revision) < 2:
         return []
     present = {m for (m,) in con.execute(
         "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND revision = ? "
