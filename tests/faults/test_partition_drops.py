@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,6 +124,22 @@ def test_a_partition_drops_packets_and_is_always_undone(tmp_path):
                          "faultinject; faultinject.heal(pathlib.Path(sys.argv[1]))", str(run_dir))
             assert healed.returncode == 0, healed.stderr
             assert _table(h2.ns) == "" and _connect(h2.ns, h1.address, 2)[0] == "connected"
+
+            # iptables, where only it exists: its own chain drops the packets the same way, and goes whole
+            if shutil.which("iptables"):
+                cut = _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
+                          "netcut.cut(sys.argv[1], int(sys.argv[2]), 'run-part-3', 'iptables')", h1.address, str(PORT))
+                assert cut.returncode == 0, cut.stderr
+                chain = _in(h2.ns, "iptables", "-S").stdout
+                assert "-N cmx_partition" in chain and "run-part-3" in chain and str(PORT) in chain, chain
+                what, took = _connect(h2.ns, h1.address, 2.0)
+                assert what == "timeout" and took >= 1.9, (what, took)  # hangs, not refused
+                _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
+                    "netcut.undo(sys.argv[1], 'iptables')", h1.address)
+                assert "cmx_partition" not in _in(h2.ns, "iptables", "-S").stdout
+                assert _connect(h2.ns, h1.address, 2)[0] == "connected"
+            else:
+                require("needs iptables: .ci/test-deps installs it")
 
             # the fallback: a blackhole route fails at once instead of hanging
             route = _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
