@@ -27,6 +27,9 @@ DASHES = ([1, 0], [6, 3], [2, 2], [10, 3, 2, 3], [1, 4], [14, 5])
 SHAPES = ("circle", "square", "triangle-up", "diamond", "cross", "triangle-down")  # as many as DASHES
 PANEL = "panel"  # the field holding the joined values when more than one dimension is facetted
 LEGEND = "legend"  # the field holding the joined values when their combinations are coloured
+#: A legend never cuts a label or its title (Vega-Lite's default cuts at 160 / 180 px: "broker / pool / par…"),
+#: so the task name at the end of a long combination stays readable (issue 43).
+WHOLE = alt.Legend(labelLimit=0, titleLimit=0)
 
 
 @dataclass(frozen=True)
@@ -86,14 +89,15 @@ def channels(series: Series) -> dict:
     """The encoding channels (``color``, ``strokeDash``, ``shape``) of ``series``, for ``Chart.encode(**...)``."""
     out = {}
     if series.color:
-        out["color"] = alt.Color(f"{field(series.color)}:N", title=series.color_title or series.color, sort=None)
+        out["color"] = alt.Color(f"{field(series.color)}:N", title=series.color_title or series.color, sort=None,
+                                 legend=WHOLE)
     if series.dash:
         # The same field on the points' shape too, and only its legend: a line's legend symbol is
         # its point (a dash would not show), and shapes tell series apart where dashes are short.
         out["strokeDash"] = alt.StrokeDash(f"{field(series.dash)}:N", title=series.dash, sort=None,
                                            scale=alt.Scale(range=list(DASHES)), legend=None)
         out["shape"] = alt.Shape(f"{field(series.dash)}:N", title=series.dash, sort=None,
-                                 scale=alt.Scale(range=list(SHAPES)))
+                                 scale=alt.Scale(range=list(SHAPES)), legend=WHOLE)
     return out
 
 

@@ -54,7 +54,8 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
         split = tuple(m for m, dim in SPLIT_FACTS if c.values.get(dim, 1) > 1)
         shown[c.cell_id] = (metricdefs.FAULT_HEADLINE if faulted else ()) + tuple(workload.headline(params)) + split
     order = (*metricdefs.FAULT_HEADLINE, *workload.headline_metrics, *(m for m, _ in SPLIT_FACTS))
-    union = tuple(m for m in order if any(m in h for h in shown.values()))
+    # a metric in both the fault headline and the workload's (tasks_failed) is one column, at its first place
+    union = tuple(m for m in dict.fromkeys(order) if any(m in h for h in shown.values()))
     return union or workload.headline_metrics, shown
 
 

@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from cmx.analysis import views
-from cmx.engine.cli.common import DB_OPTION, app, fail, out
+from cmx.engine.cli.common import DB_OPTION, WIDE_OPTION, app, fail, out
+from cmx.engine.cli.tables import show
 from cmx.engine.cli.resultsdb import results_db
 from cmx.engine.errors import InputError
 from cmx.engine.results import db
@@ -37,6 +38,7 @@ def recommend(
                                  "rule, as in cmx compare."),
     fmt: RecommendFormat = typer.Option(RecommendFormat.table, "--format", "-f", help="Output format."),
     db_path: Path = DB_OPTION,
+    wide: bool = WIDE_OPTION,
 ):
     """Which configuration to run: cells ranked on an objective, with ties, constraints and the Pareto front.
 
@@ -73,4 +75,4 @@ def recommend(
     elif fmt is RecommendFormat.markdown:
         sys.stdout.write(as_markdown(rec))
     else:
-        out.print(as_table(rec))
+        show(out, as_table(rec), wide=wide)

@@ -13,7 +13,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.engine.cli.common import DB_OPTION, WIDE_OPTION, app, err, fail, out
+from cmx.engine.cli.tables import show
 from cmx.engine.cli.resultsdb import results_db
 from cmx.engine.errors import InputError
 from cmx.analysis import views
@@ -238,6 +239,7 @@ def compare(
                                           "harness and noise metrics never gate); `worse,inconclusive`: also when "
                                           "one is neither shown worse nor alright. Sides too small for any verdict "
                                           "say so on stderr."),
+    wide: bool = WIDE_OPTION,
 ):
     """Compare two cells like for like: per metric n, median with its 95 % interval, change % with its interval, p-value, verdict.
 
@@ -280,7 +282,7 @@ def compare(
     elif fmt is CompareFormat.markdown:
         sys.stdout.write(as_markdown(res))
     else:
-        out.print(as_table(res))
+        show(out, as_table(res), wide=wide)
     if not fails_on:
         return
     from cmx.engine.results import metricdefs

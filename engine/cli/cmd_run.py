@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cmx.engine.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, app, err, fail, out
+from cmx.engine.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, WIDE_OPTION, app, err, fail, out
+from cmx.engine.cli.tables import show
 from cmx.engine.errors import HostError, InputError, Problem
 from cmx.analysis import views
 from cmx.engine.results import db
@@ -133,6 +134,7 @@ def run(
     smoke_mode: bool = typer.Option(False, "--smoke", metavar="", help="Each cell once at a tiny size with a short timeout, "
                                     "into results/smoke.duckdb unless --db is given: catches configuration "
                                     "errors before a long sweep."),
+    wide: bool = WIDE_OPTION,
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -210,7 +212,7 @@ def run(
         fail(exc)
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
-    out.print(render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline))
+    show(out, render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline), wide=wide)
     crossed = False if interrupted else _check_thresholds(exp, cells, sweep, Path(db_path), varying)
     if not interrupted and not smoke_mode:
         _history(exp.name, revision, Path(db_path), _labels(cells, varying))

@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from cmx.analysis import views
-from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.engine.cli.common import DB_OPTION, WIDE_OPTION, app, err, fail, out
+from cmx.engine.cli.tables import show
 from cmx.engine.cli.resultsdb import results_db
 from cmx.analysis.rules import TREND_RULE
 from cmx.engine.errors import InputError
@@ -38,6 +39,7 @@ def trend(
                                           "(a nightly CI gate); `worse,inconclusive`: also when its latest point "
                                           "shows neither worse nor alright. A gate whose latest point has too few "
                                           "runs to show anything says so on stderr."),
+    wide: bool = WIDE_OPTION,
 ):
     """Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change points.
 
@@ -63,7 +65,7 @@ def trend(
     elif fmt is TrendFormat.markdown:
         sys.stdout.write(as_markdown(res))
     else:
-        out.print(as_table(res))
+        show(out, as_table(res), wide=wide)
     if not fails_on:
         return
     judged = latest_gate(res)

@@ -2,11 +2,13 @@
 bad input ends a command (one line per problem, exit 2). The commands live in ``cmd_*.py``."""
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 from rich.console import Console
 
+from cmx.engine.cli.tables import LOG_WIDTH, WIDE_HELP
 from cmx.engine.errors import InputError
 from cmx.engine.results import db
 
@@ -16,10 +18,12 @@ app = typer.Typer(
          "Typical session: [bold]cmx validate[/bold] FILE, [bold]cmx plan[/bold] FILE, [bold]cmx run[/bold] FILE, "
          "then [bold]cmx status[/bold] and [bold]cmx sql[/bold] \"SELECT …\".",
 )
-# Not a terminal (CI logs, pipes): wide enough that the summary table stays readable.
-out = Console(width=None if sys.stdout.isatty() else 160)
+# Not a terminal (CI logs, pipes): COLUMNS, else wide enough that the summary table stays readable
+# (engine/cli/tables.py fits every table to this width).
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else LOG_WIDTH)
 err = Console(stderr=True)
 
+WIDE_OPTION = typer.Option(False, "--wide", help=WIDE_HELP)
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
 INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", help="The Ansible inventory (file or folder). Without "
                                 "it: the experiment's `inventory:` (relative to the experiment file), else "
