@@ -182,6 +182,12 @@ def run(
     except (InputError, HostError) as exc:  # HostError: the database cannot be written (a full disk)
         fail(exc)
     _warn_pitfalls(file, cells)  # on the terminal before the runs (bad input stays one line), not only in the report
+    if not smoke_mode:  # what the sweep can show, before its runs are spent (a smoke run shows nothing)
+        from cmx.engine.cli.sweepsize import shows
+
+        said = shows(exp, cells)
+        if said:
+            out.print(said, markup=False, highlight=False, soft_wrap=True)
     kept = [r for r in runs if (r.cell.cell_id, r.repeat) not in done]
     skipped, runs = len(runs) - len(kept), kept
     varying = varying_dimensions(cells)

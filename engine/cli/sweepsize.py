@@ -45,13 +45,20 @@ def summary(file: Path, exp, cells, db_path: Path = db.DEFAULT_DB) -> list[str]:
     else:
         lines.append(f"time: no estimate (no stored run of {exp.name} in {db_path}); `cmx run` shows its ETA "
                      "once the first run ends")
+    said = shows(exp, cells)
+    return lines + ([said] if said else [])
+
+
+def shows(exp, cells) -> str | None:
+    """One line: whether the sweep's repeats can show a difference between two of its cells at all
+    (None for a single cell: there is nothing to tell apart). `cmx validate` and `cmx run` say it."""
     if len(cells) < 2:
-        return lines
+        return None
+    repeats = exp.repeats
     p = gate.smallest_p(repeats, repeats)
     if gate.can_show(repeats, repeats):
-        lines.append(f"shows: a difference between two cells can be shown at {_n(repeats, 'run')} a cell (the "
-                     f"smallest Mann-Whitney p is {p:.2g}, within {stats.ALPHA})")
-    else:  # every cell has the same repeats: the fewest a side whose smallest p reaches ALPHA
-        lines.append(f"shows: no difference between cells can be shown at {_n(repeats, 'run')} a cell (the smallest "
-                     f"Mann-Whitney p is {p:.2g}); repeats: {stats.MIN_N_SHOWN} would allow it")
-    return lines
+        return (f"shows: a difference between two cells can be shown at {_n(repeats, 'run')} a cell (the "
+                f"smallest Mann-Whitney p is {p:.2g}, within {stats.ALPHA})")
+    # every cell has the same repeats: the fewest a side whose smallest p reaches ALPHA
+    return (f"shows: no difference between cells can be shown at {_n(repeats, 'run')} a cell (the smallest "
+            f"Mann-Whitney p is {p:.2g}); repeats: {stats.MIN_N_SHOWN} would allow it")

@@ -42,6 +42,13 @@ def test_a_line_per_run_with_an_eta(sweep):
     assert "\x1b[" not in proc.stdout  # no terminal: no escape codes, no redrawn bar
 
 
+def test_the_start_says_what_the_sweep_can_show(sweep):
+    _, proc = sweep
+    before = proc.stdout.split("[1/6]", 1)[0]  # said before the first run is spent (issue 38)
+    assert ("shows: no difference between cells can be shown at 3 runs a cell (the smallest Mann-Whitney p is 0.1); "
+            "repeats: 4 would allow it") in before, before
+
+
 def test_order_is_shuffled_within_rounds_and_stored(sweep):
     db, _ = sweep
     rows = query(db, "SELECT s.seq, s.repeat, r.pool FROM run_starts s JOIN runs r USING (run_id) ORDER BY s.seq")
