@@ -33,6 +33,18 @@ class Selection:
         return self.experiment + (":" + ",".join(f"{k}={v}" for k, v in self.filters) if self.filters else "")
 
 
+def parse_only(experiment: str, only: str) -> Selection:
+    """``--only DIM=VALUE,…`` (all must match; ``tag.KEY=VALUE`` for sweeps run with that tag) of
+    ``cmx trend`` and ``cmx recommend`` → a :class:`Selection` of ``experiment``; SelectionError when malformed."""
+    filters = []
+    for part in filter(None, only.split(",")):
+        dim, eq, value = part.partition("=")
+        if not eq or not dim.strip():
+            raise SelectionError(f"--only {only!r}: {part!r} is not DIM=VALUE")
+        filters.append((dim.strip(), value.strip()))
+    return Selection(experiment, tuple(filters))
+
+
 def parse_selection(text: str) -> Selection:
     """``EXPERIMENT[:DIM=VALUE,DIM=VALUE…]`` → :class:`Selection`; raises ValueError when malformed.
     ``tag.KEY=VALUE`` selects the runs of sweeps run with ``--tag KEY=VALUE``."""

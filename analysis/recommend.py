@@ -105,13 +105,23 @@ def parse_constraint(text: str) -> Constraint:
     return Constraint(metric, op, value, " ".join(text.split()))
 
 
-def _values(con, experiment: str, revision: int, tags: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+def _values(con, experiment: str, revision: int, tags: dict[str, str],
+            only: str | None = None) -> dict[str, dict[str, list[float]]]:
     cond, params = tagged_runs_sql(con, tags)
+    picked, picked_params = "TRUE", []
+    if only:  # the cells ``cmx trend --only`` would select
+        from cmx.analysis.compare import SelectionError, parse_only, selection_where
+
+        try:
+            where, picked_params = selection_where(con, parse_only(experiment, only))
+        except SelectionError as exc:
+            raise RecommendError(str(exc)) from None
+        picked = f"r.run_id IN (SELECT r.run_id FROM runs r WHERE {where})"
     rows = con.execute(
         "SELECT r.cell_id, m.name, m.value FROM runs r JOIN metrics m USING (run_id) "
         f"WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' AND m.value IS NOT NULL "
-        f"AND {cond.replace('run_id IN', 'r.run_id IN', 1)} "
-        "ORDER BY r.cell_id, r.run_id", [experiment, revision, *params]).fetchall()
+        f"AND {cond.replace('run_id IN', 'r.run_id IN', 1)} AND {picked} "
+        "ORDER BY r.cell_id, r.run_id", [experiment, revision, *params, *picked_params]).fetchall()
     got: dict[str, dict[str, list[float]]] = {}
     for cell_id, name, value in rows:
         got.setdefault(cell_id, {}).setdefault(name, []).append(value)
@@ -147,14 +157,17 @@ def pareto(medians: dict[str, dict[str, float]], objectives: list[Objective]) ->
 
 
 def recommend(con, experiment: str, revision: int, objectives: list[Objective], constraints: list[Constraint],
-              tags: dict[str, str] | None = None, margin_pct: float = stats.MARGIN_PCT) -> Recommendation:
-    """Rank the experiment's cells (of ``revision``) on ``objectives[0]``; see the module docstring."""
+              tags: dict[str, str] | None = None, margin_pct: float = stats.MARGIN_PCT,
+              only: str | None = None) -> Recommendation:
+    """Rank the experiment's cells (of ``revision``; ``only``: those a ``DIM=VALUE,…`` selector picks)
+    on ``objectives[0]``; see the module docstring."""
     if not objectives:
         raise RecommendError("name an objective: --maximize METRIC or --minimize METRIC")
-    data = _values(con, experiment, revision, tags or {})
+    data = _values(con, experiment, revision, tags or {}, only)
     if not data:
         raise RecommendError(f"experiment {experiment!r} (revision {revision}) has no ok runs"
-                             + (" with these tags" if tags else ""))
+                             + (" with these tags" if tags else "") + (f" in the cells --only {only} selects"
+                                                                       if only else ""))
     present = {name for metrics in data.values() for name in metrics}
     for name in [o.metric for o in objectives] + [c.metric for c in constraints]:
         if name not in present:
@@ -191,20 +204,34 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
     return Recommendation(experiment, revision, list(objectives), list(constraints), kept + excluded, front)
 
 
-def default_objective(con, experiment: str, revision: int) -> Objective:
-    """The experiment's ``objective:`` (its latest sweep of ``revision``), else its workload's own."""
+def _declared(con, experiment: str, revision: int) -> tuple[object, str | None]:
+    """(the experiment's ``objective:`` as its latest sweep of ``revision`` stored it, its workload)."""
     row = con.execute("SELECT json_extract(definition, '$.objective'), workload FROM sweeps WHERE experiment = ? "
                       "AND coalesce(revision, 1) = ? ORDER BY started_at DESC LIMIT 1", [experiment, revision]).fetchone()
-    declared = json.loads(row[0]) if row and row[0] is not None else None
-    if isinstance(declared, dict) and len(declared) == 1:
-        (direction, metric), = declared.items()
-        return objective(metric, direction)
+    return (json.loads(row[0]) if row and row[0] is not None else None), (row[1] if row else None)
+
+
+def default_constraints(con, experiment: str, revision: int) -> list[Constraint]:
+    """The constraints of the experiment's ``objective: {…, where: {METRIC: "OP VALUE"}}``."""
+    declared, _ = _declared(con, experiment, revision)
+    where = declared.get("where") if isinstance(declared, dict) else None
+    return [parse_constraint(f"{metric} {rule}") for metric, rule in (where or {}).items()]
+
+
+def default_objective(con, experiment: str, revision: int) -> Objective:
+    """The experiment's ``objective:`` (its latest sweep of ``revision``), else its workload's own."""
+    declared, workload = _declared(con, experiment, revision)
+    if isinstance(declared, dict):
+        directions = [(k, v) for k, v in declared.items() if k in (MAXIMIZE, MINIMIZE)]
+        if len(directions) == 1:
+            (direction, metric), = directions
+            return objective(metric, direction)
     if isinstance(declared, str):
         metric = declared
     else:
         from cmx.workloads.catalog import registry
         try:
-            metric = registry.get(row[1]).objective if row else M.CONSUME_RATE
+            metric = registry.get(workload).objective if workload else M.CONSUME_RATE
         except KeyError:  # a user's workload class from a file: the base class's objective
             from cmx.workloads.base import Workload
             metric = Workload.objective

@@ -110,15 +110,17 @@ def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str
     """The page's opening "Which configuration?": the experiment's objective (or its workload's),
     among the cells that lost no task when that was measured; and its trade-off charts (of the
     report's ``cells``)."""
-    from cmx.analysis.recommend import RecommendError, default_objective, parse_constraint, recommend
+    from cmx.analysis.recommend import (RecommendError, default_constraints, default_objective, parse_constraint,
+                                        recommend)
     from cmx.analysis.recommend_format import answer_html
     from cmx.analysis.tradeoff import tradeoff_charts
 
     try:
         objective = default_objective(con, experiment, revision)
+        declared = default_constraints(con, experiment, revision)  # the objective's where
         lost = con.execute("SELECT count(*) FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND "
                            "revision = ? AND name = 'tasks_lost'", [experiment, revision]).fetchone()[0]
-        constraints = [parse_constraint("tasks_lost == 0")] if lost else []
+        constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost else [])
         rec = recommend(con, experiment, revision, [objective], constraints)
     except RecommendError as exc:
         return answer_html(None, str(exc)), []

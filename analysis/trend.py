@@ -24,7 +24,7 @@ from cmx.analysis import fingerprint, gate, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
     EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_scores)
-from cmx.analysis.compare import Selection, SelectionError, selection_where
+from cmx.analysis.compare import SelectionError, parse_only, selection_where
 from cmx.analysis.headline import of_experiment as headline_of
 from cmx.analysis.views import experiment_hint
 from cmx.engine.errors import suggest
@@ -80,13 +80,7 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
     of each series, the points in the order they ran; and {(point key, cell_id): its ok runs' ids}."""
     cond, params = "TRUE", []
     if only:
-        filters = []
-        for part in filter(None, only.split(",")):
-            dim, eq, value = part.partition("=")
-            if not eq or not dim.strip():
-                raise SelectionError(f"--only {only!r}: {part!r} is not DIM=VALUE")
-            filters.append((dim.strip(), value.strip()))
-        cond, params = selection_where(con, Selection(experiment, tuple(filters)))
+        cond, params = selection_where(con, parse_only(experiment, only))
     key, key_params = "p.sweep_id", []
     if by != "sweep":
         key, key_params = "json_extract_string(p.tags, ?)", [f'$."{by.removeprefix("tag.")}"']

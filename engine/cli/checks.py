@@ -7,6 +7,7 @@ from cmx.engine.hosts.connection import connections
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.model.cells import Cell
 from cmx.engine.model.faultcheck import broker_problem
+from cmx.engine.model import thresholds as threshold_rules
 from cmx.engine.model.yamlpos import load_yaml
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
@@ -40,25 +41,27 @@ def check_thresholds(exp: Experiment) -> None:
         pos = None
     problems = []
     # A user's own workload may report metrics of its own; a built-in one reports the registry's.
-    if exp.objective and exp.workload.name in registry.names():
-        path, metric = (("objective",), exp.objective) if isinstance(exp.objective, str) else \
-            (("objective", *exp.objective), next(iter(exp.objective.values())))
+    direction, metric, where = exp.objective_parts()
+    if metric and exp.workload.name in registry.names():
+        path = ("objective",) if direction is None else ("objective", direction)
         if metric not in metricdefs.METRICS:
             line, col = pos.of(path) if pos else (None, None)
             problems.append(Problem(f"objective: unknown metric '{metric}'" + suggest(metric, metricdefs.METRICS),
                                     exp.source, line, col))
-    for metric, rule in exp.parsed_thresholds().items():
-        path = ("thresholds", metric)
+    # the objective's where constraints read as thresholds do
+    rules = [(("thresholds", m), "thresholds", m, r) for m, r in exp.parsed_thresholds().items()]
+    rules += [(("objective", "where", m), "objective.where", m, threshold_rules.parse(r)) for m, r in where.items()]
+    for path, key, metric, rule in rules:
         if metric not in metricdefs.METRICS:
             line, col = pos.key(path) if pos else (None, None)
-            problems.append(Problem(f"thresholds: unknown metric '{metric}'" + suggest(metric, list(metricdefs.METRICS))
+            problems.append(Problem(f"{key}: unknown metric '{metric}'" + suggest(metric, list(metricdefs.METRICS))
                                     + " (`cmx sql \"SELECT DISTINCT name FROM metrics\"` lists those stored)",
                                     exp.source, line, col))
             continue
         unit = metricdefs.METRICS[metric].unit
         if rule.unit and rule.unit_kind != unit:
             line, col = pos.of(path) if pos else (None, None)
-            problems.append(Problem(f"thresholds.{metric}: unit '{rule.unit}' does not fit {metric}, which is in "
+            problems.append(Problem(f"{key}.{metric}: unit '{rule.unit}' does not fit {metric}, which is in "
                                     f"{unit}; give a bare number" + (" or a size (512MiB)" if unit == "bytes" else
                                                                       " or a duration (2s)" if unit == "s" else ""),
                                     exp.source, line, col))

@@ -36,6 +36,9 @@ def recommend(
     tag: list[str] = typer.Option([], "--tag", help="Only the runs of sweeps run with this KEY=VALUE (repeatable)."),
     margin: float = typer.Option(5.0, "--margin", min=0.0, metavar="PCT", help="Equivalence margin of the tie "
                                  "rule, as in cmx compare."),
+    only: Optional[str] = typer.Option(None, "--only", metavar="SELECTOR", help="Rank only the cells matching "
+                                       "DIM=VALUE,… (all must match; tag.KEY=VALUE for sweeps run with that tag), "
+                                       "as cmx trend --only: e.g. params.task=app.resize."),
     fmt: RecommendFormat = typer.Option(RecommendFormat.table, "--format", "-f", help="Output format."),
     db_path: Path = DB_OPTION,
     wide: bool = WIDE_OPTION,
@@ -45,7 +48,7 @@ def recommend(
     Cells are ranked by the median of the first objective over their ok runs (n and the 95 % interval shown; a narrower interval breaks a tie of medians). A cell is tied with the best when cmx compare's rule cannot tell it apart (not shown better or worse).
     Constraints drop cells and each dropped cell says which constraint dropped it. With two objectives the Pareto front (cells no other cell beats on both) is marked.
 
-    With no objective named, the experiment's objective: or its workload's own (throughput: maximize consume_rate).
+    With no objective named, the experiment's objective: (with its where: constraints) or its workload's own (throughput: maximize consume_rate).
 
     Examples:
       cmx recommend quickstart --maximize consume_rate --where 'tasks_lost == 0'
@@ -53,7 +56,7 @@ def recommend(
 
     Exit 2: an unknown metric, maximizing a lower-is-better metric (or the reverse), a constraint no cell meets.
     """
-    from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, RecommendError, default_objective, objective,
+    from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, RecommendError, default_constraints, default_objective, objective,
                                         parse_constraint, recommend as rank)
     from cmx.analysis.recommend_format import as_json, as_markdown, as_table
 
@@ -66,8 +69,10 @@ def recommend(
             known = views.revisions(con, experiment)
             chosen = views.choose_revision(known, experiment, revision,
                                            "" if known else views.experiment_hint(con, experiment))
-            objectives = objectives or [default_objective(con, experiment, chosen)]
-            rec = rank(con, experiment, chosen, objectives, constraints, tags, margin)
+            if not objectives:  # the experiment's objective, and its where constraints with it
+                objectives = [default_objective(con, experiment, chosen)]
+                constraints = default_constraints(con, experiment, chosen) + constraints
+            rec = rank(con, experiment, chosen, objectives, constraints, tags, margin, only=only)
     except (FileNotFoundError, LookupError, ValueError, InputError) as exc:
         fail(exc)
     if fmt is RecommendFormat.json:

@@ -88,16 +88,31 @@ class Experiment(BaseModel):
     #: METRIC: "OP NUMBER[UNIT]", checked per cell when a sweep ends (engine/model/thresholds.py).
     thresholds: dict[str, Annotated[str, BeforeValidator(threshold_rules.valid)]] = {}
     #: What ``cmx recommend`` and the report rank cells on: a metric (its registry's direction) or
-    #: ``{maximize: METRIC}`` / ``{minimize: METRIC}``; default the workload's own objective.
-    objective: str | dict[Literal["maximize", "minimize"], str] | None = None
+    #: ``{maximize: METRIC}`` / ``{minimize: METRIC}``, optionally with ``where: {METRIC: "OP VALUE"}``
+    #: constraints (a threshold's form) a cell must meet to be ranked; default the workload's own objective.
+    objective: str | dict[Literal["maximize", "minimize", "where"],
+                          str | dict[str, Annotated[str, BeforeValidator(threshold_rules.valid)]]] | None = None
     source: str = ""
 
     @field_validator("objective")
     @classmethod
     def _one_objective(cls, value):
-        if isinstance(value, dict) and len(value) != 1:
-            raise ValueError("objective: one of {maximize: METRIC} or {minimize: METRIC}, or a metric name")
+        if isinstance(value, dict):
+            directions = [k for k in value if k != "where"]
+            if len(directions) != 1 or not isinstance(value[directions[0]], str) \
+                    or not isinstance(value.get("where", {}), dict):
+                raise ValueError("objective: one of {maximize: METRIC} or {minimize: METRIC} (with an optional "
+                                 "where: {METRIC: \"OP VALUE\"}), or a metric name")
         return value
+
+    def objective_parts(self) -> tuple[str | None, str | None, dict[str, str]]:
+        """(maximize | minimize | None when only a metric is named, the metric or None, the where constraints)."""
+        if self.objective is None:
+            return None, None, {}
+        if isinstance(self.objective, str):
+            return None, self.objective, {}
+        (direction, metric), = ((k, v) for k, v in self.objective.items() if k != "where")
+        return direction, metric, dict(self.objective.get("where") or {})
 
     def parsed_thresholds(self) -> dict[str, threshold_rules.Threshold]:
         return {metric: threshold_rules.parse(text) for metric, text in self.thresholds.items()}

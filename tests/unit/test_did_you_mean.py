@@ -25,6 +25,9 @@ def test_suggest_names_the_closest_known_name_or_nothing():
     ("fixed: {backend: redsi}", "did you mean 'redis'?"),
     ("objective: {maximize: consume_rat}", "5:23: objective: unknown metric 'consume_rat'; did you mean "
                                            "'consume_rate'?"),
+    # the objective's where constraints (issue 38) read as thresholds do
+    ("objective: {maximize: consume_rate, where: {peak_pss_byte: '<= 200 MiB'}}",
+     "5:45: objective.where: unknown metric 'peak_pss_byte'; did you mean 'peak_pss_bytes'?"),
 ])
 def test_dimension_values_and_metrics_in_the_file(tmp_path, line, said):
     exp = write(tmp_path / "e.yaml", f"""
@@ -88,3 +91,19 @@ def test_experiment_hint_only_for_a_name_not_in_the_database(results):
     with views.connect(results, read_only=True) as con:
         assert views.experiment_hint(con, "quickstart") == ""
         assert views.experiment_hint(con, "quikstart") == "; did you mean 'quickstart'?"
+
+
+def test_an_objective_with_where_constraints_is_valid_and_checked(tmp_path):
+    exp = write(tmp_path / "e.yaml", """
+        name: e
+        workload: {name: throughput}
+        objective: {maximize: consume_rate, where: {peak_pss_bytes: "<= 200 MiB", tasks_lost: "== 0"}}
+    """)
+    proc = cmx("validate", str(exp), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for where, said in (('{peak_pss_bytes: "<= 2s"}', "objective.where.peak_pss_bytes: unit 's' does not fit"),
+                        ('{peak_pss_bytes: "small"}', "is not a threshold"),
+                        ('{}, minimize: latency_p99_s', "one of {maximize: METRIC} or {minimize: METRIC}")):
+        exp.write_text(f"name: e\nworkload: {{name: throughput}}\nobjective: {{maximize: consume_rate, where: {where}}}\n")
+        proc = cmx("validate", str(exp), timeout=120)
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (where, proc.stderr)

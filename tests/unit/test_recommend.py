@@ -155,3 +155,50 @@ def test_the_report_opens_with_the_answer(known, tmp_path):
     # The workload's own objective (throughput: consume_rate), cells that lost tasks left out.
     assert "Run pool gevent: consume_rate 1,000/s" in section and "Tied with it" in section
     assert "pool threads" in section and "tasks_lost == 0" in section
+
+
+@pytest.fixture(scope="module")
+def declared(tmp_path_factory):
+    """The same cells as an experiment whose file declares objective: {maximize: consume_rate,
+    where: {peak_pss_bytes: "<= 150 MiB", tasks_lost: "== 0"}} (issue 38): threads is its answer
+    (gevent and prefork use too much memory, solo loses tasks)."""
+    path = tmp_path_factory.mktemp("declared") / "r.duckdb"
+    definition = {"objective": {"maximize": "consume_rate",
+                                "where": {"peak_pss_bytes": "<= 150 MiB", "tasks_lost": "== 0"}}}
+    with db.connect(path) as con:
+        db.record_sweep(con, "s1", "declared", "declared.yaml", "throughput", "", "inv", definition, {"revision": 1})
+        for pool, (rates, pss, lost) in CELLS.items():
+            for i, rate in enumerate(rates):
+                add_run(con, "declared", f"{pool}-{i}", dims(pool), repeat=i + 1,
+                        metrics={"consume_rate": rate, "peak_pss_bytes": pss + i, "tasks_lost": lost})
+    return path
+
+
+def test_the_experiments_objective_and_its_where_are_the_default(declared, tmp_path):
+    p = cmx("recommend", "declared", "--db", str(declared), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["answer"][0].startswith("Run pool threads: consume_rate"), doc["answer"]
+    dropped = {r["values"]["pool"]: r["excluded_by"] for r in doc["ranking"] if r["excluded_by"]}
+    assert dropped == {"gevent": ["peak_pss_bytes <= 150 MiB"], "prefork": ["peak_pss_bytes <= 150 MiB"],
+                       "solo": ["tasks_lost == 0"]}, dropped
+    # an objective named on the command line is the user's own question: the file's where is not added
+    p = cmx("recommend", "declared", "--maximize", "consume_rate", "--db", str(declared), "--format", "json")
+    assert json.loads(p.stdout)["answer"][0].startswith("Run pool solo"), p.stdout
+    from cmx.analysis.report import write_report
+
+    with views.connect(declared, read_only=True) as con:
+        page = write_report(con, "declared", tmp_path).html.read_text()
+    page = page[page.index("<h2>Which configuration?</h2>"):]
+    assert "Run pool threads" in page[:page.index("</section>")]
+
+
+def test_only_narrows_the_cells_ranked(known):
+    p = cmx("recommend", "pick", "--maximize", "consume_rate", "--only", "pool=prefork", "--db", str(known),
+            "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [r["values"]["pool"] for r in doc["ranking"]] == ["prefork"]
+    for only, msg in (("pool=nope", "no ok runs"), ("color=red", "not a dimension"), ("pool", "not DIM=VALUE")):
+        p = cmx("recommend", "pick", "--only", only, "--db", str(known))
+        assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, (only, p.stderr)
