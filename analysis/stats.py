@@ -21,6 +21,7 @@ warns) is flagged ``unstable``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -213,15 +214,15 @@ def _change(x, y, axis=-1):
     return 100.0 * (_sorted_median(y, axis) - base) / np.abs(base)
 
 
-def _min_n_for_alpha() -> int:
-    """The fewest runs a side whose exact two-sided p can reach ALPHA (4 at 0.05: 2/70)."""
+def smallest_n_at(alpha: float) -> int:
+    """The fewest runs a side whose exact two-sided Mann-Whitney p can reach ``alpha`` (4 at 0.05: 2/70)."""
     n = MIN_N
-    while 2 / math.comb(2 * n, n) > ALPHA:
+    while 2 / math.comb(2 * n, n) > alpha:
         n += 1
     return n
 
 
-MIN_N_SHOWN = _min_n_for_alpha()
+MIN_N_SHOWN = smallest_n_at(ALPHA)
 
 
 def runs_needed(n: int, change: float | None, low: float | None, high: float | None, margin: float) -> int | None:
@@ -251,7 +252,7 @@ def _change_pct(sa: Summary, sb: Summary) -> float | None:
 
 
 def compare_samples(baseline: list[float], contender: list[float], better: str,
-                    resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT) -> Comparison:
+                    resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> Comparison:
     """The whole comparison of one metric; ``better`` is 'higher', 'lower' or 'neither'."""
     a, b = _clean(baseline), _clean(contender)
     sa, sb = summarize(a, resamples), summarize(b, resamples)
@@ -267,20 +268,20 @@ def compare_samples(baseline: list[float], contender: list[float], better: str,
     elif d_low == d_high == 0:
         c_low = c_high = 0.0  # zero against zero in every resample
     p = mann_whitney_p(a, b)
-    v = verdict(len(a), len(b), c_low, c_high, d_low, d_high, p, better, margin_pct)
+    v = verdict(len(a), len(b), c_low, c_high, d_low, d_high, p, better, margin_pct, alpha)
     need = runs_needed(min(len(a), len(b)), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
     return Comparison(sa, sb, change, c_low, c_high, d_low, d_high, p, v, margin_pct, need)
 
 
 def compare_many(baseline: list[float], contenders: list[list[float]], better: str,
-                 resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT) -> list[Comparison]:
+                 resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> list[Comparison]:
     """:func:`compare_samples` of one baseline against each contender (``cmx recommend`` compares
     the best cell with every other): :func:`compare_pairs` with that baseline in every pair."""
-    return compare_pairs([(baseline, c, better) for c in contenders], resamples, margin_pct)
+    return compare_pairs([(baseline, c, better) for c in contenders], resamples, margin_pct, alpha)
 
 
 def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: int = RESAMPLES,
-                  margin_pct: float = MARGIN_PCT) -> list[Comparison]:
+                  margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> list[Comparison]:
     """:func:`compare_samples` of each (baseline, contender, better), the same Comparisons, in one
     scipy call per pair of sample sizes (``cmx trend`` tests the latest night of every series at
     once): as in :func:`summarize_many`, scipy draws one set of resample indices for all rows of a
@@ -293,7 +294,7 @@ def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: 
     by_n: dict[tuple[int, int], list[int]] = {}
     for i, (a, b) in enumerate(cleaned):
         if min(len(a), len(b)) < MIN_N:
-            out[i] = compare_samples(a, b, pairs[i][2], resamples, margin_pct)
+            out[i] = compare_samples(a, b, pairs[i][2], resamples, margin_pct, alpha)
         else:
             by_n.setdefault((len(a), len(b)), []).append(i)
     for (n_a, n_b), rows in by_n.items():
@@ -317,7 +318,7 @@ def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: 
                     c_low, c_high = min(float(c_lo[k]), change), max(float(c_hi[k]), change)
                 elif dl == dh == 0:
                     c_low = c_high = 0.0
-                v = verdict(n_a, n_b, c_low, c_high, dl, dh, ps[j], better, margin_pct)
+                v = verdict(n_a, n_b, c_low, c_high, dl, dh, ps[j], better, margin_pct, alpha)
                 need = runs_needed(min(n_a, n_b), change, c_low, c_high, margin_pct) if v == INCONCLUSIVE else None
                 out[i] = Comparison(sa, sb, change, c_low, c_high, dl, dh, ps[j], v, margin_pct, need)
     return out
@@ -344,13 +345,14 @@ def mann_whitney_pairs(pairs: list[tuple]) -> list[float]:
 
 
 def verdict(n_a: int, n_b: int, change_low: float | None, change_high: float | None, diff_low: float,
-            diff_high: float, p: float, better: str, margin_pct: float = MARGIN_PCT) -> str:
+            diff_high: float, p: float, better: str, margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> str:
     """The one rule (module docstring): same only when shown within the margin, better/worse
     only when shown different beyond it, small when shown different inside it, inconclusive
-    otherwise."""
+    otherwise. ``alpha``: the level a difference is shown at (a race's looks share ALPHA:
+    :func:`race_alpha`)."""
     if min(n_a, n_b) < MIN_N:
         return N_TOO_SMALL
-    if p <= ALPHA and (diff_low > 0 or diff_high < 0):
+    if p <= alpha and (diff_low > 0 or diff_high < 0):
         beyond = change_low is None or change_high is None or change_low > margin_pct or change_high < -margin_pct
         if not beyond:
             return SMALL
@@ -360,3 +362,27 @@ def verdict(n_a: int, n_b: int, change_low: float | None, change_high: float | N
     if change_low is not None and change_high is not None and -margin_pct <= change_low and change_high <= margin_pct:
         return SAME
     return INCONCLUSIVE
+
+
+@functools.lru_cache(maxsize=None)
+def race_alpha(min_n: int, max_n: int, sequences: int = 20_000) -> float:
+    """The level of each look of a race (racing repeats, analysis/racing.py) that keeps ALPHA over
+    the whole race. A race compares two cells after every round from ``min_n`` to ``max_n`` runs a
+    cell, and every look is another chance of a false elimination, so each look tests at a smaller
+    level: Pocock's constant boundary for these looks, calibrated for the Mann-Whitney test itself.
+    Under "no difference" the ranks of the runs do not depend on their distribution, so the chance
+    that any look's p reaches a level is the same for every metric: it is measured once here on
+    ``sequences`` seeded races of scipy's own exact test, and the level is the largest p-value whose
+    chance over the race stays within ALPHA (about twice Bonferroni's ALPHA / looks, which assumes
+    the looks independent; tests/unit/test_racing.py measures both error rates)."""
+    rng = np.random.default_rng(20_261_128)
+    x = rng.random((sequences, max_n))
+    y = rng.random((sequences, max_n))
+    smallest = np.ones(sequences)
+    for n in range(max(min_n, MIN_N), max_n + 1):
+        ps = _sps().mannwhitneyu(x[:, :n], y[:, :n], alternative="two-sided", method="exact", axis=-1).pvalue
+        smallest = np.minimum(smallest, ps)
+    levels = np.unique(smallest)
+    reached = np.searchsorted(np.sort(smallest), levels, side="right") / sequences
+    within = levels[reached <= ALPHA]
+    return float(within.max()) if len(within) else 0.0

@@ -97,7 +97,8 @@ def plan(
     from cmx.engine.model.cells import value_text
 
     dims = varying_dimensions(cells) or sorted(cells[0].values)
-    table = Table(title=f"{exp.name}: {len(cells)} cells × {exp.repeats} repeats = {len(cells) * exp.repeats} runs",
+    table = Table(title=f"{exp.name}: {len(cells)} cells × {exp.repeats_text()} = "
+                        f"{'at most ' if exp.racing else ''}{len(cells) * exp.max_repeats} runs",
                   title_justify="left")
     table.add_column("cell_id")
     for d in dims:
@@ -195,6 +196,11 @@ def run(
     sweep.provenance = _provenance(exp, inv, digest, revision)
     sweep.shuffle_seed = shuffle
     sweep.resumes = resumes
+    race = None
+    if exp.racing:  # only the runs the race still needs, decided round by round (engine/cli/race.py)
+        from cmx.engine.cli.race import Race
+
+        race = sweep.schedule = Race(exp, Path(db_path), revision, sweep, [c.cell_id for c in cells], skipped)
     interrupted = False
     outcomes = []
     # SIGTERM is Ctrl-C (timeout(1), CI runners and systemd send it); while runs execute, the
@@ -219,6 +225,11 @@ def run(
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
     show(out, render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline), wide=wide)
+    if race is not None and not interrupted and race.ended:
+        with db.connect(db_path) as con:  # a race that ended is a finished sweep, never resumed
+            db.record_sweep_end(con, sweep.sweep_id, race.ended)
+        labels = _labels(cells, varying)
+        out.print(race.summary(lambda c: labels.get(c, c)), markup=False, highlight=False, soft_wrap=True)
     crossed = False if interrupted else _check_thresholds(exp, cells, sweep, Path(db_path), varying)
     if not interrupted and not smoke_mode:
         _history(exp.name, revision, Path(db_path), _labels(cells, varying))

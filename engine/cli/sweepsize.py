@@ -36,8 +36,11 @@ def _n(count: int, word: str) -> str:
 
 def summary(file: Path, exp, cells, db_path: Path = db.DEFAULT_DB) -> list[str]:
     """The lines `cmx validate` prints on success."""
-    repeats, runs = exp.repeats, len(cells) * exp.repeats
-    lines = [f"{file}: valid: {_n(len(cells), 'cell')} × {_n(repeats, 'repeat')} = {_n(runs, 'run')}"]
+    runs = len(cells) * exp.max_repeats
+    if exp.racing:
+        lines = [f"{file}: valid: {_n(len(cells), 'cell')} × {exp.repeats_text()} = at most {_n(runs, 'run')}"]
+    else:
+        lines = [f"{file}: valid: {_n(len(cells), 'cell')} × {_n(exp.repeats, 'repeat')} = {_n(runs, 'run')}"]
     mean = _mean_run_s(Path(db_path), exp.name)
     if mean:
         lines.append(f"time: about {span(runs * mean[0])} ({_n(runs, 'run')} × {mean[0]:.1f} s, the mean of the "
@@ -54,6 +57,17 @@ def shows(exp, cells) -> str | None:
     (None for a single cell: there is nothing to tell apart). `cmx validate` and `cmx run` say it."""
     if len(cells) < 2:
         return None
+    if exp.racing:
+        from cmx.analysis.racing import looks
+
+        r, level = exp.racing, stats.race_alpha(exp.racing.min, exp.racing.max)
+        first = stats.smallest_n_at(level)
+        if first > r.max:
+            return (f"shows: this race can never decide: each of its {looks(r.min, r.max)} looks tests at "
+                    f"{level:.2g}, which takes {first} runs a cell, above its max of {r.max}; raise max to {first}")
+        return (f"shows: a race from {r.min} to {r.max} runs a cell: cells shown worse than the best stop getting "
+                f"runs; each of its {looks(r.min, r.max)} looks tests at {level:.2g} (so that the race as a whole "
+                f"holds {stats.ALPHA}), which can show a difference from {first} runs a cell")
     repeats = exp.repeats
     p = gate.smallest_p(repeats, repeats)
     if gate.can_show(repeats, repeats):

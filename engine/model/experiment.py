@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator,
+                      model_validator)
 
 from cmx.engine import limits
 from cmx.engine.model import thresholds as threshold_rules
@@ -36,11 +37,37 @@ class Limits(BaseModel):
     settle: float = Field(limits.DEFAULT_SETTLE_S, gt=0, le=limits.MAX_DURATION_S)
     #: Seconds after a killed or stopped worker exited before its replacement starts (as systemd's RestartSec).
     fault_restart: float = Field(limits.DEFAULT_FAULT_RESTART_S, ge=0, le=limits.MAX_DURATION_S)
+    #: A racing sweep's budget (repeats: {min, max}): it ends, undecided, once it has run this many
+    #: runs, or once this long has passed since its first run started.
+    max_runs: int | None = Field(None, ge=1, strict=True)
+    max_time: float | None = Field(None, gt=0)
 
-    @field_validator("run_timeout", "warmup", "settle", "fault_restart", mode="before")
+    @field_validator("run_timeout", "warmup", "settle", "fault_restart", "max_time", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
+    def _duration(cls, value: Any) -> float | None:
+        return None if value is None else parse_duration(value)
+
+
+#: ``repeats: N``: every cell N times.
+FixedRepeats = Annotated[int, Field(ge=1, le=limits.MAX_REPEATS, strict=True)]
+
+
+class Racing(BaseModel):
+    """``repeats: {min: 3, max: 10, until: decided}``: every cell gets ``min`` runs, then after each
+    round the cells shown worse than the best on the objective (or out of its ``where``) stop, and
+    the rest get one more run each, until the best is decided or ``max`` (analysis/racing.py)."""
+
+    model_config = _FROZEN
+
+    min: int = Field(3, ge=2, le=limits.MAX_REPEATS, strict=True)
+    max: int = Field(10, ge=2, le=limits.MAX_REPEATS, strict=True)
+    until: Literal["decided"] = "decided"
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) is below min ({self.min})")
+        return self
 
 
 def _pep508(item: str) -> str:
@@ -76,7 +103,9 @@ class Experiment(BaseModel):
     #: Relative to this file's folder; none named: --inventory, else ./inventory/local.yml, else the
     #: built-in localhost inventory (engine/hosts/inventory.py: choose_inventory).
     inventory: str | None = None
-    repeats: int = Field(1, ge=1, le=limits.MAX_REPEATS, strict=True)
+    #: Runs a cell: a number, or racing ({min, max, until: decided}).
+    repeats: Annotated[Annotated[FixedRepeats, Tag("fixed")] | Annotated[Racing, Tag("race")],
+                       Discriminator(lambda v: "race" if isinstance(v, (dict, Racing)) else "fixed")] = 1
     workload: WorkloadSpec
     fixed: dict[str, Any] = {}
     matrix: dict[str, list[Any]] = {}
@@ -114,6 +143,19 @@ class Experiment(BaseModel):
         (direction, metric), = ((k, v) for k, v in self.objective.items() if k != "where")
         return direction, metric, dict(self.objective.get("where") or {})
 
+    @property
+    def racing(self) -> Racing | None:
+        return self.repeats if isinstance(self.repeats, Racing) else None
+
+    @property
+    def max_repeats(self) -> int:
+        """The most runs a cell can get: the repeats, or a race's max."""
+        return self.repeats.max if isinstance(self.repeats, Racing) else self.repeats
+
+    def repeats_text(self) -> str:
+        r = self.racing
+        return f"{r.min}–{r.max} repeats (racing)" if r else f"{self.repeats} repeat{'' if self.repeats == 1 else 's'}"
+
     def parsed_thresholds(self) -> dict[str, threshold_rules.Threshold]:
         return {metric: threshold_rules.parse(text) for metric, text in self.thresholds.items()}
 
@@ -123,4 +165,5 @@ ALLOWED_KEYS: dict[tuple, list[str]] = {
     (): [f for f in Experiment.model_fields if f != "source"],
     ("workload",): list(WorkloadSpec.model_fields),
     ("limits",): list(Limits.model_fields),
+    ("repeats",): list(Racing.model_fields),
 }

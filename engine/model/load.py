@@ -39,6 +39,8 @@ def _pydantic_issues(exc: ValidationError) -> list[Issue]:
     issues = []
     for error in exc.errors()[:limits.MAX_PROBLEMS]:
         loc = tuple(error["loc"])
+        if loc[:1] == ("repeats",) and loc[1:2] in (("race",), ("fixed",)):  # the union's tag, not a key of the file
+            loc = loc[:1] + loc[2:]
         if "[key]" in loc:  # a dict key of the wrong type: point at the key
             loc = loc[:loc.index("[key]")]
             issues.append(Issue(loc, f"{_dotted(loc[:-1])}: keys must be strings, got {loc[-1]!r}",

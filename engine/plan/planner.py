@@ -38,7 +38,7 @@ def plan(exp: Experiment, cells: list[Cell], new_id: Callable[[], str] = _short_
     """
     rng = random.Random(shuffle) if shuffle is not None else None
     runs: list[Run] = []
-    for repeat in range(1, exp.repeats + 1):
+    for repeat in range(1, exp.max_repeats + 1):  # a race runs only those of them it needs (engine/cli/race.py)
         order = list(cells)
         if rng is not None:
             rng.shuffle(order)
@@ -52,6 +52,6 @@ def plan_json(exp: Experiment, cells: list[Cell]) -> dict[str, Any]:
     """What ``cmx plan --json`` prints: the experiment, its repeats and each cell's values."""
     return {
         "experiment": exp.name,
-        "repeats": exp.repeats,
+        "repeats": exp.racing.model_dump() if exp.racing else exp.repeats,
         "cells": [{"cell_id": cell.cell_id, "params": dict(cell.values)} for cell in cells],
     }

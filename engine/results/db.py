@@ -290,6 +290,11 @@ def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str
                  *extra.values()])
 
 
+def record_sweep_end(con, sweep_id: str, how: str) -> None:
+    """A race ended before its plan did (decided, its max, a budget): the sweep is finished."""
+    con.execute("INSERT INTO sweep_ends VALUES (?, now(), ?)", [sweep_id, how])
+
+
 def record_controller(con, sweep_id: str, hostname: str, pid: int, pid_started: float) -> None:
     con.execute("INSERT INTO sweep_controllers VALUES (?, ?, ?, ?)", [sweep_id, hostname, pid, pid_started])
 
@@ -374,9 +379,11 @@ def resume_point(con, experiment: str, revision: int) -> tuple[str | None, set[t
         ORDER BY w.started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
     if row is None:
         return None, set()
-    _, point, planned, ended, unended, aborted = row
-    # A sweep stored before `planned` was recorded: finished unless a run of it has no end.
-    if not unended and not aborted and (planned is None or ended >= planned):
+    sweep_id, point, planned, ended, unended, aborted = row
+    raced = con.execute("SELECT 1 FROM sweep_ends WHERE sweep_id = ?", [sweep_id]).fetchone()
+    # A sweep stored before `planned` was recorded: finished unless a run of it has no end; a race
+    # that ended (decided, max, budget) is finished whatever it planned.
+    if not unended and not aborted and (planned is None or ended >= planned or raced):
         return None, set()
     rows = con.execute("""SELECT s.cell_id, s.repeat FROM run_starts s JOIN run_ends e USING (run_id)
                           JOIN sweeps w USING (sweep_id)

@@ -95,6 +95,10 @@ STEPS: tuple[Step, ...] = (
     # read through broker_lost_times (task_times.sql); the first after the fault is detect_s.
     Step("broker_lost", 0, 1, "CREATE TABLE IF NOT EXISTS broker_lost (run_id VARCHAR, host VARCHAR, pid INTEGER, "
                               "ts DOUBLE)"),
+    # A racing sweep (repeats: {min, max}) that ended before running every run it planned: decided,
+    # at its max or at a budget (`how`, engine/cli/race.py). Such a sweep is finished, not resumable.
+    Step("sweep_ends", 0, 1, "CREATE TABLE IF NOT EXISTS sweep_ends (sweep_id VARCHAR, ended_at TIMESTAMPTZ, "
+                             "how VARCHAR)"),
 )
 
 

@@ -74,6 +74,10 @@ class ProgressBar:
             self.console.print(f"resuming: {skipped} run(s) already stored as ok are skipped (--no-resume runs them)")
         self.task = self.progress.add_task("", total=total)
 
+    def retotal(self, total: int) -> None:
+        """A race changed how many runs are still possible (engine/cli/race.py)."""
+        self.progress.update(self.task, total=total)
+
     def stage(self, run: Run | None, stage: str) -> None:
         if run is not None and self.first_start is None:
             self.first_start = self.now()
@@ -113,6 +117,10 @@ class ProgressLines:
         if skipped:
             self._say(f"resuming: {skipped} run(s) already stored as ok are skipped (--no-resume runs them)")
         self._say(f"{total} run(s) to do")
+
+    def retotal(self, total: int) -> None:
+        """A race changed how many runs are still possible (engine/cli/race.py)."""
+        self.total = total
 
     def stage(self, run: Run | None, stage: str) -> None:
         if run is None:

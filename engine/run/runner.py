@@ -106,6 +106,8 @@ class Sweep:
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
         self.blocked: dict[str, str] = {}  # run_id → the unreachable host it needs (engine/hosts/reach.py)
+        #: Which of the planned runs to run, in order, decided as they go (a race: engine/cli/race.py); None: all.
+        self.schedule = None
         #: version set key -> the host environment of a package.* version set (set by provisioning).
         self.environments: dict[str, str] = {}
 
@@ -218,7 +220,7 @@ class Sweep:
         # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
         previous = {sig: signal.signal(sig, self._on_sigint) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            for run in runs:
+            for run in (self.schedule(runs) if self.schedule else runs):
                 if self._interrupted:
                     break
                 error = self.blocked.get(run.run_id) or (self._rate_for(run) if ratesearch.FRACTION in run.cell.values

@@ -146,7 +146,7 @@ def test_source_cannot_come_from_the_file(tmp_path):
 def test_unknown_nested_key_suggests_the_right_one(tmp_path):
     path = write(tmp_path, HEAD + "limits: {run_timout: 5s}\n")
     assert problems(path) == [f"{path}:3:10: unknown key 'run_timout' in limits "
-                              "(allowed: run_timeout, warmup, settle, fault_restart); did you mean 'run_timeout'?"]
+                              "(allowed: run_timeout, warmup, settle, fault_restart, max_runs, max_time); did you mean 'run_timeout'?"]
 
 
 def test_wrong_types(tmp_path):

@@ -1,0 +1,89 @@
+"""A racing sweep's schedule (issue 38): which planned runs run, decided round by round.
+
+The plan holds every run a race could need (each cell ``max`` times, engine/plan/planner.py). The
+sweep runs them through :class:`Race`, which lets round 1 to ``min`` through whole and, before each
+later round, asks :func:`cmx.analysis.racing.decide` which cells still race (read from the runs
+the database holds, so a resumed race goes on where it stopped); only their runs of that round
+run. It stops when the race is decided, at ``max``, or at the budget (``limits.max_runs``, runs
+of this sweep point; ``limits.max_time``, since this invocation's first run), and says why.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from cmx.analysis import racing, stats
+from cmx.engine.results import db
+
+
+class Race:
+    def __init__(self, exp, db_path: Path, revision: int, sweep, cells: list[str], skipped: int = 0,
+                 now=time.monotonic):
+        self.exp, self.db_path, self.revision, self.sweep = exp, Path(db_path), revision, sweep
+        self.cells = sorted(cells)  # every cell races, also one whose runs a resume found all stored
+        self.level = stats.race_alpha(exp.racing.min, exp.racing.max)
+        self.skipped, self.now = skipped, now
+        self.decision: racing.Decision | None = None
+        self.objective = ""
+        self.ended = ""     # why the race ended: decided, max reached, a budget
+        self.ran = 0
+
+    def _decide(self, cells: list[str]) -> racing.Decision:
+        point = self.sweep.resumes or self.sweep.sweep_id
+        with db.connect(self.db_path, read_only=True) as con:
+            self.decision, self.objective = racing.decide(con, self.exp.name, self.revision, point, cells, self.level)
+        return self.decision
+
+    def _budget(self, started: float | None) -> str:
+        limits = self.exp.limits
+        if limits.max_runs is not None and self.skipped + self.ran >= limits.max_runs:
+            return f"the budget limits.max_runs ({limits.max_runs} runs) was reached"
+        if limits.max_time is not None and started is not None and self.now() - started >= limits.max_time:
+            return f"the budget limits.max_time ({limits.max_time:g} s) was reached"
+        return ""
+
+    def __call__(self, runs):
+        r = self.exp.racing
+        rounds: dict[int, list] = {}
+        for run in runs:
+            rounds.setdefault(run.repeat, []).append(run)
+        cells = self.cells
+        started = None
+        for repeat in range(1, r.max + 1):
+            batch = rounds.get(repeat, [])
+            if repeat > r.min:
+                decision = self._decide(cells)
+                if decision.decided:
+                    self.ended = "decided"
+                    return
+                batch = [run for run in batch if run.cell.cell_id in decision.contenders]
+                left = len(decision.contenders) * (r.max - repeat + 1)
+                self.sweep.handler.retotal(self.ran + left)
+                self.sweep.handler.stage(None, f"race after {repeat - 1} runs a cell: {len(decision.contenders)} of "
+                                               f"{len(cells)} cells still race on {self.objective}; at most {left} "
+                                               f"runs to go")
+            for run in batch:
+                why = self._budget(started)
+                if why:
+                    self.ended = why
+                    self._decide(cells)
+                    return
+                if started is None:
+                    started = self.now()
+                self.ran += 1
+                yield run
+        decision = self._decide(cells)
+        self.ended = "decided" if decision.decided else f"max ({r.max} runs a cell) was reached"
+
+    def summary(self, label) -> str:
+        """One line for the end of the sweep; ``label(cell_id)`` names a cell by its dimensions."""
+        d = self.decision
+        if d is None or d.best is None:
+            return f"race: undecided: {self.ended or 'no run of it ended ok'}"
+        if d.decided:
+            return (f"race: decided on {self.objective}: {label(d.best)} is the best; every other cell was shown "
+                    f"worse (or out of the objective's where) after {self.skipped + self.ran} runs, of at most "
+                    f"{len(d.contenders) + len(d.out)} cells × {self.exp.racing.max}")
+        tied = [label(c) for c in d.contenders if c != d.best]
+        return (f"race: undecided on {self.objective}: {self.ended}; {label(d.best)} leads, not told apart from "
+                f"{len(tied)} cell(s): {'; '.join(tied)}")

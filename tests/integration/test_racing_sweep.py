@@ -1,0 +1,51 @@
+"""Racing repeats end to end (issue 38), with real workers on this machine's Redis: two cells of
+clearly different throughput (one thread against eight, on sleeping tasks) race on consume_rate;
+the race is decided for eight threads with fewer runs than the fixed sweep's cells × max; the
+sweep is finished (a new `cmx run` measures a new point, it does not resume it). A budget
+(limits.max_runs) ends a race cleanly, undecided, and says why."""
+from __future__ import annotations
+
+import pytest
+
+from cmx.analysis import views
+from cmx.engine.results import db as results_db
+from tests.conftest import cmx, query, write
+
+pytestmark = pytest.mark.integration
+
+EXPERIMENT = """
+    name: {name}
+    repeats: {{min: 3, max: 6}}
+    objective: {{maximize: consume_rate}}
+    workload: {{name: concurrent_sleep, params: {{tasks: 16, sleep_s: 0.1}}}}
+    fixed: {{broker: redis, backend: none, pool: threads, prefetch_multiplier: 1}}
+    matrix: {{concurrency: [1, 8]}}
+    limits: {{run_timeout: 1m{budget}}}
+"""
+
+
+def test_a_race_is_decided_from_fewer_runs(tmp_path):
+    exp = write(tmp_path / "race.yaml", EXPERIMENT.format(name="race", budget=""))
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "shows: a race from 3 to 6 runs a cell" in proc.stdout
+    assert "race: decided on maximize consume_rate: concurrency=8 is the best" in proc.stdout, proc.stdout[-2000:]
+    runs = dict(query(db, "SELECT concurrency, count(*) FROM runs WHERE status = 'ok' GROUP BY ALL"))
+    assert runs[8] >= 3 and runs[1] >= 3 and sum(runs.values()) < 2 * 6, runs  # decided before max
+    assert query(db, "SELECT how FROM sweep_ends") == [("decided",)]
+    with views.connect(db, read_only=True) as con:
+        revision = con.execute("SELECT max(revision) FROM runs").fetchone()[0]
+        assert results_db.resume_point(con, "race", revision) == (None, set())  # finished: a new run is a new point
+    rec = cmx("recommend", "race", "--db", str(db))
+    assert rec.returncode == 0 and "Run concurrency 8" in rec.stdout, rec.stdout + rec.stderr
+
+
+def test_a_budget_ends_a_race_undecided_and_says_why(tmp_path):
+    exp = write(tmp_path / "budget.yaml", EXPERIMENT.format(name="budget", budget=", max_runs: 5"))
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert query(db, "SELECT count(*) FROM runs") == [(5,)]
+    assert "race: undecided on maximize consume_rate: the budget limits.max_runs (5 runs) was reached" \
+        in proc.stdout, proc.stdout[-2000:]
