@@ -49,3 +49,35 @@ def test_a_budget_ends_a_race_undecided_and_says_why(tmp_path):
     assert query(db, "SELECT count(*) FROM runs") == [(5,)]
     assert "race: undecided on maximize consume_rate: the budget limits.max_runs (5 runs) was reached" \
         in proc.stdout, proc.stdout[-2000:]
+
+
+def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import CMX, REPO
+
+    exp = write(tmp_path / "again.yaml", EXPERIMENT.format(name="again", budget=""))
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    artifacts, deadline = db.parent / "artifacts", time.monotonic() + 300
+    while time.monotonic() < deadline:  # Ctrl-C in the first run past min (the race's first decided round)
+        if artifacts.exists() and len([d for d in artifacts.glob("*") if d.is_dir()]) >= 7:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the race never got past its third round")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert query(db, "SELECT count(*) FROM sweep_ends") == [(0,)]  # interrupted: not ended, resumable
+    again = cmx("run", str(exp), "--db", str(db), timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "already stored as ok are skipped" in again.stdout and "race: decided" in again.stdout, again.stdout[-2000:]
+    ok = query(db, "SELECT concurrency, repeat FROM runs WHERE status = 'ok' ORDER BY ALL")
+    assert len(ok) == len(set(ok)) and len(ok) < 12, ok  # no repeat run twice; decided before max
+    assert query(db, "SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps") == [(1,)]  # one point
