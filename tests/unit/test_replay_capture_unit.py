@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cmx.engine.errors import InputError
-from cmx.workloads.replay import capture
+from cmx.engine.replay import capture
 
 
 def test_events_fold_into_one_row_per_task_with_sizes_not_content():

@@ -36,6 +36,6 @@ def summary(path: Path) -> list[dict]:
         peaks = dict(con.execute(_PEAK, [str(path)]).fetchall())
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
-    for r in rows:
-        r["peak_per_s"] = peaks.get(r["name"])
-    return rows
+    order = ("name", "queue", "tasks", "rate_per_s", "peak_per_s", "runtime_p50", "runtime_p95", "runtime_p99",
+             "payload_bytes", "retry_share", "failed_share", "with_parent")
+    return [{k: (peaks.get(r["name"]) if k == "peak_per_s" else r[k]) for k in order} for r in rows]
