@@ -24,6 +24,7 @@ from cmx.engine.cli import cmd_catalog  # noqa: F401  isort: skip
 from cmx.engine.cli import cmd_trend  # noqa: F401  isort: skip
 from cmx.engine.cli import cmd_travel  # noqa: F401  isort: skip
 from cmx.engine.cli import cmd_doctor  # noqa: F401  isort: skip
+from cmx.engine.cli import cmd_replay  # noqa: F401  isort: skip
 from cmx.engine.cli.common import app, err
 from cmx.engine.errors import Problem
 

@@ -178,6 +178,7 @@ ROOMS = {
     "cmx.workloads": set(),
     "cmx.engine.errors": set(),
     "cmx.engine.paths": set(),
+    "cmx.engine.replay": {"cmx.engine.errors"},
     "cmx.engine.limits": {"cmx.workloads"},
     "cmx.engine.model": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.paths"},
     "cmx.engine.plan": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},
@@ -190,7 +191,7 @@ ROOMS = {
                      "cmx.engine.results", "cmx.engine.paths"},
     "cmx.engine.cli": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
                        "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results", "cmx.engine.run",
-                       "cmx.analysis", "cmx.engine.paths"},
+                       "cmx.analysis", "cmx.engine.paths", "cmx.engine.replay"},
 }
 
 

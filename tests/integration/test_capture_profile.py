@@ -1,0 +1,94 @@
+"""cmx capture records a real fleet's task events (real worker with -E, real Redis) and
+cmx profile show summarises them per task name (issue 40, point 1-2)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+BROKER_DB = 11
+URL = f"redis://127.0.0.1:6379/{BROKER_DB}"
+CMX = [sys.executable, "-m", "cmx.engine.cli.main"]
+
+APP = textwrap.dedent("""
+    import time
+    from celery import Celery
+    app = Celery("fleet", broker="{url}")
+    app.conf.task_send_sent_event = True
+    app.conf.worker_send_task_events = True
+    app.conf.task_default_queue = "{q}"
+
+    @app.task(name="fleet.fast")
+    def fast(x):
+        return x
+
+    @app.task(name="fleet.slow")
+    def slow(x):
+        time.sleep(0.05)
+        return x
+""")
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    q = f"cap-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "fleetapp.py").write_text(APP.format(url=URL, q=q))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "fleetapp", "worker", "-E", "-P", "solo",
+                               "-Q", q, "--without-heartbeat", "--without-gossip", "--without-mingle",
+                               "-l", "warning"], cwd=tmp_path, env=env, start_new_session=True)
+    try:
+        yield tmp_path, env
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+
+
+def _send(tmp_path, env, fast, slow):
+    code = ("import fleetapp\n"
+            f"for i in range({fast}): fleetapp.fast.delay('x' * 100)\n"
+            f"for i in range({slow}): fleetapp.slow.delay('y' * 1000)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, timeout=60)
+
+
+def test_capture_counts_per_name_and_profile_show(fleet):
+    tmp_path, env = fleet
+    out = tmp_path / "profile.parquet"
+    cap = subprocess.Popen([*CMX, "capture", "--out", str(out), "--duration", "12"],
+                           env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL}, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # the receiver's event queue is bound before the burst
+    _send(tmp_path, env, fast=200, slow=20)
+    _, stderr = cap.communicate(timeout=60)
+    assert cap.returncode == 0, stderr
+    assert "events/s" in stderr
+    shown = subprocess.run([*CMX, "profile", "show", str(out), "--format", "json"], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    rows = {r["name"]: r for r in json.loads(shown.stdout)}
+    assert rows["fleet.fast"]["tasks"] == 200
+    assert rows["fleet.slow"]["tasks"] == 20
+    assert 0.045 <= rows["fleet.slow"]["runtime_p50"] < 0.2
+    assert rows["fleet.slow"]["payload_bytes"] > rows["fleet.fast"]["payload_bytes"]
+    table = subprocess.run([*CMX, "profile", "show", str(out)], capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0 and "fleet.slow" in table.stdout
+
+
+def test_password_on_argv_is_refused_and_silence_names_the_settings(tmp_path):
+    refused = subprocess.run([*CMX, "capture", "--broker", "redis://:s3cret@127.0.0.1:6379/11", "--out",
+                              str(tmp_path / "p.parquet")], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "CMX_CAPTURE_BROKER_URL" in refused.stderr and "s3cret" not in refused.stderr
+    quiet = subprocess.run([*CMX, "capture", "--broker", "redis://127.0.0.1:6379/12", "--out",
+                            str(tmp_path / "q.parquet"), "--duration", "30"], capture_output=True, text=True,
+                           timeout=60)
+    assert quiet.returncode == 2
+    last = quiet.stderr.strip().splitlines()[-1]
+    assert "worker_send_task_events" in last and "task_send_sent_event" in last and "Traceback" not in quiet.stderr
