@@ -1,9 +1,8 @@
 """The results database (DuckDB): schema, the ``runs`` and ``task_times`` views, and the records a
 sweep writes. The analysis views (``cmx.analysis.views``) are installed by analysis on top of
-these, never from here: results know nothing of analysis.
-
-Connections are short-lived (open, write, close) so that ``cmx sql`` and ``cmx status`` can read
-between runs of a live sweep; DuckDB allows one writing process at a time.
+these, never from here: results know nothing of analysis. Connections are short-lived (open, write,
+close) so that ``cmx sql`` and ``cmx status`` can read between runs of a live sweep; DuckDB allows one
+writing process at a time.
 """
 from __future__ import annotations
 
@@ -290,8 +289,7 @@ def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str
                  *extra.values()])
 
 
-def record_sweep_end(con, sweep_id: str, how: str) -> None:
-    """A race ended before its plan did (decided, its max, a budget): the sweep is finished."""
+def record_sweep_end(con, sweep_id: str, how: str) -> None:  # a race ended (decided, max, budget): finished
     con.execute("INSERT INTO sweep_ends VALUES (?, now(), ?)", [sweep_id, how])
 
 
@@ -380,9 +378,8 @@ def resume_point(con, experiment: str, revision: int) -> tuple[str | None, set[t
     if row is None:
         return None, set()
     sweep_id, point, planned, ended, unended, aborted = row
-    raced = con.execute("SELECT 1 FROM sweep_ends WHERE sweep_id = ?", [sweep_id]).fetchone()
-    # A sweep stored before `planned` was recorded: finished unless a run of it has no end; a race
-    # that ended (decided, max, budget) is finished whatever it planned.
+    raced = con.execute("SELECT 1 FROM sweep_ends WHERE sweep_id = ?", [sweep_id]).fetchone()  # a race that ended
+    # A sweep stored before `planned` was recorded: finished unless a run of it has no end.
     if not unended and not aborted and (planned is None or ended >= planned or raced):
         return None, set()
     rows = con.execute("""SELECT s.cell_id, s.repeat FROM run_starts s JOIN run_ends e USING (run_id)
