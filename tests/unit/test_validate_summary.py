@@ -3,16 +3,16 @@ the experiment's stored runs, in the one ETA form) and whether its repeats can s
 between cells at all (the gate's rule: 2 / C(2n, n) is the smallest p of n runs against n)."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from cmx.engine.cli.sweepsize import summary
 from cmx.engine.results import db
 from tests.conftest import cmx, write
 from tests.results_fixture import T0, add_run
 
 
-def _exp(repeats: int, name: str = "e"):
-    return SimpleNamespace(name=name, repeats=repeats)
+def _exp(repeats, name: str = "e"):
+    from cmx.engine.model.experiment import Experiment
+
+    return Experiment(name=name, workload={"name": "throughput"}, repeats=repeats)
 
 
 def test_three_runs_a_cell_cannot_show_a_difference_four_can(tmp_path):
