@@ -79,8 +79,9 @@ def definition_hash(exp: Experiment, cells: list[Cell]) -> str:
     values, so key order, ``0`` vs ``0.0``, whitespace and comments do not matter; every workload
     param is a cell value) and the limits. Left out, because they change no run: the name, the
     description, the file's path, the inventory path (its content has its own hash), ``repeats``
-    (more repeats of the same cells are more of the same runs) and ``on_error``."""
-    limits = exp.limits.model_dump(mode="json")
+    (more repeats of the same cells are more of the same runs, a race's too), a race's budget
+    (``limits.max_runs``, ``max_time``: how many runs, not what a run is) and ``on_error``."""
+    limits = {k: v for k, v in exp.limits.model_dump(mode="json").items() if k not in ("max_runs", "max_time")}
     defaults = type(exp.limits)().model_dump(mode="json")
     for name in LATER_LIMITS:  # at its default, the hash an older cmx gave the same definition
         if limits.get(name) == defaults.get(name):

@@ -80,7 +80,9 @@ def test_limits_added_later_keep_the_hash_an_older_cmx_gave_at_their_default(tmp
     import json
 
     exp = load_experiment((tmp_path / "a.yaml").write_text(textwrap.dedent(BASE).lstrip("\n")) and tmp_path / "a.yaml")
-    limits = {k: v for k, v in exp.limits.model_dump(mode="json").items() if k not in ("settle", "fault_restart")}
+    # (max_runs and max_time, a race's budget, came later still and never enter the hash)
+    limits = {k: v for k, v in exp.limits.model_dump(mode="json").items()
+              if k not in ("settle", "fault_restart", "max_runs", "max_time")}
     old = json.dumps({"workload": "throughput", "cells": sorted(c.cell_id for c in expand(exp)), "limits": limits},
                      sort_keys=True, separators=(",", ":"))
     assert definition_hash(exp, expand(exp)) == hashlib.sha256(old.encode()).hexdigest()
@@ -184,3 +186,11 @@ def test_a_database_from_before_revisions_opens_read_only(tmp_path):
     with views.connect(path, read_only=True) as con:
         assert con.execute("SELECT run_id, revision, pool FROM runs").fetchall() == [("r", 1, "solo")]
         assert con.execute("SELECT DISTINCT revision FROM cell_summary").fetchall() == [(1,)]
+
+
+def test_a_race_and_its_budget_keep_the_definition(tmp_path):
+    """Racing repeats and a budget say how many runs, not what a run is (issue 38): the same revision."""
+    same = digest(tmp_path, BASE, "a.yaml")
+    raced = BASE.replace("run_timeout: 60s", "run_timeout: 60s, max_runs: 40, max_time: 1h") + \
+        "    repeats: {min: 3, max: 10}\n"
+    assert digest(tmp_path, raced, "b.yaml") == same
