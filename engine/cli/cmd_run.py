@@ -136,6 +136,10 @@ def run(
                                     "into results/smoke.duckdb unless --db is given: catches configuration "
                                     "errors before a long sweep."),
     wide: bool = WIDE_OPTION,
+    host_wait: float = typer.Option(3600.0, "--host-wait", metavar="SECONDS", min=0,
+                                    help="How long to wait while another sweep started from this machine uses "
+                                    "one of this sweep's hosts with the same cmx_workdir (one line names it); "
+                                    "then exit 2. Two sweeps never share a host's work dir at once."),
 ):
     """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
 
@@ -195,6 +199,7 @@ def run(
     sweep = Sweep(exp, inv, Path(db_path), Path(db_path).parent, handler=None, tags=tags, note=note)
     sweep.provenance = _provenance(exp, inv, digest, revision)
     sweep.shuffle_seed = shuffle
+    sweep.host_wait_s = host_wait
     sweep.resumes = resumes
     race = None
     if exp.racing:  # only the runs the race still needs, decided round by round (engine/cli/race.py)

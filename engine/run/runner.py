@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import tarfile
 import time
 import uuid
@@ -27,6 +28,7 @@ from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
+from cmx.engine.hosts.hostlock import WAIT_S, HostLocks
 from cmx.engine.hosts.provision import prepare, provision_hosts, services_beside, stop_services, version_set_key
 from cmx.engine.hosts.reach import blocked, survey
 from cmx.engine.run import placement
@@ -94,6 +96,7 @@ class Sweep:
         self.handler = handler
         self.stop_grace_s = stop_grace_s
         self.tags, self.note = tags or {}, note  # cmx run --tag/--note, stored with the sweep
+        self.host_wait_s = WAIT_S  # cmx run --host-wait: the bound on waiting for another sweep's hosts
         self.sweep_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self._interrupted = False
         self.lib_key = ""  # set by provisioning: which shipped version of workloads/ runs
@@ -170,6 +173,17 @@ class Sweep:
             self.secrets(run)
             self.targets(run)
         conns = connections(self.inventory.path, sorted({h for run in runs for h in self.targets(run).hosts}))
+        # One sweep at a time on a host's work dir: a second one waits here, saying for whom (issue 43).
+        locks = HostLocks({"experiment": self.exp.name, "db": str(self.db_path), "sweep": self.sweep_id},
+                          self.host_wait_s, say=lambda line: print(line, file=sys.stderr, flush=True))
+        locks.acquire(conns)
+        try:
+            return self._execute_on(runs, conns)
+        finally:
+            locks.release()
+
+    def _execute_on(self, runs: list[Run], conns: dict) -> list[RunOutcome]:
+        """Provision the hosts (their locks held), run everything, stop what the sweep started."""
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
         # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
