@@ -29,9 +29,17 @@ class Race:
         self.ran = 0
 
     def _decide(self, cells: list[str]) -> racing.Decision:
+        from cmx.analysis.recommend import RecommendError
+
         point = self.sweep.resumes or self.sweep.sweep_id
-        with db.connect(self.db_path, read_only=True) as con:
-            self.decision, self.objective = racing.decide(con, self.exp.name, self.revision, point, cells, self.level)
+        try:
+            with db.connect(self.db_path, read_only=True) as con:
+                self.decision, self.objective = racing.decide(con, self.exp.name, self.revision, point, cells,
+                                                              self.level)
+        except RecommendError as exc:  # no objective to race on (a metric without a direction): every cell runs
+            if self.decision is None:
+                self.sweep.handler.stage(None, f"race: {exc}; every cell gets its {self.exp.racing.max} runs")
+            self.decision, self.objective = racing.Decision(None, list(cells)), "no objective"
         return self.decision
 
     def _budget(self, started: float | None) -> str:
