@@ -39,11 +39,12 @@ unit: $(VENV)/.installed
 # ansible-lint (production profile, .ansible-lint) in a venv of its own, so it never changes
 # the ansible-core the project runs with.
 lint: .venv-lint/.installed
+	.venv-lint/bin/ruff check .
 	PATH="$(CURDIR)/.venv-lint/bin:$$PATH" ansible-lint roles/ engine/hosts/playbooks/
 
 .venv-lint/.installed:
 	$(PYTHON) -m venv .venv-lint
-	.venv-lint/bin/python -m pip install --quiet 'ansible-lint==26.10.1'
+	.venv-lint/bin/python -m pip install --quiet 'ansible-lint==26.10.1' 'ruff==0.17.6'
 	touch $@
 
 # The wheel a user installs while cmx is not on the package index:

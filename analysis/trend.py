@@ -18,7 +18,6 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 
 from cmx.analysis import fingerprint, gate, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)

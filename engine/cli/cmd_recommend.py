@@ -56,7 +56,7 @@ def recommend(
 
     Exit 2: an unknown metric, maximizing a lower-is-better metric (or the reverse), a constraint no cell meets.
     """
-    from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, RecommendError, default_constraints, default_objective, objective,
+    from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, default_constraints, default_objective, objective,
                                         parse_constraint, recommend as rank)
     from cmx.analysis.recommend_format import as_json, as_markdown, as_table
 

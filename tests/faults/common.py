@@ -172,8 +172,6 @@ def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tu
     ``w2_vars`` more of w2's variables (``k: v, ...``). Returns (inventory, hosts dir)."""
     from tests.conftest import write
 
-    import sys
-
     from tests.hostseed import seed
 
     hosts = tmp_path / "hosts"

@@ -15,7 +15,7 @@ from cmx.engine.model.load import load_experiment
 from cmx.engine.model.schema import experiment_schema
 from cmx.engine.results import db
 from cmx.workloads import dimensions
-from cmx.workloads.dimensions import BY_NAME, DIMENSIONS, ON_HOSTS, WORKER_FLAGS, worker_argv, worker_config
+from cmx.workloads.dimensions import DIMENSIONS, ON_HOSTS, WORKER_FLAGS, worker_argv, worker_config
 from cmx.workloads.host import hostctl
 from cmx.workloads.spec import OWNED_SETTINGS, RunSpec
 from tests.conftest import problems

@@ -85,7 +85,7 @@ def test_bad_inventory_is_one_line_exit_2_and_nothing_written(tmp_path, case):
         assert proc.returncode == 2, proc.stderr
         [line] = proc.stderr.strip().splitlines()
         assert {"option": line == "nope.yml: inventory not found (named by --inventory)",
-                "file": line.startswith(f"experiments/e.yaml:3:12: inventory: nope.yml not found"),
+                "file": line.startswith("experiments/e.yaml:3:12: inventory: nope.yml not found"),
                 "no-workers": line == ("inventory/local.yml: inventory has no hosts in group(s) workers (every "
                                        "sweep needs brokers, workers and drivers)")}[case], line
         assert "Traceback" not in proc.stdout + proc.stderr

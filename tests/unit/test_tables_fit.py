@@ -4,7 +4,6 @@ table too wide loses columns from the right (never what names a row) with a note
 from __future__ import annotations
 
 import io
-import re
 
 import pytest
 from rich.console import Console

@@ -172,7 +172,7 @@ def test_json_is_the_text_json_dumps_gives(tmp_path):
 
 
 def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
-    path = history(tmp_path / "r.duckdb", [1000 + (n % 3) for n in range(69)] + [700])
+    history(tmp_path / "r.duckdb", [1000 + (n % 3) for n in range(69)] + [700])
     with db.connect(tmp_path / "r.duckdb") as con:
         res = trend(con, "e", metrics=("consume_rate",))
     [change] = res.series[0].changes

@@ -25,7 +25,7 @@ from cmx.workloads.kinds import SERVICES
 if TYPE_CHECKING:
     from cmx.workloads.servers.probes import ConnectionProbe
 
-__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError", "RabbitApiProbe", "make_probe", "run_id_of"]
+__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError", "RabbitApiProbe", "make_probe", "run_id_of"]  # noqa: F822 (module __getattr__)
 
 
 def __getattr__(name: str):

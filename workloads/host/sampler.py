@@ -41,7 +41,6 @@ import json
 import os
 import select
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
