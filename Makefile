@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup services quickstart test unit lint dist clean-results
+.PHONY: setup services quickstart test unit lint dist docs clean-results
 
 setup: $(VENV)/.installed services
 
@@ -53,6 +53,12 @@ dist: $(VENV)/.installed
 	rm -rf dist
 	$(BIN)/python -m build --quiet --wheel --outdir dist .
 	@ls dist/*.whl
+
+# The documentation site (mkdocs.yml; the reference pages are generated from the code by
+# docs/hooks/gen_reference.py) into site/, strictly: a broken link or a missing page fails.
+# NO_MKDOCS_2_WARNING: Material prints a banner about its successor on every build otherwise.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 clean-results:
 	rm -rf results

@@ -1,5 +1,6 @@
 """The user's own Celery app (its settings kept, the harness's overridden and recorded) and the
-user's own workload class from a file: the README's example, run exactly as printed there."""
+user's own workload class from a file: the example of docs/howto/own-tasks.md, run exactly as printed
+there (tests/unit/test_docs_blocks.py validates it; this runs it)."""
 from __future__ import annotations
 
 import json
@@ -12,17 +13,21 @@ from tests.conftest import REPO, cmx, query, write
 pytestmark = pytest.mark.integration
 
 
-def readme_blocks(marker: str) -> str:
-    """The fenced block of README.md whose first line is ``# <marker>``."""
-    for lang, body in re.findall(r"```(\w+)\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+#: The page whose example this runs.
+DOC = "docs/howto/own-tasks.md"
+
+
+def doc_block(marker: str) -> str:
+    """The fenced block of DOC whose first line is ``# <marker>``."""
+    for lang, body in re.findall(r"```(\w+)\n(.*?)```", (REPO / DOC).read_text(), re.S):
         if body.startswith(f"# {marker}\n"):
             return body
-    raise AssertionError(f"README.md has no block starting with '# {marker}'")
+    raise AssertionError(f"{DOC} has no block starting with '# {marker}'")
 
 
-def test_the_readme_workload_class_runs_end_to_end(tmp_path):
-    write(tmp_path / "experiments" / "my_workload.py", readme_blocks("experiments/my_workload.py"))
-    exp = write(tmp_path / "experiments" / "chains.yaml", readme_blocks("experiments/chains.yaml"))
+def test_the_documented_workload_class_runs_end_to_end(tmp_path):
+    write(tmp_path / "experiments" / "my_workload.py", doc_block("experiments/my_workload.py"))
+    exp = write(tmp_path / "experiments" / "chains.yaml", doc_block("experiments/chains.yaml"))
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
