@@ -177,7 +177,8 @@ def test_cmx_command_line_parses(page, line, words, monkeypatch, tmp_path):
         with command.make_context(" ".join(["cmx", *path]), list(rest), resilient_parsing=False):
             pass
     except Exception as exc:  # click's usage errors: an unknown option, a missing argument, a bad value
-        pytest.fail(f"{where}: {getattr(exc, 'format_message', lambda: exc)()}")
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        pytest.fail(f"{where}: {message}")
     if path[0] not in RUN_FOR_REAL or "--out" in rest:
         return
     files = [w for w in rest if w.endswith((".yaml", ".yml"))]
