@@ -11,6 +11,11 @@ Python blocks whose first line names a path (``# experiments/mytasks.py``) are w
 first, so an experiment that names its module or workload class is validated against the code the
 page prints.
 
+A ```sql block, and the query of a ``cmx sql`` line, runs on a results database cmx creates
+(its tables and views), holding one run whose dimensions are the built-in ones and every
+``params.*`` / ``celery.*`` column the pages' SQL names; a block for another database (first line
+``-- not the results database: …``) is only parsed.
+
 A command line (in ```console after ``$ ``, in ```sh / ```bash / ```shell each line) that runs
 ``cmx`` must name a command that exists and parse with that command's options and arguments (click
 parses it as ``cmx`` would, without running it); the cheap ones (validate, plan, schema, workloads,
@@ -34,6 +39,7 @@ from cmx.engine.hosts.inventory import load_inventory
 from cmx.engine.model.cells import expand
 from cmx.engine.model.load import load_experiment
 from tests.conftest import REPO
+from tests.results_fixture import add_run
 
 PAGES = sorted(p for p in (REPO / "docs").rglob("*.md") if "hooks" not in p.parts) + [REPO / "README.md"]
 FENCE = re.compile(r"^ *```(\w+)[^\n]*\n(.*?)^ *```", re.M | re.S)
@@ -114,6 +120,50 @@ def test_yaml_block_is_valid(page, body, line, workspace):
     assert expand(experiment), f"{where}: no cells"
 
 
+# --- SQL -------------------------------------------------------------------------------------
+
+SQL_BLOCKS = [(p, body, line) for p in PAGES for lang, body, line in blocks(p) if lang == "sql"]
+
+
+@pytest.fixture(scope="module")
+def results_db(tmp_path_factory):
+    """A results database with every table and view, and one run with the columns the pages name."""
+    from cmx.analysis import views
+    from cmx.workloads.dimensions import DIMENSIONS
+
+    text = "\n".join(p.read_text() for p in PAGES)
+    dims = {d.name: d.default for d in DIMENSIONS}
+    dims |= {name: 1 for name in re.findall(r'"((?:params|celery|worker|package)\.[a-z_]+)"', text)}
+    path = tmp_path_factory.mktemp("db") / "cmx.duckdb"
+    with views.connect(path) as con:
+        add_run(con, "quickstart", "r1", dims, metrics={"consume_rate": 1000.0})
+    return path
+
+
+def _statements(sql: str) -> list[str]:
+    """The statements of a block (a part holding only comments is none)."""
+    parts = [part.strip() for part in sql.split(";")]
+    return [p for p in parts if any(line.strip() and not line.strip().startswith("--") for line in p.splitlines())]
+
+
+@pytest.mark.parametrize("page,body,line", SQL_BLOCKS, ids=[f"{_rel(p)}:{n}" for p, _, n in SQL_BLOCKS])
+def test_sql_block_runs_on_a_results_database(page, body, line, results_db):
+    from cmx.analysis import views
+
+    if _first_line(body).startswith("-- not the results database"):  # another DuckDB: parsed only
+        import duckdb
+
+        parsed = duckdb.connect().execute("SELECT json_serialize_sql(?)", [body]).fetchone()[0]
+        assert '"error":false' in parsed, f"{_rel(page)}:{line}: {parsed}"
+        return
+    with views.connect(results_db, read_only=True) as con:
+        for statement in _statements(body):
+            try:
+                con.execute(statement).fetchall()
+            except Exception as exc:  # DuckDB's binder and parser errors
+                pytest.fail(f"{_rel(page)}:{line}: {str(exc).splitlines()[0]}")
+
+
 # --- command lines -----------------------------------------------------------------------------
 
 def _logical_lines(lang: str, body: str) -> list[str]:
@@ -164,7 +214,7 @@ def _resolve(words: list[str]):
 
 
 @pytest.mark.parametrize("page,line,words", COMMANDS, ids=[f"{_rel(p)}:{n}:{' '.join(w[:2]).splitlines()[0][:40]}" for p, n, w in COMMANDS])
-def test_cmx_command_line_parses(page, line, words, monkeypatch, tmp_path):
+def test_cmx_command_line_parses(page, line, words, monkeypatch, tmp_path, results_db):
     monkeypatch.chdir(REPO)
     where = f"{_rel(page)}:{line}: cmx {' '.join(words)}"
     command, path, rest = _resolve(words)
@@ -179,6 +229,10 @@ def test_cmx_command_line_parses(page, line, words, monkeypatch, tmp_path):
     except Exception as exc:  # click's usage errors: an unknown option, a missing argument, a bad value
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         pytest.fail(f"{where}: {message}")
+    if path == ["sql"]:  # on a results database with the pages' columns
+        result = CliRunner().invoke(app, [*path, *rest, "--db", str(results_db)], prog_name="cmx")
+        assert result.exit_code == 0, (where, result.output)
+        return
     if path[0] not in RUN_FOR_REAL or "--out" in rest:
         return
     files = [w for w in rest if w.endswith((".yaml", ".yml"))]
