@@ -52,7 +52,7 @@ SMALL = "small"
 VERDICTS = (WORSE, BETTER, DIFFERS, SMALL, INCONCLUSIVE, SAME, N_TOO_SMALL)
 #: The verdicts of a difference shown (p ≤ ALPHA, its interval clear of 0), whatever its size.
 SHOWN = (BETTER, WORSE, DIFFERS, SMALL)
-#: What each verdict means, for --help, the README and the tables' captions.
+#: What each verdict means, for --help, the docs and the tables' captions.
 MEANINGS = {
     BETTER: "shown better: Mann-Whitney p ≤ 0.05, and the change's whole 95 % interval beyond the ±margin",
     WORSE: "shown worse: the same evidence, the other direction",

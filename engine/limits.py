@@ -1,5 +1,5 @@
 """Upper bounds on what an experiment file may ask for: one table, read by the YAML reader, the
-experiment checks and the CLI (``--max-cells``), and listed in the README.
+experiment checks and the CLI (``--max-cells``), and listed in docs/reference/experiment-file.md.
 
 Why bounds at all: a file is input, and careless or hostile input (an alias bomb, a 10^11-cell
 matrix, ``repeats: 1000000000000``) must be refused in well under a second, at its line and
