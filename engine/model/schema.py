@@ -59,12 +59,21 @@ def _section(shape) -> dict:
 _SHAPES = {"fixed": lambda v: v, "matrix": _values, "zip": _values, "exclude": _one_or_list, "include": lambda v: v}
 
 
+_SECTION_HELP = {
+    "fixed": "dimension values shared by every cell",
+    "matrix": "dimensions and their values, crossed (the cartesian product)",
+    "zip": "groups of equal-length lists that vary together, crossed with the matrix",
+    "exclude": "drop the cells matching all keys of an entry (a list matches any of its values)",
+    "include": "extra cells added after exclude (unset keys: fixed, then the defaults)",
+}
+
+
 def _sections() -> dict:
     """fixed, matrix, zip, exclude and include, each defined once in ``$defs``."""
-    return {"fixed": {"$ref": "#/$defs/cmx_fixed"}, "matrix": {"$ref": "#/$defs/cmx_matrix"},
-            "zip": {"type": "array", "items": {"$ref": "#/$defs/cmx_zip", "minProperties": 1}},
-            "exclude": {"type": "array", "items": {"$ref": "#/$defs/cmx_exclude", "minProperties": 1}},
-            "include": {"type": "array", "items": {"$ref": "#/$defs/cmx_include", "minProperties": 1}}}
+    shapes = {"fixed": {"$ref": "#/$defs/cmx_fixed"}, "matrix": {"$ref": "#/$defs/cmx_matrix"},
+              **{name: {"type": "array", "items": {"$ref": f"#/$defs/cmx_{name}", "minProperties": 1}}
+                 for name in ("zip", "exclude", "include")}}
+    return {name: {**shape, "description": _SECTION_HELP[name]} for name, shape in shapes.items()}
 
 
 def _workload_sections(ref: str, fields: dict[str, dict]) -> dict:
