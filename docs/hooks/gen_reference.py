@@ -98,15 +98,18 @@ def _default(spec: dict) -> str:
     return f"`{json.dumps(spec['default'])}`" if "default" in spec else ""
 
 
-def _properties(obj: dict) -> str:
-    rows = [[f"`{name}`", _type(spec), _default(spec), spec.get("description", "")]
-            for name, spec in obj.get("properties", {}).items()]
+def _properties(obj: dict, defaults: dict | None = None) -> str:
+    """A table of an object's keys; ``defaults`` gives those the schema does not (the dimensions')."""
+    defaults = defaults or {}
+    rows = [[f"`{name}`", _type(spec), _default(spec) or (f"`{json.dumps(defaults[name])}`" if name in defaults else ""),
+             spec.get("description", "")] for name, spec in obj.get("properties", {}).items()]
     return _table(["key", "type", "default", "meaning"], rows)
 
 
 def schema() -> str:
     from cmx.engine.model.schema import experiment_schema
     from cmx.workloads.catalog import registry
+    from cmx.workloads.dimensions import DIMENSIONS
 
     s = experiment_schema()
     defs = s["$defs"]
@@ -118,9 +121,9 @@ def schema() -> str:
              "The keys of `fixed`, `matrix`, `zip`, `exclude` and `include`: each built-in dimension, and "
              "the name patterns for workload params, Celery settings, worker switches and package versions "
              "(`matrix` and `zip` take a non-empty list of the value; `exclude` a value or a list of them).", "",
-             _properties(defs["cmx_fixed"]), "",
+             _properties(defs["cmx_fixed"], {d.name: d.default for d in DIMENSIONS}), "",
              _table(["key pattern", "type", "meaning"],
-                    [[f"`{p}`", _type(v) if v else "the workload param's type", v.get("description", "")]
+                    [[f"`{p}`", _type(v) if set(v) - {"description"} else "any", v.get("description", "")]
                      for p, v in defs["cmx_fixed"]["patternProperties"].items()]), ""]
     for name in registry.names():
         ref = registry.WORKLOADS[name].Params.__name__

@@ -31,9 +31,11 @@ _JSON_SCALAR = [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"t
 _CELERY_VALUE = {"anyOf": [*_JSON_SCALAR, {"type": "object"},
                            {"type": "array", "items": {"anyOf": [*_JSON_SCALAR, {"type": "object"}]}}]}
 _PATTERNS = {
-    r"^params\.[A-Za-z_][A-Za-z0-9_]*$": {},
-    r"^celery\.[a-z][a-z0-9_]*$": _CELERY_VALUE,
-    rf"^worker\.({'|'.join(FLAG_NAMES)})$": {"type": "boolean"},
+    r"^params\.[A-Za-z_][A-Za-z0-9_]*$": {"description": "a param of the workload as a dimension, typed by its params"},
+    r"^celery\.[a-z][a-z0-9_]*$": {**_CELERY_VALUE, "description": (
+        "any Celery setting by its lowercase name, typed by Celery's own table when validated (a setting a "
+        "built-in dimension or the harness owns is refused)")},
+    rf"^worker\.({'|'.join(FLAG_NAMES)})$": {"type": "boolean", "description": "a worker switch (off unless set)"},
     rf"^package\.({'|'.join(VERSIONED)})$": {
         "type": "string", "minLength": 1,
         "description": "a version (\"5.5.3\") or specifier set (\">=5.5,<5.6\") of the package the run's "
