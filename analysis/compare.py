@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cmx.analysis import fingerprint, noise, stats
+from cmx.analysis import fingerprint, headline, noise, stats
 from cmx.analysis.views import dimension_columns, experiment_hint
 from cmx.engine.errors import suggest
 from cmx.engine.results import metricdefs
@@ -199,16 +199,8 @@ def _values(con, run_ids: tuple[str, ...]) -> dict[str, list[float]]:
 def _metric_names(con, sides: list[Side], present: set[str]) -> list[str]:
     """Every declared metric either side has (in the registry's order), then the workload's own headline ones."""
     names = [m for m in metricdefs.METRICS if m in present]
-    workloads = {w for s in sides for (w,) in con.execute(
-        "SELECT DISTINCT workload FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(s.run_ids)]).fetchall()}
-    from cmx.workloads.catalog import registry
-    for w in sorted(workloads):
-        try:
-            own = registry.get(w).headline_metrics
-        except KeyError:
-            continue
-        names += [m for m in own if m in present and m not in names]
-    return names
+    own = headline.of_runs(con, [r for s in sides for r in s.run_ids])
+    return names + [m for m in own if m in present and m not in names]
 
 
 def host_warnings(con, base: Side, cont: Side) -> list[str]:

@@ -1,50 +1,80 @@
 """Which metrics an experiment's user cares about: its headline, the one set that may alarm and gate.
 
-The workload's own headline metrics (``Workload.headline_metrics``, with its ``objective``), the
-experiment's ``objective:`` (a metric, or ``{maximize|minimize: METRIC}``) and every metric its
-``thresholds:`` name, as the sweep stored its definition. ``cmx trend`` groups every other metric
-by :func:`cmx.engine.results.metricdefs.group_of` (other, harness, noise): shown, never gating.
+The workload's own headline metrics, as each run stored them (table ``run_headlines``, written by
+the engine with the run's start: :mod:`cmx.engine.results.headlines`; analysis never imports a
+workload class nor runs a user's code), the experiment's ``objective:`` (a metric, or
+``{maximize|minimize: METRIC}``) and every metric its ``thresholds:`` name, as the sweep stored its
+definition. ``cmx trend`` groups every other metric by
+:func:`cmx.engine.results.metricdefs.group_of` (other, harness, noise): shown, never gating.
+A run stored without a headline (a user's workload class, by a cmx before 0.3) has none: its
+tables show every judged metric.
 """
 from __future__ import annotations
 
 import json
 
 
-def _workload_headline(name: str, params: dict) -> tuple[str, ...]:
-    """A built-in workload's headline for these params (``Workload.headline``: a backlog has no latency
-    anyone feels) and its objective; () for one the catalog does not hold (a user's workload class,
-    known only to its file)."""
-    from cmx.workloads.catalog import registry
-    cls = registry.WORKLOADS.get(name)  # never a user's file: analysis runs no user code
-    if cls is None:
-        return ()
-    workload = cls()
-    try:
-        names = workload.headline(workload.Params(**params))
-    except (TypeError, ValueError):  # params an older cmx stored: the workload's whole headline
-        names = workload.headline_metrics
-    return (*names, workload.objective)
+def _lists(rows) -> list[str]:
+    """The metrics of JSON lists, each once, in the order first seen."""
+    names: list[str] = []
+    for (text,) in rows:
+        names += [m for m in (json.loads(text) if isinstance(text, str) else text or []) if m not in names]
+    return names
 
 
-def of_definition(workload: str, definition: dict | None) -> frozenset[str]:
-    """The headline of one sweep: its workload's, its objective's metric and its thresholds' metrics."""
+def of_runs(con, run_ids: list[str]) -> list[str]:
+    """The whole headline of these runs' workloads (each workload's order; workloads by name)."""
+    return _lists(con.execute("""SELECT any_value(h.headline_all) FROM run_headlines h JOIN run_starts s USING (run_id)
+                                 WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY s.workload
+                                 ORDER BY s.workload""", [list(run_ids)]).fetchall())
+
+
+def of_experiment_runs(con, experiment: str) -> list[str]:
+    """The whole headline of the workloads an experiment's runs ran (the summary table's columns)."""
+    return _lists(con.execute("""SELECT any_value(h.headline_all) FROM run_headlines h JOIN run_starts s USING (run_id)
+                                 WHERE s.experiment = ? GROUP BY s.workload ORDER BY s.workload""",
+                              [experiment]).fetchall())
+
+
+def of_cells(con, experiment: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """{cell_id: (its headline for its params, its workload's whole headline)} of every cell stored with one."""
+    rows = con.execute("""SELECT s.cell_id, any_value(h.headline), any_value(h.headline_all)
+                          FROM run_headlines h JOIN run_starts s USING (run_id) WHERE s.experiment = ?
+                          GROUP BY s.cell_id""", [experiment]).fetchall()
+    return {cell: (tuple(json.loads(shown)), tuple(json.loads(whole))) for cell, shown, whole in rows}
+
+
+def objective_of_runs(con, experiment: str, revision: int) -> str | None:
+    """The objective the workload of the experiment's latest sweep of ``revision`` ranks on, as stored."""
+    row = con.execute("""SELECT h.objective FROM run_headlines h JOIN run_starts s USING (run_id)
+                         JOIN sweeps w USING (sweep_id) WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?
+                         ORDER BY w.started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
+    return row[0] if row else None
+
+
+def _declared(definition: dict | None) -> set[str]:
+    """The metrics a sweep's definition names: its objective's and its thresholds'."""
     definition = definition or {}
-    params = (definition.get("workload") or {}).get("params") or {}
-    names = set(_workload_headline(workload, params if isinstance(params, dict) else {}))
+    names: set[str] = set()
     objective = definition.get("objective")
     if isinstance(objective, str):
         names.add(objective)
     elif isinstance(objective, dict):
         names.update(v for k, v in objective.items() if k in ("maximize", "minimize") and isinstance(v, str))
     names.update(k for k in (definition.get("thresholds") or {}) if isinstance(k, str))
-    return frozenset(names)
+    return names
 
 
 def of_experiment(con, experiment: str, revision: int) -> frozenset[str]:
-    """The headline of an experiment's revision, from its latest sweep's stored definition."""
-    row = con.execute("""SELECT workload, definition FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ?
+    """The headline of an experiment's revision: the headlines its runs stored (each cell's, for its
+    params) and their workload's objective, with the metrics its latest sweep's definition names."""
+    row = con.execute("""SELECT definition FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ?
                          ORDER BY started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
     if row is None:
         return frozenset()
-    workload, definition = row
-    return of_definition(workload or "", json.loads(definition) if isinstance(definition, str) else definition)
+    stored = con.execute("""SELECT DISTINCT h.headline, h.objective FROM run_headlines h JOIN run_starts s USING (run_id)
+                            JOIN sweeps w USING (sweep_id) WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?""",
+                         [experiment, revision]).fetchall()
+    names = set(_lists([(shown,) for shown, _ in stored])) | {objective for _, objective in stored if objective}
+    definition = row[0]
+    return frozenset(names | _declared(json.loads(definition) if isinstance(definition, str) else definition))

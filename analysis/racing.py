@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from cmx.analysis import stats
 
 
@@ -54,7 +56,7 @@ def decide_samples(samples: dict[str, list[float]], better: str, alpha: float,
             out[c] = "no value of the objective measured"
     if not racing:
         return Decision(None, [], out)
-    medians = {c: stats.summarize(v, resamples).median for c, v in racing.items()}
+    medians = {c: float(np.median(v)) for c, v in racing.items()}  # the ranking needs no interval
     sign = -1 if better == "higher" else 1
     order = sorted(racing, key=lambda c: (sign * medians[c], c))
     best, others = order[0], order[1:]
@@ -91,7 +93,7 @@ def decide(con, experiment: str, revision: int, point: str, cells: list[str], al
     excluded = {}
     for cell_id, got in values.items():
         for c in constraints:
-            if got.get(c.metric) and not c.holds(stats.summarize(got[c.metric]).median):
+            if got.get(c.metric) and not c.holds(float(np.median(got[c.metric]))):
                 excluded[cell_id] = f"out of the objective's where: {c.text}"
                 break
     samples = {c: got.get(objective.metric, []) for c, got in values.items()}

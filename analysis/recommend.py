@@ -11,7 +11,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 
-from cmx.analysis import stats, units
+from cmx.analysis import headline, stats, units
 from cmx.engine.errors import suggest
 from cmx.engine.model.thresholds import OPERATORS
 from cmx.engine.results import metricdefs
@@ -220,7 +220,7 @@ def default_constraints(con, experiment: str, revision: int) -> list[Constraint]
 
 def default_objective(con, experiment: str, revision: int) -> Objective:
     """The experiment's ``objective:`` (its latest sweep of ``revision``), else its workload's own."""
-    declared, workload = _declared(con, experiment, revision)
+    declared, _ = _declared(con, experiment, revision)
     if isinstance(declared, dict):
         directions = [(k, v) for k, v in declared.items() if k in (MAXIMIZE, MINIMIZE)]
         if len(directions) == 1:
@@ -228,13 +228,8 @@ def default_objective(con, experiment: str, revision: int) -> Objective:
             return objective(metric, direction)
     if isinstance(declared, str):
         metric = declared
-    else:
-        from cmx.workloads.catalog import registry
-        try:
-            metric = registry.get(workload).objective if workload else M.CONSUME_RATE
-        except KeyError:  # a user's workload class from a file: the base class's objective
-            from cmx.workloads.base import Workload
-            metric = Workload.objective
+    else:  # the objective its runs stored for their workload (none stored, as a user class before 0.3: consume rate)
+        metric = headline.objective_of_runs(con, experiment, revision) or M.CONSUME_RATE
     better = metricdefs.get(metric).better.value
     if better not in ("higher", "lower"):
         raise RecommendError(f"objective {metric}: no better direction is known for it; "

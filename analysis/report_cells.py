@@ -3,9 +3,8 @@ vary, which are fixed), its cells with their medians and intervals, and the summ
 metrics (the workloads' headline metrics, from the metric registry)."""
 from __future__ import annotations
 
-import json
 
-from cmx.analysis import stats
+from cmx.analysis import headline, stats
 from cmx.analysis.views import dimension_columns
 from cmx.engine.model.cells import value_text
 from cmx.engine.results import metricdefs
@@ -85,16 +84,7 @@ def cells_of(con, experiment: str, revision: int, varying: list[str], shown: tup
 
 def table_metrics(con, experiment: str) -> tuple[str, ...]:
     """The summary table's columns: the workload's headline metrics, else every judged metric present."""
-    from cmx.workloads.catalog import registry
-
-    workloads = [w for (w,) in con.execute("SELECT DISTINCT workload FROM runs WHERE experiment = ?",
-                                           [experiment]).fetchall()]
-    names: list[str] = []
-    for w in workloads:
-        try:
-            names += [m for m in registry.get(w).headline_metrics if m not in names]
-        except KeyError:
-            pass
+    names = headline.of_experiment_runs(con, experiment)
     if names and con.execute("SELECT 1 FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND name = ? "
                              "LIMIT 1", [experiment, M.FAULT_AT_S]).fetchone():
         # Fault runs: what the fault did to delivery leads (as in the end-of-sweep summary).
@@ -114,16 +104,5 @@ def _cell_headlines(con, experiment: str, table: tuple[str, ...]) -> dict[str, t
     """{cell_id: the table's metrics that mean something for it}: those its workload leaves out of
     its headline for its params are dropped (throughput backlog: latency, which is queue position
     there). A cell of a workload this version does not know keeps every column."""
-    from cmx.workloads.catalog import registry
-
-    out = {}
-    for cell_id, workload, params in con.execute(
-            "SELECT cell_id, any_value(workload), any_value(params) FROM run_starts WHERE experiment = ? "
-            "GROUP BY cell_id", [experiment]).fetchall():
-        try:
-            w = registry.get(workload)
-            dropped = set(w.headline_metrics) - set(w.headline(w.Params(**json.loads(params or "{}"))))
-        except Exception:  # noqa: BLE001 (an unknown or changed workload: show every column)
-            continue
-        out[cell_id] = tuple(m for m in table if m not in dropped)
-    return out
+    return {cell_id: tuple(m for m in table if m not in set(whole) - set(shown))
+            for cell_id, (shown, whole) in headline.of_cells(con, experiment).items()}

@@ -18,12 +18,15 @@ def cell_id(dims: dict) -> str:
 
 def add_run(con, experiment: str, run_id: str, dims: dict, *, repeat: int = 1, status: str = "ok",
             metrics: dict | None = None, tasks=(), samples=(), connections=(), warmup_s: float = 0.0,
-            started_at: float = T0, queue_depth=(), sweep_id: str = "s1") -> None:
+            started_at: float = T0, queue_depth=(), sweep_id: str = "s1", params: dict | None = None,
+            workload: str = "throughput") -> None:
     """One run: tasks are (task_id, sent_at, started_at, finished_at, state); samples are
     (host, pid, role, ts, rss, pss); connections are (role, kind, ts, count); queue_depth (ts, depth).
-    The runs are throughput stream runs (their latency is one a caller feels, so the report shows it)."""
+    The runs are throughput stream runs unless ``params`` says otherwise (their latency is one a caller
+    feels, so the report shows it)."""
     db.record_run_start(con, experiment=experiment, sweep_id=sweep_id, run_id=run_id, cell_id=cell_id(dims),
-                        repeat=repeat, workload="throughput", dims=dims, params={"mode": "stream"}, warmup_s=warmup_s)
+                        repeat=repeat, workload=workload, dims=dims, params=params or {"mode": "stream"},
+                        warmup_s=warmup_s)
     # record_run_start stamps now(); tests need a known start for seconds-since-start.
     con.execute("UPDATE run_starts SET started_at = to_timestamp(?) WHERE run_id = ?", [started_at, run_id])
     db.record_run_end(con, run_id, status, None if status == "ok" else "boom", {})
@@ -146,7 +149,8 @@ HISTORY_JITTER = (-0.012, 0.0, 0.015)
 
 
 def history(path, nights: list[float], *, cells=(HISTORY_CELL,), tags=None, experiment="e", resumed: dict | None = None):
-    """One sweep per night (started an hour apart), 3 ok runs a cell, consume_rate = level × (1 + jitter)."""
+    """One sweep per night (started an hour apart), 3 ok runs a cell of a backlog (its headline has no
+    latency), consume_rate = level × (1 + jitter)."""
     with db.connect(path) as con:
         for night, level in enumerate(nights, 1):
             sweep = f"s{night:03d}"
@@ -158,7 +162,7 @@ def history(path, nights: list[float], *, cells=(HISTORY_CELL,), tags=None, expe
                 for repeat, jitter in enumerate(HISTORY_JITTER, 1):
                     rate = level * (1 + jitter) * (1 + c)
                     add_run(con, experiment, f"r{night}-{c}-{repeat}", dims, repeat=repeat, sweep_id=sweep,
-                            started_at=1_700_000_000 + 3600 * night + repeat,
+                            started_at=1_700_000_000 + 3600 * night + repeat, params={"mode": "backlog"},
                             metrics={"consume_rate": rate, "latency_p99_s": 1000 / rate})
     return path
 
@@ -182,6 +186,5 @@ def nightly(path, nights: list[dict[str, float]], *, runs: int = 3, spread: floa
                 run_id = f"r{night}-{repeat}"
                 add_run(con, experiment, run_id, HISTORY_CELL, repeat=repeat, sweep_id=sweep,
                         started_at=1_700_000_000 + 3600 * night + repeat,
-                        metrics={m: v * (1 + rng.normal(0, spread)) for m, v in levels.items()})
-                con.execute("UPDATE run_starts SET workload = ? WHERE run_id = ?", [workload, run_id])
+                        metrics={m: v * (1 + rng.normal(0, spread)) for m, v in levels.items()}, workload=workload)
     return path

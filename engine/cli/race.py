@@ -63,6 +63,7 @@ class Race:
                 decision = self._decide(cells)
                 if decision.decided:
                     self.ended = "decided"
+                    self.sweep.handler.retotal(self.ran)  # the bar ends full: no run is still to come
                     return
                 batch = [run for run in batch if run.cell.cell_id in decision.contenders]
                 left = len(decision.contenders) * (r.max - repeat + 1)
@@ -75,6 +76,7 @@ class Race:
                 if why:
                     self.ended = why
                     self._decide(cells)
+                    self.sweep.handler.retotal(self.ran)
                     return
                 if started is None:
                     started = self.now()

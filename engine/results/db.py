@@ -14,8 +14,9 @@ from typing import Any, Callable, Iterator
 
 import duckdb
 
-from cmx.engine.results import dbfile, migrate
+from cmx.engine.results import dbfile, headlines, migrate
 from cmx.engine.errors import HostError, InputError, Problem
+from cmx.workloads.base import Workload
 from cmx.workloads.dimensions import DIMENSIONS
 
 SQL_DIR = Path(__file__).with_name("sql")
@@ -234,13 +235,10 @@ def _has_column(con, table: str, column: str) -> bool:
 
 def _column_type(json_types: set[str]) -> str:
     """The SQL type of a dimension column from the JSON types its values have had."""
-    ints = {"BIGINT", "UBIGINT"}
-    if json_types <= ints:
-        return "BIGINT"
-    if json_types <= ints | {"DOUBLE"}:
-        return "DOUBLE"
-    if json_types == {"BOOLEAN"}:
-        return "BOOLEAN"
+    for ctype, fits in (("BIGINT", {"BIGINT", "UBIGINT"}), ("DOUBLE", {"BIGINT", "UBIGINT", "DOUBLE"}),
+                        ("BOOLEAN", {"BOOLEAN"})):
+        if json_types <= fits:
+            return ctype
     return "VARCHAR"  # strings, lists, or a mix: JSON text for lists, the string otherwise
 
 
@@ -324,19 +322,20 @@ def tagged_runs_sql(con, tags: dict[str, str]) -> tuple[str, list]:
 
 
 def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_id: str, repeat: int, workload: str,
-                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float, seq: int | None = None) -> None:
+                     dims: dict[str, Any], params: dict[str, Any], warmup_s: float, seq: int | None = None,
+                     loaded: Workload | None = None) -> None:  # loaded: the runner's workload (a user's class)
     new_keys = set(dims) - _known_dimensions(con)
     con.execute("INSERT INTO run_starts (experiment, sweep_id, run_id, cell_id, repeat, workload, dims, params, "
                 "warmup_s, started_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)",
                 [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s,
                  seq])
+    headlines.record(con, run_id, loaded or workload, params)
     if new_keys:
         refresh_runs_view(con)
 
 
 def _known_dimensions(con) -> set[str]:
-    row = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").fetchall()
-    return {r[0] for r in row}
+    return {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'").fetchall()}
 
 
 def record_run_end(con, run_id: str, status: str, error: str | None, stage_seconds: dict[str, float]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 
 from cmx.engine.errors import InputError, Problem
+from cmx.engine.results import headlines
 
 SCHEMA_SQL = Path(__file__).with_name("sql") / "schema.sql"
 
@@ -99,7 +100,13 @@ STEPS: tuple[Step, ...] = (
     # at its max or at a budget (`how`, engine/cli/race.py). Such a sweep is finished, not resumable.
     Step("sweep_ends", 0, 1, "CREATE TABLE IF NOT EXISTS sweep_ends (sweep_id VARCHAR, ended_at TIMESTAMPTZ, "
                              "how VARCHAR)"),
+    # What each run's workload calls its headline (issue 41: analysis reads it here, never a workload
+    # class): engine/results/headlines.py. Runs of built-in workloads stored before are filled in
+    # when this step is applied (:data:`AFTER`).
+    Step("run_headlines", 0, 1, f"CREATE TABLE IF NOT EXISTS run_headlines {headlines.COLUMNS}"),
 )
+#: What is computed, not declared, once a step has been applied: (table, to_version) -> fill(con).
+AFTER = {("run_headlines", 1): headlines.backfill}
 
 
 def versions(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -162,6 +169,8 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> None:
             if have.get(step.table, 0) != step.from_version:
                 continue  # had it already (a later version), or steps out of order: test_migrate checks
             con.execute(step.sql)
+            if (step.table, step.to_version) in AFTER:
+                AFTER[step.table, step.to_version](con)
             con.execute("INSERT OR REPLACE INTO cmx_schema VALUES (?, ?)", [step.table, step.to_version])
             have[step.table] = step.to_version
         con.execute("COMMIT")

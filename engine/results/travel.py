@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 
 from cmx.engine.errors import InputError, Problem, suggest
-from cmx.engine.results import db, migrate
+from cmx.engine.results import db, headlines, migrate
 
 MANIFEST = "manifest.json"
 #: What ``manifest.json`` says it is; ``format_version`` goes up only if its layout changes.
@@ -256,6 +256,7 @@ def _insert(con, m: Manifest, tables: dict[str, str]) -> Imported:
         except duckdb.Error as exc:
             raise InputError(Problem(f"does not fit table {table} ({db._first_line(exc)}); nothing imported",
                                      str(m.file(table)))) from None
+    headlines.backfill(con)  # runs of an export from a cmx that did not store them
     return Imported(added, skipped, rows)
 
 

@@ -295,7 +295,8 @@ class Sweep:
         with db.connect(self.db_path) as con:
             db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
                                 cell_id=run.cell.cell_id, repeat=run.repeat, workload=spec.workload,
-                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None)
+                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None,
+                                loaded=registry.get(self.exp.workload.name))
         stages: dict[str, float] = {}
         run_t0 = time.monotonic()
         conns = self.agents.conns

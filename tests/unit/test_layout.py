@@ -271,3 +271,16 @@ def test_the_vocabulary_imports_nothing_of_cmx_but_itself():
     assert "cmx.workloads.vocab.pools" in vocab
     for module in vocab:
         assert all(_workload_room(t) in (0, None) for t in graph[module]), (module, graph[module])
+
+
+def test_analysis_reads_metric_definitions_never_a_workload_class():
+    """Issue 41: analysis knows a workload by what its runs stored (names, units, direction, headline:
+    the metric registry and table run_headlines), never by importing its class or a user's file;
+    of the shipped package it reads only the vocabulary and the runtime's plain tables."""
+    runtime = next(i for i, (name, _) in enumerate(WORKLOAD_ROOMS) if name == "runtime")
+    wrong = [f"{module} imports {target}" for module, targets in import_graph(include_functions=True).items()
+             if module.startswith("cmx.analysis") for target in sorted(targets)
+             if target.startswith("cmx.workloads") and (_workload_room(target) or 0) > runtime]
+    assert not wrong, "\n".join(wrong)
+    planted = {"cmx.analysis.x": {"cmx.workloads.catalog.registry"}}
+    assert [t for ts in planted.values() for t in ts if (_workload_room(t) or 0) > runtime]  # the rule catches one

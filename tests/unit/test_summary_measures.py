@@ -103,9 +103,8 @@ def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
     with db.connect(path) as con:
         add_run(con, "e", "s1", {"params.mode": "stream"}, tasks=tasks,
                 metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
-        add_run(con, "e", "b1", {"params.mode": "backlog"}, tasks=tasks,
+        add_run(con, "e", "b1", {"params.mode": "backlog"}, tasks=tasks, params={"mode": "backlog"},
                 metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
-        con.execute("UPDATE run_starts SET params = '{\"mode\": \"backlog\"}' WHERE run_id = 'b1'")
     with views.connect(path, read_only=True) as con:
         cells, varying, _, found = build_charts(con, "e")
         shown = table_metrics(con, "e")
