@@ -199,3 +199,7 @@ def test_each_server_declares_its_capabilities_and_answers_the_controllers_hooks
         "CMX_RABBITMQ_API": "http://u:p@mq:15672"}
     assert servers.get("redis").secrets(lab()) == {} and servers.get("redis").provision_vars(lab()) == {}
     assert [p.var for p in rabbit.parts] == ["rabbitmq_api_url"]
+    from cmx.workloads.host.hostrun import is_secret
+
+    for server in servers.SERVERS.values():  # the agent, hostrun and the sampler's redaction know them by their form
+        assert all(is_secret(name) for name in server.secret_names), server.name

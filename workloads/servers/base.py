@@ -375,6 +375,11 @@ class Server:
         from the vars the inventory must give. Raises ValueError saying which vars are missing."""
         self._none("restart")
 
+    def fail_over(self, url: str, timeout_s: float):
+        """Fail the master of the set at ``url`` over (a server declaring :attr:`failover`), bounded;
+        RuntimeError when it does not happen in time."""
+        self._none("failover")
+
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """Stop the server its role provisioned at ``place`` and start it again as its role does,
         on this host; returns once it accepts connections again, the seconds it was down.

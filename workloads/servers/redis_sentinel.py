@@ -300,5 +300,8 @@ class RedisSentinel(Redis):
     def celery_broker(self, url: str) -> tuple[str, dict[str, Any]]:
         return celery_broker(url)
 
+    def fail_over(self, url: str, timeout_s: float) -> Failover:
+        return failover(url, timeout_s)
+
     def restart(self, place, timeout: float = 60.0) -> float:
         self._none("restart (a Sentinel set fails over instead: failover / kill_master)")
