@@ -317,7 +317,8 @@ def part_tasks(inv: Inventory, needs: Needs) -> list[Task]:
                 tasks.append(url_task(part.label, url, part.var, path, lambda p=part, u=url: p.check(u)))
             elif given:
                 tasks.append(Task(part.label, redact(given[0]), 1.0, lambda p=part, g=given: [Check(
-                    p.label, redact(g[0]), WARN, f"no {p.var}: {p.without}", f"give {p.var} for the brokers host in {path}")]))
+                    p.label, redact(g[0]), WARN, f"no {p.var}: {p.without}",
+                    f"give {p.var} for the brokers host in {path}")]))
     return tasks
 
 

@@ -81,7 +81,8 @@ class Inventory:
                 if kind is None or not kind.provisionable:
                     continue
                 if self.hosts_of(group) and not self.given_url(group, var, servers.schemes(target, name)):
-                    wanted.setdefault(kind.service, set()).update(servers.get(kind.service).provision_hosts(self.hosts_of(group)))
+                    server = servers.get(kind.service)
+                    wanted.setdefault(server.name, set()).update(server.provision_hosts(self.hosts_of(group)))
         return {service: sorted(hosts) for service, hosts in sorted(wanted.items())}
 
     def service_host(self) -> str:

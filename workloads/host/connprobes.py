@@ -25,7 +25,8 @@ from cmx.workloads.vocab.services import SERVICE_NAMES
 if TYPE_CHECKING:
     from cmx.workloads.servers.probes import ConnectionProbe
 
-__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError", "make_probe", "run_id_of"]  # noqa: F822 (module __getattr__)
+__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError",  # noqa: F822 (module __getattr__)
+           "make_probe", "run_id_of"]
 
 
 def __getattr__(name: str):

@@ -12,8 +12,8 @@ from typing import Any, Mapping
 from cmx.workloads.vocab.clients import BROKER, INTENDED_HEADER, SENT_HEADER
 from cmx.workloads.vocab.services import RABBITMQ
 
-from .base import TEMPLATE_ID, Capture, Hosts, LocalService, Part, Place, RestartError, RunNames, Server, read_pid, run, \
-    stop_pid
+from .base import (TEMPLATE_ID, Capture, Hosts, LocalService, Part, Place, RestartError, RunNames, Server, read_pid,
+                   run, stop_pid)
 from .probes import ConnectionProbe
 from .rabbitmq_probes import API_ENV, API_VAR, MANAGEMENT_PORT_VAR, api_url, check_api, rabbitmq_probe
 
