@@ -80,7 +80,7 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
     for service in servers.SERVERS.values():
         # The password and port each server's role reads from the inventory are checked there.
         assert VARIABLES[service.password_var] == "secret" and VARIABLES[service.port_var] == "port"
-        assert set(service.variables) <= set(VARIABLES), service.name
+        assert set(service.variables.values()) <= {"url", "urls", "port", "secret", "text", "flag"}, service.name
         role = REPO / "roles" / service.name
         assert (role / "meta" / "main.yml").is_file() and (role / "tasks" / "stop.yml").is_file()
         assert _service_vars({service.name: ["h"]})["cmx_services"] == [{"name": service.name, "hosts": ["h"]}]
@@ -203,3 +203,32 @@ def test_each_server_declares_its_capabilities_and_answers_the_controllers_hooks
 
     for server in servers.SERVERS.values():  # the agent, hostrun and the sampler's redaction know them by their form
         assert all(is_secret(name) for name in server.secret_names), server.name
+
+
+def test_a_workload_waiting_for_results_on_no_backend_is_told_the_kinds_that_keep_them(tmp_path):
+    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.engine.errors import InputError
+    from cmx.engine.hosts.inventory import load_inventory
+    from cmx.engine.model.cells import expand
+    from cmx.engine.model.load import load_experiment
+    from cmx.engine.paths import BUILTIN_INVENTORY
+
+    path = tmp_path / "e.yaml"
+    path.write_text("name: e\nworkload: {name: io_chord}\nfixed: {backend: none}\n")
+    exp = load_experiment(str(path))
+    with pytest.raises(InputError) as info:
+        check_against_inventory(exp, expand(exp), load_inventory(BUILTIN_INVENTORY, tmp_path))
+    assert [p.message for p in info.value.problems] == [
+        "workload io_chord waits for task results: set backend to redis, rpc or postgres (not none)"]
+
+
+def test_the_inventory_variables_the_servers_declare_are_the_ones_cmx_always_read():
+    """The inventory's format is a contract: moving each server's variables into its module kept them."""
+    assert {k: v for k, v in VARIABLES.items() if not k.endswith(("_password", "_port")) or k in (
+        "rabbitmq_management_port", "redis_sentinel_redis_port", "rabbitmq_dist_port", "cmx_service_port")} == {
+        "broker_url": "urls", "backend_url": "urls", "database_url": "url", "cmx_workdir": "text",
+        "ansible_host": "text", "cmx_service_port": "port", "cmx_disposable": "flag", "redis_dir": "text",
+        "rabbitmq_api_url": "url", "rabbitmq_management_port": "port", "rabbitmq_base_dir": "text",
+        "rabbitmq_nodename": "text", "rabbitmq_dist_port": "port", "redis_sentinel_redis_port": "port"}
+    for name in SERVICE_NAMES:
+        assert VARIABLES[f"{name}_password"] == "secret" and VARIABLES[f"{name}_port"] == "port"
