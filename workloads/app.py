@@ -37,9 +37,8 @@ def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
     and every key it writes carries the run's prefix, so the run's end finds it.
     Set after the cell's ``celery.*`` settings: merged into them, never replaced by them."""
     for target, kind in ((BROKER, spec.broker), (BACKEND, spec.backend)):
-        service = kinds.service_of(target, kind)
-        if service is not None:
-            server = servers.get(service.name)
+        server = servers.service_of(target, kind)
+        if server is not None:
             app.conf.update(server.client_name_settings(target, client_name(spec.run_id, client, target), app.conf))
             app.conf.update(server.run_key_settings(target, spec.key_prefix + ".", app.conf))
 

@@ -1,19 +1,16 @@
-"""Broker and backend kinds, and the servers they run on: the one table everything else reads.
+"""Broker and backend kinds: the one table everything else reads.
 
 A *kind* is what an experiment's ``broker`` or ``backend`` dimension names (``rabbitmq-quorum``,
-``rpc``); a *service* is the server a kind talks to (``rabbitmq``), which is also the name of the
+``rpc``); a *service* is the server a kind talks to (``rabbitmq``), which is also the name of its
+module in workloads/servers/ (its schemes, URL, variables, capabilities and behaviour), of the
 Ansible role that provisions it, of its inventory variables (``<service>_password``,
-``<service>_port``), of its controller secret (``CMX_<SERVICE>_PASSWORD``), of the playbook's
-host list (``cmx_<service>_hosts``) and of its connection probe (workloads/host/connprobes.py).
+``<service>_port``), of its controller secret (``CMX_<SERVICE>_PASSWORD``) and of its
+connection probe (workloads/host/connprobes.py).
 
-Readers: the inventory (URL schemes, the URL of a provisioned server, what can be provisioned),
-provisioning (role and secret per service), the runner (what to watch and count), the probes,
-the app factory (queue arguments, the backend's Celery URL), the servers (workloads/servers/).
-
-To add a kind on an existing server: an entry in BROKERS or BACKENDS. To add a server: its name in
-workloads/vocab/services.py and an entry in SERVICES here (the vocabulary), its module in
-workloads/servers/ (what it does), its role (roles/) and the plays that run it
-(docs/architecture.md). Standard library only: shipped to every host.
+Readers: the inventory (what can be provisioned), the runner (what to watch and count), the app
+factory (queue arguments, the backend's Celery URL), workloads/servers/registry.py (the server a
+kind needs). To add a kind on an existing server: an entry in BROKERS or BACKENDS. To add a
+server: docs/architecture.md, "Where to add". Standard library only: shipped to every host.
 """
 from __future__ import annotations
 
@@ -24,57 +21,8 @@ from typing import Any, Mapping
 from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
 
 
-@dataclass(frozen=True)
-class Service:
-    """A server cmx talks to, counts the clients of, and can start itself (its role)."""
-
-    name: str
-    #: URL scheme → the port a URL without one means.
-    schemes: Mapping[str, int]
-    #: The URL of the server cmx provisions, from ``password``, ``address``, ``port`` and ``db``.
-    url_form: str
-    #: The server itself deletes a queue left unused for its ``x-expires`` (RabbitMQ), at no cost
-    #: per message. kombu emulates it on Redis with PEXPIREs on every message sent and received
-    #: (a third of the consume rate): there the run's keys expire by workloads/host/leftovers.py's
-    #: keeper instead, refreshed while the run lives.
-    expires_queues: bool = False
-    #: A set of servers over every host of its group (workloads/servers/redis_sentinel.py lays it
-    #: out and makes its URL), not one server on the group's first host.
-    spread: bool = False
-
-    @property
-    def default_port(self) -> int:
-        """The port cmx's own server listens on, unless the inventory's ``<name>_port`` says otherwise."""
-        return next(iter(self.schemes.values()))
-
-    @property
-    def port_var(self) -> str:
-        return f"{self.name}_port"
-
-    @property
-    def password_var(self) -> str:
-        return f"{self.name}_password"
-
-    @property
-    def password_env(self) -> str:
-        return f"CMX_{self.name.upper()}_PASSWORD"
-
-
 def _frozen(mapping: dict) -> Mapping:
     return MappingProxyType(mapping)
-
-
-SERVICES: Mapping[str, Service] = _frozen({s.name: s for s in (
-    Service(REDIS, _frozen({"redis": 6379, "rediss": 6379}),
-            "redis://:{password}@{address}:{port}/{db}"),
-    Service(RABBITMQ, _frozen({"amqp": 5672, "amqps": 5671, "pyamqp": 5672}),
-            "amqp://cmx:{password}@{address}:{port}//", expires_queues=True),
-    Service(POSTGRES, _frozen({"postgresql": 5432, "postgres": 5432, "db+postgresql": 5432}),
-            "postgresql://postgres:{password}@{address}:{port}/postgres"),
-    # One master, one replica, three sentinels (roles/redis_sentinel); its port is the first
-    # sentinel's, ``redis_sentinel_redis_port`` the first Redis server's.
-    Service(REDIS_SENTINEL, _frozen({"sentinel": 26379}), "", spread=True),
-)})
 
 
 @dataclass(frozen=True)
@@ -82,7 +30,7 @@ class Kind:
     """A value of the ``broker`` or ``backend`` dimension."""
 
     name: str
-    #: The server it needs (a SERVICES name); None when it has none of its own (``none``, ``rpc``).
+    #: The server it needs (a workloads/vocab/services.py name); None when it has none of its own (``none``, ``rpc``).
     service: str | None
     #: Whether a sweep starts the server itself where the inventory gives no URL for the kind.
     provisionable: bool = True
@@ -108,35 +56,3 @@ BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
 )})
 #: What the run's clients talk to: its broker and its result backend.
 TARGETS: Mapping[str, Mapping[str, Kind]] = _frozen({"broker": BROKERS, "backend": BACKENDS})
-
-
-def service_of(target: str, name: str) -> Service | None:
-    """The server kind ``name`` of ``target`` talks to, None if it has none of its own."""
-    service = TARGETS[target][name].service
-    return SERVICES[service] if service else None
-
-
-def schemes(target: str, name: str) -> tuple[str, ...]:
-    """The URL schemes that serve kind ``name`` of ``target`` (none for kinds without a server)."""
-    service = service_of(target, name)
-    return tuple(service.schemes) if service else ()
-
-
-def default_port(scheme: str) -> int | None:
-    """The port a URL of ``scheme`` without one reaches, None for a scheme no service has."""
-    return next((s.schemes[scheme] for s in SERVICES.values() if scheme in s.schemes), None)
-
-
-def provisioned_url(target: str, name: str, password: str, address: str, port: int) -> str:
-    """The URL of the server a sweep provisions for kind ``name`` of ``target``."""
-    k = TARGETS[target][name]
-    return SERVICES[k.service].url_form.format(password=password, address=address, port=port, db=k.db)
-
-
-def service_of_scheme(scheme: str) -> Service:
-    """The server a URL of ``scheme`` reaches; an unknown scheme is an error (never another
-    server's)."""
-    for service in SERVICES.values():
-        if scheme in service.schemes:
-            return service
-    raise ValueError(f"no server of cmx takes {scheme}:// URLs")

@@ -192,9 +192,11 @@ class RunSpec(_DimensionFields):
         """The run's queues' arguments: its broker kind's (quorum queues, say) and ``x-expires``
         where the server expires queues itself. Every declarer of the run's queues reads this: a
         redeclaration with other arguments fails."""
+        from cmx.workloads.servers import registry as servers  # not at import: every process reads a spec
+
         kind = kinds.BROKERS[self.broker]
         args = dict(kind.queue_arguments)
-        if self.queue_expires_s and kinds.SERVICES[kind.service].expires_queues:
+        if self.queue_expires_s and servers.get(kind.service).expires_queues:
             args["x-expires"] = int(self.queue_expires_s * 1000)
         return args
 

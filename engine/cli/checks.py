@@ -110,10 +110,14 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
             line, col = _where(exp, "fault")
             problems.append(Problem(why, exp.source, line, col))
     workload = registry.get(exp.workload.name)
-    if workload.needs_backend and any(c.values["backend"] == "none" for c in cells):
+    # The backend kinds that keep results: a server's, or Celery's own (rpc); the others keep none.
+    keeping = [k.name for k in kinds.BACKENDS.values() if k.service or k.celery_url]
+    keeps_none = [name for name in kinds.BACKENDS if name not in keeping]
+    if workload.needs_backend and any(c.values["backend"] in keeps_none for c in cells):
         line, col = _where(exp, "backend")
-        problems.append(Problem(f"workload {workload.name} waits for task results: set backend to redis, rpc or "
-                                "postgres (not none)", exp.source, line, col))
+        problems.append(Problem(f"workload {workload.name} waits for task results: set backend to "
+                                f"{', '.join(keeping[:-1])} or {keeping[-1]} (not {' or '.join(keeps_none)})",
+                                exp.source, line, col))
     try:
         if workload.service_module:
             inv.service_host()

@@ -28,8 +28,8 @@ from cmx.engine.hosts.inventory import GROUPS, SERVED_BY, Inventory
 from cmx.engine.hosts.preflight import check_broker, check_server, redact
 from cmx.workloads import kinds
 from cmx.workloads.host import hostcheck
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.vocab.clients import BROKER
-from cmx.workloads.vocab.services import RABBITMQ
 
 #: A host needs this much free under its work dir: the venv (~130 MB, more per `package.*` environment) and the runs'
 #: artifacts until they are fetched.
@@ -205,7 +205,7 @@ def _last_line(text: str) -> str:
 def _fix(url: str, var: str, inv_path: str) -> str:
     """Where the URL is this machine's: the exact commands that start it; else where to look."""
     parts = urlsplit(url.removeprefix("db+"))
-    service = next((s for s in kinds.SERVICES.values() if parts.scheme in s.schemes), None)
+    service = next((s for s in servers.SERVERS.values() if parts.scheme in s.schemes), None)
     local = localservices.for_kind(service.name) if service else None
     if parts.hostname in LOOPBACK and local is not None:
         port = parts.port or service.schemes[parts.scheme]
@@ -233,7 +233,7 @@ def url_task(what: str, url: str, var: str, inv_path: str, probe: Callable[[], N
 
 def _backend_probe(url: str) -> Callable[[], None]:
     scheme = urlsplit(url.removeprefix("db+")).scheme
-    service = next((s.name for s in kinds.SERVICES.values() if scheme in s.schemes), None)
+    service = next((s.name for s in servers.SERVERS.values() if scheme in s.schemes), None)
     backends = {k.service for k in kinds.BACKENDS.values() if k.service}
 
     def probe() -> None:
@@ -247,14 +247,7 @@ def _backend_probe(url: str) -> Callable[[], None]:
 def _served(target: str, url: str) -> bool:
     """Whether some kind of ``target`` (broker, backend) talks to a server at this URL's scheme."""
     scheme = urlsplit(url.removeprefix("db+")).scheme
-    return any(scheme in kinds.schemes(target, name) for name in kinds.TARGETS[target])
-
-
-def rabbit_api_probe(url: str) -> Callable[[], None]:
-    """The sampler's own probe of the management API (GET /api/connections with the credentials)."""
-    from cmx.workloads.host.connprobes import RabbitApiProbe
-
-    return lambda: RabbitApiProbe(BROKER, RABBITMQ, None, url).client_names()
+    return any(scheme in servers.schemes(target, name) for name in kinds.TARGETS[target])
 
 
 def _urls(inv: Inventory, target: str) -> list[str]:
@@ -289,22 +282,13 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
             kind = kinds.TARGETS[target][name]
             if kind.service is None:
                 continue
-            url = inv.given_url(group, var, kinds.schemes(target, name))
+            url = inv.given_url(group, var, servers.schemes(target, name))
             if url:
                 tasks.append(url_task(f"{target} {name}", url, var, path, probe(url)))
             else:  # a sweep starts its own (its role): nothing to reach yet
                 tasks.append(Task(f"{target} {name}", inv.hosts_of(group)[0], 1.0, lambda t=target, n=name, g=group: [
                     Check(f"{t} {n}", inv.hosts_of(g)[0], OK, f"no {var} for it: the sweep starts its own there")]))
-    amqp = [u for u in _urls(inv, BROKER) if urlsplit(u).scheme in kinds.SERVICES[RABBITMQ].schemes]
-    rabbit_used = any(kinds.BROKERS[b].service == RABBITMQ for b in needs.brokers) if needs.brokers is not None \
-        else bool(amqp)
-    api = inv.hostvars.get(inv.hosts_of("brokers")[0], {}).get("rabbitmq_api_url") if inv.hosts_of("brokers") else None
-    if rabbit_used and api:
-        tasks.append(url_task("rabbitmq api", api, "rabbitmq_api_url", path, rabbit_api_probe(api)))
-    elif rabbit_used and amqp:
-        tasks.append(Task("rabbitmq api", redact(amqp[0]), 1.0, lambda: [Check(
-            "rabbitmq api", redact(amqp[0]), WARN, "no rabbitmq_api_url: connection counts come from rabbitmqctl "
-            "(~0.5 CPU-second a call on the broker host)", f"give rabbitmq_api_url for the brokers host in {path}")]))
+    tasks += part_tasks(inv, needs)
     database = _database_url(inv)
     if needs.database or (needs.database is None and database):
         if database:
@@ -314,6 +298,27 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
             tasks.append(Task("database", host, 1.0, lambda: [Check(
                 "database", host, FAIL, "the workload queries a database and none is given",
                 f"give database_url to a host of group 'services' in {path}")]))
+    return tasks
+
+
+def part_tasks(inv: Inventory, needs: Needs) -> list[Task]:
+    """The parts of the broker's servers besides their URLs (workloads/servers/: ``parts``), given
+    by a variable of the ``brokers`` host: checked where given; where the server is the user's
+    (given by URL) and the part is not, a warning saying what a sweep does without it."""
+    path, tasks = str(inv.path), []
+    brokers = inv.hosts_of("brokers")
+    for server in servers.SERVERS.values():
+        given = [u for u in _urls(inv, BROKER) if urlsplit(u).scheme in server.schemes]
+        used = any(kinds.BROKERS[b].service == server.name for b in needs.brokers) if needs.brokers is not None \
+            else bool(given)
+        for part in server.parts if used else ():
+            url = inv.hostvars.get(brokers[0], {}).get(part.var) if brokers else None
+            if url:
+                tasks.append(url_task(part.label, url, part.var, path, lambda p=part, u=url: p.check(u)))
+            elif given:
+                tasks.append(Task(part.label, redact(given[0]), 1.0, lambda p=part, g=given: [Check(
+                    p.label, redact(g[0]), WARN, f"no {p.var}: {p.without}",
+                    f"give {p.var} for the brokers host in {path}")]))
     return tasks
 
 

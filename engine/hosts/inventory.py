@@ -15,8 +15,7 @@ from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the p
 from cmx.engine.model.yamlpos import check_yaml_syntax
 from cmx.engine.paths import BUILTIN_INVENTORY, LOCAL_INVENTORY
 from cmx.workloads import kinds
-from cmx.workloads.servers import redis_sentinel as sentinel
-from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
+from cmx.workloads.servers import registry as servers
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
@@ -31,7 +30,7 @@ class Inventory:
     groups: dict[str, tuple[str, ...]]
     #: Only the variables celery-matrix reads (``broker_url``, ``backend_url``, ``cmx_workdir`` …).
     hostvars: dict[str, dict[str, Any]]
-    #: Where a generated Redis password is kept (beside the results database).
+    #: Where a generated server password is kept (beside the results database).
     secrets_dir: Path = Path("results")
     _passwords: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -39,20 +38,8 @@ class Inventory:
         """Password of a server the sweep provisions (the inventory's ``<service>_password``,
         ``CMX_<SERVICE>_PASSWORD``, or generated); the same for the whole sweep."""
         if service not in self._passwords:
-            self._passwords[service] = _password(kinds.SERVICES[service], self.hostvars, self.groups, self.secrets_dir)
+            self._passwords[service] = _password(servers.get(service), self.hostvars, self.groups, self.secrets_dir)
         return self._passwords[service]
-
-    @property
-    def redis_password(self) -> str:
-        return self.password(REDIS)
-
-    @property
-    def rabbitmq_password(self) -> str:
-        return self.password(RABBITMQ)
-
-    @property
-    def postgres_password(self) -> str:
-        return self.password(POSTGRES)
 
     def hosts_of(self, group: str) -> tuple[str, ...]:
         return self.groups.get(group, ())
@@ -93,30 +80,10 @@ class Inventory:
                 kind = kinds.TARGETS[target].get(name)
                 if kind is None or not kind.provisionable:
                     continue
-                if self.hosts_of(group) and not self.given_url(group, var, kinds.schemes(target, name)):
-                    spread = kinds.SERVICES[kind.service].spread
-                    wanted.setdefault(kind.service, set()).update(self.hosts_of(group)[:None if spread else 1])
+                if self.hosts_of(group) and not self.given_url(group, var, servers.schemes(target, name)):
+                    server = servers.get(kind.service)
+                    wanted.setdefault(server.name, set()).update(server.provision_hosts(self.hosts_of(group)))
         return {service: sorted(hosts) for service, hosts in sorted(wanted.items())}
-
-    def rabbitmq_api_url(self) -> str | None:
-        """The RabbitMQ management API of the broker host, if given: connection counts come from
-        it (cheap) instead of rabbitmqctl (~0.5 CPU-second a call on the sampling host)."""
-        hosts = self.hosts_of("brokers")
-        if not hosts:
-            return None
-        given = self.hostvars.get(hosts[0], {}).get("rabbitmq_api_url")
-        if given or self.given_url("brokers", "broker_url", tuple(kinds.SERVICES[RABBITMQ].schemes)):
-            return given
-        port = int(self.hostvars.get(hosts[0], {}).get("rabbitmq_management_port", 15672))
-        return f"http://cmx:{self.rabbitmq_password}@{self.address(hosts[0])}:{port}"  # ours: API enabled
-
-    def sentinel_layout(self, group: str = "brokers") -> list[sentinel.Member]:
-        """Where the Sentinel set cmx provisions runs: spread over every host of ``group``, from
-        each host's ``redis_sentinel_redis_port`` and ``redis_sentinel_port`` (workloads/servers/redis_sentinel.py)."""
-        service = kinds.SERVICES[REDIS_SENTINEL]
-        return sentinel.layout([sentinel.BrokerHost(
-            h, self.address(h), int(self.hostvars.get(h, {}).get("redis_sentinel_redis_port", sentinel.REDIS_PORT)),
-            int(self.hostvars.get(h, {}).get(service.port_var, service.default_port))) for h in self.hosts_of(group)])
 
     def service_host(self) -> str:
         hosts = self.hosts_of("services")
@@ -145,7 +112,7 @@ class Inventory:
 
     def _service_url(self, target: str, kind: str) -> str:
         group, var = SERVED_BY[target]
-        schemes = kinds.schemes(target, kind)
+        schemes = servers.schemes(target, kind)
         hosts = self.hosts_of(group)
         if not hosts:
             raise InputError(Problem(f"no host in group '{group}', needed for {target} '{kind}'", str(self.path)))
@@ -153,18 +120,14 @@ class Inventory:
         url = self.given_url(group, var, schemes)
         if url:
             return url
-        service = kinds.service_of(target, kind)
-        if kinds.TARGETS[target][kind].provisionable and service.spread:
-            return sentinel.url(self.sentinel_layout(group), self.password(service.name), kinds.TARGETS[target][kind].db)
         if kinds.TARGETS[target][kind].provisionable:
-            port = int(self.hostvars.get(host, {}).get(service.port_var, service.default_port))
-            return kinds.provisioned_url(target, kind, self.password(service.name), self.address(host), port)
+            return servers.service_of(target, kind).provisioned_url(self, group, kinds.TARGETS[target][kind].db)
         raise InputError(Problem(
             f"host '{host}' of group '{group}' has no {var} for {kind} (give one whose scheme is "
             f"{' or '.join(s + '://' for s in schemes)}, as a string or in a list)", str(self.path)))
 
 
-def _password(service: kinds.Service, hostvars: dict[str, dict[str, Any]], groups: dict, secrets_dir: Path) -> str:
+def _password(service: servers.Server, hostvars: dict[str, dict[str, Any]], groups: dict, secrets_dir: Path) -> str:
     """The inventory's <service>_password, else CMX_<SERVICE>_PASSWORD, else one generated once and
     kept (0600) in ``secrets_dir/.secrets.json``: out of the repository, the same for every sweep."""
     import json

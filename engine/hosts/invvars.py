@@ -14,21 +14,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cmx.engine.errors import InputError, Problem
-from cmx.workloads.kinds import SERVICES
+from cmx.workloads.servers.registry import SERVERS
 
 #: variable -> kind. url: one URL; urls: a URL or a list of them (a run picks the one whose
 #: scheme fits); port: 1-65535; secret: a string, never shown; text: a string; flag: true or
-#: false. Each server a sweep can provision (workloads/kinds.py) has its ``<service>_password``
-#: and ``<service>_port``.
+#: false. Each server declares its own (workloads/servers/: ``inventory_variables``: its
+#: ``<service>_password`` and ``<service>_port``, and what else it reads).
 VARIABLES: dict[str, str] = {
-    "broker_url": "urls", "backend_url": "urls", "rabbitmq_api_url": "url", "database_url": "url",
-    "cmx_workdir": "text", "ansible_host": "text",
-    **{service.password_var: "secret" for service in SERVICES.values()},
-    **{service.port_var: "port" for service in SERVICES.values()},
-    "rabbitmq_management_port": "port", "cmx_service_port": "port", "redis_sentinel_redis_port": "port",
-    # Where a broker lives on its host, for restart_broker (workloads/servers: place_of).
-    "cmx_disposable": "flag", "redis_dir": "text", "rabbitmq_base_dir": "text", "rabbitmq_nodename": "text",
-    "rabbitmq_dist_port": "port",
+    "broker_url": "urls", "backend_url": "urls", "database_url": "url",
+    "cmx_workdir": "text", "ansible_host": "text", "cmx_service_port": "port",
+    # A broker given by URL that restart_broker may restart (its place: the server's variables).
+    "cmx_disposable": "flag",
+    **{name: kind for server in SERVERS.values() for name, kind in server.inventory_variables.items()},
 }
 PORT_VARS = tuple(name for name, kind in VARIABLES.items() if kind == "port")
 

@@ -27,7 +27,7 @@ def check_broker(url: str, timeout: float = 5.0) -> None:
 
     try:
         # A Sentinel set's URL carries its master's name, which kombu takes as a transport option.
-        url_, options = servers.get(kinds.service_of_scheme(url.split("://", 1)[0]).name).celery_broker(url)
+        url_, options = servers.of_scheme(url.split("://", 1)[0]).celery_broker(url)
         with Connection(url_, connect_timeout=timeout, transport_options=options) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:

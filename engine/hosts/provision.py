@@ -10,7 +10,7 @@ import hashlib
 import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -20,8 +20,7 @@ from cmx.engine.errors import HostError
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.wheelhouse import host_needs, house_name, python_version, site_archive, workloads_archive
 from cmx.engine.paths import HOST_REQUIREMENTS, user_cache
-from cmx.workloads.servers import redis_sentinel as sentinel
-from cmx.workloads.kinds import SERVICES
+from cmx.workloads.servers import registry as servers
 #: Wheelhouses and what is installed from them, by content, for every results folder: a new
 #: one's first sweep downloads, installs and compiles nothing (~10 s).
 WHEELHOUSES = user_cache("wheelhouse")
@@ -91,12 +90,17 @@ def content_key(site: Path, pins: list[str], lib: Path, envs: list[str] = ()) ->
 
 
 def _service_vars(services: dict[str, list[str]], inventory: Inventory | None = None) -> dict[str, Any]:
-    """services.yml's host list of each service's play (the play applies the role of that name),
-    and where each member of a set spread over its hosts runs (the Sentinel set's layout)."""
-    out: dict[str, Any] = {f"cmx_{service}_hosts": ",".join(hosts) for service, hosts in services.items()}
-    if inventory is not None and any(SERVICES[service].spread for service in services):
-        out["redis_sentinel_layout"] = [asdict(m) for m in inventory.sentinel_layout()]
-        out["redis_sentinel_master_name"] = sentinel.MASTER_NAME
+    """What services.yml and services_stop.yml loop over: each server to start (or stop) with its
+    hosts (the play applies the role of that name on them), all their hosts, each server's role
+    parameters, and, when starting (``inventory``), what each server's role needs of the
+    inventory besides (a set spread over its hosts: its layout)."""
+    names = [name for name in servers.SERVERS if name in services]  # the registry's order
+    out: dict[str, Any] = {"cmx_services": [{"name": name, "hosts": list(services[name])} for name in names],
+                           "cmx_service_hosts": ",".join(sorted({h for hosts in services.values() for h in hosts}))}
+    for name in names:
+        out.update(servers.get(name).role_vars)
+        if inventory is not None:
+            out.update(servers.get(name).provision_vars(inventory))
     return out
 
 
@@ -191,14 +195,14 @@ def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, ship
 def start_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
                    on_result: Callable[[str, PlaybookResult], None] | None = None,
                    cancel: Callable[[], bool] | None = None) -> None:
-    """Start the services the sweep provisions itself (Redis, PostgreSQL where no URL is given).
+    """Start the servers the sweep provisions itself (where the inventory gives no URL for a kind it uses).
     Their roles need nothing of provision.yml's, so a sweep runs this beside it. ``cancel()`` true:
     the playbook is stopped (the sweep then stops what it started)."""
     if not services:
         return
     # Each service is its role's name (workloads/kinds.py); its password reaches the role
     # from the controller's environment.
-    secrets = {SERVICES[service].password_env: inventory.password(service) for service in services}
+    secrets = {servers.get(service).password_env: inventory.password(service) for service in services}
     started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
                            extravars=_service_vars(services, inventory), secrets=secrets, cancel=cancel)
     if on_result:

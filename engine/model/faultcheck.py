@@ -11,13 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from cmx.workloads import faults, kinds
-from cmx.workloads.vocab.services import RABBITMQ, REDIS, REDIS_SENTINEL
+from cmx.workloads.servers import registry as servers
 
 #: Kinds cmx injects today; the others are refused at validation, saying so.
 INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker", "failover_broker")
-#: The broker servers restart_broker can restart (one the sweep provisioned, or a disposable one
-#: whose place the inventory gives: the server module's ``place_of``).
-RESTARTABLE = (REDIS, RABBITMQ)
 
 
 def cell_problem(values: dict[str, Any]) -> str | None:
@@ -30,13 +27,19 @@ def cell_problem(values: dict[str, Any]) -> str | None:
         if fault.kind not in INJECTED:
             return (f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet "
                     f"(supported: {', '.join(INJECTED)})")
-        service = kinds.BROKERS[values["broker"]].service if values.get("broker") in kinds.BROKERS else None
-        if fault.kind == "restart_broker" and service not in RESTARTABLE:
-            return (f"fault {fault.text()}: restart_broker restarts only a {' or '.join(RESTARTABLE)} broker "
+        server = servers.service_of("broker", values["broker"]) if values.get("broker") in kinds.BROKERS else None
+        if fault.kind == "restart_broker" and not (server and server.restartable):
+            # The servers that can be (one the sweep provisioned, or a disposable one whose place
+            # the inventory gives: the server module's ``place_of``).
+            able = " or ".join(s.name for s in servers.with_capability("restartable"))
+            return (f"fault {fault.text()}: restart_broker restarts only a {able} broker "
                     f"(this cell's broker is {values.get('broker')})")
-        if fault.kind == "failover_broker" and service != REDIS_SENTINEL:
-            return (f"fault {fault.text()}: failover_broker fails a Redis Sentinel set's master over, which only "
-                    f"a redis-sentinel broker has (this cell's broker is {values.get('broker')})")
+        if fault.kind == "failover_broker" and not (server and server.failover):
+            able = servers.with_capability("failover")
+            sets = " or ".join(s.product for s in able)
+            kinds_ = " or ".join(k.name for k in kinds.BROKERS.values() if k.service in {s.name for s in able})
+            return (f"fault {fault.text()}: failover_broker fails a {sets} set's master over, which only "
+                    f"a {kinds_} broker has (this cell's broker is {values.get('broker')})")
         machines = int(values.get("machines") or 1)
         if fault.host != faults.ALL and int(fault.host) > machines:
             return (f"fault {fault.text()}: it strikes the run's worker host {fault.host}, but this cell "

@@ -14,7 +14,7 @@ from typing import Any
 from cmx.workloads.dimensions import BY_NAME
 from cmx.workloads.kinds import BROKERS
 from cmx.workloads.vocab import pools
-from cmx.workloads.vocab.services import RABBITMQ, REDIS, REDIS_SENTINEL
+from cmx.workloads.servers import registry as servers
 
 #: Kombu's default visibility_timeout for Redis (and SQS): one hour.
 DEFAULT_VISIBILITY_TIMEOUT_S = 3600.0
@@ -51,14 +51,15 @@ def _number(values: Mapping[str, Any], name: str, default: float = 0.0) -> float
     return _as_number(values.get(name), default)
 
 
-def _broker_service(values: Mapping[str, Any]) -> str | None:
-    """The server the cell's broker kind talks to (workloads/kinds.py), None when unknown."""
+def _broker_server(values: Mapping[str, Any]) -> servers.Server | None:
+    """The server the cell's broker kind talks to (workloads/servers/), None when unknown."""
     kind = BROKERS.get(str(values.get("broker", BY_NAME["broker"].default)))
-    return kind.service if kind else None
+    return servers.get(kind.service) if kind else None
 
 
 def _visibility(values: Mapping[str, Any]) -> str | None:
-    if _broker_service(values) not in (REDIS, REDIS_SENTINEL):  # a Sentinel set's master is a Redis
+    server = _broker_server(values)
+    if not (server and server.visibility_timeout):  # kombu's Redis transport (a Sentinel set's master too)
         return None
     ahead = max((_number(values, p) for p in SCHEDULE_PARAMS), default=0.0)
     options = values.get("celery.broker_transport_options") or {}
@@ -72,8 +73,9 @@ def _visibility(values: Mapping[str, Any]) -> str | None:
 def _heartbeat(values: Mapping[str, Any]) -> str | None:
     # Only AMQP brokers have connection heartbeats; Redis ignores broker_heartbeat.
     beat = _number(values, "heartbeat", BY_NAME["heartbeat"].default)
-    if values.get("pool") in pools.GREEN and _broker_service(values) == RABBITMQ and beat > 0:
-        why = f"{values['pool']} pool with broker heartbeat {beat:g}s on RabbitMQ"
+    server = _broker_server(values)
+    if values.get("pool") in pools.GREEN and server and server.heartbeats and beat > 0:
+        why = f"{values['pool']} pool with broker heartbeat {beat:g}s on {server.product}"
         if beat <= 2 * GREEN_LOOP_WAIT_S:
             why += (f"; at {2 * GREEN_LOOP_WAIT_S:g}s or less the broker's heartbeat frames keep the worker's "
                     "loop waiting for ever, so it never starts consuming")

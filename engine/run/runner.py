@@ -39,11 +39,11 @@ from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_repo
                                      start_and_drive, start_drive_stages, stop_collect_stages)
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
+from cmx.workloads.servers import registry as servers
 from cmx.workloads.clock import ClockServer
 from cmx.workloads.dimensions import ON_HOSTS, package_versions
 from cmx.workloads.files import write_atomic
 from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
-from cmx.workloads.vocab.services import RABBITMQ
 from cmx.workloads.vocab import metrics as M
 
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
@@ -150,11 +150,13 @@ class Sweep:
 
     def secrets(self, run: Run) -> dict[str, str]:
         vals = run.cell.values
-        api = self.inventory.rabbitmq_api_url() if kinds.BROKERS[vals["broker"]].service == RABBITMQ else None
         database = self.inventory.database_url() if registry.get(self.exp.workload.name).needs_database else None
+        # Every server's own secrets are set (empty unless the run's broker is that server: its hook).
+        own = {name: "" for server in servers.SERVERS.values() for name in server.secret_names}
         return {"CMX_BROKER_URL": self.inventory.broker_url(vals["broker"]),
                 "CMX_BACKEND_URL": self.inventory.backend_url(vals["backend"]) or "",
-                "CMX_RABBITMQ_API": api or "", "CMX_DATABASE_URL": database or ""}
+                **own, **servers.service_of("broker", vals["broker"]).secrets(self.inventory),
+                "CMX_DATABASE_URL": database or ""}
 
     # -- execution ----------------------------------------------------------------------------
     def execute(self, runs: list[Run], skipped: int = 0) -> list[RunOutcome]:

@@ -10,6 +10,7 @@ from cmx.engine.hosts.connection import LOOPBACK
 from cmx.engine.hosts.inventory import Inventory
 from cmx.workloads import kinds
 from cmx.workloads.catalog import registry
+from cmx.workloads.servers import registry as servers
 
 
 @dataclass
@@ -34,7 +35,7 @@ def run_targets(inventory: Inventory, workload_name: str, vals: dict) -> RunTarg
                                       "--watch driver={run_dir}/driver.pid"] for h in hosts}
     broker_host = inventory.hosts_of("brokers")[0]
     port = local_port(inventory, broker_host, inventory.broker_url(vals["broker"]))
-    if port and not kinds.service_of("broker", vals["broker"]).spread:  # a set's URL names sentinels, not its master
+    if port and not servers.service_of("broker", vals["broker"]).spread:  # a set's URL names sentinels, not its master
         args.setdefault(broker_host, []).append(f"--watch-port broker={port}")
     args[driver] += [f"--connections broker={kinds.BROKERS[vals['broker']].service}", "--keep-expiring"]
     backend_service = kinds.BACKENDS[vals["backend"]].service
@@ -59,5 +60,5 @@ def local_port(inventory: Inventory, host: str, url: str | None) -> int | None:
         return None
     parts = urlsplit(url.removeprefix("db+"))
     if parts.hostname in (*LOOPBACK, "") or parts.hostname in (host, inventory.address(host)):
-        return parts.port or kinds.default_port(parts.scheme)
+        return parts.port or servers.default_port(parts.scheme)
     return None

@@ -110,7 +110,7 @@ def test_hostctl_secrets_file_is_private_and_removed_by_finish(tmp_path):
     hostrun.write_secrets(run_dir, {"CMX_BROKER_URL": f"redis://:{PASSWORD}@h:6379/0", "OTHER": "x"})
     path = run_dir / hostrun.SECRETS
     assert path.stat().st_mode & 0o777 == 0o600
-    env = {k: v for k, v in os.environ.items() if k not in hostrun.SECRET_VARS}
+    env = {k: v for k, v in os.environ.items() if not hostrun.is_secret(k)}
     out = subprocess.run([sys.executable, "-c", "import os, sys; from pathlib import Path; "
                           "from cmx.workloads.host import hostrun; hostrun.load_secrets(Path(sys.argv[1])); "
                           "print(os.environ.get('CMX_BROKER_URL'), os.environ.get('OTHER'))", str(run_dir)],

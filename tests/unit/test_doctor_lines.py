@@ -65,11 +65,11 @@ def test_the_fix_for_a_service_of_this_machine_names_the_commands_that_start_it(
 
 
 def test_every_server_kind_has_a_way_to_start_it_here():
-    from cmx.workloads.kinds import SERVICES
+    from cmx.workloads.servers.registry import SERVERS
 
     # A Sentinel set is provisioned by each sweep that uses it, on loopback too (roles/redis_sentinel):
     # the machine's own services stay one Redis, one RabbitMQ, one PostgreSQL.
-    assert {s.kind for s in localservices.LOCAL if s.kind} == {n for n, s in SERVICES.items() if not s.spread}
+    assert {s.kind for s in localservices.LOCAL if s.kind} == {n for n, s in SERVERS.items() if not s.spread}
 
 
 #: Eight checks that each import kombu's Connection at once, as the broker checks do, in a fresh

@@ -127,7 +127,7 @@ def test_directory_with_group_vars_and_vault(lab, monkeypatch):
     inv = load_inventory(lab, secrets_dir=lab.parent / "results")
     assert inv.groups == {"brokers": ("b1",), "workers": ("w1", "w2"), "drivers": ("w1",)}
     assert inv.hostvars["b1"]["broker_url"] == "redis://127.0.0.1:6379/5"
-    assert inv.redis_password == "s3cret-pw" and type(inv.redis_password) is str
+    assert inv.password("redis") == "s3cret-pw" and type(inv.password("redis")) is str
     assert inv.hostvars["w2"] == {"cmx_workdir": "/var/tmp/cmx-w2"}
     assert not (lab.parent / "results").exists()  # the vaulted password was used, none generated
 

@@ -7,6 +7,7 @@ import yaml
 
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.invvars import VARIABLES
+from cmx.engine.hosts.provision import _service_vars
 from cmx.workloads import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.app import backend_url, name_clients
@@ -57,9 +58,9 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
     for target, table in kinds.TARGETS.items():
         for name, kind in table.items():
             assert kind.name == name
-            assert kind.service is None or kind.service in kinds.SERVICES, (target, name)
+            assert kind.service is None or kind.service in servers.SERVERS, (target, name)
             assert kind.provisionable <= (kind.service is not None)
-    assert set(servers.SERVERS) == set(kinds.SERVICES) == set(connprobes.CONNECTION_KINDS) == set(SERVICE_NAMES)
+    assert set(servers.SERVERS) == set(connprobes.CONNECTION_KINDS) == set(SERVICE_NAMES)
     for server in servers.SERVERS.values():  # what every server must do: count, clean up, restart, ping
         for behaviour in ("probe", "remove_run", "restart", "ping"):
             assert getattr(type(server), behaviour) is not getattr(servers.Server, behaviour), (server.name, behaviour)
@@ -67,29 +68,36 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
     for server in (servers.get(name) for name in brokers):  # a broker's server can publish, fast and raw
         for behaviour in ("fast_publisher", "raw_client", "broker_version", "client_name_settings"):
             assert getattr(type(server), behaviour) is not getattr(servers.Server, behaviour), (server.name, behaviour)
-    services_yml = yaml.safe_load((PLAYBOOKS / "services.yml").read_text())
-    stop_yml = yaml.safe_load((PLAYBOOKS / "services_stop.yml").read_text())
-    for service in kinds.SERVICES.values():
+    # The services plays apply each server's role by the server's name, on the hosts the
+    # controller names for it (no play names a server: they loop over what the registry gives).
+    for playbook, entry in (("services.yml", None), ("services_stop.yml", "stop")):
+        [play] = yaml.safe_load((PLAYBOOKS / playbook).read_text())
+        assert play["hosts"] == "{{ cmx_service_hosts | default('cmx-no-service-host') }}"
+        [task] = play["tasks"]
+        assert task["ansible.builtin.include_role"].get("tasks_from") == entry
+        assert task["ansible.builtin.include_role"]["name"] == "{{ cmx_service.name }}"
+        assert "cmx_services" in task["loop"] and task["loop_control"]["loop_var"] == "cmx_service"
+    for service in servers.SERVERS.values():
         # The password and port each server's role reads from the inventory are checked there.
         assert VARIABLES[service.password_var] == "secret" and VARIABLES[service.port_var] == "port"
+        assert set(service.variables.values()) <= {"url", "urls", "port", "secret", "text", "flag"}, service.name
         role = REPO / "roles" / service.name
         assert (role / "meta" / "main.yml").is_file() and (role / "tasks" / "stop.yml").is_file()
-        hosts = f"{{{{ cmx_{service.name}_hosts | default('cmx-no-{service.name}-host') }}}}"
-        [play] = [p for p in services_yml if p["hosts"] == hosts]
-        assert [r["role"] for r in play["roles"]] == [service.name]
-        assert [p for p in stop_yml if p["hosts"] == hosts], service.name
+        assert _service_vars({service.name: ["h"]})["cmx_services"] == [{"name": service.name, "hosts": ["h"]}]
+        for var in service.role_vars:  # role parameters the role declares
+            assert var in yaml.safe_load((role / "defaults" / "main.yml").read_text()), (service.name, var)
 
 
 def test_schemes_and_default_ports():
-    assert kinds.schemes("broker", "rabbitmq-quorum") == ("amqp", "amqps", "pyamqp")
-    assert kinds.schemes("backend", "postgres") == ("postgresql", "postgres", "db+postgresql")
-    assert kinds.schemes("backend", "rpc") == ()
-    assert [kinds.default_port(s) for s in ("redis", "amqp", "amqps", "postgresql", "http")] == [
-        6379, 5672, 5671, 5432, None]
+    assert servers.schemes("broker", "rabbitmq-quorum") == ("amqp", "amqps", "pyamqp")
+    assert servers.schemes("backend", "postgres") == ("postgresql", "postgres", "db+postgresql")
+    assert servers.schemes("backend", "rpc") == ()
+    assert [servers.default_port(s) for s in ("redis", "amqp", "amqps", "postgresql", "sentinel", "http")] == [
+        6379, 5672, 5671, 5432, 26379, None]
     assert servers.libpq_url("db+postgresql+psycopg2://u:p@h:1/d") == "postgresql://u:p@h:1/d"
-    assert kinds.service_of_scheme("pyamqp").name == "rabbitmq"
+    assert servers.of_scheme("pyamqp").name == "rabbitmq"
     with pytest.raises(ValueError, match="no server of cmx takes sqs:// URLs"):
-        kinds.service_of_scheme("sqs")
+        servers.of_scheme("sqs")
 
 
 def test_an_unknown_server_is_an_error_never_another_servers_branch():
@@ -175,3 +183,52 @@ def test_the_experiment_and_the_run_spec_offer_exactly_the_registrys_kinds():
             assert getattr(spec(**{"broker": "redis", "backend": "none", target: name}), target) == name
         with pytest.raises(ValidationError):
             spec(**{"broker": "redis", "backend": "none", target: "kafka"})
+
+
+def test_each_server_declares_its_capabilities_and_answers_the_controllers_hooks():
+    assert [s.name for s in servers.with_capability("restartable")] == ["redis", "rabbitmq"]
+    assert [s.name for s in servers.with_capability("failover")] == ["redis_sentinel"]
+    assert [s.name for s in servers.with_capability("visibility_timeout")] == ["redis", "redis_sentinel"]
+    assert [s.name for s in servers.with_capability("heartbeats")] == ["rabbitmq"]
+    rabbit = servers.get("rabbitmq")
+    # The node a sweep provisions serves its management API; a node given by URL only where the inventory says.
+    assert rabbit.secrets(lab()) == {"CMX_RABBITMQ_API": "http://cmx:qpw@10.0.0.1:15672"}
+    assert rabbit.secrets(lab(rabbitmq_management_port=15673))["CMX_RABBITMQ_API"].endswith(":15673")
+    assert rabbit.secrets(lab(broker_url="amqp://u:p@mq//")) == {"CMX_RABBITMQ_API": ""}
+    assert rabbit.secrets(lab(broker_url="amqp://u:p@mq//", rabbitmq_api_url="http://u:p@mq:15672")) == {
+        "CMX_RABBITMQ_API": "http://u:p@mq:15672"}
+    assert servers.get("redis").secrets(lab()) == {} and servers.get("redis").provision_vars(lab()) == {}
+    assert [p.var for p in rabbit.parts] == ["rabbitmq_api_url"]
+    from cmx.workloads.host.hostrun import is_secret
+
+    for server in servers.SERVERS.values():  # the agent, hostrun and the sampler's redaction know them by their form
+        assert all(is_secret(name) for name in server.secret_names), server.name
+
+
+def test_a_workload_waiting_for_results_on_no_backend_is_told_the_kinds_that_keep_them(tmp_path):
+    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.engine.errors import InputError
+    from cmx.engine.hosts.inventory import load_inventory
+    from cmx.engine.model.cells import expand
+    from cmx.engine.model.load import load_experiment
+    from cmx.engine.paths import BUILTIN_INVENTORY
+
+    path = tmp_path / "e.yaml"
+    path.write_text("name: e\nworkload: {name: io_chord}\nfixed: {backend: none}\n")
+    exp = load_experiment(str(path))
+    with pytest.raises(InputError) as info:
+        check_against_inventory(exp, expand(exp), load_inventory(BUILTIN_INVENTORY, tmp_path))
+    assert [p.message for p in info.value.problems] == [
+        "workload io_chord waits for task results: set backend to redis, rpc or postgres (not none)"]
+
+
+def test_the_inventory_variables_the_servers_declare_are_the_ones_cmx_always_read():
+    """The inventory's format is a contract: moving each server's variables into its module kept them."""
+    assert {k: v for k, v in VARIABLES.items() if not k.endswith(("_password", "_port")) or k in (
+        "rabbitmq_management_port", "redis_sentinel_redis_port", "rabbitmq_dist_port", "cmx_service_port")} == {
+        "broker_url": "urls", "backend_url": "urls", "database_url": "url", "cmx_workdir": "text",
+        "ansible_host": "text", "cmx_service_port": "port", "cmx_disposable": "flag", "redis_dir": "text",
+        "rabbitmq_api_url": "url", "rabbitmq_management_port": "port", "rabbitmq_base_dir": "text",
+        "rabbitmq_nodename": "text", "rabbitmq_dist_port": "port", "redis_sentinel_redis_port": "port"}
+    for name in SERVICE_NAMES:
+        assert VARIABLES[f"{name}_password"] == "secret" and VARIABLES[f"{name}_port"] == "port"

@@ -20,7 +20,7 @@ def lab(*hosts: str, **hostvars) -> Inventory:
 
 
 def roles(inv: Inventory) -> list[tuple[str, str, int]]:
-    return [(m.host, m.role, m.port) for m in inv.sentinel_layout()]
+    return [(m.host, m.role, m.port) for m in sentinel.layout_of(inv, "brokers")]
 
 
 def test_one_broker_host_runs_two_servers_and_three_sentinels_on_distinct_ports():
@@ -64,7 +64,10 @@ def test_a_given_sentinel_url_is_used_and_nothing_is_provisioned():
 def test_the_role_gets_the_layout_and_the_master_name_and_speaks_redis():
     inv = lab("b1", "b2")
     extravars = _service_vars(inv.services_to_provision({"redis-sentinel"}, set()), inv)
-    assert extravars["cmx_redis_sentinel_hosts"] == "b1,b2"
+    assert extravars["cmx_services"] == [{"name": "redis_sentinel", "hosts": ["b1", "b2"]}]
+    assert extravars["cmx_service_hosts"] == "b1,b2"
+    assert extravars["redis_sentinel_dir"] == "{{ __cmx_workdir }}/redis_sentinel"  # its role's parameter
+    assert "redis_sentinel_layout" not in _service_vars({"redis_sentinel": ["b1", "b2"]})  # stopping: defaults
     assert extravars["redis_sentinel_master_name"] == sentinel.MASTER_NAME
     assert extravars["redis_sentinel_layout"][0] == {"host": "b1", "address": "10.0.0.1", "role": "master", "port": 6380}
     server = servers.get(kinds.BROKERS["redis-sentinel"].service)

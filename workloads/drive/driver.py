@@ -38,7 +38,7 @@ def broker_version(app: Celery) -> str:
     try:
         with app.connection_for_read() as conn:
             conn.ensure_connection(max_retries=1)
-            return servers.get(kinds.service_of_scheme(urlsplit(conn.as_uri()).scheme).name).broker_version(conn)
+            return servers.of_scheme(urlsplit(conn.as_uri()).scheme).broker_version(conn)
     except Exception as exc:  # nice to have; the run must not fail for it
         return f"unknown ({type(exc).__name__})"
 

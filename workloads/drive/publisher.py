@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlsplit
 
-from cmx.workloads import instrument, kinds
+from cmx.workloads import instrument
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.instrument import INTENDED_HEADER, recorder
 from cmx.workloads.servers.base import TEMPLATE_ID, new_ids
@@ -72,7 +72,7 @@ def publisher_for(app, task_name: str, args: tuple, kwargs: dict | None = None, 
     """The fast publisher of the app's broker server (workloads/servers/): ``service`` names it,
     else the server the scheme of the app's broker URL says."""
     if service is None:
-        service = kinds.service_of_scheme(urlsplit(app.connection_for_write().as_uri()).scheme).name
+        service = servers.of_scheme(urlsplit(app.connection_for_write().as_uri()).scheme).name
 
     def caught(channel, method: str) -> list:
         return [(c.args, c.kwargs) for c in capture(app, task_name, args, kwargs, stream, channel, method)]

@@ -122,7 +122,7 @@ def broker_mismatch(spec: RunSpec, config: dict[str, Any]) -> list[str]:
     """The worker consumes from a broker of another kind than the cell's (a Sentinel set's master
     reached by its redis:// URL, say): its transport's scheme is none of the kind's."""
     scheme = config.get("broker_scheme")
-    if scheme in kinds.schemes("broker", spec.broker):
+    if scheme in servers.schemes("broker", spec.broker):
         return []
     return [f"cell asks broker {spec.broker}; worker consumes from a {scheme}:// broker"]
 

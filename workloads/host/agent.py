@@ -342,9 +342,9 @@ def _end_group(proc, grace: float) -> None:
 
 
 def _forget_secrets() -> None:
-    from cmx.workloads.host.hostrun import SECRET_VARS
+    from cmx.workloads.host.hostrun import is_secret
 
-    for name in SECRET_VARS:
+    for name in [n for n in os.environ if is_secret(n)]:
         os.environ.pop(name, None)
 
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from cmx.workloads.kinds import SERVICES
+from cmx.workloads.vocab.services import SERVICE_NAMES
 
 if TYPE_CHECKING:
     from cmx.workloads.servers.probes import ConnectionProbe
 
-__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError", "RabbitApiProbe", "make_probe", "run_id_of"]  # noqa: F822 (module __getattr__)
+__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError",  # noqa: F822 (module __getattr__)
+           "make_probe", "run_id_of"]
 
 
 def __getattr__(name: str):
@@ -36,15 +37,11 @@ def __getattr__(name: str):
         from cmx.workloads.servers import probes
 
         return getattr(probes, name)
-    if name == "RabbitApiProbe":
-        from cmx.workloads.servers.rabbitmq import RabbitApiProbe
-
-        return RabbitApiProbe
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count", "client")
 #: A probe counts the clients of one server (``--connections ROLE=KIND``): the kinds are the services.
-CONNECTION_KINDS = tuple(SERVICES)
+CONNECTION_KINDS = SERVICE_NAMES
 #: How long exit waits for a probe in flight (its rows so far are kept either way).
 PROBE_JOIN_S = 2.0
 

@@ -31,7 +31,6 @@ from typing import Callable
 
 import psutil
 
-from cmx.workloads import kinds
 from cmx.workloads.faults import BUSY_CHILD_WAIT_S, ENDS_WORKER, parse
 from cmx.workloads.workerevents import FAULT, FAULT_END, WorkerEvent
 
@@ -113,7 +112,7 @@ def restart_broker(workdir: Path, host: str, service: str, broker_url: str, wher
     from cmx.workloads.servers.base import Place, RestartError, read_pid
 
     url = urlsplit(broker_url)
-    place = Place(**{"dir": str(workdir / service), **where, "port": url.port or kinds.default_port(url.scheme)})
+    place = Place(**{"dir": str(workdir / service), **where, "port": url.port or servers.default_port(url.scheme)})
     pid = read_pid(str(Path(place.dir) / f"{service}.pid"))  # the roles' pid file (roles/<service>)
     try:
         with RESTARTING:
@@ -180,7 +179,9 @@ def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Call
                           "from it would cut the cmx agent off, not the worker")
     from cmx.workloads.files import write_atomic
 
-    port = url.port or kinds.default_port(url.scheme)
+    from cmx.workloads.servers import registry as servers
+
+    port = url.port or servers.default_port(url.scheme)
     method = netcut.method()
     # written first: whatever happens next, heal() (here or at the lease's end) undoes it
     write_atomic(run_dir / PARTITION, json.dumps({"address": address, "port": port, "method": method}))

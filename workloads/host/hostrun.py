@@ -24,10 +24,17 @@ from pathlib import Path
 
 from cmx.workloads.files import write_atomic
 from cmx.workloads.host import hostctl
+from cmx.workloads.vocab.services import is_server_secret
 
 SECRETS = "secrets.json"
-#: The environment variables that carry secrets (URLs with passwords) to host processes.
-SECRET_VARS = ("CMX_BROKER_URL", "CMX_BACKEND_URL", "CMX_RABBITMQ_API", "CMX_DATABASE_URL")
+#: The environment variables that carry the run's URLs (with passwords) to host processes; each
+#: server's own secrets besides them are ``CMX_<SERVICE>_...`` (:func:`is_secret`).
+SECRET_VARS = ("CMX_BROKER_URL", "CMX_BACKEND_URL", "CMX_DATABASE_URL")
+
+
+def is_secret(name: str) -> bool:
+    """Whether environment variable ``name`` carries a secret to host processes."""
+    return name in SECRET_VARS or is_server_secret(name)
 
 
 def write_secrets(run_dir: Path, secrets: dict[str, str]) -> None:
@@ -36,7 +43,7 @@ def write_secrets(run_dir: Path, secrets: dict[str, str]) -> None:
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({k: v for k, v in secrets.items() if k in SECRET_VARS}, f)
+        json.dump({k: v for k, v in secrets.items() if is_secret(k)}, f)
 
 
 def load_secrets(run_dir: Path) -> None:
@@ -46,7 +53,7 @@ def load_secrets(run_dir: Path) -> None:
     except (OSError, ValueError):
         return
     for k, v in data.items():
-        if k in SECRET_VARS and v is not None:
+        if is_secret(k) and v is not None:
             os.environ[k] = str(v)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 
-from cmx.workloads import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.servers.base import RunNames
 from cmx.workloads.vocab.clients import BACKEND, BROKER
@@ -43,7 +42,7 @@ def _servers(spec, targets):
     """(target, service name, url) of the run's servers among ``targets``, each URL once."""
     seen: set[tuple[str, str]] = set()
     for target, kind in targets:
-        service = kinds.service_of(target, kind)
+        service = servers.service_of(target, kind)
         url = os.environ.get(URL_VARS[target]) or ""
         if service is None or not url or (target, url) in seen:
             continue

@@ -12,6 +12,8 @@ import threading
 import urllib.parse
 from pathlib import Path
 
+from cmx.workloads.vocab.services import is_server_secret
+
 SAMPLES_HEADER = ("host", "pid", "role", "ts", "rss_bytes", "pss_bytes", "cpu_percent")
 PEAKS_HEADER = ("host", "pid", "role", "name", "vmhwm_bytes")
 
@@ -69,7 +71,7 @@ def secrets_from_env() -> list[str]:
     """Every secret the run's environment gives this host (URLs, and their passwords both ways)."""
     secrets = []
     for name, value in os.environ.items():
-        if name.startswith("CMX_") and (name.endswith("_URL") or name == "CMX_RABBITMQ_API") and value:
+        if name.startswith("CMX_") and (name.endswith("_URL") or is_server_secret(name)) and value:
             secrets.append(value)
             try:
                 password = urllib.parse.urlsplit(value).password

@@ -1,12 +1,16 @@
 """The one interface every server cmx talks to implements, and the helpers its modules share.
 
 A server (Redis, RabbitMQ, PostgreSQL) is one module of this package, registered under its
-service name (workloads/vocab/services.py, workloads/kinds.py's SERVICES). What differs between
-servers lives there and nowhere else: how the preflight pings it, what version it runs, the Celery
-settings that name the run's clients and prefix its keys, the fast publisher and the raw client of
-a broker, the green-pool wake-up after the workers consumed, and the restart of a server cmx
-provisioned (a fault). Callers ask :func:`cmx.workloads.servers.get` by name; an unknown name is
-an error, never another server's branch.
+service name (workloads/vocab/services.py) in :mod:`.registry`. What differs between servers
+lives there and nowhere else. Its facts: URL schemes and default port, the URL of the server a
+sweep provisions, whether it is spread over its group's hosts, the inventory variables it reads,
+its capabilities (restartable, failover, partitionable...). Its behaviour: how the preflight
+pings it, what version it runs, the Celery settings that name the run's clients and prefix its
+keys, the fast publisher and the raw client of a broker, the green-pool wake-up after the
+workers consumed, the restart of a server cmx provisioned (a fault). Its controller hooks: the
+URL of the server a sweep provisions, the provisioning play's variables, the secrets a run's
+processes get, the parts doctor checks. Callers ask :func:`cmx.workloads.servers.registry.get`
+by name; an unknown name is an error, never another server's branch.
 
 This room imports only the vocabulary (and, inside its methods, the servers' client libraries):
 the drive, the app factory, the host tools and the controller all read it, and it ships to hosts.
@@ -19,7 +23,8 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Protocol
 
 #: Placeholder task id of a fast publisher's template message: replaced in each copy.
 TEMPLATE_ID = "cmx-template-task-id"
@@ -71,6 +76,36 @@ class LocalService:
     #: Seconds it may take to answer once started.
     wait_s: int
     start: Callable[[], list[list[str]]]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a server the controller reaches besides its URL, given by an inventory variable of
+    the ``brokers`` host (RabbitMQ's management API): what ``cmx doctor`` checks."""
+
+    #: How doctor's line names it.
+    label: str
+    #: The inventory variable giving its URL.
+    var: str
+    #: What a sweep does without it when the server is the user's (given by URL): doctor's warning.
+    without: str
+    #: Raises unless the part at the URL answers (bounded).
+    check: Callable[[str], None]
+
+
+class Hosts(Protocol):
+    """What a server's controller hooks read of the sweep's inventory (engine/hosts/inventory.py's
+    ``Inventory``): its groups, each host's variables and address, the servers' passwords."""
+
+    hostvars: Mapping[str, Mapping[str, Any]]
+
+    def hosts_of(self, group: str) -> tuple[str, ...]: ...
+
+    def address(self, host: str) -> str: ...
+
+    def password(self, service: str) -> str: ...
+
+    def given_url(self, group: str, var: str, schemes: tuple[str, ...]) -> str | None: ...
 
 
 class RestartError(RuntimeError):
@@ -173,11 +208,92 @@ class Server:
     #: How messages and reports spell the product ("Redis").
     product: str = ""
 
+    # -- its facts -------------------------------------------------------------------------------
+    #: URL scheme → the port a URL without one means; the first is cmx's own server's port.
+    schemes: Mapping[str, int] = MappingProxyType({})
+    #: The URL of the server cmx provisions, from ``password``, ``address``, ``port`` and ``db``.
+    url_form: str = ""
+    #: A set of servers over every host of its group (:meth:`provisioned_url` lays it out), not one
+    #: server on the group's first host.
+    spread: bool = False
+    #: The server itself deletes a queue left unused for its ``x-expires`` (RabbitMQ), at no cost
+    #: per message. kombu emulates it on Redis with PEXPIREs on every message sent and received
+    #: (a third of the consume rate): there the run's keys expire by workloads/host/leftovers.py's
+    #: keeper instead, refreshed while the run lives.
+    expires_queues: bool = False
+    #: The inventory variables it reads besides ``<name>_password`` and ``<name>_port``, each with
+    #: its type (engine/hosts/invvars.py: url, urls, port, secret, text, flag).
+    variables: Mapping[str, str] = MappingProxyType({})
+    #: The role's parameters the services plays give it (engine/hosts/playbooks/services*.yml),
+    #: Jinja over the host's work dir ``__cmx_workdir`` (engine/hosts/playbooks/vars/cmx.yml).
+    role_vars: Mapping[str, str] = MappingProxyType({})
+    #: Parts the controller reaches besides its URL (doctor checks them).
+    parts: tuple[Part, ...] = ()
+    #: The environment variables a run's processes get from :meth:`secrets` (empty for other servers).
+    secret_names: tuple[str, ...] = ()
+
+    # -- its capabilities ------------------------------------------------------------------------
+    #: ``restart_broker`` can stop and start it (:meth:`place_of`, :meth:`restart`).
+    restartable: bool = False
+    #: ``failover_broker`` can fail its master over (a replicated set).
+    failover: bool = False
+    #: ``partition_worker`` can cut a worker off from it (one address and port to drop).
+    partitionable: bool = False
+    #: As a broker it redelivers a message not acknowledged within kombu's ``visibility_timeout``
+    #: (a task scheduled further ahead runs twice: a pitfall).
+    visibility_timeout: bool = False
+    #: As a broker it sends connection heartbeats (``broker_heartbeat``; a pitfall under green pools).
+    heartbeats: bool = False
+
     #: How this machine runs it for local sweeps: the server first, then any part of it.
     local: tuple[LocalService, ...] = ()
 
+    @property
+    def default_port(self) -> int:
+        """The port cmx's own server listens on, unless the inventory's ``<name>_port`` says otherwise."""
+        return next(iter(self.schemes.values()))
+
+    @property
+    def port_var(self) -> str:
+        return f"{self.name}_port"
+
+    @property
+    def password_var(self) -> str:
+        return f"{self.name}_password"
+
+    @property
+    def password_env(self) -> str:
+        """How its password reaches its role: the controller's environment (CMX_<SERVICE>_PASSWORD)."""
+        return f"CMX_{self.name.upper()}_PASSWORD"
+
+    @property
+    def inventory_variables(self) -> dict[str, str]:
+        """Every inventory variable it reads, with its type."""
+        return {self.password_var: "secret", self.port_var: "port", **self.variables}
+
     def _none(self, what: str):
         raise NotImplementedError(f"{self.product} has no {what} in cmx")
+
+    # -- the controller: provisioning ----------------------------------------------------------------
+    def provision_hosts(self, group_hosts: tuple[str, ...]) -> tuple[str, ...]:
+        """The hosts of its group a sweep starts it on: the first, or every one of a spread set."""
+        return tuple(group_hosts) if self.spread else tuple(group_hosts[:1])
+
+    def provisioned_url(self, hosts: Hosts, group: str, db: int) -> str:
+        """The URL of the server a sweep provisions on ``group``'s hosts (``db``: the kind's
+        database number): on the group's first host, at its ``<name>_port`` or the default."""
+        host = hosts.hosts_of(group)[0]
+        port = int(hosts.hostvars.get(host, {}).get(self.port_var, self.default_port))
+        return self.url_form.format(password=hosts.password(self.name), address=hosts.address(host), port=port, db=db)
+
+    def provision_vars(self, hosts: Hosts) -> dict[str, Any]:
+        """More variables its role gets when a sweep starts it (a spread set's layout)."""
+        return {}
+
+    def secrets(self, hosts: Hosts) -> dict[str, str]:
+        """The run's processes' environment besides the URLs when a run's broker is this server
+        (keys: :attr:`secret_names`): never on a command line or in a file."""
+        return {}
 
     # -- the controller --------------------------------------------------------------------
     def ping(self, url: str, timeout: float) -> None:
@@ -258,6 +374,11 @@ class Server:
         defaults when the sweep ``provisioned`` it, else (a ``cmx_disposable`` server given by URL)
         from the vars the inventory must give. Raises ValueError saying which vars are missing."""
         self._none("restart")
+
+    def fail_over(self, url: str, timeout_s: float):
+        """Fail the master of the set at ``url`` over (a server declaring :attr:`failover`), bounded;
+        RuntimeError when it does not happen in time."""
+        self._none("failover")
 
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """Stop the server its role provisioned at ``place`` and start it again as its role does,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import time
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from cmx.workloads.vocab.clients import BACKEND
@@ -79,6 +80,8 @@ def _version_key(name: str) -> tuple:
 
 class PostgreSQL(Server):
     name, product = POSTGRES, "PostgreSQL"
+    schemes = MappingProxyType({"postgresql": 5432, "postgres": 5432, "db+postgresql": 5432})
+    url_form = "postgresql://postgres:{password}@{address}:{port}/postgres"
     local = (LocalService("PostgreSQL", POSTGRES, 5432, "pg_ctlcluster", "postgresql", 60, _local_start),)
 
     def ping(self, url: str, timeout: float) -> None:

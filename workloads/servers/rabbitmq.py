@@ -2,22 +2,20 @@
 node a sweep provisions with roles/rabbitmq."""
 from __future__ import annotations
 
-import base64
-import json
 import os
 import re
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 import uuid
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from cmx.workloads.vocab.clients import BROKER, INTENDED_HEADER, SENT_HEADER
 from cmx.workloads.vocab.services import RABBITMQ
 
-from .base import TEMPLATE_ID, Capture, LocalService, Place, RestartError, RunNames, Server, read_pid, run, stop_pid
-from .probes import PROBE_TIMEOUT_S, ConnectionProbe, ProbeError
+from .base import (TEMPLATE_ID, Capture, Hosts, LocalService, Part, Place, RestartError, RunNames, Server, read_pid,
+                   run, stop_pid)
+from .probes import ConnectionProbe
+from .rabbitmq_probes import API_ENV, API_VAR, MANAGEMENT_PORT_VAR, api_url, check_api, rabbitmq_probe
 
 
 class AmqpPublisher:
@@ -178,86 +176,6 @@ class RabbitRaw:
 
 
 
-#: rabbitmqctl boots an Erlang VM (~0.5 CPU-second a call): never run it more often than this.
-RABBITMQCTL_MIN_PERIOD_S = 5.0
-#: The management API's connection list changes only at its stats collection (1 s at the least,
-#: as cmx's role sets it): asking more often only loads the broker.
-RABBIT_API_MIN_PERIOD_S = 1.0
-class RabbitApiProbe(ConnectionProbe):
-    """GET /api/connections of the management plugin; base URL (with credentials) in CMX_RABBITMQ_API."""
-
-    min_period_s = RABBIT_API_MIN_PERIOD_S
-
-    def __init__(self, role: str, kind: str, run_id: str | None, base_url: str) -> None:
-        super().__init__(role, kind, run_id)
-        parts = urllib.parse.urlsplit(base_url)
-        netloc = parts.hostname or ""
-        if ":" in netloc:
-            netloc = f"[{netloc}]"
-        if parts.port:
-            netloc += f":{parts.port}"
-        self._url = (f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/api/connections"
-                     "?columns=user_provided_name,client_properties")
-        self._headers = {"Accept": "application/json"}
-        if parts.username is not None:
-            userpass = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-            self._headers["Authorization"] = "Basic " + base64.b64encode(userpass.encode()).decode()
-
-    def client_names(self) -> list[str | None]:
-        request = urllib.request.Request(self._url, headers=self._headers)
-        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
-            return [c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
-                    for c in json.load(response)]
-
-
-class RabbitCtlProbe(ConnectionProbe):
-    """``rabbitmqctl -q list_connections client_properties``: slow and CPU-hungry, hence its own
-    minimum period."""
-
-    min_period_s = RABBITMQCTL_MIN_PERIOD_S
-
-    def __init__(self, role: str, kind: str, run_id: str | None) -> None:
-        super().__init__(role, kind, run_id)
-        self._popen: subprocess.Popen | None = None
-        self._closing = False
-
-    def client_names(self) -> list[str | None]:
-        if self._closing:
-            raise ProbeError("sampler is stopping")
-        self._popen = subprocess.Popen(
-            ["rabbitmqctl", "-q", "list_connections", "--no-table-headers", "client_properties"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            out, err = self._popen.communicate(timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._popen.kill()
-            self._popen.communicate()
-            raise ProbeError(f"rabbitmqctl took more than {PROBE_TIMEOUT_S:g} s") from None
-        finally:
-            rc, self._popen = self._popen.returncode, None
-        if rc != 0:
-            last_line = (err.strip().splitlines() or [""])[-1]
-            raise ProbeError(f"rabbitmqctl exit {rc}: {last_line}")
-        # One line per connection; its properties print as Erlang terms, e.g.
-        # {"connection_name","cmx.RUN.worker.broker"} (the name has no quotes or commas).
-        pattern = re.compile(r'connection_name"?\s*,\s*(?:<<)?"([^"]*)"')
-        return [(m.group(1) if (m := pattern.search(line)) else None) for line in out.splitlines() if line.strip()]
-
-    def interrupt(self) -> None:
-        self._closing = True
-        popen = self._popen
-        if popen is not None:
-            try:
-                popen.kill()
-            except OSError:
-                pass
-
-
-def rabbitmq_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
-    api = os.environ.get("CMX_RABBITMQ_API")
-    return RabbitApiProbe(role, kind, run_id, api) if api else RabbitCtlProbe(role, kind, run_id)
-
-
 def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
     """The run's queues (with their messages and bindings) and its exchanges. Deleting what is
     not there is not an error (RabbitMQ answers ok). Returns how many deletions were asked."""
@@ -285,6 +203,16 @@ def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
 
 class RabbitMQ(Server):
     name, product = RABBITMQ, "RabbitMQ"
+    schemes = MappingProxyType({"amqp": 5672, "amqps": 5671, "pyamqp": 5672})
+    url_form = "amqp://cmx:{password}@{address}:{port}//"
+    expires_queues = restartable = partitionable = heartbeats = True
+    variables = MappingProxyType({
+        API_VAR: "url", MANAGEMENT_PORT_VAR: "port",
+        # Where a node lives on its host, for restart_broker (place_of).
+        f"{RABBITMQ}_base_dir": "text", f"{RABBITMQ}_nodename": "text", f"{RABBITMQ}_dist_port": "port"})
+    parts = (Part(f"{RABBITMQ} api", API_VAR, "connection counts come from rabbitmqctl "
+                  "(~0.5 CPU-second a call on the broker host)", check_api),)
+    secret_names = (API_ENV,)
     local = (
         LocalService("RabbitMQ", RABBITMQ, 5672, "rabbitmq-server", "rabbitmq-server", 90,
                      lambda: [["rabbitmq-server", "-detached"]]),
@@ -321,6 +249,10 @@ class RabbitMQ(Server):
     def raw_client(self, url, queue, name, queue_arguments, durable, prefetch) -> RabbitRaw:
         return RabbitRaw(url, queue, queue_arguments=dict(queue_arguments), durable=durable, prefetch=prefetch,
                          name=name)
+
+    def secrets(self, hosts: Hosts) -> dict[str, str]:
+        """Its management API's URL, for the sampler's probe (else rabbitmqctl's)."""
+        return {API_ENV: api_url(hosts, tuple(self.schemes)) or ""}
 
     def probe(self, role: str, run_id: str | None) -> ConnectionProbe:
         return rabbitmq_probe(role, self.name, run_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from cmx.workloads.vocab.clients import BACKEND, BROKER, INTENDED_HEADER, SENT_HEADER
@@ -201,6 +202,12 @@ def keep_redis(target: str, url: str, names: RunNames, ttl_s: float, connect=fro
 
 class Redis(Server):
     name, product = REDIS, "Redis"
+    schemes = MappingProxyType({"redis": 6379, "rediss": 6379})
+    url_form = "redis://:{password}@{address}:{port}/{db}"
+    #: Where a disposable Redis given by URL lives (:meth:`place_of`).
+    variables = MappingProxyType({"redis_dir": "text"})
+    role_vars = MappingProxyType({"redis_dir": "{{ __cmx_workdir }}/redis"})
+    restartable = partitionable = visibility_timeout = True
     local = (LocalService("Redis", REDIS, 6379, "redis-server", "redis-server", 30, lambda: [
         ["mkdir", "-p", "/var/lib/redis", "/var/log/redis"],
         ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",

@@ -15,15 +15,19 @@ connections follow them by kombu. Its faults: :func:`failover` (``SENTINEL FAILO
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from cmx.workloads.vocab.services import REDIS_SENTINEL
 
+from .base import Hosts
 from .redis import Redis
 
 SCHEME = "sentinel"
+#: The first port of a host's sentinels (the service's port) unless its ``redis_sentinel_port`` says otherwise.
+SENTINEL_PORT = 26379
 #: The master's name the role gives the set it provisions, unless ``redis_sentinel_master_name`` says otherwise.
 MASTER_NAME = "cmx"
 #: What one set is made of, in the order its members are spread over the broker hosts.
@@ -31,6 +35,7 @@ MEMBERS = ("master", "replica", "sentinel", "sentinel", "sentinel")
 #: The first port of the Redis servers of a set cmx provisions (the sentinels': the service's port,
 #: 26379), unless the inventory's ``redis_sentinel_redis_port`` says otherwise: beside a Redis on 6379.
 REDIS_PORT = 6380
+REDIS_PORT_VAR = f"{REDIS_SENTINEL}_redis_port"
 #: Sentinels that must agree a master is down (of three).
 QUORUM = 2
 
@@ -73,6 +78,14 @@ def layout(hosts: list[BrokerHost]) -> list[Member]:
     return members
 
 
+def layout_of(hosts: Hosts, group: str) -> list[Member]:
+    """Where the set cmx provisions runs: spread over every host of ``group``, from each host's
+    ``redis_sentinel_redis_port`` and ``redis_sentinel_port``."""
+    return layout([BrokerHost(
+        h, hosts.address(h), int(hosts.hostvars.get(h, {}).get(REDIS_PORT_VAR, REDIS_PORT)),
+        int(hosts.hostvars.get(h, {}).get(f"{REDIS_SENTINEL}_port", SENTINEL_PORT))) for h in hosts.hosts_of(group)])
+
+
 def url(members: list[Member], password: str, db: int = 0, master_name: str = MASTER_NAME) -> str:
     """cmx's URL of the set: kombu's ``sentinel://`` URLs, the master's name as a query."""
     sentinels = [m for m in members if m.role == "sentinel"]
@@ -104,7 +117,7 @@ def sentinels(broker_url: str) -> tuple[list[tuple[str, int]], str | None, str]:
     found, password = [], None
     for part in head.split(";"):
         p = urlsplit(part)
-        found.append((p.hostname, p.port or 26379))
+        found.append((p.hostname, p.port or SENTINEL_PORT))
         password = password or p.password
     return found, password, name
 
@@ -266,11 +279,29 @@ class RedisSentinel(Redis):
     they go through Celery's connection, which follows the sentinels)."""
 
     name, product = REDIS_SENTINEL, "Redis Sentinel"
+    schemes = MappingProxyType({SCHEME: SENTINEL_PORT})
+    url_form = ""  # its URL names every sentinel: provisioned_url
+    spread = True
+    variables = MappingProxyType({REDIS_PORT_VAR: "port"})
+    role_vars = MappingProxyType({f"{REDIS_SENTINEL}_dir": "{{ __cmx_workdir }}/" + REDIS_SENTINEL})
+    restartable = partitionable = False  # it fails over instead; a cut would drop one sentinel, not the master
+    failover = True
     local = ()  # each sweep that uses one provisions it, on loopback too (roles/redis_sentinel)
     connect = staticmethod(master_client)
 
+    def provisioned_url(self, hosts: Hosts, group: str, db: int) -> str:
+        return url(layout_of(hosts, group), hosts.password(self.name), db)
+
+    def provision_vars(self, hosts: Hosts) -> dict[str, Any]:
+        """The role's ``redis_sentinel_layout`` (the set spread over the broker hosts) and master's name."""
+        return {f"{self.name}_layout": [asdict(m) for m in layout_of(hosts, "brokers")],
+                f"{self.name}_master_name": MASTER_NAME}
+
     def celery_broker(self, url: str) -> tuple[str, dict[str, Any]]:
         return celery_broker(url)
+
+    def fail_over(self, url: str, timeout_s: float) -> Failover:
+        return failover(url, timeout_s)
 
     def restart(self, place, timeout: float = 60.0) -> float:
         self._none("restart (a Sentinel set fails over instead: failover / kill_master)")

@@ -1,9 +1,13 @@
-"""Every server by its service name: ``registry.get(name)``."""
+"""Every server by its service name: ``registry.get(name)``, and what callers ask of the servers
+as a whole: which server a broker or backend kind needs, which serves a URL scheme, the
+variables, secrets and capabilities they declare. Adding a server is one module and one line in
+:data:`SERVERS` (its name in workloads/vocab/services.py, its role in roles/)."""
 from __future__ import annotations
 
+from cmx.workloads import kinds
 from cmx.workloads.vocab.services import SERVICE_NAMES
 
-from .base import Place, RestartError, Server
+from .base import Hosts, Part, Place, RestartError, Server
 from .postgresql import PostgreSQL, libpq_url
 from .rabbitmq import RabbitMQ
 from .redis import Redis
@@ -13,7 +17,8 @@ from .redis_sentinel import RedisSentinel
 SERVERS: dict[str, Server] = {s.name: s for s in (Redis(), RabbitMQ(), PostgreSQL(), RedisSentinel())}
 assert tuple(SERVERS) == SERVICE_NAMES, "a server of the vocabulary has no module (or the reverse)"
 
-__all__ = ["Place", "RestartError", "SERVERS", "Server", "get", "libpq_url"]
+__all__ = ["Hosts", "Part", "Place", "RestartError", "SERVERS", "Server", "default_port", "get", "libpq_url",
+           "of_scheme", "schemes", "service_of", "with_capability"]
 
 
 def get(name: str | None) -> Server:
@@ -22,3 +27,33 @@ def get(name: str | None) -> Server:
         return SERVERS[name]
     except KeyError:
         raise ValueError(f"unknown server {name!r} (cmx knows {', '.join(SERVERS)})") from None
+
+
+def service_of(target: str, name: str) -> Server | None:
+    """The server kind ``name`` of ``target`` (broker, backend) talks to, None if it has none of its own."""
+    service = kinds.TARGETS[target][name].service
+    return SERVERS[service] if service else None
+
+
+def schemes(target: str, name: str) -> tuple[str, ...]:
+    """The URL schemes that serve kind ``name`` of ``target`` (none for kinds without a server)."""
+    server = service_of(target, name)
+    return tuple(server.schemes) if server else ()
+
+
+def default_port(scheme: str) -> int | None:
+    """The port a URL of ``scheme`` without one reaches, None for a scheme no server has."""
+    return next((s.schemes[scheme] for s in SERVERS.values() if scheme in s.schemes), None)
+
+
+def of_scheme(scheme: str) -> Server:
+    """The server a URL of ``scheme`` reaches; an unknown scheme is an error (never another server's)."""
+    for server in SERVERS.values():
+        if scheme in server.schemes:
+            return server
+    raise ValueError(f"no server of cmx takes {scheme}:// URLs")
+
+
+def with_capability(capability: str) -> tuple[Server, ...]:
+    """The servers declaring ``capability`` (an attribute of :class:`Server`: ``restartable``...)."""
+    return tuple(s for s in SERVERS.values() if getattr(s, capability))
