@@ -173,6 +173,12 @@ class Server:
     #: How messages and reports spell the product ("Redis").
     product: str = ""
 
+    # -- its capabilities (a fault kind needs one: workloads/faults/) ---------------------------
+    #: A fault can stop and start it on its host (:meth:`place_of`, :meth:`restart`).
+    restartable: bool = False
+    #: A fault can fail its master over (a replicated set).
+    failover: bool = False
+
     #: How this machine runs it for local sweeps: the server first, then any part of it.
     local: tuple[LocalService, ...] = ()
 

@@ -285,6 +285,7 @@ def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
 
 class RabbitMQ(Server):
     name, product = RABBITMQ, "RabbitMQ"
+    restartable = True
     local = (
         LocalService("RabbitMQ", RABBITMQ, 5672, "rabbitmq-server", "rabbitmq-server", 90,
                      lambda: [["rabbitmq-server", "-detached"]]),

@@ -201,6 +201,7 @@ def keep_redis(target: str, url: str, names: RunNames, ttl_s: float, connect=fro
 
 class Redis(Server):
     name, product = REDIS, "Redis"
+    restartable = True
     local = (LocalService("Redis", REDIS, 6379, "redis-server", "redis-server", 30, lambda: [
         ["mkdir", "-p", "/var/lib/redis", "/var/log/redis"],
         ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",

@@ -266,6 +266,8 @@ class RedisSentinel(Redis):
     they go through Celery's connection, which follows the sentinels)."""
 
     name, product = REDIS_SENTINEL, "Redis Sentinel"
+    restartable = False  # it fails over instead
+    failover = True
     local = ()  # each sweep that uses one provisions it, on loopback too (roles/redis_sentinel)
     connect = staticmethod(master_client)
 
