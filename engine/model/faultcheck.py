@@ -33,7 +33,7 @@ def cell_problem(values: dict[str, Any]) -> str | None:
             supported = ", ".join(name for name, k in faults.registry.KINDS.items() if k.injected)
             return f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet (supported: {supported})"
         machines = int(values.get("machines") or 1)
-        if fault.host != faults.ALL and int(fault.host) > machines:
+        if fault.target == faults.WORKER and fault.host != faults.ALL and int(fault.host) > machines:
             return (f"fault {fault.text()}: it strikes the run's worker host {fault.host}, but this cell "
                     f"runs on {machines} (machines: {machines})")
         why = kind.check(fault, cell)

@@ -151,6 +151,12 @@ class FaultKind:
     needs_place: bool = False
 
     @property
+    def takes_target(self) -> bool:
+        """It takes a ``:TARGET`` (``N``: the Nth host of those it may strike, or ``all``): by default
+        the kinds that strike worker hosts. A kind that strikes one of several other hosts sets it."""
+        return self.strikes == WORKER
+
+    @property
     def injected(self) -> bool:
         """This cmx injects it (a kind only planned is refused at validation, saying so)."""
         return type(self).inject is not FaultKind.inject

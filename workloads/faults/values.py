@@ -90,13 +90,14 @@ def parse(value: Any) -> tuple[Fault, ...]:
         kind, at, when = part.partition("@")
         if kind not in registry.KINDS:
             raise ValueError(f"unknown fault kind {kind!r} in {value!r} (known: {', '.join(registry.KINDS)})")
-        strikes, timed = registry.KINDS[kind].strikes, registry.KINDS[kind].with_duration
+        strikes, timed, targeted = (registry.KINDS[kind].strikes, registry.KINDS[kind].with_duration,
+                                    registry.KINDS[kind].takes_target)
         if not at:
             raise ValueError(f"fault {part!r} needs a time: {kind}@TIME, seconds from the clock start (e.g. {kind}@3s)")
         when, colon, target = when.partition(":")
         host: int | str = 1
         if colon:
-            if strikes != WORKER:
+            if not targeted:
                 raise ValueError(f"fault {part!r}: {kind} strikes the run's {strikes}, it takes no :TARGET "
                                  f"(only the kinds that strike a worker host do)")
             target = target.strip()
