@@ -81,7 +81,8 @@ def parse(value: Any) -> tuple[Fault, ...]:
     """The faults of a ``fault`` value, in time order; () for ``none``. ValueError with a one-line
     message for anything else."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of {', '.join(registry.KINDS)}), got {value!r}")
+        raise ValueError(f"fault must be none or KIND@TIME[/DURATION][:TARGET] "
+                         f"(KIND one of {', '.join(registry.KINDS)}), got {value!r}")
     if value.strip() == NONE:
         return ()
     faults = []
@@ -119,7 +120,8 @@ def parse(value: Any) -> tuple[Fault, ...]:
         if timed and duration is None:
             raise ValueError(f"fault {part!r} needs a duration: {kind}@T/D (D seconds, e.g. {kind}@3s/5s)")
         if not timed and duration is not None:
-            raise ValueError(f"fault {part!r}: {kind} takes no duration (only {', '.join(registry.with_duration())} does)")
+            raise ValueError(f"fault {part!r}: {kind} takes no duration "
+                             f"(only {', '.join(registry.with_duration())} does)")
         faults.append(Fault(kind, at_s, duration, host))
     return tuple(sorted(faults, key=lambda f: f.at_s))
 
