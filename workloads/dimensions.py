@@ -37,7 +37,7 @@ Reach = Literal["argv", "config", "url", "hosts", "harness"]
 class Dimension:
     """One built-in dimension. ``type``: ``choice`` (one of ``choices``), ``integer`` (at least
     ``minimum``, at most ``maximum``), ``seconds`` (a number >= ``minimum``, 0 = off) or ``fault``
-    (``none`` or ``KIND@TIME[+KIND@TIME]``: workloads/faults.py)."""
+    (``none`` or ``KIND@TIME[+KIND@TIME]``: workloads/faults/)."""
 
     name: str
     type: Literal["choice", "integer", "seconds", "fault"]
@@ -80,10 +80,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
               minimum=1, maximum=1_000),
     Dimension("drivers", "integer", 1, "hosts", "how many hosts of group drivers publish the workload's tasks "
               "(the first N; each publishes its share)", minimum=1, maximum=100, quiet_default=True),
-    Dimension("fault", "fault", faults.NONE, "harness",
-              "none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
-              + ", ".join(faults.KINDS) + "; partition_worker@T/D lasts D seconds; :N strikes the run's Nth "
-              "worker host (default 1), :all every one", quiet_default=True),
+    Dimension("fault", "fault", faults.NONE, "harness", faults.DESCRIPTION, quiet_default=True),
 )
 
 #: The dimensions by name, in :data:`DIMENSIONS` order.

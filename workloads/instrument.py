@@ -54,7 +54,7 @@ _stamping = True  # per-task stamps on (install(stamping=False) is for measuring
 _by_class = False  # StampedTask stamps (True), or the signal handlers do (install decides)
 _time = time.time
 #: Fault cells (``fault`` not none): the run dir where each process marks the task it runs
-#: (``busy.<pid>``, read by kill_child: workloads/host/faultinject.py) and whose stamps of an
+#: (``busy.<pid>``, read by kill_child: workloads/faults/kill_child.py) and whose stamps of an
 #: execution are written as it ends, so a process killed by a fault loses none of a task it finished.
 _fault_dir: str | None = None
 

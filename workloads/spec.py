@@ -145,7 +145,7 @@ class RunSpec(_DimensionFields):
 
     @property
     def faults(self) -> tuple:
-        """The run's faults (workloads/faults.py ``Fault``), in time order; () for none."""
+        """The run's faults (workloads/faults/ ``Fault``), in time order; () for none."""
         from cmx.workloads.faults import parse
 
         return parse(self.fault)

@@ -6,10 +6,10 @@ from cmx.engine.model.experiment import Experiment
 from cmx.engine.hosts.connection import connections
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.model.cells import Cell
-from cmx.engine.model.faultcheck import broker_problem
+from cmx.engine.model.faultcheck import hosts_problem
 from cmx.engine.model import thresholds as threshold_rules
 from cmx.engine.model.yamlpos import load_yaml
-from cmx.workloads import kinds
+from cmx.workloads import faults, kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.servers import registry as servers
 
@@ -24,6 +24,25 @@ def _where(exp: Experiment, dim: str) -> tuple[int | None, int | None]:
         if line:
             return line, col
     return None, None
+
+
+def _hosts_view(inv: Inventory, cell: Cell) -> faults.HostsView:
+    """What a fault kind's ``check_hosts`` reads of the inventory for ``cell``: whether its broker is
+    one the sweep provisions or one marked disposable, and where it lives (its server's ``place_of``);
+    its first worker host, and whether that is this machine (asked only by a kind that needs it)."""
+    broker = cell.values["broker"]
+    service = kinds.BROKERS[broker].service
+    provisioned = bool(inv.services_to_provision({broker}, set()))
+    host = (inv.hosts_of("brokers") or ("",))[0]
+    disposable = inv.hostvars.get(host, {}).get("cmx_disposable") is True
+    try:
+        servers.get(service).place_of(host, inv.hostvars.get(host, {}), provisioned)
+        place_problem = None
+    except (ValueError, NotImplementedError) as exc:
+        place_problem = str(exc) or "its server cannot be restarted by cmx"
+    worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
+    return faults.HostsView(service, provisioned, disposable, place_problem, worker,
+                            lambda: connections(inv.path, [worker])[worker].local)
 
 
 def check_thresholds(exp: Experiment) -> None:
@@ -89,23 +108,8 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
             inv.backend_url(kind)
         except InputError as exc:
             problems.extend(exc.problems)
-    for cell in cells:  # restart_broker: only a broker the sweep provisions or one marked disposable
-        broker = cell.values["broker"]
-        provisioned = bool(inv.services_to_provision({broker}, set()))
-        host = (inv.hosts_of("brokers") or ("",))[0]
-        disposable = inv.hostvars.get(host, {}).get("cmx_disposable") is True
-        try:
-            servers.get(kinds.BROKERS[broker].service).place_of(host, inv.hostvars.get(host, {}), provisioned)
-            place_problem = None
-        except (ValueError, NotImplementedError) as exc:
-            place_problem = str(exc) or "its server cannot be restarted by cmx"
-        why = broker_problem(cell.values, provisioned, disposable, place_problem)
-        worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
-        if "partition_worker" in str(cell.values.get("fault")) and worker and \
-                connections(inv.path, [worker])[worker].local:
-            why = why or (f"fault partition_worker: it changes the worker host's network (packet filter or "
-                          f"routes), and worker host {worker} is this machine (ansible_connection: local): give a "
-                          "worker host reached over SSH")
+    for cell in cells:  # each fault kind's rules beside the inventory (workloads/faults/: check_hosts)
+        why = hosts_problem(cell.values, _hosts_view(inv, cell))
         if why and all(p.message != why for p in problems):
             line, col = _where(exp, "fault")
             problems.append(Problem(why, exp.source, line, col))

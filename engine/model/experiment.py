@@ -17,7 +17,7 @@ from cmx.workloads import faults
 
 # --------------------------------------------------------------------------- durations
 
-# One reader of durations for the file and the fault dimension (workloads/faults.py ships to hosts).
+# One reader of durations for the file and the fault dimension (workloads/faults/ ships to hosts).
 parse_duration = faults.parse_duration
 
 

@@ -1,10 +1,11 @@
 """Checks of a cell's ``fault`` value beside its other dimensions and the inventory (the value's own
-form is checked by workloads/faults.py ``parse``): each a one-line problem at the value.
+form is checked by workloads/faults/values.py ``parse``): each a one-line problem at the value.
 
-- ``kill_child`` needs a pool whose children are processes (prefork);
 - a fault's TARGET ``N`` (the run's Nth worker host) must be one of the cell's ``machines``;
-- ``restart_broker`` may restart only a broker the sweep provisions, or one the inventory marks
-  ``cmx_disposable: true`` on its ``brokers`` host: never a user's shared broker by accident.
+- each kind's own rules, its module's ``check`` (workloads/faults/: a pool whose children are
+  processes, a broker whose server has the capability it needs) and ``check_hosts`` (beside the
+  inventory: a broker the sweep provisions or one marked disposable, a worker host reached over
+  SSH). The servers declare their capabilities (workloads/servers/).
 """
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Any
 from cmx.workloads import faults, kinds
 from cmx.workloads.servers import registry as servers
 
-#: Kinds cmx injects today; the others are refused at validation, saying so.
-INJECTED = ("kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker", "failover_broker")
+
+def _brokers() -> dict[str, Any]:
+    """Every broker kind's server: a kind's check reads their capabilities."""
+    return {name: servers.get(kind.service) for name, kind in kinds.BROKERS.items() if kind.service}
 
 
 def cell_problem(values: dict[str, Any]) -> str | None:
@@ -23,46 +26,29 @@ def cell_problem(values: dict[str, Any]) -> str | None:
         planned = faults.parse(values.get("fault", faults.NONE))
     except ValueError as exc:
         return str(exc)
+    cell = faults.CellView(values, _brokers())
     for fault in planned:
-        if fault.kind not in INJECTED:
-            return (f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet "
-                    f"(supported: {', '.join(INJECTED)})")
-        server = servers.service_of("broker", values["broker"]) if values.get("broker") in kinds.BROKERS else None
-        if fault.kind == "restart_broker" and not (server and server.restartable):
-            # The servers that can be (one the sweep provisioned, or a disposable one whose place
-            # the inventory gives: the server module's ``place_of``).
-            able = " or ".join(s.name for s in servers.with_capability("restartable"))
-            return (f"fault {fault.text()}: restart_broker restarts only a {able} broker "
-                    f"(this cell's broker is {values.get('broker')})")
-        if fault.kind == "failover_broker" and not (server and server.failover):
-            able = servers.with_capability("failover")
-            sets = " or ".join(s.product for s in able)
-            kinds_ = " or ".join(k.name for k in kinds.BROKERS.values() if k.service in {s.name for s in able})
-            return (f"fault {fault.text()}: failover_broker fails a {sets} set's master over, which only "
-                    f"a {kinds_} broker has (this cell's broker is {values.get('broker')})")
+        kind = fault.definition
+        if not kind.injected:
+            supported = ", ".join(name for name, k in faults.registry.KINDS.items() if k.injected)
+            return f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet (supported: {supported})"
         machines = int(values.get("machines") or 1)
-        if fault.host != faults.ALL and int(fault.host) > machines:
+        if fault.target == faults.WORKER and fault.host != faults.ALL and int(fault.host) > machines:
             return (f"fault {fault.text()}: it strikes the run's worker host {fault.host}, but this cell "
                     f"runs on {machines} (machines: {machines})")
-        if fault.kind == "kill_child" and values.get("pool") not in faults.CHILD_POOLS:
-            return (f"fault {fault.text()}: kill_child kills a pool child process, which only the "
-                    f"{', '.join(faults.CHILD_POOLS)} pool has (this cell's pool is {values.get('pool')})")
+        why = kind.check(fault, cell)
+        if why:
+            return why
     return None
 
 
-def broker_problem(values: dict[str, Any], provisioned: bool, disposable: bool,
-                   place_problem: str | None = None) -> str | None:
-    """Why ``restart_broker`` may not restart the cell's broker: neither provisioned by the sweep
-    nor marked ``cmx_disposable: true``, or disposable but the inventory does not say where it
-    lives on its host (``place_problem``: what the server module's ``place_of`` asks for)."""
-    planned = faults.parse(values.get("fault", faults.NONE))
-    if not any(f.kind == "restart_broker" for f in planned) or provisioned:
-        return None
-    service = kinds.BROKERS[values["broker"]].service
-    if not disposable:
-        return (f"fault restart_broker: the {service} broker of this cell is not one the sweep provisions "
-                "(its URL comes from the inventory): cmx restarts only the brokers it started or ones the "
-                "inventory marks cmx_disposable: true on the brokers host, never a shared one")
-    if place_problem:
-        return f"fault restart_broker: the {service} broker is marked cmx_disposable but cmx cannot restart it: {place_problem}"
+def hosts_problem(values: dict[str, Any], hosts: faults.HostsView) -> str | None:
+    """Why the cell's faults cannot run on the sweep's ``hosts`` (None when they can): each kind's
+    ``check_hosts``, the kinds in the registry's order."""
+    planned = {f.kind: f for f in reversed(faults.parse(values.get("fault", faults.NONE)))}
+    for name, kind in faults.registry.KINDS.items():
+        if name in planned:
+            why = kind.check_hosts(planned[name], hosts)
+            if why:
+                return why
     return None

@@ -1,4 +1,4 @@
-"""A fault run's faults, timed by the controller (the ``fault`` dimension: workloads/faults.py).
+"""A fault run's faults, timed by the controller (the ``fault`` dimension: workloads/faults/).
 
 The driver's host says when the workload's clock started (a ``clock`` event: its mark, with how
 late the agent saw it); from then each fault is sent to the agent of each host it strikes (a
@@ -21,9 +21,10 @@ from cmx.workloads.workerevents import CLOCK, FAULT_END
 
 
 def broker_place(inventory: Inventory, broker: str) -> dict:
-    """The run's broker server for restart_broker: {"service", "place"} (where it lives on the
-    first brokers host, from the inventory: the server module's ``place_of``); {} when it cannot
-    be restarted (validation refused such a cell: engine/model/faultcheck.py)."""
+    """The run's broker server for a fault kind that ``needs_place`` (restarts it): {"service",
+    "place"} (where it lives on the first brokers host, from the inventory: the server module's
+    ``place_of``); {} when it cannot be restarted (validation refused such a cell:
+    engine/model/faultcheck.py)."""
     service = kinds.BROKERS[broker].service
     host = inventory.hosts_of("brokers")[0]
     provisioned = bool(inventory.services_to_provision({broker}, set()))
@@ -46,7 +47,7 @@ class FaultScheduler:
         #: where the other target kinds strike: {"broker": host, "driver": host}
         self.targets = targets
         self.restart_s, self.ready_timeout, self.shutdown_timeout = restart_s, ready_timeout, shutdown_timeout
-        #: what restart_broker restarts: {"service", "place"} (:func:`broker_place`)
+        #: the broker a kind that ``needs_place`` restarts: {"service", "place"} (:func:`broker_place`)
         self.broker = broker or {}
         self.sent = not faults
         self.problems: list[str] = []
@@ -72,7 +73,7 @@ class FaultScheduler:
                     self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
                                               delay_s=delay, restart_s=self.restart_s,
                                               ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout,
-                                              **(self.broker if fault.kind == "restart_broker" else {}))
+                                              **(self.broker if fault.definition.needs_place else {}))
                 except (AgentLost, KeyError) as exc:
                     self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
 

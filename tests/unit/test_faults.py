@@ -1,4 +1,4 @@
-"""The fault dimension's form and checks (workloads/faults.py, engine/model/faultcheck.py): one-line
+"""The fault dimension's form and checks (workloads/faults/, engine/model/faultcheck.py): one-line
 problems at the value, exit 2, before any host is touched."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from cmx.engine.model.cells import expand
 from cmx.engine.model.experiment import parse_duration
-from cmx.engine.model.faultcheck import broker_problem
+from cmx.engine.model.faultcheck import hosts_problem
 from cmx.engine.model.load import load_experiment
 from cmx.workloads import faults
 from tests.conftest import problems
@@ -91,6 +91,12 @@ def test_failover_broker_only_on_a_sentinel_set(tmp_path):
     path = write(tmp_path, "matrix:\n  broker: [redis, redis-sentinel]\n  fault: [none, failover_broker@1]\n")
     assert problems(path) == [f"{path}:5:17: fault failover_broker@1: failover_broker fails a Redis Sentinel set's "
                               "master over, which only a redis-sentinel broker has (this cell's broker is redis)"]
+
+
+def broker_problem(values, provisioned, disposable, place_problem=None):
+    """The inventory's word on the cell's broker (the worker host reached over SSH)."""
+    service = {"redis": "redis", "rabbitmq": "rabbitmq"}[values["broker"]]
+    return hosts_problem(values, faults.HostsView(service, provisioned, disposable, place_problem, "w1", lambda: False))
 
 
 def test_restart_broker_only_on_a_broker_cmx_owns():

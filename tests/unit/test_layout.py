@@ -67,17 +67,21 @@ def _with_parents(name: str) -> list[str]:
 
 def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
     if isinstance(node, ast.Import):
-        return {t for alias in node.names for t in _with_parents(alias.name)}
-    base = node.module or ""
-    if node.level:
-        is_package = MODULES[module].name == "__init__.py"
-        anchor = module.split(".")
-        anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
-        base = ".".join([*anchor, *([base] if base else [])])
-    found = set(_with_parents(base))
-    for alias in node.names:  # ``from pkg import mod`` imports the module pkg.mod
-        found.update(_with_parents(f"{base}.{alias.name}"))
-    return found
+        direct = {alias.name for alias in node.names}
+    else:
+        base = node.module or ""
+        if node.level:
+            is_package = MODULES[module].name == "__init__.py"
+            anchor = module.split(".")
+            anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+            base = ".".join([*anchor, *([base] if base else [])])
+        # ``from pkg import mod`` imports the module pkg.mod; ``from pkg import name``, pkg itself
+        direct = {f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names}
+    found = {t for name in direct for t in _with_parents(name)}
+    # The packages holding ``module`` are imported before it runs (Python imports a package before
+    # its modules): reaching a sibling module through them is an edge to that module, not back up
+    # to the package's __init__, unless the import takes a name from that __init__ itself.
+    return {t for t in found if t in direct or not module.startswith(t + ".")}
 
 
 def import_graph(include_functions: bool) -> dict[str, set[str]]:

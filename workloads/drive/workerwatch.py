@@ -20,7 +20,6 @@ from cmx.workloads import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.dimensions import ON_WORKER, PACKAGE_PREFIX, version_matches
 from cmx.workloads.effective import parse_task_key
-from cmx.workloads.faults import CUTS_OFF
 from cmx.workloads.faults import parse as parse_faults
 from cmx.workloads.instrument import WAKE_TASK
 from cmx.workloads.spec import RunSpec, node_name, worker_client_name
@@ -227,10 +226,10 @@ def wake_blocked(app: Celery, spec: RunSpec) -> int:
 
 
 def cut_off(spec: RunSpec, events: list[WorkerEvent]) -> set[str]:
-    """Worker nodes a fault of the run has cut off from the broker (faults.CUTS_OFF): from its
-    strike on, their silence is what the fault does to Celery (measured: a stall, tasks lost when
-    the run settles), not a worker lost; a worker that exits its host still reports
-    (:func:`check_alive`)."""
+    """Worker nodes a fault of the run has cut off from the broker (a kind that ``cuts_off``:
+    workloads/faults/): from its strike on, their silence is what the fault does to Celery
+    (measured: a stall, tasks lost when the run settles), not a worker lost; a worker that exits
+    its host still reports (:func:`check_alive`)."""
     nodes: set[str] = set()
     for e in events:
         if e.kind != FAULT or not e.fault:
@@ -240,7 +239,7 @@ def cut_off(spec: RunSpec, events: list[WorkerEvent]) -> set[str]:
         except ValueError:
             continue
         for fault in struck:
-            if fault.kind in CUTS_OFF:
+            if fault.definition.cuts_off:
                 nodes |= ({node_name(spec.run_id, e.host)} if fault.target == "worker" else set(spec.worker_nodes))
     return nodes
 

@@ -217,7 +217,7 @@ class Agent:
         run_id = msg["run_id"]
         state = self._state(run_id)
         self._enter(state)
-        hostrun.load_secrets(state.run_dir)  # partition_worker: where the broker is
+        hostrun.load_secrets(state.run_dir)  # where the broker is (a partition cuts this host off it)
 
         def send(event) -> None:
             state.reported.add(event.key)
@@ -292,10 +292,10 @@ class Agent:
                 hostctl.stop(state.run_dir, LEASE_STOP_GRACE_S)
             except Exception as exc:  # the groups below still go
                 print(f"stopping {state.run_dir} failed: {exc}", file=sys.stderr)
-            try:  # a partition of the run still holding: the host's routes as they were
-                faultinject.heal(state.run_dir)
+            try:  # what a fault of the run still holds (a partition): the host's routes as they were
+                faultinject.undo(state.run_dir)
             except Exception as exc:
-                print(f"undoing the partition of {state.run_dir} failed: {exc}", file=sys.stderr)
+                print(f"undoing the faults of {state.run_dir} failed: {exc}", file=sys.stderr)
         for proc in list(hostctl.SPAWNED):
             if proc.poll() is None:
                 _end_group(proc, LEASE_STOP_GRACE_S)

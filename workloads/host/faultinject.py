@@ -1,18 +1,12 @@
 """A fault injected on this host, for the run's own processes only (the host's agent runs it: the
 ``fault`` command of workloads/host/agent.py, timed by the controller: engine/run/faultrun.py).
 
-- ``kill_child``: SIGKILL one prefork pool child of the run's worker that is running a task (a
-  child marks the task it runs in ``busy.<pid>`` in fault cells: workloads/instrument.py); none
-  within :data:`~cmx.workloads.faults.BUSY_CHILD_WAIT_S`: the fault fails, saying so.
-- ``kill_worker`` / ``term_worker``: SIGKILL / SIGTERM the run's worker's main process; once it
-  and its supervisor are gone, after ``restart_s``, a replacement worker of the same node name
-  starts consuming the run's queue (as systemd restarts a unit).
-- ``restart_broker``: stop and start the run's broker server (Redis or RabbitMQ) on this host, one
-  the sweep provisioned or the inventory marks disposable (engine/model/faultcheck.py).
-- ``partition_worker@T/D``: this host's traffic to and from the broker's address and port dropped
-  for D seconds (a packet filter: nftables, else iptables; a blackhole route where neither exists:
-  workloads/host/netcut.py; ``method`` in faults.csv says which), restored after, on every error,
-  when the run ends first, and when the agent's lease ends.
+What each kind does is its module's ``inject`` (workloads/faults/): this module waits for the
+fault's time, then hands the kind an :class:`Injection`, the host's steps it may take (the run's
+worker and its busy pool child, a signal, the replacement worker, the broker's restart where the
+controller says it lives, a partition of this host from the broker and its undo, a replicated
+broker's failover), each bounded and giving up when the run ends first. At the agent's lease end,
+:func:`undo` lets every kind undo what it may still hold (a partition).
 
 Before the blow the agent sends a ``fault`` event (which process, which task, when: this host's
 ``time.time()``), so the driver knows the worker's exit that follows is the fault's; after it a
@@ -23,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -31,7 +24,7 @@ from typing import Callable
 
 import psutil
 
-from cmx.workloads.faults import BUSY_CHILD_WAIT_S, ENDS_WORKER, parse
+from cmx.workloads.faults import FaultFailed, parse, registry
 from cmx.workloads.workerevents import FAULT, FAULT_END, WorkerEvent
 
 FAULTS_CSV = "faults.csv"
@@ -40,10 +33,6 @@ HEADER = ("idx", "fault", "kind", "host", "pid", "task_id", "struck_at", "ended_
 #: the orphans and KILLs them 5 s later).
 SUPERVISOR_EXIT_S = 15.0
 _csv_lock = threading.Lock()
-
-
-class FaultFailed(Exception):
-    """The fault could not be injected; the message says why, plainly."""
 
 
 def _pid(run_dir: Path, name: str) -> int | None:
@@ -100,7 +89,7 @@ def _wait_gone(pid: int | None, timeout: float, cancelled: Callable[[], bool], w
         time.sleep(0.02)
 
 
-def restart_broker(workdir: Path, host: str, service: str, broker_url: str, where: dict) -> int | None:
+def restart_server(workdir: Path, host: str, service: str, broker_url: str, where: dict) -> int | None:
     """Stop and start the run's broker server on this host, as its role laid it out, through that
     server's module (workloads/servers/: ``restart``) at ``where`` (the Place's fields the
     controller read from the inventory: ``place_of``; no ``dir``: ``<workdir>/<service>``); its pid
@@ -147,18 +136,19 @@ def restarts_done(timeout: float = RESTART_WORST_S) -> bool:
     return True
 
 
-#: Seconds a failover_broker may take before the fault counts as not injected.
+#: Seconds a broker set's failover may take before the fault counts as not injected.
 FAILOVER_TIMEOUT_S = 30.0
 PARTITION = "partition.json"  # in the run dir while a partition holds: what heal() undoes
 
 
 def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Callable[[], bool],
-              on_cut: Callable[[str], None] = lambda method: None) -> tuple[str, str]:
+              on_cut: Callable[[str], None] = lambda method: None, what: str = "a partition") -> tuple[str, str]:
     """Drop this host's traffic to and from the broker's address and port for ``duration_s``
     (workloads/host/netcut.py: a packet filter, else a blackhole route), then restore it, also
     when the run ends first or anything fails; (the address, the method used). Refused on a host
     whose agent runs without SSH (this machine: its network is every helper's) and when the
-    broker is this host itself or the controller's SSH comes from it."""
+    broker is this host itself or the controller's SSH comes from it (``what``: the fault's name
+    in that refusal)."""
     import json
     import socket
     from urllib.parse import urlsplit
@@ -166,7 +156,7 @@ def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Call
     from cmx.workloads.host import netcut
 
     if not os.environ.get("SSH_CONNECTION"):
-        raise FaultFailed("partition_worker changes the worker host's network: it needs a worker host reached "
+        raise FaultFailed(f"{what} changes the worker host's network: it needs a worker host reached "
                           "over SSH, never the controller's own machine")
     url = urlsplit(broker_url)
     host = url.hostname or ""
@@ -224,11 +214,79 @@ def _record(run_dir: Path, row: dict) -> None:
         w.writerow([row.get(k, "") if row.get(k) is not None else "" for k in HEADER])
 
 
+class Injection:
+    """The steps a fault kind's ``inject`` takes on this host (workloads/faults/base.py's
+    ``Injection``), for the run in ``run_dir``; ``row`` is the fault's ``faults.csv`` row."""
+
+    def __init__(self, run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
+                 send: Callable[[WorkerEvent], None], start_worker: Callable[[], int], row: dict):
+        self.run_dir, self.host, self.msg, self.cancelled = run_dir, host, msg, cancelled
+        self.send, self._start_worker, self.row = send, start_worker, row
+        self.shutdown_timeout = float(msg.get("shutdown_timeout") or 3600)
+        self.restart_s = float(msg.get("restart_s") or 0)
+
+    def worker(self) -> int:
+        pid = _pid(self.run_dir, "worker.pid")
+        if pid is None:
+            raise FaultFailed("no worker of the run runs on this host")
+        return pid
+
+    def supervisor(self) -> int | None:
+        return _pid(self.run_dir, "supervisor.pid")
+
+    def strike(self, pid: int | None = None, task_id: str | None = None) -> None:
+        self.row.update(struck_at=time.time(), **({"pid": pid} if pid is not None else {}),
+                        **({"task_id": task_id} if task_id is not None else {}))
+        self.send(WorkerEvent(FAULT, self.host, self.row["struck_at"], pid=pid, index=self.row["idx"],
+                              fault=self.row["fault"], task_id=task_id))
+
+    def note(self, **fields) -> None:
+        self.row.update(fields)
+
+    def busy_child(self, worker: int, wait_s: float) -> tuple[int, str]:
+        return busy_child(self.run_dir, worker, wait_s, self.cancelled)
+
+    def wait_gone(self, pid: int | None, timeout: float, what: str) -> None:
+        _wait_gone(pid, timeout, self.cancelled, what)
+
+    def wait_supervisor(self, pid: int | None) -> None:
+        _wait_gone(pid, SUPERVISOR_EXIT_S, self.cancelled, "worker's supervisor")
+
+    def sleep(self, seconds: float) -> None:
+        _sleep_until(time.monotonic() + seconds, self.cancelled)
+
+    def start_worker(self) -> int:
+        return self._start_worker()
+
+    def restart_server(self) -> int | None:
+        return restart_server(Path(self.msg["workdir"]), self.host, str(self.msg["service"]),
+                              os.environ.get("CMX_BROKER_URL", ""), dict(self.msg.get("place") or {}))
+
+    def partition(self, duration_s: float, what: str) -> str:
+        return partition(self.run_dir, os.environ.get("CMX_BROKER_URL", ""), duration_s, self.cancelled,
+                         on_cut=lambda method: self.row.update(method=method), what=what)[1]
+
+    def heal(self) -> None:
+        heal(self.run_dir)
+
+    def failover(self) -> None:
+        from urllib.parse import urlsplit
+
+        from cmx.workloads.servers import registry as servers
+
+        url = os.environ.get("CMX_BROKER_URL", "")
+        try:
+            servers.of_scheme(urlsplit(url).scheme).fail_over(url, FAILOVER_TIMEOUT_S)
+        except RuntimeError as exc:
+            raise FaultFailed(str(exc)) from None
+
+
 def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
            send: Callable[[WorkerEvent], None], start_worker: Callable[[], int]) -> dict:
-    """Wait ``msg["delay_s"]``, then inject fault ``msg["fault"]`` (its index ``msg["index"]``);
-    for kinds that end the worker, call ``start_worker()`` (its exit code) after ``restart_s``.
-    Returns {"ok", "error", "at", "pid", "task_id", "ended_at"}; never raises."""
+    """Wait ``msg["delay_s"]``, then inject fault ``msg["fault"]`` (its index ``msg["index"]``)
+    through its kind's ``inject``; a kind that ends the worker calls ``start_worker()`` (its exit
+    code) after ``restart_s``. Returns {"ok", "error", "at", "pid", "task_id", "ended_at"}; never
+    raises."""
     run_dir = Path(run_dir)
     index, text = int(msg["index"]), str(msg["fault"])
     (fault,) = parse(text)
@@ -236,46 +294,7 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
     deadline = time.monotonic() + float(msg.get("delay_s") or 0)
     try:
         _sleep_until(deadline, cancelled)
-        worker = _pid(run_dir, "worker.pid")
-        if fault.kind == "failover_broker":  # on the driver's host: a client of the set, as the workers are
-            from cmx.workloads.servers import redis_sentinel
-
-            row.update(struck_at=time.time())
-            send(WorkerEvent(FAULT, host, row["struck_at"], index=index, fault=text))
-            try:
-                redis_sentinel.failover(os.environ.get("CMX_BROKER_URL", ""), FAILOVER_TIMEOUT_S)
-            except RuntimeError as exc:
-                raise FaultFailed(str(exc)) from None
-        elif fault.kind == "restart_broker":
-            row.update(struck_at=time.time())
-            send(WorkerEvent(FAULT, host, row["struck_at"], index=index, fault=text))
-            row["pid"] = restart_broker(Path(msg["workdir"]), host, str(msg["service"]),
-                                        os.environ.get("CMX_BROKER_URL", ""), dict(msg.get("place") or {}))
-        elif worker is None:
-            raise FaultFailed("no worker of the run runs on this host")
-        elif fault.kind == "partition_worker":
-            row.update(pid=worker, struck_at=time.time())
-            send(WorkerEvent(FAULT, host, row["struck_at"], pid=worker, index=index, fault=text))
-            partition(run_dir, os.environ.get("CMX_BROKER_URL", ""), fault.duration_s or 0.0, cancelled,
-                      on_cut=lambda method: row.update(method=method))
-        elif fault.kind == "kill_child":
-            pid, task_id = busy_child(run_dir, worker, BUSY_CHILD_WAIT_S, cancelled)
-            row.update(pid=pid, task_id=task_id, struck_at=time.time())
-            send(WorkerEvent(FAULT, host, row["struck_at"], pid=pid, index=index, fault=text, task_id=task_id))
-            os.kill(pid, signal.SIGKILL)
-        elif fault.kind in ENDS_WORKER:
-            supervisor = _pid(run_dir, "supervisor.pid")
-            row.update(pid=worker, struck_at=time.time())
-            send(WorkerEvent(FAULT, host, row["struck_at"], pid=worker, index=index, fault=text))
-            os.kill(worker, signal.SIGKILL if fault.kind == "kill_worker" else signal.SIGTERM)
-            # A warm shutdown lasts as long as the tasks it waits for: the run's own bound holds it.
-            _wait_gone(worker, float(msg.get("shutdown_timeout") or 3600), cancelled, "worker")
-            _wait_gone(supervisor, SUPERVISOR_EXIT_S, cancelled, "worker's supervisor")
-            _sleep_until(time.monotonic() + float(msg.get("restart_s") or 0), cancelled)
-            if start_worker():
-                raise FaultFailed("its replacement worker did not start (see begin.log and worker.log)")
-        else:
-            raise FaultFailed(f"{fault.kind} is not injected on the hosts by this cmx")
+        fault.definition.inject(fault, Injection(run_dir, host, msg, cancelled, send, start_worker, row))
         row["ended_at"] = time.time()
         send(WorkerEvent(FAULT_END, host, row["ended_at"], pid=row.get("pid"), index=index, fault=text,
                          task_id=row.get("task_id")))
@@ -287,3 +306,11 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
         ok = False
     _record(run_dir, row)
     return {"ok": ok, **{k: row.get(k) for k in ("error", "struck_at", "pid", "task_id", "ended_at")}}
+
+
+def undo(run_dir: Path) -> None:
+    """Let every fault kind undo what it may still hold on this host for the run in ``run_dir``
+    (the agent's lease end: a partition's cut). Raises FaultFailed when one could not."""
+    steps = Injection(Path(run_dir), "", {}, lambda: True, lambda event: None, lambda: 1, {})
+    for kind in registry.KINDS.values():
+        kind.undo(steps)

@@ -1,4 +1,4 @@
-"""A partition's cut on this host (partition_worker: workloads/host/faultinject.py): the traffic
+"""A partition's cut on this host (partition_worker: workloads/faults/partition_worker.py): the traffic
 between this host and the broker's address and port dropped both ways, silently, as a real
 network partition does (a connection hangs until a heartbeat or keepalive notices), and undone.
 

@@ -1,14 +1,9 @@
-"""The ``fault`` dimension's vocabulary: which faults a cell may inject, and how its value is read.
-
-``fault: none`` or ``KIND@TIME[/DURATION][:TARGET]`` (TIME in seconds from the workload's clock start:
-``3``, ``3s``, ``1.5s``, ``250ms``), several joined with ``+``; ``partition_worker@T/D`` holds for D
-seconds. A kind that strikes a worker host takes a TARGET: ``N``, the run's Nth worker host (1, the
-default), or ``all``, every worker host of the run at once (``kill_worker@2s:2``,
-``partition_worker@3s/20s:all``). The engine
-validates a cell's faults with :func:`parse` (engine/model/dimensions.py, engine/model/faultcheck.py);
-the controller schedules them (engine/run/faultrun.py), the hosts' agents inject them
-(workloads/host/faultinject.py), the driver lets a fault's own damage pass and ends a fault run by
-``limits.settle`` (workloads/drive/settle.py). It ships to the hosts: standard library only.
+"""A ``fault`` value read: ``none`` or ``KIND@TIME[/DURATION][:TARGET]`` (TIME in seconds from the
+workload's clock start: ``3``, ``3s``, ``1.5s``, ``250ms``), several joined with ``+``. A kind that
+takes a duration holds for D seconds (``KIND@T/D``). A kind that strikes a worker host takes a
+TARGET: ``N``, the run's Nth worker host (1, the default), or ``all``, every worker host of the run
+at once (``KIND@2s:2``, ``KIND@3s/20s:all``). What each kind is, and whether it takes a duration
+or a TARGET, its module says (``registry.py``); this module only reads the form.
 """
 from __future__ import annotations
 
@@ -16,41 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cmx.workloads.vocab import pools
-
-NONE = "none"
-
-#: kind -> (where it strikes, what it does). ``worker``: the worker host(s) the fault's TARGET names
-#: (the run's first by default);
-#: ``broker``: the run's broker server; ``driver``: the run's (leading) driver host, which reaches
-#: the broker as a client does.
-KINDS: dict[str, tuple[str, str]] = {
-    "kill_child": ("worker", "SIGKILL one prefork pool child that is running a task of the run"),
-    "kill_worker": ("worker", "SIGKILL the worker's main process; a replacement starts after limits.fault_restart"),
-    "term_worker": ("worker", "SIGTERM the worker's main process (warm shutdown); a replacement starts once it "
-                              "exited, after limits.fault_restart"),
-    "restart_broker": ("broker", "stop and start the run's broker server (one cmx provisioned or marked "
-                                 "cmx_disposable: true)"),
-    "partition_worker": ("worker", "drop the worker host's traffic to the broker for D seconds (KIND@T/D)"),
-    "failover_broker": ("driver", "SENTINEL FAILOVER on the run's Redis Sentinel set (broker redis-sentinel): "
-                                  "the replica becomes the master; do the workers follow?"),
-}
-#: Kinds that end the worker's main process (the driver lets that exit pass; a replacement starts).
-ENDS_WORKER = ("kill_worker", "term_worker")
-#: Kinds that cut workers off the broker: it goes away (restart_broker) or moves (failover_broker),
-#: or the worker host's traffic to it is dropped (partition_worker). From the strike on, a worker
-#: cut off may stay silent (reconnecting, or never again): that is the fault's finding (a stall; the
-#: tasks it never finishes are counted lost once the run settles), not a lost worker. Those that
-#: strike the broker cut off every worker of the run, partition_worker the host it struck.
-CUTS_OFF = ("restart_broker", "partition_worker", "failover_broker")
-#: A TARGET naming every worker host of the run.
-ALL = "all"
-#: Kinds that need a duration (``@T/D``).
-WITH_DURATION = ("partition_worker",)
-#: The pools whose children are processes the harness can kill one of (kill_child).
-CHILD_POOLS = (pools.PREFORK,)
-#: Seconds kill_child waits for a pool child that runs a task before the run fails saying so.
-BUSY_CHILD_WAIT_S = 5.0
+from . import registry
+from .base import ALL, NONE, WORKER, FaultKind
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -87,8 +49,13 @@ class Fault:
     host: int | str = 1
 
     @property
+    def definition(self) -> FaultKind:
+        """Its kind's module's class: the facts and stages every caller reads (registry.py)."""
+        return registry.get(self.kind)
+
+    @property
     def target(self) -> str:
-        return KINDS[self.kind][0]
+        return self.definition.strikes
 
     def text(self) -> str:
         """The canonical form: ``kill_child@3``, ``partition_worker@2/5``, ``kill_worker@2:2``
@@ -107,29 +74,32 @@ class Fault:
 
     def strikes(self, machines: int) -> int:
         """How many hosts it strikes in a run of ``machines`` worker hosts (1 for other targets)."""
-        return machines if self.target == "worker" and self.host == ALL else 1
+        return machines if self.target == WORKER and self.host == ALL else 1
 
 
 def parse(value: Any) -> tuple[Fault, ...]:
     """The faults of a ``fault`` value, in time order; () for ``none``. ValueError with a one-line
     message for anything else."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of {', '.join(KINDS)}), got {value!r}")
+        raise ValueError(f"fault must be none or KIND@TIME[/DURATION][:TARGET] "
+                         f"(KIND one of {', '.join(registry.KINDS)}), got {value!r}")
     if value.strip() == NONE:
         return ()
     faults = []
     for part in value.split("+"):
         part = part.strip()
         kind, at, when = part.partition("@")
-        if kind not in KINDS:
-            raise ValueError(f"unknown fault kind {kind!r} in {value!r} (known: {', '.join(KINDS)})")
+        if kind not in registry.KINDS:
+            raise ValueError(f"unknown fault kind {kind!r} in {value!r} (known: {', '.join(registry.KINDS)})")
+        strikes, timed, targeted = (registry.KINDS[kind].strikes, registry.KINDS[kind].with_duration,
+                                    registry.KINDS[kind].takes_target)
         if not at:
             raise ValueError(f"fault {part!r} needs a time: {kind}@TIME, seconds from the clock start (e.g. {kind}@3s)")
         when, colon, target = when.partition(":")
         host: int | str = 1
         if colon:
-            if KINDS[kind][0] != "worker":
-                raise ValueError(f"fault {part!r}: {kind} strikes the run's {KINDS[kind][0]}, it takes no :TARGET "
+            if not targeted:
+                raise ValueError(f"fault {part!r}: {kind} strikes the run's {strikes}, it takes no :TARGET "
                                  f"(only the kinds that strike a worker host do)")
             target = target.strip()
             if target == ALL:
@@ -147,10 +117,11 @@ def parse(value: Any) -> tuple[Fault, ...]:
             raise ValueError(f"fault {part!r}: the time must be a duration such as 3, 3s or 250ms") from None
         if at_s < 0 or (duration is not None and duration <= 0):
             raise ValueError(f"fault {part!r}: times must be >= 0 and durations > 0")
-        if kind in WITH_DURATION and duration is None:
+        if timed and duration is None:
             raise ValueError(f"fault {part!r} needs a duration: {kind}@T/D (D seconds, e.g. {kind}@3s/5s)")
-        if kind not in WITH_DURATION and duration is not None:
-            raise ValueError(f"fault {part!r}: {kind} takes no duration (only {', '.join(WITH_DURATION)} does)")
+        if not timed and duration is not None:
+            raise ValueError(f"fault {part!r}: {kind} takes no duration "
+                             f"(only {', '.join(registry.with_duration())} does)")
         faults.append(Fault(kind, at_s, duration, host))
     return tuple(sorted(faults, key=lambda f: f.at_s))
 
