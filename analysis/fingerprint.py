@@ -2,14 +2,14 @@
 ``cmx compare`` and ``cmx trend`` read to warn when the runs they set side by side ran on
 different environments.
 
-Facts: the versions of :data:`cmx.workloads.fingerprint.PACKAGES` as the worker and driver
+Facts: the versions of :data:`cmx.workloads.runtime.fingerprint.PACKAGES` as the worker and driver
 processes reported them (table ``packages``), and per host (table ``hosts``) the broker's and the
 backend's server versions, the kernel, Python, the CPU model, its frequency governor and its cores.
 A fact nobody recorded (runs stored before it was) is unknown, never a difference.
 """
 from __future__ import annotations
 
-from cmx.workloads.fingerprint import PACKAGES
+from cmx.workloads.runtime.fingerprint import PACKAGES
 
 #: The columns of ``hosts`` in the fingerprint, in the order warnings name them.
 HOST_FACTS = ("broker_version", "backend_version", "kernel", "python", "cpu_model", "governor", "cores")

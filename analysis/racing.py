@@ -6,7 +6,7 @@ statistics module, the same verdict rule) and a cell stops getting runs once it 
 than the best (``better``, ``worse`` or ``small``: any shown difference, the best's side being
 better) or is out of the objective's ``where``. The race is decided when no cell but the best is
 left; it ends undecided at ``max`` runs a cell or at its budget (``limits.max_runs`` /
-``limits.max_time``: engine/cli/race.py).
+``limits.max_time``: cli/race.py).
 
 The error rate over repeated looks: a race looks at its cells up to ``max - min + 1`` times, each
 a chance of a false elimination, so each look tests at a smaller level, the same at every look

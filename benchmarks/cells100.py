@@ -39,7 +39,7 @@ REPORT_TARGET_S, RECOMMEND_TARGET_S, PAGE_TARGET_S = 5.0, 1.0, 2.0
 def timed_cli(*args: str, pythonpath: Path | None = None) -> tuple[float, float, str]:
     env = {**os.environ, "PYTHONPATH": str(pythonpath)} if pythonpath else None
     t, cpu = time.perf_counter(), children_cpu()
-    p = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", *args], cwd=REPO, capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "cmx.cli.main", *args], cwd=REPO, capture_output=True,
                        text=True, timeout=600, env=env)
     took, cpu = time.perf_counter() - t, children_cpu() - cpu
     if p.returncode != 0:

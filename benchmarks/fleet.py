@@ -46,7 +46,7 @@ def sweep(tmp: Path, inv: Path, args) -> tuple[float, float, Path]:
         # A solo worker runs one task at a time (a cell asking more fails as it should): its
         # cells vary the prefetch instead, so the sweep keeps its number of cells.
         doc["exclude"] = [{"pool": "solo", "concurrency": more}]
-        from cmx.workloads.dimensions import BY_NAME
+        from cmx.workloads.vocab.dimensions import BY_NAME
 
         prefetch = [p for p in range(1, 100) if p != BY_NAME["prefetch_multiplier"].default][:len(more)]
         doc["include"] = [{"broker": b, "pool": "solo", "concurrency": 1, "prefetch_multiplier": p}
@@ -59,7 +59,7 @@ def sweep(tmp: Path, inv: Path, args) -> tuple[float, float, Path]:
     t0 = time.monotonic()
     log = tmp / "cmx-run.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(venv if venv.exists() else sys.executable), "-m", "cmx.engine.cli.main", "run",
+        proc = subprocess.Popen([str(venv if venv.exists() else sys.executable), "-m", "cmx.cli.main", "run",
                                  str(exp), "--db", str(db), "--inventory", str(inv)], cwd=REPO, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONPATH": str(REPO)})

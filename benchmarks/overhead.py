@@ -38,7 +38,7 @@ CMX_REPO = REPO
 def run_cmx(exp: Path, db: Path, inventory: Path | None) -> tuple[float, subprocess.CompletedProcess]:
     # That checkout's own venv (`make setup`): its editable install maps the cmx.* names onto it.
     venv = CMX_REPO / ".venv" / "bin" / "python"
-    cmd = [str(venv if venv.exists() else sys.executable), "-m", "cmx.engine.cli.main", "run", str(exp), "--db", str(db)]
+    cmd = [str(venv if venv.exists() else sys.executable), "-m", "cmx.cli.main", "run", str(exp), "--db", str(db)]
     if inventory:
         cmd += ["--inventory", str(inventory)]
     t0 = time.monotonic()

@@ -80,7 +80,7 @@ def first_run_after(inv: Path, work: Path, hosts: list[str]) -> tuple[float, flo
     venv = REPO / ".venv" / "bin" / "python"
     launched = time.time()
     t0 = time.monotonic()
-    proc = subprocess.run([str(venv if venv.exists() else sys.executable), "-m", "cmx.engine.cli.main", "run", str(exp),
+    proc = subprocess.run([str(venv if venv.exists() else sys.executable), "-m", "cmx.cli.main", "run", str(exp),
                            "--db", str(db), "--inventory", str(inv)], cwd=REPO, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=1800)
     wall = time.monotonic() - t0

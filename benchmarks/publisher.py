@@ -42,8 +42,8 @@ PIPELINE = 500
 def make_app(broker: str, queue: str):
     from celery import Celery
 
-    from cmx.workloads import instrument
-    from cmx.workloads.recorder import Recorder
+    from cmx.workloads.runtime import instrument
+    from cmx.workloads.runtime.recorder import Recorder
 
     warnings.filterwarnings("ignore", message="Task name .* is already registered")  # one app per broker
     app = Celery("pubbench", broker=URLS[broker], set_as_current=False)

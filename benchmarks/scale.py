@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from cmx.engine.results import db  # noqa: E402
 from cmx.engine.results.ingest import HostInfo, ingest_run  # noqa: E402
-from cmx.workloads.recorder import HEADERS  # noqa: E402
+from cmx.workloads.runtime.recorder import HEADERS  # noqa: E402
 from tests.benchmarks.bench_report import fill  # noqa: E402
 
 INGEST_TARGET_S, REPORT_TARGET_S = 2.0, 5.0
@@ -106,7 +106,7 @@ def main() -> None:
         print(f"wrote the artifacts of two runs, {args.tasks:,} and {args.run_tasks:,} tasks (pub, recv, "
               f"{EXEC_FILES} exec files) in {time.perf_counter() - t:.1f} s")
         t, cpu = time.perf_counter(), children_cpu()
-        p = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "report", "big", "--db", str(big),
+        p = subprocess.run([sys.executable, "-m", "cmx.cli.main", "report", "big", "--db", str(big),
                             "--out", str(tmp / "out")], cwd=REPO, capture_output=True, text=True, timeout=600)
         took, cpu = time.perf_counter() - t, children_cpu() - cpu
         if p.returncode != 0:

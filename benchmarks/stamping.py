@@ -54,7 +54,7 @@ def run_sweep(args, tmp: Path) -> Path:
     exp = tmp / "stamping.yaml"
     exp.write_text(json.dumps(doc, indent=2))  # JSON is YAML
     db = tmp / "results" / "cmx.duckdb"
-    cmd = [sys.executable, "-m", "cmx.engine.cli.main", "run", str(exp), "--db", str(db),
+    cmd = [sys.executable, "-m", "cmx.cli.main", "run", str(exp), "--db", str(db),
            "--shuffle", str(args.seed)]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL,

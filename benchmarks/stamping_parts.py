@@ -16,7 +16,7 @@ the recorder's flusher too). Variants, in a shuffled order each round:
 - ``receivers``: a no-op receiver on ``task_received``, ``task_prerun`` and ``task_postrun``:
   the cost of Celery dispatching those signals at all;
 - ``full``: cmx's stamps and Recorder (``instrument.install``) as every run of a cmx app has them:
-  through its task class (workloads/instrument.py ``StampedTask``), no per-task signal;
+  through its task class (workloads/runtime/instrument.py ``StampedTask``), no per-task signal;
 - ``signals``: the same stamps through Celery's signals, as a user's own app has them.
 
 Every variant but ``signals`` runs its task on cmx's task class, as a run does.
@@ -63,8 +63,8 @@ def trial(pool: str, variant: str, n: int, rows_dir: str, queue: str, role: str)
     from celery import Celery, signals
     from kombu import Queue
 
-    from cmx.workloads import instrument
-    from cmx.workloads.recorder import Recorder
+    from cmx.workloads.runtime import instrument
+    from cmx.workloads.runtime.recorder import Recorder
 
     task_cls = "celery.app.task:Task" if variant == "signals" else instrument.StampedTask
     app = Celery("parts", broker=BROKER, set_as_current=True, task_cls=task_cls)
@@ -83,7 +83,7 @@ def trial(pool: str, variant: str, n: int, rows_dir: str, queue: str, role: str)
             print(f"rate {(n - WARM) / wall:.1f} cpu {1e6 * cpu / (n - WARM):.2f}", flush=True)
             os._exit(0)
 
-    # As in a run, stamping on or off is decided in each process (workloads/app.py create_app).
+    # As in a run, stamping on or off is decided in each process (workloads/app/factory.py create_app).
     instrument.install(app, Recorder(Path(rows_dir), "bench"), stamping=variant in ("full", "signals"))
     if variant == "receivers":
         for sig in (signals.task_received, signals.task_prerun, signals.task_postrun):

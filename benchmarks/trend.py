@@ -77,10 +77,10 @@ def _timed(argv: list[str], env: dict) -> tuple[float, float, str]:
 
 def _timed_cli(path: Path, env: dict) -> tuple[float, float, str]:
     """``cmx trend bench --format json`` as the user runs it: (wall s, CPU s, its output)."""
-    return _timed(["-m", "cmx.engine.cli.main", "trend", "bench", "--db", str(path), "--format", "json"], env)
+    return _timed(["-m", "cmx.cli.main", "trend", "bench", "--db", str(path), "--format", "json"], env)
 
 
-#: What ``cmx run``'s end does once the sweep's runs are stored (engine/cli/cmd_run.py ``_history``).
+#: What ``cmx run``'s end does once the sweep's runs are stored (cli/cmd_run.py ``_history``).
 SWEEP_END = """import sys
 from pathlib import Path
 from cmx.analysis.trend import at_sweep_end

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cmx.workloads.dimensions import DIMENSIONS
+from cmx.workloads.vocab.dimensions import DIMENSIONS
 
 # --------------------------------------------------------------------------- the YAML text
 
@@ -44,7 +44,7 @@ DEFAULT_SETTLE_S = 10.0
 DEFAULT_FAULT_RESTART_S = 1.0
 
 #: Built-in dimensions: the largest value (a worker with more is not a benchmark cmx can run),
-#: from the dimension registry (workloads/dimensions.py); durations are bounded by MAX_DURATION_S.
+#: from the dimension registry (workloads/vocab/dimensions.py); durations are bounded by MAX_DURATION_S.
 MAX_DIMENSION = {d.name: d.maximum for d in DIMENSIONS if d.maximum is not None}
 _SECONDS = {d.name for d in DIMENSIONS if d.type == "seconds"}
 #: Workload params by name, for every workload (built-in or the user's): counts of tasks and

@@ -13,7 +13,7 @@ import pytest
 from cmx.analysis import views
 
 REPO = Path(__file__).resolve().parent.parent
-CMX = [sys.executable, "-m", "cmx.engine.cli.main"]
+CMX = [sys.executable, "-m", "cmx.cli.main"]
 
 
 def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -72,7 +72,7 @@ def run_processes(db: Path | None = None) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "cwd"]):
         where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
-        if not any(s in where for s in ("cmx.workloads.worker_app", "cmx.workloads.host.sampler", "cmx.workloads.drive.driver",
+        if not any(s in where for s in ("cmx.workloads.app.worker", "cmx.workloads.host.sampler", "cmx.workloads.app.driver",
                                         "multiprocessing", "/runs/")):
             continue
         if run_ids is None or any(r in where for r in run_ids):
@@ -97,7 +97,7 @@ def driving(workdir: Path) -> set[str]:
     found = set()
     for p in psutil.process_iter(["cmdline", "cwd"]):
         cwd = p.info["cwd"] or ""
-        if ("cmx.workloads.drive.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
+        if ("cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
                 and (Path(cwd) / "driver.pid").exists()):
             found.add(Path(cwd).name)
     return found

@@ -39,7 +39,7 @@ def command_paths() -> list[list[str]]:
     """Every command of ``cmx`` as its words (``["run"]``, ``["services", "up"]``), in --help order."""
     import typer.main
 
-    from cmx.engine.cli.main import app
+    from cmx.cli.main import app
 
     def walk(group, prefix):
         for name, cmd in group.commands.items():
@@ -55,7 +55,7 @@ def help_text(words: list[str]) -> str:
     """What ``cmx WORDS --help`` prints at 100 columns, without colour or trailing blanks."""
     from typer.testing import CliRunner
 
-    from cmx.engine.cli.main import app
+    from cmx.cli.main import app
 
     result = CliRunner().invoke(app, [*words, "--help"], prog_name="cmx", color=False,
                                 env={"COLUMNS": HELP_WIDTH, "NO_COLOR": "1", "TERM": "dumb"})
@@ -109,7 +109,7 @@ def _properties(obj: dict, defaults: dict | None = None) -> str:
 def schema() -> str:
     from cmx.engine.model.schema import experiment_schema
     from cmx.workloads.catalog import registry
-    from cmx.workloads.dimensions import DIMENSIONS
+    from cmx.workloads.vocab.dimensions import DIMENSIONS
 
     s = experiment_schema()
     defs = s["$defs"]

@@ -4,7 +4,7 @@ Started once after provisioning, each through its host's own connection (engine/
 each in a session of its own (a Ctrl-C at the terminal reaches the controller only, which then
 stops the run through the agents). Requests are JSON lines; a reader thread per agent matches
 answers to requests and keeps the worker events an agent sends unasked (a worker ended or took
-its first task: workloads/workerevents.py) per run, for :meth:`Agents.events`; one thread pings
+its first task: workloads/runtime/workerevents.py) per run, for :meth:`Agents.events`; one thread pings
 every agent every ``PING_EVERY_S`` so that its lease holds.
 If the controller dies, the agents' stdin ends and they stop everything they started.
 """

@@ -26,7 +26,7 @@ from cmx.engine.hosts import localservices
 from cmx.engine.hosts.connection import CONNECT_TIMEOUT_S, LOOPBACK, Connection
 from cmx.engine.hosts.inventory import GROUPS, SERVED_BY, Inventory
 from cmx.engine.hosts.preflight import check_broker, check_server, redact
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.host import hostcheck
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.vocab.clients import BROKER

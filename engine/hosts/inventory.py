@@ -14,13 +14,13 @@ from cmx.engine.errors import InputError, Problem
 from cmx.engine.hosts.invvars import PORT_VARS  # noqa: F401 (re-exported: the port variables, defined there)
 from cmx.engine.model.yamlpos import check_yaml_syntax
 from cmx.engine.paths import BUILTIN_INVENTORY, LOCAL_INVENTORY
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 
 GROUPS = ("brokers", "backends", "workers", "drivers", "services")
 REQUIRED_GROUPS = ("brokers", "workers", "drivers")
 
-#: Each target's inventory group and the variable giving its URL (kinds: workloads/kinds.py).
+#: Each target's inventory group and the variable giving its URL (kinds: workloads/vocab/kinds.py).
 SERVED_BY = {"broker": ("brokers", "broker_url"), "backend": ("backends", "backend_url")}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 from cmx.engine.errors import HostError
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 
 

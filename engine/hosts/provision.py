@@ -200,7 +200,7 @@ def start_services(inventory: Inventory, services: dict[str, list[str]], work_di
     the playbook is stopped (the sweep then stops what it started)."""
     if not services:
         return
-    # Each service is its role's name (workloads/kinds.py); its password reaches the role
+    # Each service is its role's name (workloads/vocab/kinds.py); its password reaches the role
     # from the controller's environment.
     secrets = {servers.get(service).password_env: inventory.password(service) for service in services}
     started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",

@@ -5,7 +5,7 @@ so a setting a newer Celery adds is known the day it is installed. A value is ch
 the declared type strictly: YAML 1.1 reads ``no`` as a string (quoted) or a boolean (bare) and
 Python counts ``True`` as the integer 1, and Celery itself would take either silently (a truthy
 string turns ``task_acks_late`` on). Settings a dimension or the harness owns are refused with
-what to use instead (``cmx.workloads.spec.OWNED_SETTINGS``, the one table the app factory reads too).
+what to use instead (``cmx.workloads.runtime.spec.OWNED_SETTINGS``, the one table the app factory reads too).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from cmx.engine.errors import suggest
-from cmx.workloads.spec import OWNED_SETTINGS, owned_key_problem, owned_setting_problem
+from cmx.workloads.runtime.spec import OWNED_SETTINGS, owned_key_problem, owned_setting_problem
 
 PREFIX = "celery."
 

@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 from cmx.engine.model.dimensions import defaults, normalise_values
 from cmx.engine.model.experiment import Experiment
-from cmx.workloads.dimensions import DIMENSIONS
+from cmx.workloads.vocab.dimensions import DIMENSIONS
 
-#: Dimensions left out of a cell's id at their default (workloads/dimensions.py ``quiet_default``).
+#: Dimensions left out of a cell's id at their default (workloads/vocab/dimensions.py ``quiet_default``).
 QUIET = tuple(d for d in DIMENSIONS if d.quiet_default)
 
 
@@ -77,7 +77,7 @@ def _make_cell(workload_name: str, values: dict[str, Any]) -> Cell:
 
 
 def _base(exp: Experiment) -> dict[str, Any]:
-    base = defaults()  # every built-in dimension (workloads/dimensions.py)
+    base = defaults()  # every built-in dimension (workloads/vocab/dimensions.py)
     # workload.params are values of every cell as much as fixed ones are: folding them in keeps
     # resume honest (a changed `tasks` is a new cell) and gives each a column in `runs`.
     base.update({f"params.{name}": value for name, value in exp.workload.params.items()})

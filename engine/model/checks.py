@@ -14,9 +14,9 @@ from typing import Any
 from cmx.engine import limits
 from cmx.engine.errors import suggest
 from cmx.engine.model.dimensions import name_problem, normalise_value
-from cmx.workloads.base import WorkloadParams
+from cmx.workloads.catalog.base import WorkloadParams
 from cmx.workloads.catalog import registry
-from cmx.workloads.dimensions import BY_NAME
+from cmx.workloads.vocab.dimensions import BY_NAME
 
 #: The sections checked here: the model takes them as they are once these checks pass.
 SECTIONS = ("fixed", "matrix", "zip", "exclude", "include")

@@ -1,7 +1,7 @@
 """Dimension names and values as an experiment file gives them: which names are dimensions, and
 the canonical form of a value (or a one-line reason it is refused).
 
-The built-in dimensions come from the registry in :mod:`cmx.workloads.dimensions` (their type,
+The built-in dimensions come from the registry in :mod:`cmx.workloads.vocab.dimensions` (their type,
 choices, bounds and defaults); ``params.*`` are typed by the workload's ``Params`` model,
 ``celery.*`` by Celery's own table (engine/model/celery_settings.py), ``worker.*`` are booleans,
 ``package.*`` are version specs (whether the registry has the version: engine/model/packages.py).
@@ -16,9 +16,9 @@ from pydantic import TypeAdapter, ValidationError
 from cmx.engine.errors import suggest
 from cmx.engine.model import celery_settings
 from cmx.workloads import faults
-from cmx.workloads.base import WorkloadParams
+from cmx.workloads.catalog.base import WorkloadParams
 from cmx.workloads.catalog import registry
-from cmx.workloads.dimensions import BY_NAME, DIMENSIONS, FLAG_NAMES, PACKAGE_PREFIX, VERSIONED, Dimension
+from cmx.workloads.vocab.dimensions import BY_NAME, DIMENSIONS, FLAG_NAMES, PACKAGE_PREFIX, VERSIONED, Dimension
 
 
 def defaults() -> dict[str, Any]:

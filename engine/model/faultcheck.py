@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cmx.workloads import faults, kinds
+from cmx.workloads import faults
+
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 
 

@@ -214,7 +214,7 @@ def _user_code_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Is
 def _package_issues(cells: list[Cell], data: dict) -> list[Issue]:
     """Every ``package.NAME`` version the cells ask for is one the registry has (engine/model/packages.py)."""
     from cmx.engine.model.packages import resolve
-    from cmx.workloads.dimensions import package_versions
+    from cmx.workloads.vocab.dimensions import package_versions
 
     asked = sorted({item for cell in cells for item in package_versions(cell.values).items()})
     issues = []

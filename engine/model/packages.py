@@ -19,7 +19,7 @@ from typing import Iterable
 
 from cmx.engine import limits
 from cmx.engine.paths import user_cache
-from cmx.workloads.dimensions import version_matches
+from cmx.workloads.vocab.dimensions import version_matches
 
 
 def cache_dir() -> Path:

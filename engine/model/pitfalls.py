@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cmx.workloads.dimensions import BY_NAME
-from cmx.workloads.kinds import BROKERS
+from cmx.workloads.vocab.dimensions import BY_NAME
+from cmx.workloads.vocab.kinds import BROKERS
 from cmx.workloads.vocab import pools
 from cmx.workloads.servers import registry as servers
 

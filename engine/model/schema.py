@@ -1,7 +1,7 @@
 """``cmx schema``: the JSON Schema (draft 2020-12) of the experiment file, from the models that validate it.
 
 The top level comes from :class:`cmx.engine.model.experiment.Experiment`; the built-in dimensions
-and worker flags from their registry (:mod:`cmx.workloads.dimensions`); each built-in workload's params
+and worker flags from their registry (:mod:`cmx.workloads.vocab.dimensions`); each built-in workload's params
 from its pydantic ``Params`` model, applied by an ``if``/``then`` on ``workload.name``. What a
 schema cannot say (a param required unless a dimension sets it, includes that repeat a cell, the
 user's module importing) stays with ``cmx validate``.
@@ -17,7 +17,7 @@ from cmx.engine.model.dimensions import json_schema
 from cmx.engine.model import thresholds as threshold_rules
 from cmx.engine.model.experiment import Experiment
 from cmx.workloads.catalog import registry
-from cmx.workloads.dimensions import DIMENSIONS, FLAG_NAMES, VERSIONED
+from cmx.workloads.vocab.dimensions import DIMENSIONS, FLAG_NAMES, VERSIONED
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 #: Where the committed copy lives (shipped experiments point editors at it).

@@ -1,6 +1,6 @@
 """Thresholds: ``thresholds: {consume_rate: ">= 800", queue_wait_p99_s: "<= 2s"}`` in an experiment,
 checked per cell when a sweep ends. Here: what one threshold is and how it reads (pure); the metric
-names and units are checked against the metric registry by engine/cli/checks.py (the model room
+names and units are checked against the metric registry by cli/checks.py (the model room
 does not reach the results room), and the check on the runs is analysis/thresholds.py's."""
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def plan(exp: Experiment, cells: list[Cell], new_id: Callable[[], str] = _short_
     """
     rng = random.Random(shuffle) if shuffle is not None else None
     runs: list[Run] = []
-    for repeat in range(1, exp.max_repeats + 1):  # a race runs only those of them it needs (engine/cli/race.py)
+    for repeat in range(1, exp.max_repeats + 1):  # a race runs only those of them it needs (cli/race.py)
         order = list(cells)
         if rng is not None:
             rng.shuffle(order)

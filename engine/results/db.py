@@ -16,8 +16,8 @@ import duckdb
 
 from cmx.engine.results import dbfile, headlines, migrate
 from cmx.engine.errors import HostError, InputError, Problem
-from cmx.workloads.base import Workload
-from cmx.workloads.dimensions import DIMENSIONS
+from cmx.workloads.catalog.base import Workload
+from cmx.workloads.vocab.dimensions import DIMENSIONS
 
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cmx.workloads.base import Workload
+from cmx.workloads.catalog.base import Workload
 
 TABLE = "run_headlines"
 COLUMNS = "(run_id VARCHAR, headline JSON, headline_all JSON, objective VARCHAR)"

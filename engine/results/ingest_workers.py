@@ -2,7 +2,7 @@
 metric ``host_share_min``), each worker's reported configuration, and why a worker ended.
 
 A task-level setting is reported once per task of the run, under the key
-``task.<task name>.<setting>`` (workloads/effective.py ``task_key``), in the same table: no new
+``task.<task name>.<setting>`` (workloads/runtime/effective.py ``task_key``), in the same table: no new
 column, so databases and queries of today's ``worker_config`` read on unchanged.
 
 Apart from :mod:`cmx.engine.results.ingest` because it needs the run's worker hosts, which only the runner

@@ -55,7 +55,7 @@ STEPS: tuple[Step, ...] = (
                                    "n INTEGER, held BOOLEAN)"),
     # When each host's sampler read PSS of every watched process for a mark of the run (that host's
     # clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
-    # (workloads/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
+    # (workloads/runtime/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
     Step("sample_marks", 0, 1, "CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, "
                                "name VARCHAR, ts DOUBLE)"),
     # The environment fingerprint (cmx.analysis.fingerprint): the hosts' CPU frequency governor and
@@ -92,12 +92,12 @@ STEPS: tuple[Step, ...] = (
     # once); NULL for other kinds and in rows stored before.
     Step("faults", 2, 3, "ALTER TABLE faults ADD COLUMN IF NOT EXISTS method VARCHAR"),
     # Each time a worker of a fault run noticed its broker connection broken (its consumer's
-    # "Connection to broker lost": workloads/instrument.py, broker_lost.csv), on its host's clock;
+    # "Connection to broker lost": workloads/runtime/instrument.py, broker_lost.csv), on its host's clock;
     # read through broker_lost_times (task_times.sql); the first after the fault is detect_s.
     Step("broker_lost", 0, 1, "CREATE TABLE IF NOT EXISTS broker_lost (run_id VARCHAR, host VARCHAR, pid INTEGER, "
                               "ts DOUBLE)"),
     # A racing sweep (repeats: {min, max}) that ended before running every run it planned: decided,
-    # at its max or at a budget (`how`, engine/cli/race.py). Such a sweep is finished, not resumable.
+    # at its max or at a budget (`how`, cli/race.py). Such a sweep is finished, not resumable.
     Step("sweep_ends", 0, 1, "CREATE TABLE IF NOT EXISTS sweep_ends (sweep_id VARCHAR, ended_at TIMESTAMPTZ, "
                              "how VARCHAR)"),
     # What each run's workload calls its headline (issue 41: analysis reads it here, never a workload

@@ -14,10 +14,10 @@ import time
 
 from cmx.engine.hosts.agents import AgentLost, Agents
 from cmx.engine.hosts.inventory import Inventory
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.faults import Fault
-from cmx.workloads.workerevents import CLOCK, FAULT_END
+from cmx.workloads.runtime.workerevents import CLOCK, FAULT_END
 
 
 def broker_place(inventory: Inventory, broker: str) -> dict:

@@ -5,14 +5,14 @@ worker on failed, whatever its driver said.
 tasks (it consumed nothing: it never added the run's queue, or the others drained it first) makes
 the run's figures those of fewer machines than the cell says, so the run fails naming the host
 (``host_tasks``, stored by engine/results/ingest_workers.py). Failed tasks fail the run too, saying
-which (workloads/failures.py).
+which (workloads/runtime/failures.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from cmx.engine.run.runstatus import RunStatus
-from cmx.workloads.failures import failure_error
+from cmx.workloads.runtime.failures import failure_error
 from cmx.workloads.vocab import metrics as M
 
 

@@ -75,7 +75,7 @@ class ProgressBar:
         self.task = self.progress.add_task("", total=total)
 
     def retotal(self, total: int) -> None:
-        """A race changed how many runs are still possible (engine/cli/race.py)."""
+        """A race changed how many runs are still possible (cli/race.py)."""
         self.progress.update(self.task, total=total)
 
     def stage(self, run: Run | None, stage: str) -> None:
@@ -119,7 +119,7 @@ class ProgressLines:
         self._say(f"{total} run(s) to do")
 
     def retotal(self, total: int) -> None:
-        """A race changed how many runs are still possible (engine/cli/race.py)."""
+        """A race changed how many runs are still possible (cli/race.py)."""
         self.total = total
 
     def stage(self, run: Run | None, stage: str) -> None:

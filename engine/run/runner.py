@@ -37,13 +37,13 @@ from cmx.engine.run.faultrun import FaultScheduler, broker_place
 from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
 from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
                                      start_and_drive, start_drive_stages, stop_collect_stages)
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.clock import ClockServer
-from cmx.workloads.dimensions import ON_HOSTS, package_versions
-from cmx.workloads.files import write_atomic
-from cmx.workloads.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
+from cmx.workloads.runtime.clock import ClockServer
+from cmx.workloads.vocab.dimensions import ON_HOSTS, package_versions
+from cmx.workloads.runtime.files import write_atomic
+from cmx.workloads.runtime.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
 from cmx.workloads.vocab import metrics as M
 
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
@@ -109,7 +109,7 @@ class Sweep:
         self._searched: set[str] = set()  # search cells run in this sweep (run once, even if they failed)
         self.agents: Agents | None = None  # one per host, for the sweep (engine/hosts/agents.py)
         self.blocked: dict[str, str] = {}  # run_id → the unreachable host it needs (engine/hosts/reach.py)
-        #: Which of the planned runs to run, in order, decided as they go (a race: engine/cli/race.py); None: all.
+        #: Which of the planned runs to run, in order, decided as they go (a race: cli/race.py); None: all.
         self.schedule = None
         #: version set key -> the host environment of a package.* version set (set by provisioning).
         self.environments: dict[str, str] = {}
@@ -127,7 +127,7 @@ class Sweep:
             run_id=run.run_id, experiment=run.experiment, cell_id=run.cell.cell_id, repeat=run.repeat,
             workload=self.exp.workload.name,
             params=params,
-            **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/dimensions.py
+            **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/vocab/dimensions.py
             celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
             worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
             packages=(versions := package_versions(vals)),
@@ -188,7 +188,7 @@ class Sweep:
         """Provision the hosts (their locks held), run everything, stop what the sweep started."""
         from cmx.engine.model.user_code import sources
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
-        # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
+        # One environment per package.* version set (workloads/vocab/dimensions.py), built beside the venv.
         version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
         shipment = prepare(self.results_dir, user_code, list(self.exp.workload.requirements),
                            list(version_sets.values()))

@@ -1,7 +1,7 @@
 """One run's steps on its hosts, through the hosts' agents (engine/hosts/agents.py): begin on every
 host, then the drive on the driver hosts; afterwards finish on every host and bring the packs back.
 While the driver runs, what a worker's host saw of its worker (it ended, it took its first task:
-workloads/workerevents.py) is passed on to the driver's agent as it arrives: the driver may run on
+workloads/runtime/workerevents.py) is passed on to the driver's agent as it arrives: the driver may run on
 another host, and a busy or dead worker cannot say so itself.
 
 Each step's outcome is typed like a playbook's (status, failures naming host and step), which is
@@ -39,7 +39,7 @@ class StepResult(Outcome):
     marks: dict[str, float] = field(default_factory=dict)
     #: finish: what each host reported ({"seconds": {step: s}, "failed": [...], "pack": path}).
     reports: dict[str, dict] = field(default_factory=dict)
-    #: start and drive: the worker events the hosts sent (workloads/workerevents.py, as JSON).
+    #: start and drive: the worker events the hosts sent (workloads/runtime/workerevents.py, as JSON).
     worker_events: tuple[dict, ...] = ()
 
     def _what(self) -> str:

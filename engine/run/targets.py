@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from cmx.engine.hosts.connection import LOOPBACK
 from cmx.engine.hosts.inventory import Inventory
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.servers import registry as servers
 

@@ -58,7 +58,7 @@ def main() -> None:
         fill(path, args.runs, args.tasks)
         print(f"filled {args.runs} runs, {args.tasks:,} tasks in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "report", "big", "--db", str(path),
+        p = subprocess.run([sys.executable, "-m", "cmx.cli.main", "report", "big", "--db", str(path),
                             "--out", str(Path(tmp) / "out")], cwd=ROOT, capture_output=True, text=True)
         took = time.perf_counter() - started
         print(p.stdout.strip() or p.stderr[-2000:])

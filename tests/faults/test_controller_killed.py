@@ -33,8 +33,8 @@ CELLS = 5
 DRIVE_S = 3.0  # each run streams for about this long
 #: What the fault may leave for at most this long on any host.
 GONE_WITHIN_S = 60.0
-CMX_PROCESS_MARKS = ("cmx.workloads.host.agent", "cmx.workloads.host.supervisor", "cmx.workloads.worker_app",
-                     "cmx.workloads.host.sampler", "cmx.workloads.drive.driver", "celery")
+CMX_PROCESS_MARKS = ("cmx.workloads.host.agent", "cmx.workloads.host.supervisor", "cmx.workloads.app.worker",
+                     "cmx.workloads.host.sampler", "cmx.workloads.app.driver", "celery")
 
 
 def _experiment(root: Path, repeats: int) -> Path:

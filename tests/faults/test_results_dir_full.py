@@ -63,7 +63,7 @@ def _seed(db: Path) -> list[tuple]:
 
 def _cmx_run(exp: Path, db: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "cmx.engine.cli.main", "run", str(exp), "--db", str(db)], cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "cmx.cli.main", "run", str(exp), "--db", str(db)], cwd=REPO,
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

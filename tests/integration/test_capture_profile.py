@@ -15,7 +15,7 @@ import pytest
 
 BROKER_DB = 11
 URL = f"redis://127.0.0.1:6379/{BROKER_DB}"
-CMX = [sys.executable, "-m", "cmx.engine.cli.main"]
+CMX = [sys.executable, "-m", "cmx.cli.main"]
 
 APP = textwrap.dedent("""
     import time

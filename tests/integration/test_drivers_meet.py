@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from cmx.workloads.drive import drivers
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.host.leftovers import names_of
 from cmx.workloads.servers import registry as servers
 
@@ -28,8 +28,8 @@ def _remove(broker: str, spec) -> None:
 def _app(tmp_path, monkeypatch, broker: str, hosts: list[str]):
     monkeypatch.setenv("CMX_BROKER_URL", URLS[broker])
     monkeypatch.setenv("CMX_BACKEND_URL", "")
-    from cmx.workloads.app import create_app
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.app.factory import create_app
+    from cmx.workloads.runtime.spec import RunSpec
 
     spec = RunSpec(run_id="meet" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
                    workload="throughput", broker=broker, driver_hosts=hosts, queue_expires_s=60)

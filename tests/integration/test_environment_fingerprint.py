@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import pytest
 
-from cmx.workloads.fingerprint import PACKAGES, governor
+from cmx.workloads.runtime.fingerprint import PACKAGES, governor
 from tests.conftest import query, sweep
 
 pytestmark = pytest.mark.integration

@@ -186,8 +186,8 @@ def test_what_no_one_removes_expires_on_its_own(tmp_path, vhost, broker, monkeyp
     keys (``--keep-expiring``), and they expire once it is killed too."""
     import sys
 
-    from cmx.workloads.app import create_app
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.app.factory import create_app
+    from cmx.workloads.runtime.spec import RunSpec
 
     url = f"redis://127.0.0.1:6379/{BROKER_DB}" if broker == "redis" else f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
     monkeypatch.setenv("CMX_BROKER_URL", url)
@@ -234,7 +234,7 @@ def test_the_redis_remover_takes_the_runs_keys_and_members_and_nothing_of_anothe
     import json as _json
 
     from cmx.workloads.host.leftovers import remove_run
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.runtime.spec import RunSpec
 
     client = redis.Redis(db=BROKER_DB)
     sep = "\x06\x16"

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.integration
 def _context(tmp_path, monkeypatch, url: str):
     monkeypatch.setenv("CMX_BROKER_URL", url)
     monkeypatch.setenv("CMX_BACKEND_URL", "")
-    from cmx.workloads.app import create_app
+    from cmx.workloads.app.factory import create_app
     from cmx.workloads.drive.context import DriveContext
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.runtime.spec import RunSpec
 
     spec = RunSpec(run_id="mark" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
                    workload="concurrent_sleep", broker="redis", driver_hosts=["d1"],

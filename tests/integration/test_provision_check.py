@@ -61,8 +61,8 @@ def test_a_provisioned_host_is_checked_and_new_code_still_reaches_it(tmp_path):
 
 #: What a run's worker and driver import at their start (a Redis and an AMQP run, a backend).
 RUN_IMPORTS = ("celery.bin.celery", "celery.concurrency.prefork", "celery.concurrency.thread", "kombu.transport.redis",
-               "kombu.transport.pyamqp", "celery.backends.redis", "cmx.workloads.app", "cmx.workloads.workerstop",
-               "cmx.workloads.drive.driver", "cmx.workloads.host.sampler", "cmx.workloads.host.agent")
+               "kombu.transport.pyamqp", "celery.backends.redis", "cmx.workloads.app.factory", "cmx.workloads.app.workerstop",
+               "cmx.workloads.app.driver", "cmx.workloads.host.sampler", "cmx.workloads.host.agent")
 
 
 def compiled_from_source(workdir, key: str, *more: str) -> list[str]:

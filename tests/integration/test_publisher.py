@@ -23,8 +23,8 @@ PER_TASK = {"id", "root_id", "cmx_sent_at", "correlation_id", "delivery_tag"}
 
 def _app(tmp_path, monkeypatch, broker: str):
     monkeypatch.setenv("CMX_BROKER_URL", URLS[broker])
-    from cmx.workloads.app import create_app
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.app.factory import create_app
+    from cmx.workloads.runtime.spec import RunSpec
 
     spec = RunSpec(run_id="pubtest" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
                    workload="throughput", broker=broker)

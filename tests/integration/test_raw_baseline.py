@@ -1,4 +1,4 @@
-"""The raw baseline's publisher (workloads/drive/raw_broker.py) is timed to the server's acknowledgement,
+"""The raw baseline's publisher (workloads/catalog/throughput_raw.py) is timed to the server's acknowledgement,
 the last batch included, on the real Redis and RabbitMQ: what the broker holds when publishing
 returns is everything, and the stamps end when it does."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.drive.raw_broker import drive_raw, publish, schedule_for
+from cmx.workloads.catalog.throughput_raw import drive_raw, publish, schedule_for
 from cmx.workloads.catalog.throughput import ThroughputParams
 
 pytestmark = pytest.mark.integration
@@ -117,7 +117,7 @@ class UnknownServer:
 
 def test_a_server_without_a_raw_client_is_an_error_not_rabbitmq(monkeypatch):
     """Before, any broker not on Redis went down the RabbitMQ branch."""
-    from cmx.workloads import kinds
+    from cmx.workloads.vocab import kinds
 
     monkeypatch.setattr(kinds, "BROKERS", {**kinds.BROKERS, "postgres-broker": kinds.Kind("postgres-broker", "postgres")})
     monkeypatch.setenv("CMX_BROKER_URL", "postgresql://127.0.0.1:5432/postgres")

@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 import redis
 
-from cmx.workloads.recorder import FRAMES, HEADERS, read_frames, write_csv
+from cmx.workloads.runtime.recorder import FRAMES, HEADERS, read_frames, write_csv
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,8 +30,8 @@ WORKER = textwrap.dedent("""
     from celery import Celery
     from celery.exceptions import Ignore
     from kombu import Queue
-    from cmx.workloads import instrument
-    from cmx.workloads.recorder import Recorder
+    from cmx.workloads.runtime import instrument
+    from cmx.workloads.runtime.recorder import Recorder
 
     run_dir, queue, way, pool = sys.argv[1:]
     task_cls = instrument.StampedTask if way == "class" else "celery.app.task:Task"
@@ -125,7 +125,7 @@ def test_both_ways_stamp_every_execution_once_with_its_state(tmp_path, way, pool
 
 
 def test_frames_cut_short_by_a_kill_lose_only_the_last_frame(tmp_path):
-    from cmx.workloads.recorder import Recorder
+    from cmx.workloads.runtime.recorder import Recorder
 
     rec = Recorder(tmp_path, "h1")
     for i in range(3):

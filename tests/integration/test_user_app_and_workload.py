@@ -49,7 +49,7 @@ def test_validate_says_why_a_workload_class_does_not_load(tmp_path):
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"{exp}:2:18: workload ./w.py:NotAWorkload is not a subclass of " \
-                                  "cmx.workloads.base.Workload", proc.stderr
+                                  "cmx.workloads.catalog.base.Workload", proc.stderr
     exp.write_text("name: bad\nworkload: {name: ./nope.py:Chains}\n")
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2 and "cannot load workload ./nope.py:Chains: FileNotFoundError" in proc.stderr

@@ -13,9 +13,9 @@ import time
 import pytest
 from celery import Celery
 
-from cmx.workloads import workerevents as we
+from cmx.workloads.runtime import workerevents as we
 from cmx.workloads.drive.workerwatch import Watchdog, cut_off
-from cmx.workloads.spec import RunSpec, node_name
+from cmx.workloads.runtime.spec import RunSpec, node_name
 
 pytestmark = pytest.mark.integration
 

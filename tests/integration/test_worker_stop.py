@@ -1,18 +1,18 @@
 """A drained worker told to stop stops on its own, at once, and keeps every row it recorded.
 
 A real worker (``hostrun.begin``, as the agent starts it) on real Redis and RabbitMQ runs a few
-tasks, then gets the stop a run's finish gives it (``hostctl.stop``). Before workloads/workerstop.py
+tasks, then gets the stop a run's finish gives it (``hostctl.stop``). Before workloads/app/workerstop.py
 an idle worker read Celery's stop flag only when its event loop woke (RabbitMQ: its next timer,
 5 to 9 s; Redis: the BRPOP in flight, 1 s) and a prefork pool process slept 1 s before it exited,
 so the host's grace killed it. A worker now leaves without the interpreter's teardown
-(workloads/quickexit.py), which must keep its exit code and its rows, on every pool. The worker must
+(workloads/runtime/quickexit.py), which must keep its exit code and its rows, on every pool. The worker must
 end by itself with exit code 0 within the grace, and every task it ran must have its execution row.
 
 The grace is 2.5 s for every pool. Hub pools (prefork, threads, solo) stop 0.05-0.09 s after
 their TERM. A green pool's loop (``synloop``) read the stop flag only when its
 ``drain_events(timeout=2.0)`` timed out, drained once more, and its control greenlet drained in
 turns of 1 s: gevent and eventlet ended 4.0 s after their TERM, every time, and this grace
-killed them. The worker now wakes both (workloads/workerstop.py): 0.05-0.6 s measured, on a
+killed them. The worker now wakes both (workloads/app/workerstop.py): 0.05-0.6 s measured, on a
 machine busy with the test suite.
 """
 from __future__ import annotations
@@ -32,10 +32,10 @@ GRACE_S = 2.5
 
 def _drained_worker(tmp_path, monkeypatch, broker: str, pool: str):
     """A worker of a run begun as the agent begins it, that ran :data:`TASKS` tasks; (run dir, app)."""
-    from cmx.workloads.app import create_app
+    from cmx.workloads.app.factory import create_app
     from cmx.workloads.drive.workerwatch import start_consuming
     from cmx.workloads.host import hostrun
-    from cmx.workloads.spec import RunSpec, node_name
+    from cmx.workloads.runtime.spec import RunSpec, node_name
 
     run_id = f"stop{uuid.uuid4().hex[:8]}"
     spec = RunSpec(run_id=run_id, experiment="e", cell_id="c", repeat=1,
@@ -67,7 +67,7 @@ def _drained_worker(tmp_path, monkeypatch, broker: str, pool: str):
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_a_drained_worker_stops_itself_and_keeps_its_rows(tmp_path, monkeypatch, broker, pool):
     from cmx.workloads.host import hostctl
-    from cmx.workloads.recorder import write_csv
+    from cmx.workloads.runtime.recorder import write_csv
 
     run_dir = tmp_path / "run"
     try:

@@ -5,14 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cmx.engine.cli.catalog import builtins, discover
+from cmx.cli.catalog import builtins, discover
 from cmx.workloads.catalog import registry
 
 REPO = Path(__file__).resolve().parents[2]
 
 USER = '''
 from pydantic import Field
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.catalog.base import Workload, WorkloadParams
 
 
 class P(WorkloadParams):
@@ -41,7 +41,7 @@ def test_every_builtin_is_listed_with_its_params():
 
 def test_user_classes_are_found_and_broken_files_named(tmp_path):
     (tmp_path / "mine.py").write_text(USER)
-    (tmp_path / "broken.py").write_text("from cmx.workloads.base import Workload\nraise RuntimeError('nope')\n")
+    (tmp_path / "broken.py").write_text("from cmx.workloads.catalog.base import Workload\nraise RuntimeError('nope')\n")
     (tmp_path / "plain.py").write_text("x = 1\n")
     found, problems = discover(tmp_path)
     assert [(e.name, e.doc, [(p.name, p.type, p.default, p.description) for p in e.params]) for e in found] == [
@@ -51,7 +51,7 @@ def test_user_classes_are_found_and_broken_files_named(tmp_path):
 
 def test_cmx_workloads_prints_them(tmp_path):
     (tmp_path / "mine.py").write_text(USER)
-    proc = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "workloads", "--dir", str(tmp_path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "cmx.cli.main", "workloads", "--dir", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     for name in [*registry.names(), "./mine.py:Mine", "payload_bytes", "how big"]:

@@ -6,7 +6,7 @@ import pytest
 
 from cmx.engine.model.load import load_experiment
 from cmx.engine.model.cells import expand
-from cmx.workloads.spec import OWNED_SETTINGS, RunSpec
+from cmx.workloads.runtime.spec import OWNED_SETTINGS, RunSpec
 from tests.conftest import problems
 
 HEAD = "name: t\nworkload: {name: throughput}\n"  # lines 1-2
@@ -111,7 +111,7 @@ def test_the_run_spec_refuses_an_owned_setting_so_the_app_cannot_overwrite_a_dim
 
 
 def test_the_app_factory_configures_the_dimensions_and_the_users_settings(tmp_path, monkeypatch):
-    from cmx.workloads.app import create_app
+    from cmx.workloads.app.factory import create_app
 
     monkeypatch.setenv("CMX_BROKER_URL", "memory://")
     spec = RunSpec(run_id="r1", experiment="e", cell_id="c", repeat=1, workload="throughput",

@@ -1,5 +1,5 @@
 """The run's client names: what a probe counts as the run's, and what it never does."""
-from cmx.workloads.clientname import client_name, parse
+from cmx.workloads.vocab.clientname import client_name, parse
 
 
 def test_names_round_trip_and_others_are_not_the_runs():

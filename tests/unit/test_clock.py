@@ -1,7 +1,7 @@
 """The UDP clock-offset exchange, against a real responder on loopback."""
 import socket
 
-from cmx.workloads.clock import ClockServer, measure
+from cmx.workloads.runtime.clock import ClockServer, measure
 
 
 def test_same_clock_measures_zero_offset_with_small_uncertainty():

@@ -1,4 +1,4 @@
-"""The dimension registry (workloads/dimensions.py) drives every consumer: validation, expansion,
+"""The dimension registry (workloads/vocab/dimensions.py) drives every consumer: validation, expansion,
 the JSON Schema, the ``runs`` columns, the run spec, the worker's command line and config, and
 the Celery settings a file may not set. And adding a dimension is one entry there."""
 from __future__ import annotations
@@ -14,10 +14,10 @@ from cmx.engine.model.cells import expand
 from cmx.engine.model.load import load_experiment
 from cmx.engine.model.schema import experiment_schema
 from cmx.engine.results import db
-from cmx.workloads import dimensions
-from cmx.workloads.dimensions import DIMENSIONS, ON_HOSTS, WORKER_FLAGS, worker_argv, worker_config
+from cmx.workloads.vocab import dimensions
+from cmx.workloads.vocab.dimensions import DIMENSIONS, ON_HOSTS, WORKER_FLAGS, worker_argv, worker_config
 from cmx.workloads.host import hostctl
-from cmx.workloads.spec import OWNED_SETTINGS, RunSpec
+from cmx.workloads.runtime.spec import OWNED_SETTINGS, RunSpec
 from tests.conftest import problems
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,11 +149,11 @@ _PROBE = r'''
 import importlib.util, json, sys, tempfile, types
 from pathlib import Path
 
-origin = importlib.util.find_spec("cmx.workloads.dimensions").origin
+origin = importlib.util.find_spec("cmx.workloads.vocab.dimensions").origin
 source = Path(origin).read_text()
 anchor = "\n)\n\n#: The dimensions by name"
 assert source.count(anchor) == 1
-module = types.ModuleType("cmx.workloads.dimensions")
+module = types.ModuleType("cmx.workloads.vocab.dimensions")
 module.__file__ = origin
 sys.modules[module.__name__] = module
 exec(compile(source.replace(anchor, "\n" + sys.argv[1].rstrip("\n") + anchor), origin, "exec"), module.__dict__)
@@ -165,9 +165,9 @@ from cmx.engine.model.cells import expand
 from cmx.engine.model.load import load_experiment
 from cmx.engine.model.schema import experiment_schema
 from cmx.engine.results import db
-from cmx.workloads.dimensions import worker_argv
+from cmx.workloads.vocab.dimensions import worker_argv
 from cmx.workloads.drive.workerwatch import wanted_config
-from cmx.workloads.spec import OWNED_SETTINGS, RunSpec
+from cmx.workloads.runtime.spec import OWNED_SETTINGS, RunSpec
 
 tmp = Path(tempfile.mkdtemp())
 head = "name: n\nworkload: {name: throughput, params: {tasks: 10}}\n"
@@ -188,7 +188,7 @@ out["wanted"] = wanted_config(spec).get("lost_wait")
 out["argv"] = worker_argv(spec)
 out["owned"] = OWNED_SETTINGS.get("worker_lost_wait")
 os.environ["CMX_BROKER_URL"] = "memory://"
-from cmx.workloads.app import create_app
+from cmx.workloads.app.factory import create_app
 out["app"] = create_app(spec, tmp, "h").conf.worker_lost_wait
 print(json.dumps(out))
 '''

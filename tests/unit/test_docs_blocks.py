@@ -33,8 +33,8 @@ import typer.main
 import yaml
 from typer.testing import CliRunner
 
-from cmx.engine.cli.checks import check_thresholds
-from cmx.engine.cli.main import app
+from cmx.cli.checks import check_thresholds
+from cmx.cli.main import app
 from cmx.engine.hosts.inventory import load_inventory
 from cmx.engine.model.cells import expand
 from cmx.engine.model.load import load_experiment
@@ -129,7 +129,7 @@ SQL_BLOCKS = [(p, body, line) for p in PAGES for lang, body, line in blocks(p) i
 def results_db(tmp_path_factory):
     """A results database with every table and view, and one run with the columns the pages name."""
     from cmx.analysis import views
-    from cmx.workloads.dimensions import DIMENSIONS
+    from cmx.workloads.vocab.dimensions import DIMENSIONS
 
     text = "\n".join(p.read_text() for p in PAGES)
     dims = {d.name: d.default for d in DIMENSIONS}

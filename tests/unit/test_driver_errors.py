@@ -7,8 +7,8 @@ import amqp.exceptions
 import redis.exceptions
 from kombu.exceptions import OperationalError
 
-from cmx.workloads.drive.driver import connection_lost
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.app.driver import connection_lost
+from cmx.workloads.runtime.spec import RunSpec
 
 
 def _spec(**kw) -> RunSpec:

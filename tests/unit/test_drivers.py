@@ -55,7 +55,7 @@ def test_throughput_through_celery_splits(tmp_path, params):
 
 
 def test_drivers_beyond_the_inventorys_group_are_refused_where_drivers_is_set(tmp_path):
-    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.cli.checks import check_against_inventory
     from cmx.engine.errors import InputError
     from cmx.engine.hosts.inventory import load_inventory
     from cmx.engine.paths import BUILTIN_INVENTORY

@@ -5,7 +5,7 @@ import pytest
 
 from cmx.engine.model.experiment import Experiment, Limits, parse_duration
 from cmx.engine.model.load import load_experiment
-from cmx.workloads.dimensions import BY_NAME, DIMENSIONS
+from cmx.workloads.vocab.dimensions import BY_NAME, DIMENSIONS
 from cmx.engine.model.yamlpos import load_yaml
 from tests.conftest import problems
 

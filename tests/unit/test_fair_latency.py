@@ -95,7 +95,7 @@ def test_no_per_slot_memory_without_children(tmp_path):
 
 
 def test_a_batch_is_stamped_over_its_round_trip_the_last_at_the_acknowledgement():
-    from cmx.workloads.drive.raw_broker import TASK_NAME, stamp_batch
+    from cmx.workloads.catalog.throughput_raw import TASK_NAME, stamp_batch
 
     pubs: list = []
     stamp_batch(pubs, [("a", ""), ("b", ""), ("c", ""), ("d", 7.0)], began=10.0, acked=12.0, host="h", pid=1)

@@ -8,7 +8,7 @@ from cmx.analysis.compare import compare, parse_selection
 from cmx.analysis.trend import trend
 from cmx.engine.results import db
 from cmx.engine.results.ingest import HostInfo, ingest_run
-from cmx.workloads.fingerprint import PACKAGES, governor
+from cmx.workloads.runtime.fingerprint import PACKAGES, governor
 from tests.conftest import cmx
 from tests.results_fixture import add_run
 from tests.unit.test_trend import history

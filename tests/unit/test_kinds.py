@@ -1,4 +1,4 @@
-"""Broker and backend kinds live in one table (workloads/kinds.py); the inventory, provisioning,
+"""Broker and backend kinds live in one table (workloads/vocab/kinds.py); the inventory, provisioning,
 the probes, the roles and the app factory read it and agree with it."""
 from pathlib import Path
 
@@ -8,12 +8,12 @@ import yaml
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.invvars import VARIABLES
 from cmx.engine.hosts.provision import _service_vars
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.app import backend_url, name_clients
-from cmx.workloads.clientname import client_name
+from cmx.workloads.app.factory import backend_url, name_clients
+from cmx.workloads.vocab.clientname import client_name
 from cmx.workloads.host import connprobes
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime.spec import RunSpec
 from cmx.workloads.vocab.services import SERVICE_NAMES
 from tests.conftest import REPO
 
@@ -206,7 +206,7 @@ def test_each_server_declares_its_capabilities_and_answers_the_controllers_hooks
 
 
 def test_a_workload_waiting_for_results_on_no_backend_is_told_the_kinds_that_keep_them(tmp_path):
-    from cmx.engine.cli.checks import check_against_inventory
+    from cmx.cli.checks import check_against_inventory
     from cmx.engine.errors import InputError
     from cmx.engine.hosts.inventory import load_inventory
     from cmx.engine.model.cells import expand

@@ -15,7 +15,7 @@ from cmx.engine.plan.matrix import Cell
 from cmx.engine.results import db, metricdefs
 from cmx.engine.results.metricdefs import METRICS
 from cmx.workloads.catalog import registry
-from cmx.workloads.clientname import CLIENTS, TARGETS
+from cmx.workloads.vocab.clientname import CLIENTS, TARGETS
 from cmx.workloads.vocab import metrics as vocab_metrics
 from tests.results_fixture import T0, add_run, build_matrix
 
@@ -113,7 +113,7 @@ def _named_metrics(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("folder", ["analysis", "analysis/sql", "engine/cli"])
+@pytest.mark.parametrize("folder", ["analysis", "analysis/sql", "cli"])
 def test_summary_compare_report_views_and_cli_name_only_declared_metrics(folder):
     named = set()
     for path in sorted((REPO / folder).glob("*.[ps][yq]*")):

@@ -10,7 +10,7 @@ import tomllib
 import duckdb
 
 from cmx.engine import paths
-from cmx.engine.cli.resultsdb import results_db
+from cmx.cli.resultsdb import results_db
 from cmx.engine.plan.smoke import SMOKE_DB
 from cmx.engine.results import db
 from cmx.engine.run import provenance
@@ -25,7 +25,7 @@ def test_cmx_finds_its_own_files_beside_its_engine():
     assert {p.name for p in paths.ROLES.iterdir()} >= {"python_env", "redis", "rabbitmq", "postgres"}
     assert all((paths.ROLES / r / "tasks" / "main.yml").is_file() for r in ("python_env", "redis"))
     assert (paths.PLAYBOOKS / "provision.yml").is_file() and paths.HOST_REQUIREMENTS.is_file()
-    assert (paths.WORKLOADS / "worker_app.py").is_file() and paths.BUILTIN_INVENTORY.is_file()
+    assert (paths.WORKLOADS / "app" / "worker.py").is_file() and paths.BUILTIN_INVENTORY.is_file()
     assert (paths.EXPERIMENTS / "quickstart.yaml").is_file() and paths.SCHEMA.is_file()
 
 

@@ -14,10 +14,10 @@ from cmx.engine.hosts.provision import environment_pins, version_set_key
 from cmx.engine.model import packages
 from cmx.engine.model.dimensions import name_problem, normalise_value
 from cmx.engine.model.schema import experiment_schema
-from cmx.workloads.dimensions import package_versions, version_matches
-from cmx.workloads.drive.driver import PackageMismatch, check_packages
+from cmx.workloads.vocab.dimensions import package_versions, version_matches
+from cmx.workloads.app.driver import PackageMismatch, check_packages
 from cmx.workloads.drive.workerwatch import mismatches, wanted_config
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime.spec import RunSpec
 
 
 def test_package_names_are_the_packages_every_process_reports():

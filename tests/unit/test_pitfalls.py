@@ -140,7 +140,7 @@ def test_validate_and_the_report_warn_on_every_shipped_pitfall_experiment(experi
 
     (own,) = [p for p in pitfalls.PITFALLS if p.experiment == experiment]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "validate", experiment],
+    proc = subprocess.run([sys.executable, "-m", "cmx.cli.main", "validate", experiment],
                           cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert f"walk into '{own.title}'" in proc.stderr and f"{experiment} shows the effect" in proc.stderr, proc.stderr
@@ -162,13 +162,13 @@ def test_validate_warns_on_a_trap_but_exits_0():
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "validate",
+    proc = subprocess.run([sys.executable, "-m", "cmx.cli.main", "validate",
                            "experiments/pitfalls/max-tasks-per-child.yaml"],
                           cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "warning: 1 of 4 cells walk into 'worker_max_tasks_per_child" in proc.stderr
     assert "experiments/pitfalls/max-tasks-per-child.yaml shows the effect" in proc.stderr
-    quiet = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "validate", "experiments/io-chords.yaml"],
+    quiet = subprocess.run([sys.executable, "-m", "cmx.cli.main", "validate", "experiments/io-chords.yaml"],
                            cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
 

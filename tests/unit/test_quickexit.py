@@ -1,6 +1,6 @@
 """A process of the run leaves without the interpreter's teardown, but only after every exit
-function ran, with the code it was given, its streams flushed (workloads/quickexit.py); and the
-prefork pool's shutdown timer thread sleeps briefly in a worker of a run (workloads/workerstop.py)."""
+function ran, with the code it was given, its streams flushed (workloads/runtime/quickexit.py); and the
+prefork pool's shutdown timer thread sleeps briefly in a worker of a run (workloads/app/workerstop.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -18,7 +18,7 @@ def test_the_exit_functions_run_once_and_the_code_is_kept(tmp_path):
     marker = tmp_path / "ran"
     proc = _run(f"""
         import atexit, sys
-        from cmx.workloads.quickexit import at_exit
+        from cmx.workloads.runtime.quickexit import at_exit
         atexit.register(lambda: open({str(marker)!r}, "a").write("first\\n"))
         atexit.register(lambda: open({str(marker)!r}, "a").write("second\\n"))
         at_exit(lambda: 3)
@@ -34,7 +34,7 @@ def test_an_exit_function_registered_later_leaves_the_exit_to_python(tmp_path):
     marker = tmp_path / "ran"
     proc = _run(f"""
         import atexit, sys
-        from cmx.workloads.quickexit import at_exit
+        from cmx.workloads.runtime.quickexit import at_exit
         atexit.register(lambda: open({str(marker)!r}, "a").write("before\\n"))
         at_exit(lambda: 3)
         atexit.register(lambda: open({str(marker)!r}, "a").write("after\\n"))
@@ -47,7 +47,7 @@ def test_an_exit_function_registered_later_leaves_the_exit_to_python(tmp_path):
 def test_a_child_forked_later_leaves_as_it_would_have(tmp_path):
     script = textwrap.dedent("""
         import os, sys
-        from cmx.workloads.quickexit import at_exit
+        from cmx.workloads.runtime.quickexit import at_exit
         at_exit(lambda: 3)
         pid = os.fork()
         if pid == 0:
@@ -63,7 +63,7 @@ def test_a_child_forked_later_leaves_as_it_would_have(tmp_path):
 def test_the_prefork_timer_thread_sleeps_briefly_and_no_one_else_does():
     from celery.concurrency import prefork
 
-    from cmx.workloads import workerstop
+    from cmx.workloads.app import workerstop
 
     real = prefork.time
     try:

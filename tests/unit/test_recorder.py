@@ -18,8 +18,8 @@ from celery import Celery, signals
 
 from cmx.engine.results import db
 from cmx.engine.results.ingest import HostInfo, ingest_run
-from cmx.workloads import instrument, recorder as recorder_mod
-from cmx.workloads.recorder import HEADERS, Recorder, write_csv
+from cmx.workloads.runtime import instrument, recorder as recorder_mod
+from cmx.workloads.runtime.recorder import HEADERS, Recorder, write_csv
 
 
 def read(path):
@@ -77,7 +77,7 @@ def test_a_sigkilled_process_loses_at_most_the_last_flush_interval(tmp_path):
     """Rows older than one flush interval are on disk when the process is killed with SIGKILL."""
     script = textwrap.dedent(f"""
         import sys, time
-        from cmx.workloads.recorder import Recorder, FLUSH_INTERVAL_S
+        from cmx.workloads.runtime.recorder import Recorder, FLUSH_INTERVAL_S
         rec = Recorder({str(tmp_path)!r}, "h1")
         for i in range(1000):
             rec.add("pub", (f"t{{i}}", "noop", "h1", rec.pid, "", time.time()))

@@ -8,7 +8,7 @@ import json
 from cmx.analysis import headline, recommend, views
 from cmx.analysis.report_cells import table_metrics
 from cmx.engine.results import db
-from cmx.workloads.base import Workload
+from cmx.workloads.catalog.base import Workload
 from cmx.workloads.vocab import metrics as M
 from tests.results_fixture import add_run
 

@@ -367,9 +367,9 @@ def test_error_log_redacts_secrets_and_records_each_failure_once():
 
 
 def test_a_mark_reads_pss_of_every_watched_process_at_once(tmp_path, spawn, sampler):
-    """The run's clock start and drain (workloads/runmarks.py) each get a PSS reading of every
+    """The run's clock start and drain (workloads/runtime/runmarks.py) each get a PSS reading of every
     watched process, whatever the PSS schedule says, and the sampler writes down when."""
-    from cmx.workloads.runmarks import mark
+    from cmx.workloads.runtime.runmarks import mark
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

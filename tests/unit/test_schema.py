@@ -40,7 +40,7 @@ def test_every_shipped_experiment_is_valid_and_names_the_committed_schema(valida
 
 
 def test_the_committed_schema_is_what_cmx_schema_prints():
-    printed = subprocess.run([sys.executable, "-m", "cmx.engine.cli.main", "schema"], cwd=REPO, capture_output=True,
+    printed = subprocess.run([sys.executable, "-m", "cmx.cli.main", "schema"], cwd=REPO, capture_output=True,
                              text=True, check=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}).stdout
     assert printed == schema_text()
     assert (REPO / COMMITTED).read_text() == printed, "run `cmx schema --out docs/cmx.schema.json`"

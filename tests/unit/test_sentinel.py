@@ -6,10 +6,10 @@ import pytest
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.preflight import redact
 from cmx.engine.hosts.provision import _service_vars
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import redis_sentinel as sentinel
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.spec import owned_key_problem
+from cmx.workloads.runtime.spec import owned_key_problem
 
 
 def lab(*hosts: str, **hostvars) -> Inventory:
@@ -86,7 +86,7 @@ def test_the_master_name_and_sentinel_password_are_not_a_cells_to_set():
 
 def test_a_worker_consuming_from_another_kind_of_broker_fails_the_run():
     from cmx.workloads.drive.workerwatch import broker_mismatch
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.runtime.spec import RunSpec
 
     spec = RunSpec(run_id="r", experiment="e", cell_id="c", repeat=1, workload="throughput", broker="redis-sentinel")
     assert broker_mismatch(spec, {"broker_scheme": "sentinel"}) == []

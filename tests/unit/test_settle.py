@@ -12,7 +12,7 @@ import time
 from types import SimpleNamespace
 
 from cmx.workloads import faults
-from cmx.workloads import workerevents as we
+from cmx.workloads.runtime import workerevents as we
 from cmx.workloads.drive import settle
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from cmx.analysis import stats
 from cmx.analysis.summary import CellSummary, cell_headlines, render, with_interval
-from cmx.engine.cli.tables import fit, show
+from cmx.cli.tables import fit, show
 from cmx.engine.model.cells import Cell
 from cmx.engine.results import metricdefs
 from cmx.workloads.catalog import registry

@@ -7,10 +7,10 @@ import pytest
 from celery import Celery, Task
 from celery.contrib.testing.worker import start_worker
 
-from cmx.workloads import instrument
+from cmx.workloads.runtime import instrument
 from cmx.workloads.drive.workerwatch import mismatches, wanted_config
-from cmx.workloads.effective import TASK_SETTINGS, effective_config, parse_task_key, task_key
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime.effective import TASK_SETTINGS, effective_config, parse_task_key, task_key
+from cmx.workloads.runtime.spec import RunSpec
 
 CELL = {"task_acks_late": True, "task_time_limit": 30, "task_soft_time_limit": 20,
         "task_default_rate_limit": "5/s", "task_compression": "gzip", "task_serializer": "json",

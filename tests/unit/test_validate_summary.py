@@ -3,7 +3,7 @@ the experiment's stored runs, in the one ETA form) and whether its repeats can s
 between cells at all (the gate's rule: 2 / C(2n, n) is the smallest p of n runs against n)."""
 from __future__ import annotations
 
-from cmx.engine.cli.sweepsize import summary
+from cmx.cli.sweepsize import summary
 from cmx.engine.results import db
 from tests.conftest import cmx, write
 from tests.results_fixture import T0, add_run

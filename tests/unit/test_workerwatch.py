@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from cmx.engine.results.ingest_workers import worker_causes
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime.spec import RunSpec
 from cmx.workloads.host.supervisor import describe, exit_text
 from cmx.workloads.drive.workerwatch import mismatches, wanted_config
 
@@ -63,7 +63,7 @@ def test_the_cause_of_a_silent_worker(tmp_path):
 
 
 def test_a_workers_end_and_first_receipt_as_its_host_sees_them(tmp_path):
-    from cmx.workloads import workerevents as we
+    from cmx.workloads.runtime import workerevents as we
 
     assert we.observe(tmp_path, "w2") == []
     (tmp_path / "recv-41.rows").write_bytes(b"")  # the recorder's file before its first flush
@@ -81,7 +81,7 @@ def test_a_workers_end_and_first_receipt_as_its_host_sees_them(tmp_path):
 def test_events_passed_on_twice_are_recorded_once(tmp_path):
     from dataclasses import asdict
 
-    from cmx.workloads import workerevents as we
+    from cmx.workloads.runtime import workerevents as we
 
     died = we.WorkerEvent(we.EXITED, "w2", 100.0, 41, None, "SIGKILL", 9)
     took = we.WorkerEvent(we.CONSUMING, "w2", 90.0)
@@ -96,9 +96,9 @@ def test_events_passed_on_twice_are_recorded_once(tmp_path):
 def test_a_dead_worker_of_the_run_fails_it_with_how_it_ended():
     import pytest
 
-    from cmx.workloads import workerevents as we
+    from cmx.workloads.runtime import workerevents as we
     from cmx.workloads.drive.workerwatch import WorkerProblem, check_alive
-    from cmx.workloads.spec import node_name
+    from cmx.workloads.runtime.spec import node_name
 
     spec = _spec(pool="solo", worker_nodes=[node_name("r1", "w1"), node_name("r1", "w2")])
     took = we.WorkerEvent(we.CONSUMING, "w2", 90.0)

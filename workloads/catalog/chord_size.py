@@ -18,7 +18,7 @@ import time
 
 from pydantic import Field
 
-from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
+from cmx.workloads.catalog.base import DriveTimeout, Workload, WorkloadParams
 from cmx.workloads.vocab import metrics as M
 
 

@@ -14,7 +14,7 @@ import time
 
 from pydantic import Field
 
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.catalog.base import Workload, WorkloadParams
 from cmx.workloads.vocab import metrics as M
 
 

@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 from pydantic import Field, field_validator
 
-from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
+from cmx.workloads.catalog.base import DriveTimeout, Workload, WorkloadParams
 from cmx.workloads.vocab import metrics as M
 
 
@@ -54,7 +54,7 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 @functools.lru_cache(maxsize=1)
 def service_url() -> str:
     """The run's service URL, from the spec in the run dir (read once per process)."""
-    from cmx.workloads.spec import RunSpec, run_dir_from_env
+    from cmx.workloads.runtime.spec import RunSpec, run_dir_from_env
 
     url = RunSpec.load(run_dir_from_env()).service_url
     if not url:

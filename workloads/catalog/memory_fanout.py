@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.catalog.base import Workload, WorkloadParams
 from cmx.workloads.vocab import pools
 from cmx.workloads.vocab import metrics as M
 

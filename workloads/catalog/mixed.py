@@ -18,7 +18,7 @@ import time
 
 from pydantic import Field
 
-from cmx.workloads.base import Workload, WorkloadParams
+from cmx.workloads.catalog.base import Workload, WorkloadParams
 from cmx.workloads.vocab import metrics as M
 
 
@@ -60,7 +60,7 @@ class Mixed(Workload):
 
     def drive(self, ctx, params: MixedParams):
         from cmx.workloads.drive.pacing import Pacer
-        from cmx.workloads.instrument import INTENDED_HEADER
+        from cmx.workloads.runtime.instrument import INTENDED_HEADER
 
         short, long = ctx.app.tasks[SHORT], ctx.app.tasks[LONG]
         ctx.wait_for_workers()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cmx.workloads.catalog import usercode
-from cmx.workloads.base import Workload
+from cmx.workloads.catalog.base import Workload
 from cmx.workloads.catalog.chord_size import ChordSize
 from cmx.workloads.catalog.concurrent_sleep import ConcurrentSleep
 from cmx.workloads.catalog.io_chord import IoChord
@@ -58,7 +58,7 @@ def load_class(name: str) -> type[Workload]:
         except Exception as exc:
             raise ValueError(f"cannot load workload {name}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
         if not (isinstance(cls, type) and issubclass(cls, Workload)):
-            raise ValueError(f"workload {name} is not a subclass of cmx.workloads.base.Workload")
+            raise ValueError(f"workload {name} is not a subclass of cmx.workloads.catalog.base.Workload")
         missing = [a for a in ("Params",) if not hasattr(cls, a)] + sorted(getattr(cls, "__abstractmethods__", ()))
         if missing:
             raise ValueError(f"workload {name} does not define {', '.join(missing)}")

@@ -38,7 +38,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from cmx.workloads.base import DriveTimeout, Workload, WorkloadParams
+from cmx.workloads.catalog.base import DriveTimeout, Workload, WorkloadParams
 from cmx.workloads.vocab import pools
 from cmx.workloads.catalog.sql_fanout_sql import (Result, ensure_table, normalise, query_sql, run_direct, run_union,
                                                   table_name)
@@ -134,7 +134,7 @@ def _connect_preopen_signals() -> None:
     from celery import signals
 
     def spec():
-        from cmx.workloads.spec import RunSpec, run_dir_from_env
+        from cmx.workloads.runtime.spec import RunSpec, run_dir_from_env
 
         return RunSpec.load(run_dir_from_env())
 
@@ -167,7 +167,7 @@ class SqlFanout(Workload):
         def query(rows: int, index: int, request_key: int) -> list[list]:
             nonlocal pool
             if pool is None:
-                from cmx.workloads.spec import RunSpec, run_dir_from_env
+                from cmx.workloads.runtime.spec import RunSpec, run_dir_from_env
 
                 pool = RunSpec.load(run_dir_from_env()).pool
                 _cooperative_wait(pool)
@@ -187,7 +187,7 @@ class SqlFanout(Workload):
     def drive(self, ctx, params: SqlFanoutParams):
         from celery import group
 
-        from cmx.workloads.files import write_atomic
+        from cmx.workloads.runtime.files import write_atomic
 
         url = os.environ["CMX_DATABASE_URL"]
         with connect(url, "setup") as conn:

@@ -13,7 +13,7 @@ from typing import Any
 from celery import Celery
 from celery.app.utils import filter_hidden_settings
 
-from cmx.workloads.files import write_atomic
+from cmx.workloads.runtime.files import write_atomic
 
 
 def _plain(value: Any) -> Any:

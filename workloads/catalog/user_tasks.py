@@ -7,7 +7,7 @@ the run's app and cmx's signal handlers stamp them like any other task.
 
 With ``app: pkg.mod:app`` the run uses the user's Celery app object and its configuration,
 except what the harness owns (broker, backend, queues, routes) and what the cell sets
-(``workloads/app.py`` applies those on top and records what it overrode).
+(``workloads/app/factory.py`` applies those on top and records what it overrode).
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from cmx.workloads.catalog import usercode
-from cmx.workloads.base import Workload, WorkloadParams
-from cmx.workloads.instrument import own_tasks
+from cmx.workloads.catalog.base import Workload, WorkloadParams
+from cmx.workloads.runtime.instrument import own_tasks
 from cmx.workloads.vocab import metrics as M
 
 

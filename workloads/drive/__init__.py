@@ -1,7 +1,7 @@
 """cmx.workloads.drive: the driver's room (publishing, pacing, waiting for workers).
 
 :class:`DriveTimeout` lives here, where the drive raises it; workloads import it from
-cmx.workloads.base as before. :func:`connection_errors` is what every part of the drive treats as
+cmx.workloads.catalog.base as before. :func:`connection_errors` is what every part of the drive treats as
 the broker (or a Redis backend) going away."""
 from __future__ import annotations
 

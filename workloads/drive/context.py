@@ -1,6 +1,6 @@
 """What a workload's ``drive`` gets: the run's app and spec, and its coordination steps.
 
-The contract between the driver (workloads/drive/driver.py, which builds it) and the workloads
+The contract between the driver (workloads/app/driver.py, which builds it) and the workloads
 (workloads/catalog/, the user's own): it needs nothing of the app factory, so a workload can use
 it without importing the driver.
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.drive import DriveTimeout, connection_errors
 from cmx.workloads.drive import drivers
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
-from cmx.workloads.files import write_atomic
+from cmx.workloads.runtime.files import write_atomic
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime.spec import RunSpec
 
 
 #: The shortest wait between two progress checks of :meth:`DriveContext.wait_completed`.
@@ -45,7 +45,7 @@ class DriveContext:
     #: time.time() when every worker confirmed it consumes the run's queue (the workload's clock).
     consuming_at: float | None = None
     watchdog: Watchdog | None = None
-    #: The run's marks given so far (workloads/runmarks.py).
+    #: The run's marks given so far (workloads/runtime/runmarks.py).
     marked: set[str] = field(default_factory=set)
 
     # -- several drivers (the ``drivers`` dimension: workloads/drive/drivers.py) --------------
@@ -63,7 +63,7 @@ class DriveContext:
         return rate / drivers.count(self.spec)
 
     def worker_events(self) -> list:
-        """What the workers' hosts said of them so far (workloads/workerevents.py)."""
+        """What the workers' hosts said of them so far (workloads/runtime/workerevents.py)."""
         return reported(self.run_dir, self.host)
 
     def _watch(self) -> Watchdog:
@@ -140,10 +140,10 @@ class DriveContext:
     def mark(self, name: str) -> None:
         """Mark ``clock`` (the workload's clock started) or ``drain`` (its work is done) on every
         host of the run: each host's sampler reads PSS of every process it watches then, so a peak
-        PSS comes from inside the run (workloads/runmarks.py). ``clock`` asks without waiting
+        PSS comes from inside the run (workloads/runtime/runmarks.py). ``clock`` asks without waiting
         (nothing of the workload waits for it); ``drain`` waits until the readings are in (a few
         seconds at most), before the run's processes are stopped."""
-        from cmx.workloads.runmarks import mark
+        from cmx.workloads.runtime.runmarks import mark
 
         if name in self.marked:
             return

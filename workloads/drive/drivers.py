@@ -22,7 +22,7 @@ from typing import Callable
 from celery import Celery
 from kombu.simple import SimpleQueue
 
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime.spec import RunSpec
 
 
 class DriversProblem(Exception):

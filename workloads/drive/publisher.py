@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlsplit
 
-from cmx.workloads import instrument
+from cmx.workloads.runtime import instrument
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.instrument import INTENDED_HEADER, recorder
+from cmx.workloads.runtime.instrument import INTENDED_HEADER, recorder
 from cmx.workloads.servers.base import TEMPLATE_ID, new_ids
 
 BATCH = 500  # messages per round trip / burst, at most

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from cmx.workloads.instrument import INTENDED_HEADER
+from cmx.workloads.runtime.instrument import INTENDED_HEADER
 from cmx.workloads.vocab import metrics as M
 
 #: Stop when the queue holds more than this share of a step's tasks at the step's end.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from cmx.workloads.drive import connection_errors
-from cmx.workloads.workerevents import FAULT_END
+from cmx.workloads.runtime.workerevents import FAULT_END
 
 
 def wait_settled(ctx, poll_s: float = 0.2) -> None:

@@ -4,7 +4,7 @@ the workload is released, and none dies unnoticed while the driver waits.
 Control replies are checked one node at a time: a broadcast that one worker missed (or answered
 late) must not let the run go on with fewer workers than ``machines`` says. What a worker cannot
 answer itself (it is busy in a task on a one-thread pool, or dead) comes from its host instead:
-the worker events (workloads/workerevents.py) its host's agent saw and the controller passed on.
+the worker events (workloads/runtime/workerevents.py) its host's agent saw and the controller passed on.
 """
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ from typing import Any
 
 from celery import Celery
 
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.dimensions import ON_WORKER, PACKAGE_PREFIX, version_matches
-from cmx.workloads.effective import parse_task_key
+from cmx.workloads.vocab.dimensions import ON_WORKER, PACKAGE_PREFIX, version_matches
+from cmx.workloads.runtime.effective import parse_task_key
 from cmx.workloads.faults import parse as parse_faults
-from cmx.workloads.instrument import WAKE_TASK
-from cmx.workloads.spec import RunSpec, node_name, worker_client_name
+from cmx.workloads.runtime.instrument import WAKE_TASK
+from cmx.workloads.runtime.spec import RunSpec, node_name, worker_client_name
 from cmx.workloads.vocab.pools import SILENT_WHEN_BUSY
-from cmx.workloads.workerevents import CONSUMING, EXITED, FAULT, FAULT_END, WorkerEvent, merge, observe, read
+from cmx.workloads.runtime.workerevents import CONSUMING, EXITED, FAULT, FAULT_END, WorkerEvent, merge, observe, read
 
 #: A worker that answers no control message for this long is gone (killed, crashed, host down).
 LOST_AFTER_S = 10.0
@@ -80,7 +80,7 @@ def _replies(replies: list[dict] | None) -> dict[str, Any]:
 
 # -- what the cell asks vs what the worker runs ---------------------------------------------------
 def wanted_config(spec: RunSpec) -> dict[str, Any]:
-    """The cell's intent in the keys :func:`cmx.workloads.effective.effective_config` answers."""
+    """The cell's intent in the keys :func:`cmx.workloads.runtime.effective.effective_config` answers."""
     want: dict[str, Any] = {d.name: getattr(spec, d.name) for d in ON_WORKER}  # pool, concurrency...
     want |= {"celery." + k: v for k, v in spec.celery.items()}
     want |= {PACKAGE_PREFIX + k: v for k, v in spec.packages.items()}  # the versions it imports
@@ -90,7 +90,7 @@ def wanted_config(spec: RunSpec) -> dict[str, Any]:
 def _same(wanted: Any, actual: Any) -> bool:
     if isinstance(wanted, dict) and isinstance(actual, dict):
         # A mapping the harness adds keys to (broker_transport_options gains the connection's
-        # name: workloads/app.py name_clients): every key the cell set must hold its value.
+        # name: workloads/app/factory.py name_clients): every key the cell set must hold its value.
         return all(_same(v, actual.get(k)) for k, v in wanted.items())
     if isinstance(wanted, bool) or isinstance(actual, bool):
         return wanted is actual
@@ -220,7 +220,7 @@ def wake(app: Celery, spec: RunSpec, workers: int) -> None:
 def wake_blocked(app: Celery, spec: RunSpec) -> int:
     """End the blocking reads the run's workers have in flight on the broker, where the broker's
     client blocks in one (Redis's BRPOP): once they consume (here), and when they are told to
-    stop (workloads/workerstop.py). How many were woken; 0 where nothing blocks (each server's
+    stop (workloads/app/workerstop.py). How many were woken; 0 where nothing blocks (each server's
     ``wake_consumers``, workloads/servers/)."""
     return servers.get(kinds.BROKERS[spec.broker].service).wake_consumers(app, worker_client_name(spec.run_id))
 

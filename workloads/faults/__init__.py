@@ -4,7 +4,7 @@ part in every stage.
 A fault kind is one module of this package (``kill_child.py``, ``restart_broker.py``…: a
 :class:`~.base.FaultKind` with its facts, its checks, its injection on the host and its undo),
 listed in ``registry.py``. The engine validates a cell's faults with :func:`parse` and each kind's
-``check`` (engine/model/dimensions.py, engine/model/faultcheck.py, engine/cli/checks.py); the
+``check`` (engine/model/dimensions.py, engine/model/faultcheck.py, cli/checks.py); the
 controller schedules them (engine/run/faultrun.py); the hosts' agents inject them through each
 kind's ``inject`` (workloads/host/faultinject.py); the driver lets a fault's own damage pass
 (``cuts_off``) and ends a fault run by ``limits.settle`` (workloads/drive/settle.py). It ships to

@@ -56,7 +56,7 @@ class CellView:
 @dataclass(frozen=True)
 class HostsView:
     """What a kind's :meth:`FaultKind.check_hosts` reads of the sweep's inventory for one cell
-    (engine/cli/checks.py gathers it)."""
+    (cli/checks.py gathers it)."""
 
     #: The server of the cell's broker (its service name).
     service: str

@@ -1,5 +1,5 @@
 """``kill_child@T``: SIGKILL one prefork pool child of the run's worker that is running a task (a
-child marks the task it runs in ``busy.<pid>`` in fault cells: workloads/instrument.py); none
+child marks the task it runs in ``busy.<pid>`` in fault cells: workloads/runtime/instrument.py); none
 within :data:`BUSY_CHILD_WAIT_S`: the fault fails, saying so. Refused at validation for a pool
 whose children are not processes."""
 from __future__ import annotations

@@ -14,13 +14,13 @@ followed by K raw bytes (a run's pack). Commands:
   finish      run_id, grace, reset, clock_port, keep: hostrun.finish_report (stop, reset, facts, pack);
               with "send_pack": true the pack follows the answer as bytes (one round trip a run)
   tell        run_id, events: worker events from other hosts, for this host's driver (its run
-              dir's worker_events.json: workloads/workerevents.py)
+              dir's worker_events.json: workloads/runtime/workerevents.py)
   fault       run_id, index, fault, delay_s, restart_s, ready_timeout: inject one of the run's
               faults on this host after delay_s (workloads/host/faultinject.py); its record
   quit        stop what runs, answer, exit
 
 Unasked, the agent sends ``{"event": {...}, "run_id": ...}`` when a run's worker on this host
-ends or first takes a task of the run (:func:`cmx.workloads.workerevents.observe`, every
+ends or first takes a task of the run (:func:`cmx.workloads.runtime.workerevents.observe`, every
 :data:`WATCH_EVERY_S`), until the run's finish begins: a busy or dead worker says neither itself.
 
 Secrets arrive inside ``begin``'s payload on stdin: never in a command line, environment of a
@@ -202,7 +202,7 @@ class Agent:
         return report
 
     def tell(self, msg: dict) -> dict:
-        from cmx.workloads import workerevents
+        from cmx.workloads.runtime import workerevents
 
         state = self._state(msg["run_id"])
         with state.events_lock:
@@ -211,7 +211,7 @@ class Agent:
 
     def fault(self, msg: dict) -> dict:
         """Inject one fault of the run on this host; its events go out as they happen."""
-        from cmx.workloads import workerevents
+        from cmx.workloads.runtime import workerevents
         from cmx.workloads.host import faultinject, hostctl, hostrun
 
         run_id = msg["run_id"]
@@ -226,7 +226,7 @@ class Agent:
             self.send({"event": asdict(event), "run_id": run_id})
 
         def replacement() -> int:  # the same node, consuming the run's queue at once (a restarted unit)
-            from cmx.workloads.spec import RunSpec
+            from cmx.workloads.runtime.spec import RunSpec
 
             # Under the run's lock: a finish or the lease's end (which cancel first, then stop
             # what runs) never misses a replacement started beside them.
@@ -244,7 +244,7 @@ class Agent:
     def watch_workers(self) -> None:
         """Send every new worker event of the runs under way (not once their finish began: the
         stop ends the worker on purpose)."""
-        from cmx.workloads import workerevents
+        from cmx.workloads.runtime import workerevents
 
         while not self.ended.wait(WATCH_EVERY_S):
             with self.state_lock:

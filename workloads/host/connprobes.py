@@ -1,6 +1,6 @@
 """Connection probes of the sampler: how many clients *of this run* a broker or backend has.
 
-Every cmx client names itself (workloads/clientname.py); a probe lists the server's clients and
+Every cmx client names itself (workloads/vocab/clientname.py); a probe lists the server's clients and
 counts those bearing the run's names, per client role (worker, driver) and only for its own target
 (broker or backend): the probe itself, other runs, and any other client of the same server are
 never counted, even when broker and backend are one Redis server. Sources: Redis ``CLIENT LIST``,

@@ -54,6 +54,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from cmx.workloads.quickexit import exit_now
+    from cmx.workloads.runtime.quickexit import exit_now
 
-    exit_now(main(sys.argv[1:]))  # as the driver's own: workloads/quickexit.py
+    exit_now(main(sys.argv[1:]))  # as the driver's own: workloads/runtime/quickexit.py

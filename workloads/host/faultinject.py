@@ -25,7 +25,7 @@ from typing import Callable
 import psutil
 
 from cmx.workloads.faults import FaultFailed, parse, registry
-from cmx.workloads.workerevents import FAULT, FAULT_END, WorkerEvent
+from cmx.workloads.runtime.workerevents import FAULT, FAULT_END, WorkerEvent
 
 FAULTS_CSV = "faults.csv"
 HEADER = ("idx", "fault", "kind", "host", "pid", "task_id", "struck_at", "ended_at", "error", "method")
@@ -167,7 +167,7 @@ def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Call
     if address.startswith("127.") or address == os.environ["SSH_CONNECTION"].split()[0]:
         raise FaultFailed(f"the broker ({address}) is this host or the controller's own address: a partition "
                           "from it would cut the cmx agent off, not the worker")
-    from cmx.workloads.files import write_atomic
+    from cmx.workloads.runtime.files import write_atomic
 
     from cmx.workloads.servers import registry as servers
 

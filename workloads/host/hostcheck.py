@@ -26,7 +26,7 @@ def _existing(path: str) -> str:
 
 
 def check(workdir: str, become: str | None, clock_port: int | None) -> dict:
-    from cmx.workloads.clock import controller_address, measure
+    from cmx.workloads.runtime.clock import controller_address, measure
 
     found: dict = {"python": "%d.%d.%d" % sys.version_info[:3], "disk_path": _existing(workdir)}
     found["disk_free"] = shutil.disk_usage(found["disk_path"]).free
@@ -51,9 +51,9 @@ def main(argv: list[str]) -> None:
 def script() -> str:
     """The program ``python3 - ARGS`` runs on a host: this module and the clock's, loaded from
     their source, without cmx installed there."""
-    from cmx.workloads import clock
+    from cmx.workloads.runtime import clock
 
-    sources = {"cmx.workloads.clock": Path(clock.__file__).read_text(), "cmx_hostcheck": Path(__file__).read_text()}
+    sources = {"cmx.workloads.runtime.clock": Path(clock.__file__).read_text(), "cmx_hostcheck": Path(__file__).read_text()}
     return ("import sys, types\n"
             "for name, src in %r.items():\n"
             "    mod = types.ModuleType(name)\n"

@@ -7,7 +7,7 @@ Every command works in the run dir given by ``--run-dir`` (the per-host work dir
   start-worker   start the Celery worker of the run (detached) and wait until it is ready
   start-service  start the workload's service (detached) and wait until it listens
   start-sampler  start the process/connection sampler (detached)
-  drive          run the driver in the foreground (``cmx.workloads.drive.driver``)
+  drive          run the driver in the foreground (``cmx.workloads.app.driver``)
   reset          remove what the run created on its broker and backend (queues, bindings, results)
   stop           stop everything the run started on this host; no stray process is left
   facts          write facts.json: CPU, cores, memory, kernel, Python and library versions

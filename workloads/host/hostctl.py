@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 
-from cmx.workloads.files import write_atomic
-from cmx.workloads.runmarks import STOP_ASKED
+from cmx.workloads.runtime.files import write_atomic
+from cmx.workloads.runtime.runmarks import STOP_ASKED
 
 #: Every process started here, each the leader of its own session and process group: the agent
 #: (workloads/host/agent.py) reaps them and, when its lease ends, stops whole groups.
@@ -55,13 +55,13 @@ def _tail(path: Path, lines: int = 5) -> str:
 def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_never, queues: str | None = None) -> int:
     """Start the run's worker under its supervisor and wait until it is ready. It consumes the
     hold queue (the driver adds the run's), or ``queues`` (a fault's replacement worker)."""
-    from cmx.workloads.dimensions import worker_argv
-    from cmx.workloads.spec import RunSpec, node_name, python_for
+    from cmx.workloads.vocab.dimensions import worker_argv
+    from cmx.workloads.runtime.spec import RunSpec, node_name, python_for
 
     spec = RunSpec.load(run_dir)
     (run_dir / "worker.ready").unlink(missing_ok=True)
     # The cell's package.* versions: the worker runs in their environment (the supervisor need not).
-    cmd = [python_for(spec, run_dir), "-m", "celery", "-A", "cmx.workloads.worker_app", "worker",
+    cmd = [python_for(spec, run_dir), "-m", "celery", "-A", "cmx.workloads.app.worker", "worker",
            "-n", node_name(spec.run_id, host), "-Q", queues or spec.hold_queue, "-l", "WARNING",
            *worker_argv(spec)]  # -P POOL -c N and the worker.* switches, from the dimension registry
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
@@ -117,9 +117,9 @@ def start_driver(run_dir: Path, warm: bool = False) -> subprocess.Popen:
     itself, so ``stop`` can end it even when whoever started it is gone. ``warm``: imported now,
     run when ``go`` is written on its stdin (workloads/host/drivewarm.py). It runs in the
     environment of the cell's package.* versions, as the worker does."""
-    from cmx.workloads.spec import RunSpec, python_for
+    from cmx.workloads.runtime.spec import RunSpec, python_for
 
-    module = "cmx.workloads.drive.driver"
+    module = "cmx.workloads.app.driver"
     python = python_for(RunSpec.load(run_dir), run_dir)
     if warm:
         return _spawn([python, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None,
@@ -136,7 +136,7 @@ def reset(run_dir: Path) -> int:
     """Remove what the run created on its broker and backend: its queues with their messages,
     exchanges, bindings and results (workloads/host/leftovers.py). After the run, whatever its end."""
     from cmx.workloads.host.leftovers import remove_run
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.runtime.spec import RunSpec
 
     remove_run(RunSpec.load(run_dir))
     return 0
@@ -148,7 +148,7 @@ def remove_results(run_dir: Path) -> int:
     import csv
 
     from cmx.workloads.host.leftovers import remove_run
-    from cmx.workloads.spec import RunSpec
+    from cmx.workloads.runtime.spec import RunSpec
 
     ids: set[str] = set()
     for path in run_dir.glob("exec-*.csv"):
@@ -249,7 +249,7 @@ def stop(run_dir: Path, grace: float) -> int:
 def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
     from importlib.metadata import PackageNotFoundError, version
 
-    from cmx.workloads.fingerprint import governor
+    from cmx.workloads.runtime.fingerprint import governor
 
     def ver(dist: str) -> str | None:
         try:
@@ -273,7 +273,7 @@ def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
         "clock_offset_s": None, "clock_uncertainty_s": None, "clock_method": "not measured",
     }
     if clock_port:
-        from cmx.workloads.clock import controller_address, measure
+        from cmx.workloads.runtime.clock import controller_address, measure
 
         offset, uncertainty, how = measure(controller_address(), clock_port)
         data.update(clock_offset_s=offset, clock_uncertainty_s=uncertainty, clock_method=how)

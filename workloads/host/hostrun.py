@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from cmx.workloads.files import write_atomic
+from cmx.workloads.runtime.files import write_atomic
 from cmx.workloads.host import hostctl
 from cmx.workloads.vocab.services import is_server_secret
 
@@ -128,7 +128,7 @@ def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_por
     {"rc", "seconds": {step: s}, "failed": [step], "errors": [line], "pack"}."""
     import threading
 
-    from cmx.workloads.recorder import write_csv
+    from cmx.workloads.runtime.recorder import write_csv
 
     seconds: dict[str, float] = {}
     failed: list[str] = []

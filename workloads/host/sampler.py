@@ -24,7 +24,7 @@ Files in the run dir (fixed names):
   broker/backend (``role``) per client role (worker, driver), by the names they gave themselves
   (workloads/host/connprobes.py); nobody else's, the probe's included.
 - ``sample_marks.csv`` host,name,ts   the ticks that read PSS of every watched process for a mark
-  of the run (workloads/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
+  of the run (workloads/runtime/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
 - ``noise.json``       the host's CPU, steal, load and pressure over the run, and the run's own CPU
   (noise.py: what else the host did meanwhile).
 - ``sampler.json``     settings, ticks, the sampler's own CPU cost, ``complete``, ``errors``.
@@ -49,7 +49,7 @@ from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, 
 from cmx.workloads.host.noise import NOISE_FILE, NoiseMeter
 from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_exe, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
-from cmx.workloads.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
+from cmx.workloads.runtime.runmarks import MARKS, MARKS_HEADER, SIGNAL, mark_file, sampled_file
 from cmx.workloads.host.sampler_output import PEAKS_HEADER, SAMPLES_HEADER, ErrorLog, Output, secrets_from_env
 from cmx.workloads.host.watches import PidfileWatch, PortWatch
 
@@ -134,7 +134,7 @@ class Sampler:
         self._connections = ConnectionSampler(config.host, probes, config.conn_interval_s, errors)
         if config.keep_expiring:  # imported now, so their cost counts as start-up, not as sampling
             import cmx.workloads.host.leftovers  # noqa: F401
-            import cmx.workloads.spec  # noqa: F401
+            import cmx.workloads.runtime.spec  # noqa: F401
         self._started_wall = time.time()
         self._started_mono = time.monotonic()
         self._startup_cpu = _own_cpu_seconds()
@@ -252,7 +252,7 @@ class Sampler:
     def keep_expiring(self) -> float:
         """Set the TTL on the run's keys anew (workloads/host/leftovers.py); seconds until the next time."""
         from cmx.workloads.host.leftovers import keep_expiring
-        from cmx.workloads.spec import RunSpec
+        from cmx.workloads.runtime.spec import RunSpec
 
         try:
             spec = RunSpec.load(self.config.run_dir)
@@ -384,6 +384,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from cmx.workloads.quickexit import exit_now
+    from cmx.workloads.runtime.quickexit import exit_now
 
     exit_now(main())  # without the interpreter's teardown: the run's stop waits for it

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from cmx.workloads.files import write_atomic
+from cmx.workloads.runtime.files import write_atomic
 
 CSV_NAME = "service-requests.csv"
 CSV_HEADER = ("id", "slept_s", "started_at", "finished_at")

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from cmx.workloads.files import write_atomic
+from cmx.workloads.runtime.files import write_atomic
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -35,7 +35,7 @@ def describe(status: int) -> dict:
 
 def exit_text(run_dir: Path) -> str | None:
     """'exited, signal SIGKILL' / 'exited with code 1' from the run dir's worker.exit, if any."""
-    from cmx.workloads.workerevents import how_it_ended  # not at the top: the supervisor itself never needs it
+    from cmx.workloads.runtime.workerevents import how_it_ended  # not at the top: the supervisor itself never needs it
 
     try:
         return how_it_ended(json.loads((Path(run_dir) / "worker.exit").read_text()))
@@ -98,6 +98,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from cmx.workloads.quickexit import exit_now
+    from cmx.workloads.runtime.quickexit import exit_now
 
     exit_now(main(sys.argv[1:]))  # without the interpreter's teardown: the run's stop waits for it

@@ -312,7 +312,7 @@ class Server:
 
     def client_name_settings(self, target: str, name: str, conf: Mapping[str, Any]) -> dict[str, Any]:
         """The Celery settings that make a client of this server for ``target`` call itself
-        ``name`` (workloads/clientname.py), merged into what ``conf`` holds."""
+        ``name`` (workloads/vocab/clientname.py), merged into what ``conf`` holds."""
         raise ValueError(f"no client name for a {self.name} {target}")
 
     def run_key_settings(self, target: str, prefix: str, conf: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,7 +336,7 @@ class Server:
 
     def raw_client(self, url: str, queue: str, name: str, queue_arguments: Mapping[str, Any],
                    durable: bool, prefetch: int):
-        """The broker's own client for ``via: raw`` (workloads/drive/raw_broker.py): ``reset()``,
+        """The broker's own client for ``via: raw`` (workloads/catalog/throughput_raw.py): ``reset()``,
         ``sender(batched) -> (send, flush)``, ``consume(handle, done, poll_s)``, ``close()``."""
         self._none("raw client")
 

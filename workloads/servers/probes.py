@@ -1,5 +1,5 @@
 """What every connection probe shares (workloads/host/connprobes.py runs them): a probe lists a
-server's clients and counts those bearing the run's names (workloads/clientname.py), per client
+server's clients and counts those bearing the run's names (workloads/vocab/clientname.py), per client
 role. Each server's own probe is in its module; URLs (they carry passwords) are never printed."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import abc
 import os
 from collections import Counter
 
-from cmx.workloads.clientname import CLIENTS, parse
+from cmx.workloads.vocab.clientname import CLIENTS, parse
 
 PROBE_TIMEOUT_S = 10.0
 

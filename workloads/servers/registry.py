@@ -4,7 +4,7 @@ variables, secrets and capabilities they declare. Adding a server is one module 
 :data:`SERVERS` (its name in workloads/vocab/services.py, its role in roles/)."""
 from __future__ import annotations
 
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.services import SERVICE_NAMES
 
 from .base import Hosts, Part, Place, RestartError, Server

@@ -87,7 +87,7 @@ INSERT OR IGNORE INTO cmx_schema VALUES ('sweep_controllers', 1);
 -- Completed tasks per worker host of each run (0 for a worker host that did nothing) and the
 -- host's share of the run's completed tasks.
 CREATE TABLE IF NOT EXISTS host_tasks (run_id VARCHAR, host VARCHAR, tasks_completed BIGINT, share DOUBLE);
--- What each worker really ran with, as it reported it (workloads/effective.py): pool, concurrency,
+-- What each worker really ran with, as it reported it (workloads/runtime/effective.py): pool, concurrency,
 -- prefetch_multiplier, prefetch_count, acks_late, heartbeat, and every celery.* setting of the cell.
 CREATE TABLE IF NOT EXISTS worker_config (run_id VARCHAR, host VARCHAR, node VARCHAR, key VARCHAR, value JSON);
 INSERT OR IGNORE INTO cmx_schema VALUES ('host_tasks', 1), ('worker_config', 1);

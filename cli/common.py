@@ -8,7 +8,7 @@ import sys
 import typer
 from rich.console import Console
 
-from cmx.engine.cli.tables import LOG_WIDTH, WIDE_HELP
+from cmx.cli.tables import LOG_WIDTH, WIDE_HELP
 from cmx.engine.errors import InputError
 from cmx.engine.results import db
 
@@ -19,7 +19,7 @@ app = typer.Typer(
          "then [bold]cmx status[/bold] and [bold]cmx sql[/bold] \"SELECT …\".",
 )
 # Not a terminal (CI logs, pipes): COLUMNS, else wide enough that the summary table stays readable
-# (engine/cli/tables.py fits every table to this width).
+# (cli/tables.py fits every table to this width).
 out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else LOG_WIDTH)
 err = Console(stderr=True)
 

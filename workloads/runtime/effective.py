@@ -19,9 +19,9 @@ from typing import Any, Callable
 from celery import Task
 from celery.worker.control import control_command
 
-from cmx.workloads.dimensions import ON_WORKER, PACKAGE_PREFIX
-from cmx.workloads.fingerprint import versions as package_versions
-from cmx.workloads.instrument import own_tasks
+from cmx.workloads.vocab.dimensions import ON_WORKER, PACKAGE_PREFIX
+from cmx.workloads.runtime.fingerprint import versions as package_versions
+from cmx.workloads.runtime.instrument import own_tasks
 from cmx.workloads.vocab import pools
 
 #: Our pool names (the ``pool`` dimension) by the module of Celery's pool class (threads: ``thread``).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cmx.engine.cli.common import app, fail, out
+from cmx.cli.common import app, fail, out
 from cmx.engine.errors import InputError
 
 profile_app = typer.Typer(help="Read a captured profile (cmx capture --out).", no_args_is_help=True)
@@ -71,6 +71,6 @@ def show_cmd(
     for r in rows:
         values = list(r.values())
         table.add_row(values[0] or "?", values[1] or "-", *(f(v, spec) for v, spec in zip(values[2:], specs[2:])))
-    from cmx.engine.cli import tables
+    from cmx.cli import tables
 
     tables.show(out, table, keep=1)

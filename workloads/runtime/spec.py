@@ -13,24 +13,24 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, create_model, field_validator
 
-from cmx.workloads import kinds
-from cmx.workloads.dimensions import ON_HOSTS, Dimension, owned_settings
+from cmx.workloads.vocab import kinds
+from cmx.workloads.vocab.dimensions import ON_HOSTS, Dimension, owned_settings
 
 # Celery settings that a dimension or the harness owns, with what to use instead. One table for
 # both sides: the engine refuses them as ``celery.*`` dimensions (engine/model/celery_settings.py) and
-# the app factory (workloads/app.py) refuses a spec that carries one, so a ``celery.*`` value can
+# the app factory (workloads/app/factory.py) refuses a spec that carries one, so a ``celery.*`` value can
 # never overwrite a dimension (the worker would run one value while ``runs`` records another).
 # It lives here, not in the engine, because it ships to the hosts with the app factory.
 # broker_transport_options is the user's (visibility_timeout...): the harness adds only the name its
 # connections carry (client_name on Redis, client_properties.connection_name on AMQP: see
-# workloads/app.py name_clients), merged into the user's mapping, so the probes count the run's own
+# workloads/app/factory.py name_clients), merged into the user's mapping, so the probes count the run's own
 # clients. Those keys alone are refused (OWNED_KEYS), not the whole mapping: a user's name would
 # be overwritten silently.
 _CLIENT_NAME = ("set by the harness: every connection of a run carries the run's name, by which "
                 "the sampler counts the run's own connections")
 _FROM_INVENTORY = "set by the harness from the {} dimension and the inventory"
 OWNED_SETTINGS: dict[str, str] = {
-    **owned_settings(),  # worker_pool, worker_concurrency...: the dimensions' own (workloads/dimensions.py)
+    **owned_settings(),  # worker_pool, worker_concurrency...: the dimensions' own (workloads/vocab/dimensions.py)
     # Where the broker and backend are, and their credentials: never in an experiment file.
     **{name: _FROM_INVENTORY.format("broker") for name in (
         "broker_url", "broker_read_url", "broker_write_url", "broker_transport", "broker_host", "broker_port",
@@ -174,7 +174,7 @@ class RunSpec(_DimensionFields):
 
     @property
     def raw_queue(self) -> str:
-        """The raw baseline's queue (workloads/drive/raw_broker.py)."""
+        """The raw baseline's queue (workloads/catalog/throughput_raw.py)."""
         return f"cmx.{self.run_id}.raw"
 
     @property
@@ -215,8 +215,8 @@ def node_name(run_id: str, host: str) -> str:
 
 def worker_client_name(run_id: str) -> str:
     """The Redis client name of the run's workers' broker connections (one naming rule for the
-    connection probes and the driver's wake-up: workloads/clientname.py)."""
-    from cmx.workloads.clientname import client_name
+    connection probes and the driver's wake-up: workloads/vocab/clientname.py)."""
+    from cmx.workloads.vocab.clientname import client_name
 
     return client_name(run_id, "worker", "broker")
 

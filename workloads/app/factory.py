@@ -7,13 +7,15 @@ from pathlib import Path
 from celery import Celery
 from kombu import Queue
 
-from cmx.workloads import effective, failures, instrument, kinds  # noqa: F401 (effective: the cmx_config command)
+from cmx.workloads.runtime import effective, failures, instrument  # noqa: F401 (effective: the cmx_config command)
+
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.catalog import registry
-from cmx.workloads.clientname import client_name
-from cmx.workloads.dimensions import worker_config
-from cmx.workloads.recorder import Recorder
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.vocab.clientname import client_name
+from cmx.workloads.vocab.dimensions import worker_config
+from cmx.workloads.runtime.recorder import Recorder
+from cmx.workloads.runtime.spec import RunSpec
 from cmx.workloads.vocab.clients import BACKEND, BROKER
 
 
@@ -33,7 +35,7 @@ def broker_settings(spec: RunSpec) -> tuple[str, dict]:
 
 def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
     """Every broker and backend connection of this process carries the run's client name, so the
-    connection probes count the run's own clients and nobody else's (workloads/clientname.py),
+    connection probes count the run's own clients and nobody else's (workloads/vocab/clientname.py),
     and every key it writes carries the run's prefix, so the run's end finds it.
     Set after the cell's ``celery.*`` settings: merged into them, never replaced by them."""
     for target, kind in ((BROKER, spec.broker), (BACKEND, spec.backend)):
@@ -51,7 +53,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     own = workload.setup(workload.Params.model_validate(spec.params))
     broker, transport = broker_settings(spec)
     if own is None:
-        # Its task class stamps every task (workloads/instrument.py), the user's shared_task too.
+        # Its task class stamps every task (workloads/runtime/instrument.py), the user's shared_task too.
         app = Celery("cmx", broker=broker, backend=backend_url(spec), set_as_current=True,
                      task_cls=instrument.StampedTask)
     else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
@@ -62,7 +64,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
         task_default_queue=spec.queue,
         task_queues=(Queue(spec.queue, queue_arguments=qargs), Queue(spec.hold_queue, queue_arguments=qargs)),
         task_ignore_result=spec.backend == "none",
-        **worker_config(spec),  # worker_prefetch_multiplier, broker_heartbeat: workloads/dimensions.py
+        **worker_config(spec),  # worker_prefetch_multiplier, broker_heartbeat: workloads/vocab/dimensions.py
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

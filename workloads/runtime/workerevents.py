@@ -16,8 +16,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cmx.workloads.files import write_atomic
-from cmx.workloads.recorder import FRAMES
+from cmx.workloads.runtime.files import write_atomic
+from cmx.workloads.runtime.recorder import FRAMES
 
 #: In the driver's run dir: every event the controller passed on, as a JSON list.
 EVENTS_FILE = "worker_events.json"
@@ -85,7 +85,7 @@ def observe(run_dir: Path, host: str) -> list[WorkerEvent]:
         events.append(WorkerEvent(CLOCK, host, float((run_dir / "mark.clock").read_text())))
     except (OSError, ValueError):
         pass
-    # Only the worker's main process records receipts (workloads/recorder.py "recv"); a worker
+    # Only the worker's main process records receipts (workloads/runtime/recorder.py "recv"); a worker
     # starts on the hold queue alone, so a receipt is a message of the run's queue.
     for frames in run_dir.glob(f"recv-*{FRAMES}"):
         try:

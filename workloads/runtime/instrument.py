@@ -1,7 +1,7 @@
 """Stamps every task where it happens, plus the ``cmx_progress`` command.
 
 Stamps are taken on the host that did the work (publisher, consumer, executor) with ``time.time()``
-and buffered by a :class:`~cmx.workloads.recorder.Recorder`; the publish time also travels in the
+and buffered by a :class:`~cmx.workloads.runtime.recorder.Recorder`; the publish time also travels in the
 message header ``cmx_sent_at`` so the executing side knows it without asking anyone.
 
 Two ways to the same rows, the same moments:
@@ -36,8 +36,8 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 from celery.worker.control import control_command
 
-from cmx.workloads.fingerprint import versions as package_versions
-from cmx.workloads.recorder import Recorder
+from cmx.workloads.runtime.fingerprint import versions as package_versions
+from cmx.workloads.runtime.recorder import Recorder
 from cmx.workloads.vocab import metrics as M
 
 SENT_HEADER = "cmx_sent_at"
@@ -325,9 +325,9 @@ def cmx_progress(state):
 @control_command(args=[("name", str)], signature="<name>")
 def cmx_mark(state, name):
     """Mark the run's ``clock`` or ``drain`` on this worker's host: its sampler reads PSS of every
-    process it watches now (workloads/runmarks.py). ``drain`` answers once that is done
+    process it watches now (workloads/runtime/runmarks.py). ``drain`` answers once that is done
     (within 2 s), so the reading is in before the run's processes are stopped."""
-    from cmx.workloads.runmarks import mark
+    from cmx.workloads.runtime.runmarks import mark
 
     if _recorder is None:
         return {"sampled": False}

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic_core import PydanticUndefined
 
 from cmx.workloads.catalog import registry, usercode
-from cmx.workloads.base import Workload
+from cmx.workloads.catalog.base import Workload
 
 
 @dataclass(frozen=True)

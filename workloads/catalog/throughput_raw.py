@@ -25,17 +25,17 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.clientname import client_name
+from cmx.workloads.vocab.clientname import client_name
 from cmx.workloads.drive.pacing import Pacer
-from cmx.workloads.instrument import recorder
+from cmx.workloads.runtime.instrument import recorder
+from cmx.workloads.catalog.throughput_params import ThroughputParams
 from cmx.workloads.vocab import metrics as M
 from cmx.workloads.vocab.clients import BROKER, DRIVER
 
 if TYPE_CHECKING:  # pragma: no cover
     from cmx.workloads.drive.context import DriveContext
-    from cmx.workloads.catalog.throughput import ThroughputParams
 
 TASK_NAME = "cmx.throughput.raw"
 POLL_S = 0.5  # how long a consumer blocks before it looks at the stop flag again
@@ -74,12 +74,12 @@ class Tally:
                 self.done.set()
 
 
-def schedule_for(params: "ThroughputParams") -> Pacer:
+def schedule_for(params: ThroughputParams) -> Pacer:
     """When to send message ``i``: now (backlog) or at the stream's rate, with the intended time."""
     return Pacer(params.rate if params.mode == "stream" else None)
 
 
-def batch_size(params: "ThroughputParams") -> int:
+def batch_size(params: ThroughputParams) -> int:
     """Messages per acknowledged round trip: ``raw_batch`` for a backlog, 1 for a stream."""
     return 1 if params.mode == "stream" else params.raw_batch
 
@@ -141,7 +141,7 @@ def publish(ctx, params, schedule: Pacer, pubs: list, broker) -> None:
 
 
 # -------------------------------------------------------------------------------------- drive
-def drive_raw(ctx: "DriveContext", params: "ThroughputParams") -> None:
+def drive_raw(ctx: "DriveContext", params: ThroughputParams) -> None:
     """Publish ``tasks`` raw messages and consume them with ``concurrency`` threads, here."""
     url, queue, consumers = os.environ["CMX_BROKER_URL"], raw_queue(ctx), ctx.spec.concurrency
     ctx.notes.append(f"via raw: {consumers} consumer thread(s) ran in the driver process on {ctx.host}, "

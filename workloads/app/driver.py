@@ -1,6 +1,6 @@
 """The driver: the process on a ``drivers`` host that runs one workload for one run.
 
-``python -m cmx.workloads.drive.driver`` (with ``CMX_RUN_DIR``, ``CMX_HOST`` and the broker/backend URLs in
+``python -m cmx.workloads.app.driver`` (with ``CMX_RUN_DIR``, ``CMX_HOST`` and the broker/backend URLs in
 the environment) loads the run spec, waits for every worker of the run, hands control to the
 workload's ``drive``, and writes ``driver.json`` (status, error, timings, broker and backend server
 versions, the driver's own package versions, metrics the workload reported). It never raises past ``main``: what went wrong is in ``driver.json``.
@@ -17,18 +17,18 @@ from urllib.parse import urlsplit
 
 from celery import Celery
 
-from cmx.workloads import kinds
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
-from cmx.workloads.app import create_app
+from cmx.workloads.app.factory import create_app
 from cmx.workloads.drive import DriveTimeout, connection_errors
 from cmx.workloads.catalog import registry
-from cmx.workloads.dimensions import version_matches
+from cmx.workloads.vocab.dimensions import version_matches
 from cmx.workloads.drive.context import DriveContext
 from cmx.workloads.drive.workerwatch import WorkerProblem
-from cmx.workloads.files import write_atomic
-from cmx.workloads.fingerprint import versions as package_versions
-from cmx.workloads.instrument import recorder
-from cmx.workloads.spec import RunSpec, host_from_env, run_dir_from_env
+from cmx.workloads.runtime.files import write_atomic
+from cmx.workloads.runtime.fingerprint import versions as package_versions
+from cmx.workloads.runtime.instrument import recorder
+from cmx.workloads.runtime.spec import RunSpec, host_from_env, run_dir_from_env
 
 __all__ = ["DriveContext", "DriveTimeout", "backend_version", "broker_version", "main"]  # DriveContext/DriveTimeout: their old home
 
@@ -98,7 +98,7 @@ def warm() -> None:
     from celery.app.backends import by_url
     from kombu import Connection
 
-    from cmx.workloads.app import backend_url, broker_settings
+    from cmx.workloads.app.factory import backend_url, broker_settings
 
     spec = RunSpec.load(run_dir_from_env())
     Connection(broker_settings(spec)[0]).transport  # noqa: B018 (the property imports the transport)
@@ -161,6 +161,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from cmx.workloads.quickexit import exit_now
+    from cmx.workloads.runtime.quickexit import exit_now
 
     exit_now(main())  # its files are written: no interpreter teardown inside the run's drive

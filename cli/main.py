@@ -2,12 +2,12 @@
 
 Exit codes: 0 all runs ok; 1 some runs failed; 2 bad input (nothing ran); 3 a threshold crossed; 130 interrupted.
 
-The app and what commands share are in :mod:`cmx.engine.cli.common`; the commands, one module
-per group: :mod:`~cmx.engine.cli.cmd_run` (validate, plan, run), :mod:`~cmx.engine.cli.cmd_results`
-(status, sql, report, compare), :mod:`~cmx.engine.cli.cmd_recommend` (recommend),
-:mod:`~cmx.engine.cli.cmd_trend` (trend), :mod:`~cmx.engine.cli.cmd_travel` (export, import),
-:mod:`~cmx.engine.cli.cmd_catalog` (schema, workloads, init),
-:mod:`~cmx.engine.cli.cmd_doctor` (doctor, services up).
+The app and what commands share are in :mod:`cmx.cli.common`; the commands, one module
+per group: :mod:`~cmx.cli.cmd_run` (validate, plan, run), :mod:`~cmx.cli.cmd_results`
+(status, sql, report, compare), :mod:`~cmx.cli.cmd_recommend` (recommend),
+:mod:`~cmx.cli.cmd_trend` (trend), :mod:`~cmx.cli.cmd_travel` (export, import),
+:mod:`~cmx.cli.cmd_catalog` (schema, workloads, init),
+:mod:`~cmx.cli.cmd_doctor` (doctor, services up).
 Importing them registers the commands, in the order ``cmx --help`` lists them.
 """
 from __future__ import annotations
@@ -17,15 +17,15 @@ import sys
 import typer
 
 # Imported for their commands, in the order `cmx --help` lists them.
-from cmx.engine.cli import cmd_run  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_results  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_recommend  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_catalog  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_trend  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_travel  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_doctor  # noqa: F401  isort: skip
-from cmx.engine.cli import cmd_replay  # noqa: F401  isort: skip
-from cmx.engine.cli.common import app, err
+from cmx.cli import cmd_run  # noqa: F401  isort: skip
+from cmx.cli import cmd_results  # noqa: F401  isort: skip
+from cmx.cli import cmd_recommend  # noqa: F401  isort: skip
+from cmx.cli import cmd_catalog  # noqa: F401  isort: skip
+from cmx.cli import cmd_trend  # noqa: F401  isort: skip
+from cmx.cli import cmd_travel  # noqa: F401  isort: skip
+from cmx.cli import cmd_doctor  # noqa: F401  isort: skip
+from cmx.cli import cmd_replay  # noqa: F401  isort: skip
+from cmx.cli.common import app, err
 from cmx.engine.errors import Problem
 
 __all__ = ["app", "main"]

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cmx.engine.cli.common import INVENTORY_OPTION, app, err, fail
+from cmx.cli.common import INVENTORY_OPTION, app, err, fail
 from cmx.engine.errors import HostError, InputError, Problem
 
 services_app = typer.Typer(no_args_is_help=True, help="The services of sweeps on this machine (the local inventory).")
@@ -71,7 +71,7 @@ def doctor(
     from cmx.engine.hosts import doctor as dr
     from cmx.engine.hosts.connection import connections
     from cmx.engine.hosts.inventory import choose_inventory, load_inventory, uses_builtin
-    from cmx.workloads.clock import ClockServer
+    from cmx.workloads.runtime.clock import ClockServer
 
     try:
         exp = cells = None

@@ -4,11 +4,11 @@ Like Celery's own settings table (``celery/app/defaults.py``): a dimension is de
 its type, choices, default and how its value reaches the worker; from that entry the experiment
 checks validate it (engine/model/dimensions.py), the JSON Schema types it (engine/model/schema.py),
 expansion gives every cell its default (engine/model/cells.py), the results database orders its
-``runs`` column (engine/results/db.py), the run spec carries it to the hosts (workloads/spec.py),
+``runs`` column (engine/results/db.py), the run spec carries it to the hosts (workloads/runtime/spec.py),
 and the worker gets it on its command line (:func:`worker_argv`, read by ``hostctl start-worker``)
 or in its configuration (:func:`worker_config`, read by the app factory). Adding a dimension is
 one entry in :data:`DIMENSIONS` (and, for one that reaches the worker, what the worker reports it
-runs with, in workloads/effective.py: a run fails loudly when the two differ).
+runs with, in workloads/runtime/effective.py: a run fails loudly when the two differ).
 
 It ships to the hosts with the app factory, so it imports nothing from the engine.
 """
@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cmx.workloads import faults, kinds
+from cmx.workloads import faults
+
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.packages import PACKAGES
 from cmx.workloads.vocab import pools
 from cmx.workloads.vocab.services import REDIS
@@ -96,7 +98,7 @@ POOLS: tuple[str, ...] = BY_NAME["pool"].choices
 #: ``package.NAME: [VERSION_SPEC, ...]``: the version of a Python package the run's worker and
 #: driver import, from an environment of its own on each host (one per version set, built from the
 #: wheelhouse: engine/hosts/provision.py). NAME is one of the packages every worker and driver
-#: reports (workloads/fingerprint.py): what they report is what the cell is checked against.
+#: reports (workloads/runtime/fingerprint.py): what they report is what the cell is checked against.
 PACKAGE_PREFIX = "package."
 VERSIONED: tuple[str, ...] = PACKAGES
 
@@ -146,7 +148,7 @@ FLAG_NAMES: tuple[str, ...] = tuple(f.name for f in WORKER_FLAGS)
 
 def owned_settings() -> dict[str, str]:
     """The Celery settings a dimension or worker flag owns, with what to use instead (part of
-    workloads/spec.py OWNED_SETTINGS)."""
+    workloads/runtime/spec.py OWNED_SETTINGS)."""
     out = {d.setting: f"use the {d.name} dimension" + (f" ({d.hint})" if d.hint else "")
            for d in DIMENSIONS if d.setting}
     out |= {f.setting: f"use the worker.{f.name} dimension" for f in WORKER_FLAGS if f.setting}

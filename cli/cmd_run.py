@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cmx.engine.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, WIDE_OPTION, app, err, fail, out
-from cmx.engine.cli.tables import show
+from cmx.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, WIDE_OPTION, app, err, fail, out
+from cmx.cli.tables import show
 from cmx.engine.errors import HostError, InputError, Problem
 from cmx.analysis import views
 from cmx.engine.results import db
@@ -20,7 +20,7 @@ from cmx.engine.results import db
 def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
           results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
-    from cmx.engine.cli.checks import check_against_inventory, check_thresholds
+    from cmx.cli.checks import check_against_inventory, check_thresholds
     from cmx.engine.model.load import load_experiment
     from cmx.engine.hosts.inventory import choose_inventory, load_inventory, uses_builtin
     from cmx.engine.limits import DEFAULT_MAX_CELLS
@@ -57,7 +57,7 @@ def validate(
     Cells that walk into one of Celery's known traps (engine/model/pitfalls.py) get a warning line each
     naming the experiment that shows it; warnings keep exit 0 (measuring a trap is legitimate).
     """
-    from cmx.engine.cli.sweepsize import summary
+    from cmx.cli.sweepsize import summary
 
     try:
         exp, cells, _ = _load(file, inventory, max_cells=max_cells)
@@ -188,7 +188,7 @@ def run(
         fail(exc)
     _warn_pitfalls(file, cells)  # on the terminal before the runs (bad input stays one line), not only in the report
     if not smoke_mode:  # what the sweep can show, before its runs are spent (a smoke run shows nothing)
-        from cmx.engine.cli.sweepsize import shows
+        from cmx.cli.sweepsize import shows
 
         said = shows(exp, cells)
         if said:
@@ -202,8 +202,8 @@ def run(
     sweep.host_wait_s = host_wait
     sweep.resumes = resumes
     race = None
-    if exp.racing:  # only the runs the race still needs, decided round by round (engine/cli/race.py)
-        from cmx.engine.cli.race import Race
+    if exp.racing:  # only the runs the race still needs, decided round by round (cli/race.py)
+        from cmx.cli.race import Race
 
         race = sweep.schedule = Race(exp, Path(db_path), revision, sweep, [c.cell_id for c in cells], skipped)
     interrupted = False

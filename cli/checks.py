@@ -9,7 +9,8 @@ from cmx.engine.model.cells import Cell
 from cmx.engine.model.faultcheck import hosts_problem
 from cmx.engine.model import thresholds as threshold_rules
 from cmx.engine.model.yamlpos import load_yaml
-from cmx.workloads import faults, kinds
+from cmx.workloads import faults
+from cmx.workloads.vocab import kinds
 from cmx.workloads.catalog import registry
 from cmx.workloads.servers import registry as servers
 

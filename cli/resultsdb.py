@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from cmx.engine.cli.common import err
+from cmx.cli.common import err
 from cmx.engine.plan.smoke import SMOKE_DB
 from cmx.engine.results import db
 

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cmx.engine.cli.common import app, err, fail, out
+from cmx.cli.common import app, err, fail, out
 from cmx.engine.errors import InputError
 
 
@@ -41,7 +41,7 @@ def workloads_command(
     Your classes are looked for in the .py files of --dir; their params are what `workload.params`
     and `params.*` dimensions take.
     """
-    from cmx.engine.cli.catalog import builtins, discover
+    from cmx.cli.catalog import builtins, discover
 
     entries, problems = builtins(), []
     if folder.is_dir():
@@ -68,7 +68,7 @@ def init_command(
     Edit the tasks module (plain Celery) and the matrix into your own; try it with
     `cmx run experiments/NAME.yaml --smoke`.
     """
-    from cmx.engine.cli.scaffold import init
+    from cmx.cli.scaffold import init
 
     try:
         experiment, tasks = init(name, folder)

@@ -4,7 +4,7 @@ PSS is costly to read, so the sampler reads it only every few ticks (workloads/h
 shorter than that spacing may get its only PSS reading as the worker's interpreter starts, outside
 the work it measures. So the driver marks when the workload's clock starts (``clock``) and when its
 work drained (``drain``), on its host and, by the ``cmx_mark`` control command
-(workloads/instrument.py), on every worker's host: a mark is a file in the run dir and a signal to
+(workloads/runtime/instrument.py), on every worker's host: a mark is a file in the run dir and a signal to
 the host's sampler, which reads PSS of every process it watches at once and writes down when
 (``sample_marks.csv``, then the ``sample_marks`` table). A peak PSS is taken only from readings
 between a host's two marks (engine/results/sql/metrics.sql); without them it is not sampled (NULL).
@@ -57,7 +57,7 @@ def mark(run_dir: Path, name: str, wait_s: float = 0.0) -> bool:
 
 
 #: Written by the host's stop of the run (workloads/host/hostctl.py ``stop``) before it TERMs the
-#: run's processes. A worker that finds it ends its waits at once (workloads/workerstop.py); a TERM
+#: run's processes. A worker that finds it ends its waits at once (workloads/app/workerstop.py); a TERM
 #: without it (a fault's ``term_worker``, a user's kill) gets Celery's own warm shutdown, untouched,
 #: as that is what the fault measures.
 STOP_ASKED = "stop.asked"

@@ -32,7 +32,7 @@ worker of a run that thread sleeps at most :data:`TIMER_SLEEP_S` at a time (the 
 more often while the pool drains; nothing else changes).
 
 Last, once Celery is done (``worker_shutdown``) the worker leaves without the interpreter's
-teardown (workloads/quickexit.py), with the exit code Celery gives it.
+teardown (workloads/runtime/quickexit.py), with the exit code Celery gives it.
 
 A loop without a hub (gevent, eventlet: ``synloop``) reads the flag between two
 ``drain_events(timeout=2.0)`` and drains once more after it saw it, and the worker's stop then
@@ -59,9 +59,9 @@ import types
 
 from celery import Celery, signals
 
-from cmx.workloads import instrument, quickexit
-from cmx.workloads.runmarks import stop_asked
-from cmx.workloads.spec import RunSpec
+from cmx.workloads.runtime import instrument, quickexit
+from cmx.workloads.runtime.runmarks import stop_asked
+from cmx.workloads.runtime.spec import RunSpec
 from cmx.workloads.vocab.pools import GEVENT, GREEN, PREFORK
 
 #: Seconds the prefork pool's timer thread sleeps at a time while the pool drains (Celery: 0.5).
@@ -75,7 +75,7 @@ _stopping = mmap.mmap(-1, 1)
 
 
 def install(app: Celery, spec: RunSpec) -> None:
-    """Connect the two handlers (in the worker process only: ``worker_app``)."""
+    """Connect the two handlers (in the worker process only: ``app/worker.py``)."""
 
     def on_ready(**_) -> None:
         from kombu.asynchronous import get_event_loop

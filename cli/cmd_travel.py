@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cmx.engine.cli.common import DB_OPTION, app, err, fail, out
+from cmx.cli.common import DB_OPTION, app, err, fail, out
 from cmx.engine.errors import InputError
 
 

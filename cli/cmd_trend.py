@@ -9,9 +9,9 @@ from typing import Optional
 import typer
 
 from cmx.analysis import views
-from cmx.engine.cli.common import DB_OPTION, WIDE_OPTION, app, err, fail, out
-from cmx.engine.cli.tables import show
-from cmx.engine.cli.resultsdb import results_db
+from cmx.cli.common import DB_OPTION, WIDE_OPTION, app, err, fail, out
+from cmx.cli.tables import show
+from cmx.cli.resultsdb import results_db
 from cmx.analysis.rules import TREND_RULE
 from cmx.engine.errors import InputError
 

@@ -1,1 +1,0 @@
-"""cmx.engine.cli."""

@@ -1,0 +1,1 @@
+"""The runtime every cmx process shares: the run's spec, stamps, records, files."""
