@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
+from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, RABBITMQ_CLUSTER, REDIS, REDIS_SENTINEL
 
 
 def _frozen(mapping: dict) -> Mapping:
@@ -40,13 +40,17 @@ class Kind:
     celery_url: str | None = None
     #: Redis: the database number cmx's own server gives this target.
     db: int = 0
+    #: An alias's queue type (workloads/vocab/queues.py): ``rabbitmq-quorum`` is ``{broker: rabbitmq,
+    #: queue_type: quorum}``, its cells' ids unchanged.
+    queue_type: str | None = None
 
 
 BROKERS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind(REDIS, REDIS, db=0),
     Kind(RABBITMQ, RABBITMQ),
-    Kind("rabbitmq-quorum", RABBITMQ, queue_arguments=_frozen({"x-queue-type": "quorum"})),
+    Kind("rabbitmq-quorum", RABBITMQ, queue_type="quorum"),
     Kind("redis-sentinel", REDIS_SENTINEL, db=0),
+    Kind("rabbitmq-cluster", RABBITMQ_CLUSTER),
 )})
 BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind("none", None, provisionable=False),
