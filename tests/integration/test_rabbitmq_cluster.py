@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cmx.workloads.servers import rabbitmq_cluster as cluster
-from cmx.workloads.servers.base import GroupHost
+from cmx.workloads.servers.rabbitmq_cluster import GroupHost
 from tests.conftest import cmx, query, write
 from tests.hostseed import seed_local
 from tests.integration.test_redis_sentinel import _answers, free_ports
