@@ -51,6 +51,9 @@ class Workload(abc.ABC):
     #: Whether the ``drivers`` dimension can split the publishing over several hosts (each sends
     #: its share of the tasks, or of the rate); :meth:`split_problem` says why not for given params.
     splits: ClassVar[bool] = False
+    #: Packages the workload's own code needs on the hosts beyond the harness's
+    #: (engine/hosts/host-requirements.txt), pinned at the controller's versions.
+    host_requirements: ClassVar[tuple[str, ...]] = ()
 
     def split_problem(self, params: WorkloadParams) -> str | None:
         """Why this workload with these params cannot be published by several drivers, or None."""

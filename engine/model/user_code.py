@@ -68,6 +68,10 @@ def sources(exp, cells) -> dict[str, Path]:
     if registry.is_user_class(name):
         where, _ = usercode.parse_object_ref(name)
         add(_module_source(base, where) if usercode.is_file_ref(where) else _top_level_source(base, where))
+    if name == "replay":  # the profile travels as user code does (workloads/catalog/replay.py)
+        for params in _cell_params(cells):
+            if params.get("profile"):
+                add(_profile_source(base, params["profile"]))
     if name == "tasks":
         for params in _cell_params(cells):
             if params.get("module"):
@@ -75,6 +79,15 @@ def sources(exp, cells) -> dict[str, Path]:
             if params.get("app"):
                 add(_top_level_source(base, usercode.parse_object_ref(params["app"])[0]))
     return found
+
+
+def _profile_source(base: Path, profile: str) -> Path:
+    """The replay workload's profile file; ValueError naming where it was looked for."""
+    path = base / profile
+    if not path.is_file():
+        raise ValueError(f"params.profile: no profile {profile} next to the experiment (looked for {path}; "
+                         "write one with cmx capture --out)")
+    return path
 
 
 def check_tasks(exp, cells) -> list[tuple[str, Any, str]]:

@@ -189,7 +189,7 @@ class Sweep:
         # One environment per package.* version set (workloads/dimensions.py), built beside the venv.
         version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
         shipment = prepare(self.results_dir, user_code, list(self.exp.workload.requirements),
-                           list(version_sets.values()))
+                           list(version_sets.values()), registry.get(self.exp.workload.name).host_requirements)
         # One round trip per host, all at once: a host down now fails the runs that need it and the
         # others go on; a host holding the shipment's key is not provisioned again (engine/hosts/reach.py).
         lost, keys = survey(conns, shipment.key_files)
