@@ -1,0 +1,133 @@
+"""Replay fidelity (issue 40 point 5): a small Celery app no part of cmx, with three task types and a
+burst, runs on the real Redis with events on; `cmx capture` records it; `cmx run` replays the
+profile in a small sweep (workload replay); per task name the replayed count, arrival rate and
+service time p50/p95 must match the capture (2 %, 5 %, 10 %) in every run."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import duckdb
+import pytest
+
+from tests.conftest import CMX, cmx, query, write
+
+pytestmark = pytest.mark.integration
+
+URL = "redis://127.0.0.1:6379/14"
+
+APP = textwrap.dedent("""
+    import random, time
+    from celery import Celery
+    app = Celery("shop", broker="{url}")
+    app.conf.task_send_sent_event = True
+    app.conf.worker_send_task_events = True
+    app.conf.task_default_queue = "{q}"
+
+    @app.task(name="shop.render")
+    def render(page):
+        time.sleep(0.05)  # 10 % of it outlasts a loaded machine's scheduling jitter
+
+    @app.task(name="shop.charge")
+    def charge(order, seconds):
+        time.sleep(seconds)
+
+    @app.task(name="shop.report")
+    def report(blob):
+        time.sleep(0.3)
+""")
+
+# ~8 s of traffic: render (50 ms) at 25/s, charge at 6/s with runtimes spread 40-160 ms, report at 1/s
+# with a 10 kB payload, and a burst of 120 renders at 4 s.
+PRODUCER = textwrap.dedent("""
+    import random, time
+    import shop
+    rng = random.Random(7)
+    t0 = time.time()
+    events = [(i / 25, "render") for i in range(200)] + [(i / 6, "charge") for i in range(48)]
+    events += [(i, "report") for i in range(8)] + [(4.0 + i * 0.002, "render") for i in range(120)]
+    for at, name in sorted(events):
+        time.sleep(max(0.0, t0 + at - time.time()))
+        if name == "render":
+            shop.render.delay("p" * 200)
+        elif name == "charge":
+            shop.charge.delay("o" * 1000, rng.uniform(0.04, 0.16))
+        else:
+            shop.report.delay("r" * 10000)
+""")
+
+EXPERIMENT = """
+name: replay-fidelity-{tag}
+repeats: 1
+workload:
+  name: replay
+  params: {{profile: shop.parquet, work: sleep, mode: exact}}
+fixed:
+  broker: redis
+  backend: none
+  pool: threads
+  prefetch_multiplier: 1
+matrix:
+  concurrency: [16, 32]
+limits: {{run_timeout: 2m}}
+"""
+
+
+@pytest.fixture
+def shop(tmp_path):
+    q = f"shop-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "shop.py").write_text(APP.format(url=URL, q=q))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "shop", "worker", "-E", "-P", "threads",
+                               "-c", "32", "-Q", q, "--without-heartbeat", "--without-gossip", "--without-mingle",
+                               "-l", "warning"], cwd=tmp_path, env=env, start_new_session=True)
+    try:
+        yield tmp_path, env
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+
+
+def per_name_captured(path) -> dict[str, tuple]:
+    """name -> (count, arrival rate, runtime p50, runtime p95) of the profile."""
+    rows = duckdb.sql(f"SELECT name, count(*), (count(*) - 1) / (max(sent) - min(sent)), "
+                      f"quantile_cont(runtime, 0.5), quantile_cont(runtime, 0.95) FROM '{path}' GROUP BY name")
+    return {r[0]: r[1:] for r in rows.fetchall()}
+
+
+def test_replay_matches_the_capture_per_task_name(shop):
+    folder, env = shop
+    profile = folder / "shop.parquet"
+    capture = subprocess.Popen([*CMX, "capture", "--out", str(profile), "--duration", "16"],
+                               env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL}, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # the receiver's queue is bound before the traffic starts
+    (folder / "producer.py").write_text(PRODUCER)
+    subprocess.run([sys.executable, "producer.py"], cwd=folder, env=env, check=True, timeout=60)
+    _, err = capture.communicate(timeout=60)
+    assert capture.returncode == 0, err
+    captured = per_name_captured(profile)
+    assert {n: c[0] for n, c in captured.items()} == {"shop.render": 320, "shop.charge": 48, "shop.report": 8}
+
+    exp = write(folder / "replay.yaml", EXPERIMENT.format(tag=uuid.uuid4().hex[:6]))
+    db = folder / "cmx.duckdb"
+    run = cmx("run", str(exp), "--db", str(db), timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    replayed = query(db, "SELECT run_id, name, count(*), count(DISTINCT task_id), "
+                         "(count(*) - 1) / (max(sent_at) - min(sent_at)), "
+                         "quantile_cont(finished_at - started_at, 0.5), quantile_cont(finished_at - started_at, 0.95) "
+                         "FROM tasks WHERE state = 'SUCCESS' GROUP BY ALL ORDER BY ALL")
+    assert len({r[0] for r in replayed}) == 2  # the sweep's two cells
+    for run_id, name, n, distinct, rate, p50, p95 in replayed:
+        count, want_rate, want_p50, want_p95 = captured[name]
+        where = f"{name} in {run_id}"
+        assert abs(n - count) <= 0.02 * count and distinct == n, where
+        assert rate == pytest.approx(want_rate, rel=0.05), where
+        assert p50 == pytest.approx(want_p50, rel=0.10), where
+        assert p95 == pytest.approx(want_p95, rel=0.10), where
+    lost = query(db, "SELECT sum(value) FROM metrics WHERE name IN ('tasks_lost', 'tasks_duplicated')")[0][0]
+    assert lost == 0
