@@ -131,3 +131,81 @@ def test_replay_matches_the_capture_per_task_name(shop):
         assert p95 == pytest.approx(want_p95, rel=0.10), where
     lost = query(db, "SELECT sum(value) FROM metrics WHERE name IN ('tasks_lost', 'tasks_duplicated')")[0][0]
     assert lost == 0
+
+
+CANVAS_APP = textwrap.dedent("""
+    import time
+    from celery import Celery
+    app = Celery("canv", broker="{url}", backend="{url}")
+    app.conf.task_send_sent_event = True
+    app.conf.worker_send_task_events = True
+    app.conf.task_default_queue = "{q}"
+
+    @app.task(name="canv.fetch")
+    def fetch(*x):
+        time.sleep(0.05)
+        return 1
+
+    @app.task(name="canv.merge")
+    def merge(*x):
+        time.sleep(0.02)
+        return 2
+""")
+
+CANVAS_PRODUCER = textwrap.dedent("""
+    import time
+    from celery import chain, chord
+    from canv import fetch, merge
+    for i in range(3):
+        chord([fetch.s() for _ in range(4)])(merge.s())
+        time.sleep(1.0)
+        chain(fetch.s(), merge.s(), merge.s()).apply_async()
+        time.sleep(1.0)
+""")
+
+
+def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
+    """Three chords of 4 and three chains of 3, captured from a solo worker: the replay sends each
+    chord as a Celery chord (its body starts after all of its header ended) and each chain link
+    from the task before it (its parent)."""
+    q = f"canv-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "canv.py").write_text(CANVAS_APP.format(url=URL, q=q))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "canv", "worker", "-E", "-P", "solo", "-Q", q,
+                               "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "warning"],
+                              cwd=tmp_path, env=env, start_new_session=True)
+    try:
+        capture = subprocess.Popen([*CMX, "capture", "--out", str(tmp_path / "canv.parquet"), "--duration", "12"],
+                                   env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL}, stderr=subprocess.PIPE,
+                                   text=True)
+        time.sleep(3)
+        (tmp_path / "producer.py").write_text(CANVAS_PRODUCER)
+        subprocess.run([sys.executable, "producer.py"], cwd=tmp_path, env=env, check=True, timeout=60)
+        _, err = capture.communicate(timeout=60)
+        assert capture.returncode == 0, err
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+    shown = subprocess.run([*CMX, "profile", "show", str(tmp_path / "canv.parquet"), "--format", "json"],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    write(tmp_path / "canv.yaml", f"""
+        name: replay-canvas-{uuid.uuid4().hex[:6]}
+        repeats: 1
+        workload: {{name: replay, params: {{profile: canv.parquet}}}}
+        fixed: {{broker: redis, backend: redis, pool: threads, concurrency: 8, prefetch_multiplier: 1}}
+        limits: {{run_timeout: 2m}}
+    """)
+    db = tmp_path / "cmx.duckdb"
+    run = cmx("run", str(tmp_path / "canv.yaml"), "--db", str(db), timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    counts = dict(query(db, "SELECT name, count(*) FROM tasks WHERE state = 'SUCCESS' GROUP BY name"))
+    assert counts == {"canv.fetch": 3 * 4 + 3, "canv.merge": 3 + 3 * 2}
+    # Each merge that is a chord body starts after the 4 fetches sent with it all finished: in the
+    # replay the headers of one chord share their intended send time.
+    bodies = query(db, """
+        WITH h AS (SELECT intended_at, max(finished_at) AS done, count(*) AS n FROM tasks
+                   WHERE name = 'canv.fetch' GROUP BY intended_at HAVING count(*) = 4)
+        SELECT h.n, min(t.started_at) >= h.done FROM h JOIN tasks t
+          ON t.name = 'canv.merge' AND t.intended_at = h.intended_at GROUP BY h.intended_at, h.n, h.done""")
+    assert len(bodies) == 3 and all(after for _, after in bodies), bodies

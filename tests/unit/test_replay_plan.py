@@ -38,11 +38,18 @@ def test_exact_keeps_offsets_children_and_infers_the_chord():
 
 
 def test_names_subset_and_speed():
-    units = plan.exact(CANVAS, names=["app.b"], speed=2.0)
-    # without their a parents, body and c2 are roots at their recorded times, halved; c3 stays c2's child
-    assert [round(u.at, 3) for u in units] == [0.0, 0.029]
-    assert [len(u.calls[0].children) for u in units] == [0, 1]
-    assert sum(u.count() for u in units) == 3
+    units = plan.exact(CANVAS, names=["app.a"], speed=2.0)
+    # without the b tasks there is no chord and no chain: each a at its recorded offset, halved
+    assert [round(u.at, 3) for u in units] == [0.0, 0.006, 0.01, 0.014, 0.5]
+    assert all(u.body is None and u.count() == 1 for u in units)
+    # without their a parents, body and c2 are roots; c3 stays c2's child
+    assert sum(u.count() for u in plan.exact(CANVAS, names=["app.b"])) == 3
+
+
+def test_a_child_whose_parent_did_not_end_last_is_not_a_chord_body():
+    rows = [row("x1", "a", 0.0, end=0.5), row("x2", "a", 0.01, end=0.2), row("y", "b", 0.6, parent="x2")]
+    units = plan.exact(rows)  # Celery's chord body is sent by the header that ends last: x1 did
+    assert all(u.body is None for u in units) and units[1].calls[0].children[0].name == "b"
 
 
 def test_a_chain_after_a_slow_burst_is_not_a_chord():

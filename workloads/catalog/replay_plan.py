@@ -7,9 +7,11 @@ tasks it spawned, sent by it when it ends) or a chord (a header group and a body
 
 Events carry no group id: a chord's header members look like independent tasks and its body like
 a child of the header member that finished last. A chord is therefore inferred: a child whose
-parent is a root task sent in one tight burst of root tasks (gaps at most ``CHORD_GAP_S``) that
-spawn nothing themselves and all finished before the child was sent. A plain chain link sent
-after such a burst reads as a chord too: it then waits for the burst, as the recorded one did.
+parent is a root task sent in one tight burst of root tasks (gaps at most ``CHORD_GAP_S``, all
+within ``CHORD_SPAN_S``) that spawn nothing themselves and all finished before the child was sent,
+the parent last (Celery's chord body is sent by the header member that ends last). A plain chain
+whose first task ends last of such a burst reads as a chord too: it then waits for the burst, as
+the recorded one did.
 
 ``fitted`` mode replaces the recorded sequence by one drawn per task name: Poisson arrivals at
 the captured rate (the inter-arrival gaps fitted by ``scipy.stats.expon``) times ``rate``, and
@@ -20,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Largest gap (seconds) between two sends of one chord's header, as one producer call sends it.
-CHORD_GAP_S = 0.05
+#: Largest gap (seconds) between two sends of one chord's header, as one producer call sends it
+#: (a first call's connection set-up showed 65 ms), and the longest a header's sending may last.
+CHORD_GAP_S = 0.1
+CHORD_SPAN_S = 1.0
 #: Celery's own tasks (chord_unlock, backend_cleanup): replaying the canvas recreates them.
 CELERY_OWN = "celery."
 _COLUMNS = ("uuid", "name", "queue", "sent", "started", "succeeded", "failed", "runtime", "parent_id",
@@ -159,8 +163,11 @@ def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[l
         while j + 1 < len(roots) and member(roots[j + 1]) and _sent(roots[j + 1]) - _sent(roots[j]) <= CHORD_GAP_S:
             j += 1
         header = roots[i:j + 1]
-        if len(header) >= 2:
-            found[child["uuid"]] = (header, roots[order[parent_id]])
+        parent = roots[order[parent_id]]
+        last = max(header, key=lambda r: r["succeeded"] or r["failed"])
+        # Celery's chord body is sent by the header member that ends last: anything else is a chain.
+        if len(header) >= 2 and last is parent and _sent(header[-1]) - _sent(header[0]) <= CHORD_SPAN_S:
+            found[child["uuid"]] = (header, parent)
             taken.update(m["uuid"] for m in header)
     return found
 
