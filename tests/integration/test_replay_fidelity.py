@@ -74,6 +74,8 @@ fixed:
   prefetch_multiplier: 1
 matrix:
   concurrency: [16, 32]
+include:  # the fitted arrival processes, at twice the captured rates
+  - {{concurrency: 32, params.mode: fitted, params.rate: 2.0}}
 limits: {{run_timeout: 2m}}
 """
 
@@ -119,9 +121,11 @@ def test_replay_matches_the_capture_per_task_name(shop):
     assert run.returncode == 0, run.stdout + run.stderr
     replayed = query(db, "SELECT run_id, name, count(*), count(DISTINCT task_id), "
                          "(count(*) - 1) / (max(sent_at) - min(sent_at)), "
-                         "quantile_cont(finished_at - started_at, 0.5), quantile_cont(finished_at - started_at, 0.95) "
-                         "FROM tasks WHERE state = 'SUCCESS' GROUP BY ALL ORDER BY ALL")
-    assert len({r[0] for r in replayed}) == 2  # the sweep's two cells
+                         "quantile_cont(t.finished_at - t.started_at, 0.5), "
+                         "quantile_cont(t.finished_at - t.started_at, 0.95) "
+                         "FROM tasks t JOIN runs USING (run_id) WHERE state = 'SUCCESS' "
+                         "AND \"params.mode\" = 'exact' GROUP BY ALL ORDER BY ALL")
+    assert len({r[0] for r in replayed}) == 2  # the sweep's two exact cells
     for run_id, name, n, distinct, rate, p50, p95 in replayed:
         count, want_rate, want_p50, want_p95 = captured[name]
         where = f"{name} in {run_id}"
@@ -131,6 +135,13 @@ def test_replay_matches_the_capture_per_task_name(shop):
         assert p95 == pytest.approx(want_p95, rel=0.10), where
     lost = query(db, "SELECT sum(value) FROM metrics WHERE name IN ('tasks_lost', 'tasks_duplicated')")[0][0]
     assert lost == 0
+    # fitted: per name Poisson arrivals at twice the captured rate over the profile's span
+    span = duckdb.sql(f"SELECT max(sent) - min(sent) FROM '{profile}'").fetchall()[0][0]
+    fitted = dict(query(db, "SELECT name, count(*) FROM tasks JOIN runs USING (run_id) "
+                            "WHERE \"params.mode\" = 'fitted' AND state = 'SUCCESS' GROUP BY name"))
+    for name, (_, want_rate, _, _) in captured.items():
+        expected = 2.0 * want_rate * span
+        assert abs(fitted[name] - expected) <= 4 * expected ** 0.5 + 2, (name, fitted[name], expected)
 
 
 CANVAS_APP = textwrap.dedent("""
