@@ -37,6 +37,8 @@ class ReplayParams(WorkloadParams):
                                              "name Poisson arrivals and log-normal runtimes fitted to it")
     rate: float = Field(1.0, gt=0, description="fitted mode: each name's arrival rate × this")
     seed: int = Field(0, ge=0, description="fitted mode: the random draw's seed")
+    limit: int | None = Field(None, ge=1, description="replay only the first N units (a root task with what it "
+                                                      "spawned, or a chord), in send order")
 
 
 #: How late (seconds) a send may be before it counts as behind its intended time.
@@ -49,6 +51,7 @@ class Replay(Workload):
     #: The driver reads the Parquet profile (DuckDB) and fits distributions (SciPy) on its host.
     host_requirements = ("duckdb", "scipy", "numpy")
     objective = M.LATENCY_P99_S
+    smoke_params = {"limit": 20}
     headline_metrics = (M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.queue_wait(50), M.queue_wait(99),
                         M.service_time(50), M.service_time(95), M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES)
 
@@ -83,6 +86,7 @@ class Replay(Workload):
             units, fits = plan.fitted(rows, params.names, params.speed, params.rate, params.seed)
             ctx.notes.append("fitted: " + "; ".join(f"{n} {f['tasks']} tasks at {f['rate_per_s']:.3g}/s, runtime "
                                                     f"{f['runtime']['dist']}" for n, f in fits.items()))
+        units = units[:params.limit]
         if not units:
             raise ValueError(f"profile {params.profile}: no task to replay (names: {params.names})")
         chords = ctx.spec.backend != "none"
