@@ -102,6 +102,7 @@ def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
     import math
 
     from cmx.engine.replay.profile import canvas_kinds, summary
+    from cmx.workloads.vocab.services import REDIS
 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
         raise InputError(Problem(f"{name!r}: use letters, digits, '_' and '-', starting with a letter", "NAME"))
@@ -122,7 +123,7 @@ def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
     experiment.write_text(FROM_PROFILE.format(
         name=name, path=experiment, schema_line=schema_line, profile=os.path.relpath(profile.resolve(), folder.resolve()),
         profile_name=profile.name, busy=busy, concurrency=[base, 2 * base, 4 * base],
-        backend="redis" if canvas_kinds(profile).get("chord") else "none",
+        backend=REDIS if canvas_kinds(profile).get("chord") else "none",
         timeout=f"{max(5, math.ceil(3 * span / 60))}m",
         summary=", ".join(f"{r['name']} {r['tasks']:,}" for r in rows[:5]) + (" …" if len(rows) > 5 else "")))
     return experiment
