@@ -90,6 +90,30 @@ def _profile_source(base: Path, profile: str) -> Path:
     return path
 
 
+def check_replay(exp, cells) -> list[tuple[str, Any, str]]:
+    """Problems with the ``replay`` workload's params, as (param, value, message): the profile
+    must be one, and each of ``names`` a name it recorded."""
+    if exp.workload.name != "replay":
+        return []
+    from cmx.workloads.catalog.replay_plan import read_rows, task_names
+
+    problems: list[tuple[str, Any, str]] = []
+    for params in _cell_params(cells):
+        path = base_dir(exp) / params.get("profile", "")
+        if not path.is_file():
+            continue  # sources() says so
+        try:
+            recorded = task_names(read_rows(path))
+        except ValueError as exc:
+            problems.append(("profile", params.get("profile"), f"params.profile: {exc}"))
+            continue
+        unknown = [n for n in params.get("names") or () if n not in recorded]
+        if unknown:
+            problems.append(("names", params.get("names"), f"params.names: {', '.join(map(repr, unknown))} not in "
+                             f"the profile (it recorded: {', '.join(recorded[:10]) or 'no task'})"))
+    return list({p[2]: p for p in problems}.values())
+
+
 def check_tasks(exp, cells) -> list[tuple[str, Any, str]]:
     """Problems with the ``tasks`` workload's code, as (param, value, message): the module must
     exist, import (in a subprocess, bounded) and register the task."""

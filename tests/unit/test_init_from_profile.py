@@ -48,6 +48,8 @@ def test_a_chord_in_the_profile_asks_for_a_backend(tmp_path):
     capture.write_profile(rows(chord=True), tmp_path / "p.parquet")
     assert cmx("init", "c", "--from-profile", "p.parquet", "--dir", ".", cwd=tmp_path).returncode == 0
     assert yaml.safe_load((tmp_path / "c.yaml").read_text())["fixed"]["backend"] == "redis"
+    shown = cmx("profile", "show", "p.parquet", cwd=tmp_path)
+    assert shown.returncode == 0 and "440 single tasks" in shown.stdout and "1 chords" in shown.stdout, shown.stdout
 
 
 def test_missing_profile_is_refused_by_init_and_validate(tmp_path):
@@ -57,3 +59,19 @@ def test_missing_profile_is_refused_by_init_and_validate(tmp_path):
                                      "fixed: {broker: redis, backend: none, pool: threads, concurrency: 2}\n")
     valid = cmx("validate", "r.yaml", cwd=tmp_path)
     assert valid.returncode == 2 and "gone.parquet" in valid.stderr and "cmx capture" in valid.stderr
+
+
+def test_replay_names_must_be_recorded_and_the_profile_a_profile(tmp_path):
+    capture.write_profile(rows(), tmp_path / "p.parquet")
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    body = ("name: r\nrepeats: 1\nworkload:\n  name: replay\n  params: {{profile: {p}, names: {n}}}\n"
+            "fixed: {{broker: redis, backend: none, pool: threads, concurrency: 2}}\n")
+    (tmp_path / "r.yaml").write_text(body.format(p="p.parquet", n="[app.fast, app.nope]"))
+    valid = cmx("validate", "r.yaml", cwd=tmp_path)
+    assert valid.returncode == 2 and "'app.nope' not in the profile" in valid.stderr, valid.stderr
+    assert "r.yaml:5:" in valid.stderr  # FILE:LINE:COL of the names
+    (tmp_path / "r.yaml").write_text(body.format(p="bad.parquet", n="[app.fast]"))
+    valid = cmx("validate", "r.yaml", cwd=tmp_path)
+    assert valid.returncode == 2 and "not a cmx profile" in valid.stderr and "Traceback" not in valid.stderr
+    (tmp_path / "r.yaml").write_text(body.format(p="p.parquet", n="[app.fast]"))
+    assert cmx("validate", "r.yaml", cwd=tmp_path).returncode == 0

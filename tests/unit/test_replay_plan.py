@@ -79,3 +79,8 @@ def test_resolve_looks_in_each_folder(tmp_path):
     assert plan.resolve("data/p.parquet", [tmp_path / "nowhere", tmp_path / "shipped"]).parent.name == "shipped"
     with pytest.raises(FileNotFoundError):
         plan.resolve("q.parquet", [tmp_path])
+
+
+def test_without_sent_events_arrivals_are_receipts():
+    rows = [dict(row("a", "x", 0.0), sent=None, received=10.0), dict(row("b", "x", 0.0), sent=None, received=10.5)]
+    assert [u.at for u in plan.exact(rows)] == [0.0, 0.5]

@@ -28,7 +28,7 @@ CHORD_GAP_S = 0.1
 CHORD_SPAN_S = 1.0
 #: Celery's own tasks (chord_unlock, backend_cleanup): replaying the canvas recreates them.
 CELERY_OWN = "celery."
-_COLUMNS = ("uuid", "name", "queue", "sent", "started", "succeeded", "failed", "runtime", "parent_id",
+_COLUMNS = ("uuid", "name", "queue", "sent", "received", "started", "succeeded", "failed", "runtime", "parent_id",
             "args_bytes", "kwargs_bytes")
 
 
@@ -85,8 +85,8 @@ def read_rows(path: Path) -> list[dict]:
     con = duckdb.connect()
     try:
         cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM read_parquet(?) "
-                          "WHERE name IS NOT NULL AND coalesce(sent, started) IS NOT NULL "
-                          "ORDER BY coalesce(sent, started)", [str(path)])
+                          "WHERE name IS NOT NULL AND coalesce(sent, received, started) IS NOT NULL "
+                          "ORDER BY coalesce(sent, received, started)", [str(path)])
         return [dict(zip(_COLUMNS, r)) for r in cur.fetchall()]
     except duckdb.Error as exc:
         raise ValueError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
@@ -139,7 +139,11 @@ def exact(rows: list[dict], names: list[str] | None = None, speed: float = 1.0) 
 
 
 def _sent(row: dict) -> float:
-    return row["sent"] if row["sent"] is not None else row["started"]
+    """When the task arrived: its send, else (producers without task_send_sent_event) its receipt."""
+    for key in ("sent", "received", "started"):
+        if row.get(key) is not None:
+            return row[key]
+    return 0.0
 
 
 def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[list[dict], dict]]:
