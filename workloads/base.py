@@ -62,6 +62,11 @@ class Workload(abc.ABC):
                     "results or paces one request at a time): use drivers: 1")
         return None
 
+    def queues(self, params: WorkloadParams, folder) -> tuple[str, ...]:
+        """The workload's own queues beside the run's, as suffixes (``RunSpec.extra_queues``),
+        found on the controller; ``folder``: the experiment's."""
+        return ()
+
     def headline(self, params: WorkloadParams) -> tuple[str, ...]:
         """The summary's metrics for a cell with these params (a workload whose measures depend
         on its mode narrows them here)."""

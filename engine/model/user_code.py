@@ -81,6 +81,12 @@ def sources(exp, cells) -> dict[str, Path]:
     return found
 
 
+def workload_queues(exp, params: dict[str, Any]) -> list[str]:
+    """The workload's own queues for a run with ``params`` (``Workload.queues``: replay's recorded ones)."""
+    workload = registry.get(exp.workload.name)
+    return list(workload.queues(workload.Params.model_validate(params), base_dir(exp)))
+
+
 def _profile_source(base: Path, profile: str) -> Path:
     """The replay workload's profile file; ValueError naming where it was looked for."""
     path = base / profile

@@ -119,6 +119,8 @@ class Sweep:
         return run_targets(self.inventory, self.exp.workload.name, run.cell.values)
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
+        from cmx.engine.model.user_code import workload_queues
+
         vals = run.cell.values
         params = {k.removeprefix("params."): v for k, v in vals.items() if k.startswith("params.")}
         if run.run_id in self.target_rates:  # a fraction of the cell's maximum sustainable rate
@@ -139,6 +141,7 @@ class Sweep:
             service_url=self._service_url(),
             queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
             settle_s=self.exp.limits.settle, fault_restart_s=self.exp.limits.fault_restart,
+            extra_queues=workload_queues(self.exp, params),
         )
 
     def _service_url(self) -> str | None:

@@ -4,6 +4,7 @@ profile in a small sweep (workload replay); per task name the replayed count, ar
 service time p50/p95 must match the capture (2 %, 5 %, 10 %) in every run."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -80,6 +81,17 @@ limits: {{run_timeout: 2m}}
 """
 
 
+def forget(queue: str) -> None:
+    """Remove what the test's own app left on Redis (its queues and kombu's bindings of them)."""
+    import redis
+
+    client = redis.Redis.from_url(URL)
+    for pattern in (f"{queue}*", f"_kombu.binding.{queue}*"):
+        keys = list(client.scan_iter(pattern))
+        if keys:
+            client.delete(*keys)
+
+
 @pytest.fixture
 def shop(tmp_path):
     q = f"shop-{uuid.uuid4().hex[:8]}"
@@ -93,6 +105,7 @@ def shop(tmp_path):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+        forget(q)
 
 
 def per_name_captured(path) -> dict[str, tuple]:
@@ -151,6 +164,7 @@ CANVAS_APP = textwrap.dedent("""
     app.conf.task_send_sent_event = True
     app.conf.worker_send_task_events = True
     app.conf.task_default_queue = "{q}"
+    app.conf.task_routes = {{"canv.merge": {{"queue": "{q}.merge"}}}}
 
     @app.task(name="canv.fetch")
     def fetch(*x):
@@ -178,11 +192,13 @@ CANVAS_PRODUCER = textwrap.dedent("""
 def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     """Three chords of 4 and three chains of 3, captured from a solo worker: the replay sends each
     chord as a Celery chord (its body starts after all of its header ended) and each chain link
-    from the task before it (its parent)."""
+    from the task before it (its parent). merge runs on a queue of its own: the replay's workers
+    consume both recorded queues (as queues of the run) or its merges would never run."""
     q = f"canv-{uuid.uuid4().hex[:8]}"
     (tmp_path / "canv.py").write_text(CANVAS_APP.format(url=URL, q=q))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "canv", "worker", "-E", "-P", "solo", "-Q", q,
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "canv", "worker", "-E", "-P", "solo", "-Q",
+                               f"{q},{q}.merge",
                                "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "warning"],
                               cwd=tmp_path, env=env, start_new_session=True)
     try:
@@ -197,9 +213,11 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+        forget(q)
     shown = subprocess.run([*CMX, "profile", "show", str(tmp_path / "canv.parquet"), "--format", "json"],
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
+    assert {r["name"]: r["queue"] for r in json.loads(shown.stdout)} == {"canv.fetch": q, "canv.merge": f"{q}.merge"}
     write(tmp_path / "canv.yaml", f"""
         name: replay-canvas-{uuid.uuid4().hex[:6]}
         repeats: 1

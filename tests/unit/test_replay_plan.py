@@ -84,3 +84,14 @@ def test_resolve_looks_in_each_folder(tmp_path):
 def test_without_sent_events_arrivals_are_receipts():
     rows = [dict(row("a", "x", 0.0), sent=None, received=10.0), dict(row("b", "x", 0.0), sent=None, received=10.5)]
     assert [u.at for u in plan.exact(rows)] == [0.0, 0.5]
+
+
+def test_each_recorded_queue_is_routed_to_a_queue_of_the_run():
+    rows = [row("a", "x", 0.0, queue="emails"), row("b", "y", 0.1, queue="pdf/render"),
+            row("c", "y", 0.2, parent="a", queue="pdf/render"), row("d", "z", 0.3, queue=None)]
+    assert plan.recorded_queues(rows) == ["emails", "pdf/render"]
+    assert plan.recorded_queues(rows, names=["x"]) == ["emails"]
+    units = plan.exact(rows)
+    plan.route(units, "cmx.R")
+    assert [u.calls[0].queue for u in units] == ["cmx.R.q.emails", "cmx.R.q.pdf_render", "cmx.R"]
+    assert units[0].calls[0].children[0].queue == "cmx.R.q.pdf_render"

@@ -10,8 +10,10 @@ padding kwarg of the recorded args + kwargs size, then sends the tasks it spawne
 result backend (workloads/catalog/replay_plan.py says how they are recognised).
 
 Every task carries the intended send time, so latency is measured from it, and the run counts
-lost and duplicated tasks as any other. The recorded queue travels in each task's kwargs
-(``queue``); all tasks go to the run's own queue, which the harness owns (workloads/spec.py).
+lost and duplicated tasks as any other. Each recorded queue is replayed as a queue of the run
+(``cmx.<run id>.q.<recorded name>``: ``RunSpec.extra_queues``, found here on the controller), which
+every worker of the run consumes and the run's end removes; a task with no recorded queue goes to
+the run's own queue.
 """
 from __future__ import annotations
 
@@ -63,12 +65,20 @@ class Replay(Workload):
         self._params = params
         return None
 
-    def rows(self, params: ReplayParams) -> list[dict]:
+    def rows(self, params: ReplayParams, folders=None) -> list[dict]:
         from cmx.workloads.catalog.replay_plan import read_rows, resolve
 
         if self._rows is None:
-            self._rows = read_rows(resolve(params.profile, usercode.user_folders()))
+            self._rows = read_rows(resolve(params.profile, folders or usercode.user_folders()))
         return self._rows
+
+    def queues(self, params: ReplayParams, folder) -> tuple[str, ...]:
+        from cmx.workloads.catalog.replay_plan import queue_suffix, recorded_queues
+
+        self._params = params
+        self._rows = None
+        rows = self.rows(params, [folder])
+        return tuple(queue_suffix(q) for q in recorded_queues(rows, params.names))
 
     def register_tasks(self, app) -> None:
         from cmx.workloads.catalog.replay_plan import task_names
@@ -87,6 +97,7 @@ class Replay(Workload):
             ctx.notes.append("fitted: " + "; ".join(f"{n} {f['tasks']} tasks at {f['rate_per_s']:.3g}/s, runtime "
                                                     f"{f['runtime']['dist']}" for n, f in fits.items()))
         units = units[:params.limit]
+        plan.route(units, ctx.spec.queue)
         if not units:
             raise ValueError(f"profile {params.profile}: no task to replay (names: {params.names})")
         chords = ctx.spec.backend != "none"
@@ -128,7 +139,7 @@ def _send_all(ctx, units: list[Unit], work: str, chords: bool) -> int:
                     unit.calls[-1].children.append(unit.body)
                 for call in unit.calls:
                     ctx.app.tasks[call.name].apply_async(kwargs=_kwargs(call, work), headers=headers,
-                                                         producer=producer)
+                                                         producer=producer, queue=call.queue)
             if i % 100 == 0:
                 ctx.check_deadline("replaying the profile")
     return behind
@@ -140,7 +151,7 @@ def _kwargs(call: Call, work: str) -> dict:
 
 
 def _signature(app, call: Call, work: str, headers: dict):
-    return app.tasks[call.name].signature(kwargs=_kwargs(call, work), headers=headers)
+    return app.tasks[call.name].signature(kwargs=_kwargs(call, work), headers=headers, queue=call.queue)
 
 
 def _register(app, name: str) -> None:
@@ -152,7 +163,7 @@ def _register(app, name: str) -> None:
         spend(runtime, work)
         for spec in children:
             call = Call.from_spec(spec)
-            self.app.tasks[call.name].apply_async(kwargs=_kwargs(call, work))
+            self.app.tasks[call.name].apply_async(kwargs=_kwargs(call, work), queue=call.queue)
 
 
 def spend(seconds: float, work: str) -> None:

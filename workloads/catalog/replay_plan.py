@@ -19,6 +19,7 @@ runtimes from a log-normal fitted by ``scipy.stats.lognorm`` (a constant when al
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +93,30 @@ def read_rows(path: Path) -> list[dict]:
         raise ValueError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
     finally:
         con.close()
+
+
+def queue_suffix(queue: str) -> str:
+    """A recorded queue's name as the suffix of the run's queue that replays it (``cmx.<run>.q.<name>``)."""
+    return "q." + re.sub(r"[^A-Za-z0-9_.-]", "_", queue)[:120]
+
+
+def recorded_queues(rows: list[dict], names: list[str] | None = None) -> list[str]:
+    """The queues the replayed names were recorded on."""
+    keep = set(task_names(rows, names))
+    return sorted({r["queue"] for r in rows if r["name"] in keep and r["queue"]})
+
+
+def route(units: list[Unit], run_queue: str) -> None:
+    """Point every call at the run's queue for its recorded one (``<run queue>.<queue_suffix>``),
+    or at the run's own queue when none was recorded."""
+    def walk(call: Call) -> None:
+        call.queue = f"{run_queue}.{queue_suffix(call.queue)}" if call.queue else run_queue
+        for child in call.children:
+            walk(child)
+
+    for unit in units:
+        for call in [*unit.calls, *([unit.body] if unit.body else [])]:
+            walk(call)
 
 
 def task_names(rows: list[dict], names: list[str] | None = None) -> list[str]:
