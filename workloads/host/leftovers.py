@@ -1,6 +1,7 @@
 """What a run created on its broker and backend, removed at its end whatever the end was.
 
-A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``), its
+A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``, a workload's
+own ``.q.<name>``: RunSpec.workload_queues), its
 workers' control queues from their node names (``cmx-<run_id>@HOST``), and its Redis result keys
 carry the run's prefix (``run_key_settings`` of workloads/servers/redis.py); a database backend's result rows
 are removed by the ids of the tasks each host's workers ran. The driver's remote-control reply
