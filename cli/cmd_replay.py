@@ -74,3 +74,6 @@ def show_cmd(
     from cmx.cli import tables
 
     tables.show(out, table, keep=1)
+    kinds = profile.canvas_kinds(path)
+    out.print(f"as replayed: {kinds['single']:,} single tasks, {kinds['chain']:,} with the tasks they spawned "
+              f"(chains), {kinds['chord']:,} chords (inferred: docs/replay.md)", markup=False, highlight=False)
