@@ -63,7 +63,7 @@ def test_a_child_forked_later_leaves_as_it_would_have(tmp_path):
 def test_the_prefork_timer_thread_sleeps_briefly_and_no_one_else_does():
     from celery.concurrency import prefork
 
-    from cmx.workloads.app.factory import workerstop
+    from cmx.workloads.app import workerstop
 
     real = prefork.time
     try:
