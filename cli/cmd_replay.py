@@ -19,7 +19,8 @@ def capture_cmd(
     out_path: Path = typer.Option(..., "--out", metavar="FILE", help="The profile to write (Parquet)."),
     broker: str = typer.Option(None, "--broker", metavar="URL",
                                help="Broker URL without a password; else $CMX_CAPTURE_BROKER_URL."),
-    duration: float = typer.Option(600.0, "--duration", metavar="SECONDS", help="How long to listen."),
+    duration: str = typer.Option("10m", "--duration", metavar="TIME",
+                                 help="How long to listen: 600, 600s, 10m, 1h (as durations in an experiment file)."),
     queue: list[str] = typer.Option([], "--queue", metavar="Q", help="Keep only tasks of this queue (repeat)."),
     keep_args: bool = typer.Option(False, "--keep-args", help="Store args/kwargs content (sizes otherwise)."),
 ):
@@ -31,11 +32,16 @@ def capture_cmd(
 
     Exit codes: 0; 2 bad input (a password on --broker, no events within 10 s, broker unreachable).
     """
+    from cmx.engine.model.experiment import parse_duration
     from cmx.engine.replay import capture
 
     try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        fail(InputError(f"--duration: {exc}"))
+    try:
         url = capture.broker_url(broker)
-        n = capture.capture(url, out_path, duration, tuple(queue), keep_args)
+        n = capture.capture(url, out_path, seconds, tuple(queue), keep_args)
     except InputError as exc:
         fail(exc)
     except OSError as exc:
@@ -74,3 +80,6 @@ def show_cmd(
     from cmx.cli import tables
 
     tables.show(out, table, keep=1)
+    kinds = profile.canvas_kinds(path)
+    out.print(f"as replayed: {kinds['single']:,} single tasks, {kinds['chain']:,} with the tasks they spawned "
+              f"(chains), {kinds['chord']:,} chords (inferred: docs/replay.md)", markup=False, highlight=False)

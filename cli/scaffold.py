@@ -66,3 +66,64 @@ def init(name: str, folder: Path) -> tuple[Path, Path]:
     experiment.write_text(EXPERIMENT.format(name=name, module=module, path=experiment, schema_line=schema_line))
     tasks.write_text(TASKS.format(name=name))
     return experiment, tasks
+
+
+FROM_PROFILE = """\
+{schema_line}# {name}: which pool, concurrency and prefetch serve the traffic captured in {profile}?
+# The replay workload sends that traffic again (recorded names, arrival times, runtimes, payload
+# sizes, chains and chords) to workers of each cell; the objective ranks cells on the latency a
+# caller of your tasks waits. `cmx run {path} --smoke` first.
+# Captured: {summary}.
+name: {name}
+description: The captured traffic of {profile_name} across pools, concurrency and prefetch
+workload:
+  name: replay
+  params:
+    profile: {profile}  # relative to this file; shipped to every host
+    mode: exact  # the recorded sequence; fitted: per-name fitted arrivals and runtimes (rate scales them)
+    work: sleep  # how a task spends its recorded runtime: sleep (I/O-like) or cpu
+    speed: 1.0  # 2.0 replays it in half the time
+fixed:
+  broker: redis
+  backend: {backend}  # chords need a result backend
+matrix:
+  pool: [prefork, threads, gevent]
+  concurrency: {concurrency}  # around the {busy:.1f} tasks the capture kept busy on average (rate × runtime)
+  prefetch_multiplier: [1, 4]
+repeats: {{min: 3, max: 6, until: decided}}
+objective: {{minimize: latency_p99_s, where: {{tasks_lost: "== 0", tasks_failed: "== 0"}}}}
+limits: {{run_timeout: {timeout}, max_time: 2h}}
+"""
+
+
+def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
+    """Write ``folder/NAME.yaml``: the captured traffic of ``profile`` replayed across pools ×
+    concurrency × prefetch, its concurrency values sized from the profile (Little's law)."""
+    import math
+
+    from cmx.engine.replay.profile import canvas_kinds, summary
+    from cmx.workloads.vocab.services import REDIS
+
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
+        raise InputError(Problem(f"{name!r}: use letters, digits, '_' and '-', starting with a letter", "NAME"))
+    rows = summary(profile)
+    if not rows:
+        raise InputError(Problem("the profile holds no task: capture again while the fleet works", str(profile)))
+    experiment = folder / f"{name}.yaml"
+    if experiment.exists():
+        raise InputError(Problem("already exists: choose another NAME or remove it", str(experiment)))
+    busy = sum((r["rate_per_s"] or 0) * (r["runtime_p50"] or 0) for r in rows)
+    base = max(1, math.ceil(round(busy, 6)))  # rounded: 4.0 + 2.0 must not ceil to 7
+    span = max((r["tasks"] / r["rate_per_s"]) for r in rows if r["rate_per_s"]) if any(
+        r["rate_per_s"] for r in rows) else 0
+    schema = Path(COMMITTED).resolve()
+    schema_line = (f"# yaml-language-server: $schema={os.path.relpath(schema, folder.resolve())}\n"
+                   if schema.exists() else "")
+    folder.mkdir(parents=True, exist_ok=True)
+    experiment.write_text(FROM_PROFILE.format(
+        name=name, path=experiment, schema_line=schema_line, profile=os.path.relpath(profile.resolve(), folder.resolve()),
+        profile_name=profile.name, busy=busy, concurrency=[base, 2 * base, 4 * base],
+        backend=REDIS if canvas_kinds(profile).get("chord") else "none",
+        timeout=f"{max(5, math.ceil(3 * span / 60))}m",
+        summary=", ".join(f"{r['name']} {r['tasks']:,}" for r in rows[:5]) + (" …" if len(rows) > 5 else "")))
+    return experiment

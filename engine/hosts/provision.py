@@ -26,13 +26,12 @@ from cmx.workloads.servers import registry as servers
 WHEELHOUSES = user_cache("wheelhouse")
 
 
-def host_requirements() -> list[str]:
-    """``name==version`` for every host requirement, at the controller's installed versions."""
+def host_requirements(extra: tuple[str, ...] = ()) -> list[str]:
+    """``name==version`` for every host requirement, and each of ``extra`` (a workload's own:
+    ``Workload.host_requirements``), at the controller's installed versions."""
+    names = [line.split("#", 1)[0].strip() for line in HOST_REQUIREMENTS.read_text().splitlines()]
     pins = []
-    for line in HOST_REQUIREMENTS.read_text().splitlines():
-        name = line.split("#", 1)[0].strip()
-        if not name:
-            continue
+    for name in [n for n in names if n] + [n for n in extra if n not in names]:
         try:
             pins.append(f"{name}=={version(name)}")
         except PackageNotFoundError:
@@ -144,10 +143,10 @@ def _wheelhouses(work_dir: Path) -> Path:
 
 
 def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
-            version_sets: list[dict[str, str]] | None = None) -> Shipment:
+            version_sets: list[dict[str, str]] | None = None, workload_needs: tuple[str, ...] = ()) -> Shipment:
     """Build (or find, by content) everything the hosts get: a HostError before any host is touched
-    when a wheelhouse cannot be built."""
-    pins = host_requirements() + list(requirements or [])  # the user's tasks' own, as written
+    when a wheelhouse cannot be built. ``workload_needs``: the workload's own host packages."""
+    pins = host_requirements(workload_needs) + list(requirements or [])  # the user's tasks' own, as written
     houses = _wheelhouses(work_dir)
     site = site_archive(houses, pins)
     envs, chosen = {}, {}

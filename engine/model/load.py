@@ -207,14 +207,14 @@ def _fault_path(data: dict, value: Any) -> tuple:
 
 def _user_code_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
     """The user's code the cells use exists, imports and has the task (engine/model/user_code.py)."""
-    from cmx.engine.model.user_code import check_tasks, sources
+    from cmx.engine.model.user_code import check_replay, check_tasks, sources
 
     try:
         sources(exp, cells)
     except ValueError as exc:
         return [Issue(("workload",), str(exc))]
     issues = []
-    for field, value, message in check_tasks(exp, cells):
+    for field, value, message in check_tasks(exp, cells) + check_replay(exp, cells):
         issues.append(Issue(_value_path(data, field, value), message))
     return issues
 

@@ -68,6 +68,10 @@ def sources(exp, cells) -> dict[str, Path]:
     if registry.is_user_class(name):
         where, _ = usercode.parse_object_ref(name)
         add(_module_source(base, where) if usercode.is_file_ref(where) else _top_level_source(base, where))
+    if name == "replay":  # the profile travels as user code does (workloads/catalog/replay.py)
+        for params in _cell_params(cells):
+            if params.get("profile"):
+                add(_profile_source(base, params["profile"]))
     if name == "tasks":
         for params in _cell_params(cells):
             if params.get("module"):
@@ -75,6 +79,45 @@ def sources(exp, cells) -> dict[str, Path]:
             if params.get("app"):
                 add(_top_level_source(base, usercode.parse_object_ref(params["app"])[0]))
     return found
+
+
+def workload_queues(exp, params: dict[str, Any]) -> list[str]:
+    """The workload's own queues for a run with ``params`` (``Workload.queues``: replay's recorded ones)."""
+    workload = registry.get(exp.workload.name)
+    return list(workload.queues(workload.Params.model_validate(params), base_dir(exp)))
+
+
+def _profile_source(base: Path, profile: str) -> Path:
+    """The replay workload's profile file; ValueError naming where it was looked for."""
+    path = base / profile
+    if not path.is_file():
+        raise ValueError(f"params.profile: no profile {profile} next to the experiment (looked for {path}; "
+                         "write one with cmx capture --out)")
+    return path
+
+
+def check_replay(exp, cells) -> list[tuple[str, Any, str]]:
+    """Problems with the ``replay`` workload's params, as (param, value, message): the profile
+    must be one, and each of ``names`` a name it recorded."""
+    if exp.workload.name != "replay":
+        return []
+    from cmx.workloads.catalog.replay_plan import read_rows, task_names
+
+    problems: list[tuple[str, Any, str]] = []
+    for params in _cell_params(cells):
+        path = base_dir(exp) / params.get("profile", "")
+        if not path.is_file():
+            continue  # sources() says so
+        try:
+            recorded = task_names(read_rows(path))
+        except ValueError as exc:
+            problems.append(("profile", params.get("profile"), f"params.profile: {exc}"))
+            continue
+        unknown = [n for n in params.get("names") or () if n not in recorded]
+        if unknown:
+            problems.append(("names", params.get("names"), f"params.names: {', '.join(map(repr, unknown))} not in "
+                             f"the profile (it recorded: {', '.join(recorded[:10]) or 'no task'})"))
+    return list({p[2]: p for p in problems}.values())
 
 
 def check_tasks(exp, cells) -> list[tuple[str, Any, str]]:

@@ -17,6 +17,9 @@ from cmx.engine.errors import InputError
 
 ENV_URL = "CMX_CAPTURE_BROKER_URL"
 NO_EVENTS_AFTER = 10.0
+#: Seconds one connection attempt to the broker may take, and how many more attempts follow.
+CONNECT_TIMEOUT_S = 4.0
+CONNECT_RETRIES = 2
 NO_EVENTS_HINT = ("no task events within 10 s: start workers with -E (worker_send_task_events = True) and "
                   "set task_send_sent_event = True on producers, then capture again")
 COLUMNS = ("uuid", "name", "queue", "routing_key", "sent", "received", "started", "succeeded", "failed",
@@ -113,11 +116,20 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
 
     from celery import Celery
 
+    from kombu.exceptions import OperationalError
+
     app = Celery("cmx-capture", broker=url, set_as_current=False)
+    app.conf.broker_connection_timeout = CONNECT_TIMEOUT_S
     rec = Recorder(tuple(queues), keep_args)
-    start = time.monotonic()
     try:
         with app.connection_for_read() as conn:
+            try:  # bounded: a broker that does not answer ends the capture with one line, exit 2
+                conn.ensure_connection(max_retries=CONNECT_RETRIES, interval_start=0.5, interval_step=0.5,
+                                       timeout=CONNECT_TIMEOUT_S * (CONNECT_RETRIES + 1))
+            except (OperationalError, OSError, *conn.connection_errors) as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise InputError(f"--broker: cannot reach {redact(url)} ({reason})") from None
+            start = time.monotonic()
             recv = app.events.Receiver(conn, handlers={"*": rec})
             consumers = recv.get_consumers(conn.Consumer, conn.default_channel)
             for c in consumers:

@@ -7,7 +7,7 @@ from cmx.engine.errors import InputError
 
 _SUMMARY = """
 SELECT name, any_value(coalesce(queue, routing_key)) AS queue, count(*) AS tasks,
-       count(*) / nullif(max(coalesce(sent, received)) - min(coalesce(sent, received)), 0) AS rate_per_s,
+       (count(*) - 1) / nullif(max(coalesce(sent, received)) - min(coalesce(sent, received)), 0) AS rate_per_s,
        quantile_cont(runtime, 0.5) AS runtime_p50, quantile_cont(runtime, 0.95) AS runtime_p95,
        quantile_cont(runtime, 0.99) AS runtime_p99,
        avg(args_bytes + coalesce(kwargs_bytes, 0)) AS payload_bytes,
@@ -39,3 +39,19 @@ def summary(path: Path) -> list[dict]:
     order = ("name", "queue", "tasks", "rate_per_s", "peak_per_s", "runtime_p50", "runtime_p95", "runtime_p99",
              "payload_bytes", "retry_share", "failed_share", "with_parent")
     return [{k: (peaks.get(r["name"]) if k == "peak_per_s" else r[k]) for k in order} for r in rows]
+
+
+def canvas_kinds(path: Path) -> dict[str, int]:
+    """How many chords, chains (a task with the tasks it spawned) and single tasks the replay
+    workload reads in the profile (workloads/catalog/replay_plan.py infers them)."""
+    from cmx.workloads.catalog.replay_plan import exact, read_rows
+
+    try:
+        units = exact(read_rows(Path(path)))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    kinds = {"chord": 0, "chain": 0, "single": 0}
+    for unit in units:
+        kind = "chord" if unit.body else ("chain" if unit.count() > 1 else "single")
+        kinds[kind] += 1
+    return kinds

@@ -119,6 +119,8 @@ class Sweep:
         return run_targets(self.inventory, self.exp.workload.name, run.cell.values)
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
+        from cmx.engine.model.user_code import workload_queues
+
         vals = run.cell.values
         params = {k.removeprefix("params."): v for k, v in vals.items() if k.startswith("params.")}
         if run.run_id in self.target_rates:  # a fraction of the cell's maximum sustainable rate
@@ -139,6 +141,7 @@ class Sweep:
             service_url=self._service_url(),
             queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
             settle_s=self.exp.limits.settle, fault_restart_s=self.exp.limits.fault_restart,
+            extra_queues=workload_queues(self.exp, params),
         )
 
     def _service_url(self) -> str | None:
@@ -191,7 +194,7 @@ class Sweep:
         # One environment per package.* version set (workloads/vocab/dimensions.py), built beside the venv.
         version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
         shipment = prepare(self.results_dir, user_code, list(self.exp.workload.requirements),
-                           list(version_sets.values()))
+                           list(version_sets.values()), registry.get(self.exp.workload.name).host_requirements)
         # One round trip per host, all at once: a host down now fails the runs that need it and the
         # others go on; a host holding the shipment's key is not provisioned again (engine/hosts/reach.py).
         lost, keys = survey(conns, shipment.key_files)

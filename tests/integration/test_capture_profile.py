@@ -91,3 +91,22 @@ def test_password_on_argv_is_refused_and_silence_names_the_settings(tmp_path):
     assert quiet.returncode == 2
     last = quiet.stderr.strip().splitlines()[-1]
     assert "worker_send_task_events" in last and "task_send_sent_event" in last and "Traceback" not in quiet.stderr
+
+
+@pytest.mark.parametrize("scheme", ["redis", "amqp"])
+def test_unreachable_broker_ends_within_a_bound_with_one_line(tmp_path, scheme):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"{scheme}://guest@127.0.0.1:{port}/"
+    began = time.monotonic()
+    done = subprocess.run([*CMX, "capture", "--out", str(tmp_path / "p.parquet"), "--duration", "60"],
+                          env={**os.environ, "CMX_CAPTURE_BROKER_URL": url}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert time.monotonic() - began < 30
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach" in lines[0] and str(port) in lines[0], done.stderr
+    assert not (tmp_path / "p.parquet").exists()

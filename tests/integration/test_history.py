@@ -108,9 +108,10 @@ def test_a_week_of_nights_the_gate_fails_the_night_the_task_slowed_and_never_cri
         nap.write_text("0.008" if night >= 5 else "0.004")
         proc = cmx("run", str(exp), "--db", str(db), "--tag", f"night={night}", timeout=900)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        gate = cmx("trend", "week", "--db", str(db), "--by", "tag.night", "--fail-on", "worse")
+        # the morning's gate and what it reports, from one `cmx trend` (its JSON on stdout, the gate's exit and line)
+        gate = cmx("trend", "week", "--db", str(db), "--by", "tag.night", "--fail-on", "worse", "--format", "json")
         exits.append(gate.returncode)
-        doc = json.loads(cmx("trend", "week", "--db", str(db), "--by", "tag.night", "--format", "json").stdout)
+        doc = json.loads(gate.stdout)
         reported.append({(s["metric"], c["at"], c["verdict"]) for s in doc["series"] if s["group"] == "headline"
                          for c in s["changes"]})
         if night == 5:

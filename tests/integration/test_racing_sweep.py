@@ -24,14 +24,11 @@ EXPERIMENT = """
 """
 
 
-def test_a_race_is_decided_from_fewer_runs(tmp_path):
-    exp = write(tmp_path / "race.yaml", EXPERIMENT.format(name="race", budget=""))
-    db = tmp_path / "results" / "cmx.duckdb"
-    proc = cmx("run", str(exp), "--db", str(db), timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "shows: a race from 3 to 6 runs a cell" in proc.stdout
-    assert "race: decided on maximize consume_rate: concurrency=8 is the best" in proc.stdout, proc.stdout[-2000:]
-    runs = dict(query(db, "SELECT concurrency, count(*) FROM runs WHERE status = 'ok' GROUP BY ALL"))
+def _decided_from_fewer_runs(db, out: str) -> None:
+    """What a decided race leaves: the winner said, fewer runs than cells × max, an ended (finished)
+    sweep that a new `cmx run` does not resume, and `cmx recommend` naming the winner."""
+    assert "race: decided on maximize consume_rate: concurrency=8 is the best" in out, out[-2000:]
+    runs = dict(query(db, "SELECT concurrency, count(DISTINCT repeat) FROM runs WHERE status = 'ok' GROUP BY ALL"))
     assert runs[8] >= 3 and runs[1] >= 3 and sum(runs.values()) < 2 * 6, runs  # decided before max
     assert query(db, "SELECT how FROM sweep_ends") == [("decided",)]
     with views.connect(db, read_only=True) as con:
@@ -41,13 +38,23 @@ def test_a_race_is_decided_from_fewer_runs(tmp_path):
     assert rec.returncode == 0 and "Run concurrency 8" in rec.stdout, rec.stdout + rec.stderr
 
 
-def test_a_budget_ends_a_race_undecided_and_says_why(tmp_path):
-    exp = write(tmp_path / "budget.yaml", EXPERIMENT.format(name="budget", budget=", max_runs: 5"))
+@pytest.mark.slow  # the same race uninterrupted: test_an_interrupted_race_resumes_where_it_stopped checks all of it
+def test_a_race_is_decided_from_fewer_runs(tmp_path):
+    exp = write(tmp_path / "race.yaml", EXPERIMENT.format(name="race", budget=""))
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db), timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert query(db, "SELECT count(*) FROM runs") == [(5,)]
-    assert "race: undecided on maximize consume_rate: the budget limits.max_runs (5 runs) was reached" \
+    assert "shows: a race from 3 to 6 runs a cell" in proc.stdout
+    _decided_from_fewer_runs(db, proc.stdout)
+
+
+def test_a_budget_ends_a_race_undecided_and_says_why(tmp_path):
+    exp = write(tmp_path / "budget.yaml", EXPERIMENT.format(name="budget", budget=", max_runs: 2"))
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--db", str(db), timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert query(db, "SELECT count(*) FROM runs") == [(2,)]
+    assert "race: undecided on maximize consume_rate: the budget limits.max_runs (2 runs) was reached" \
         in proc.stdout, proc.stdout[-2000:]
 
 
@@ -59,7 +66,7 @@ def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
 
     from tests.conftest import CMX, REPO
 
-    exp = write(tmp_path / "again.yaml", EXPERIMENT.format(name="again", budget=""))
+    exp = write(tmp_path / "race.yaml", EXPERIMENT.format(name="race", budget=""))
     db = tmp_path / "results" / "cmx.duckdb"
     proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -74,6 +81,7 @@ def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
+    assert "shows: a race from 3 to 6 runs a cell" in out, out[-2000:]
     assert query(db, "SELECT count(*) FROM sweep_ends") == [(0,)]  # interrupted: not ended, resumable
     again = cmx("run", str(exp), "--db", str(db), timeout=900)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
@@ -81,3 +89,4 @@ def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
     ok = query(db, "SELECT concurrency, repeat FROM runs WHERE status = 'ok' ORDER BY ALL")
     assert len(ok) == len(set(ok)) and len(ok) < 12, ok  # no repeat run twice; decided before max
     assert query(db, "SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps") == [(1,)]  # one point
+    _decided_from_fewer_runs(db, again.stdout)

@@ -182,7 +182,7 @@ ROOMS = {
     "cmx.workloads": set(),
     "cmx.engine.errors": set(),
     "cmx.engine.paths": set(),
-    "cmx.engine.replay": {"cmx.engine.errors"},
+    "cmx.engine.replay": {"cmx.workloads", "cmx.engine.errors"},  # the replay workload reads profiles too
     "cmx.engine.limits": {"cmx.workloads"},
     "cmx.engine.model": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.paths"},
     "cmx.engine.plan": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},

@@ -4,6 +4,9 @@ of races, despite looking after every round; with a true 10 % difference at 5 % 
 spread it is decided for the better cell within max 10 in at least 90 % of races."""
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -31,6 +34,25 @@ def _race(means: list[float], spread: float, seed: int) -> tuple[str | None, int
     return None, MAX
 
 
+IDENTICAL = ([100, 100], 0.05, range(RACES))
+APART = ([110, 100], 0.05, range(100_000, 100_000 + RACES))
+
+
+def _races(case: tuple[list[float], float, range]) -> list[tuple[str | None, int]]:
+    means, spread, seeds = case
+    return [_race(means, spread, seed) for seed in seeds]
+
+
+@pytest.fixture(scope="module")
+def raced() -> dict[str, list[tuple[str | None, int]]]:
+    """Both sets of seeded races at once, split over the machine's cores (each race is its own seed,
+    so the split changes no outcome; ~28 s of CPU)."""
+    chunks = [(m, s, seeds[i::4]) for m, s, seeds in (IDENTICAL, APART) for i in range(4)]
+    with ProcessPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
+        done = list(pool.map(_races, chunks))
+    return {"identical": [r for part in done[:4] for r in part], "apart": [r for part in done[4:] for r in part]}
+
+
 def test_the_level_of_each_look_spends_alpha_over_the_race():
     one = stats.race_alpha(4, 4)
     assert one == pytest.approx(2 / 70)  # one look at 4 v 4: the smallest exact p, the only one within 0.05
@@ -40,15 +62,17 @@ def test_the_level_of_each_look_spends_alpha_over_the_race():
     assert stats.race_alpha(3, 20) < level  # more looks, a stricter level
 
 
-def test_identical_cells_rarely_name_a_winner():
-    wins = [_race([100, 100], 0.05, seed) for seed in range(RACES)]
+def test_identical_cells_rarely_name_a_winner(raced):
+    wins = raced["identical"]
+    assert len(wins) == RACES
     false = sum(best is not None for best, _ in wins) / RACES
     print(f"identical cells: a false winner in {false:.1%} of {RACES} races")
     assert false <= 0.05
 
 
-def test_a_real_difference_is_decided_within_max():
-    wins = [_race([110, 100], 0.05, 100_000 + seed) for seed in range(RACES)]
+def test_a_real_difference_is_decided_within_max(raced):
+    wins = raced["apart"]
+    assert len(wins) == RACES
     decided = sum(best == "c0" for best, _ in wins) / RACES
     wrong = sum(best == "c1" for best, _ in wins) / RACES
     runs = np.mean([n for best, n in wins if best])
@@ -69,18 +93,25 @@ def test_a_race_is_undecided_while_the_runs_cannot_tell():
 
 
 def test_racing_repeats_in_the_file_are_checked(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
     from tests.conftest import cmx
 
-    exp = tmp_path / "e.yaml"
-    for repeats, said in (("{min: 5, max: 3}", "e.yaml:3:10: repeats: max (3) is below min (5)"),
-                          ("{min: 3, mx: 3}", "unknown key 'mx' in repeats (allowed: min, max, until); did you mean 'max'?"),
-                          ("{min: 1, max: 3}", "repeats.min: "), ("{min: 3, max: 5, until: tired}", "repeats.until: "),
-                          ("0", "repeats: ")):
-        exp.write_text(f"name: e\nworkload: {{name: throughput}}\nrepeats: {repeats}\n")
-        proc = cmx("validate", str(exp), timeout=120)
-        assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
-            (repeats, proc.stderr)
-    exp.write_text("name: e\nworkload: {name: throughput}\nmatrix: {pool: [solo, threads]}\nrepeats: {min: 3, max: 10}\n")
-    proc = cmx("validate", str(exp), timeout=120)
+    cases = [("{min: 5, max: 3}", "e.yaml:3:10: repeats: max (3) is below min (5)"),
+             ("{min: 3, mx: 3}", "unknown key 'mx' in repeats (allowed: min, max, until); did you mean 'max'?"),
+             ("{min: 1, max: 3}", "repeats.min: "), ("{min: 3, max: 5, until: tired}", "repeats.until: "),
+             ("0", "repeats: ")]
+    files = []
+    for i, (repeats, _) in enumerate(cases):
+        (tmp_path / str(i)).mkdir()
+        files.append(tmp_path / str(i) / "e.yaml")
+        files[-1].write_text(f"name: e\nworkload: {{name: throughput}}\nrepeats: {repeats}\n")
+    good = tmp_path / "good.yaml"
+    good.write_text("name: e\nworkload: {name: throughput}\nmatrix: {pool: [solo, threads]}\nrepeats: {min: 3, max: 10}\n")
+    with ThreadPoolExecutor(max_workers=len(files) + 1) as pool:  # independent CLI processes, run at once
+        *procs, proc = pool.map(lambda f: cmx("validate", str(f), timeout=120), [*files, good])
+    for (repeats, said), bad in zip(cases, procs):
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, \
+            (repeats, bad.stderr)
     assert proc.returncode == 0 and "2 cells × 3–10 repeats (racing) = at most 20 runs" in proc.stdout, proc.stdout
     assert "each of its 8 looks tests at 0.019" in proc.stdout, proc.stdout

@@ -38,3 +38,17 @@ def test_password_on_argv_refused_env_allowed(monkeypatch):
     monkeypatch.delenv("CMX_CAPTURE_BROKER_URL")
     with pytest.raises(InputError):
         capture.broker_url(None)
+
+
+def test_capture_duration_reads_the_experiment_files_durations(tmp_path):
+    """`--duration 10m` (the issue's own form) is ten minutes; a duration it cannot read is one line, exit 2,
+    before any broker is asked."""
+    from tests.conftest import cmx
+
+    from cmx.engine.model.experiment import parse_duration
+    assert parse_duration("10m") == 600.0
+    proc = cmx("capture", "--duration", "10 parsecs", "--out", str(tmp_path / "p.parquet"),
+               "--broker", "redis://nowhere:1/0")
+    assert proc.returncode == 2 and "--duration" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p.parquet").exists()

@@ -51,6 +51,9 @@ class Workload(abc.ABC):
     #: Whether the ``drivers`` dimension can split the publishing over several hosts (each sends
     #: its share of the tasks, or of the rate); :meth:`split_problem` says why not for given params.
     splits: ClassVar[bool] = False
+    #: Packages the workload's own code needs on the hosts beyond the harness's
+    #: (engine/hosts/host-requirements.txt), pinned at the controller's versions.
+    host_requirements: ClassVar[tuple[str, ...]] = ()
 
     def split_problem(self, params: WorkloadParams) -> str | None:
         """Why this workload with these params cannot be published by several drivers, or None."""
@@ -58,6 +61,11 @@ class Workload(abc.ABC):
             return (f"workload '{self.name}' has one driver that cannot be split (it waits on its own "
                     "results or paces one request at a time): use drivers: 1")
         return None
+
+    def queues(self, params: WorkloadParams, folder) -> tuple[str, ...]:
+        """The workload's own queues beside the run's, as suffixes (``RunSpec.extra_queues``),
+        found on the controller; ``folder``: the experiment's."""
+        return ()
 
     def headline(self, params: WorkloadParams) -> tuple[str, ...]:
         """The summary's metrics for a cell with these params (a workload whose measures depend

@@ -16,6 +16,7 @@ from cmx.workloads.catalog.concurrent_sleep import ConcurrentSleep
 from cmx.workloads.catalog.io_chord import IoChord
 from cmx.workloads.catalog.memory_fanout import MemoryFanout
 from cmx.workloads.catalog.mixed import Mixed
+from cmx.workloads.catalog.replay import Replay
 from cmx.workloads.catalog.sql_fanout import SqlFanout
 from cmx.workloads.catalog.throughput import Throughput
 from cmx.workloads.catalog.user_tasks import UserTasks
@@ -29,6 +30,7 @@ WORKLOADS: dict[str, type[Workload]] = {
     UserTasks.name: UserTasks,
     Mixed.name: Mixed,
     ChordSize.name: ChordSize,
+    Replay.name: Replay,
 }
 
 _folders: list[Path] = []

@@ -89,7 +89,7 @@ class DriveContext:
         """Declare the run's queues so nothing published before a consumer exists is dropped."""
         qargs = self.spec.queue_arguments()
         with self.app.connection_for_write() as conn:
-            for name in (self.spec.queue, self.spec.hold_queue):
+            for name in (self.spec.queue, self.spec.hold_queue, *self.spec.workload_queues):
                 Queue(name, queue_arguments=qargs).bind(conn.default_channel).declare()
 
     def wait_for_workers(self) -> None:

@@ -62,7 +62,8 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_neve
     (run_dir / "worker.ready").unlink(missing_ok=True)
     # The cell's package.* versions: the worker runs in their environment (the supervisor need not).
     cmd = [python_for(spec, run_dir), "-m", "celery", "-A", "cmx.workloads.app.worker", "worker",
-           "-n", node_name(spec.run_id, host), "-Q", queues or spec.hold_queue, "-l", "WARNING",
+           "-n", node_name(spec.run_id, host), "-Q", ",".join((queues or spec.hold_queue, *spec.workload_queues)),
+           "-l", "WARNING",
            *worker_argv(spec)]  # -P POOL -c N and the worker.* switches, from the dimension registry
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
     (run_dir / "worker.exit").unlink(missing_ok=True)

@@ -1,6 +1,7 @@
 """What a run created on its broker and backend, removed at its end whatever the end was.
 
-A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``), its
+A run's queues and exchanges are named from its id (``cmx.<run_id>``, ``.hold``, ``.raw``, a workload's
+own ``.q.<name>``: RunSpec.workload_queues), its
 workers' control queues from their node names (``cmx-<run_id>@HOST``), and its Redis result keys
 carry the run's prefix (``run_key_settings`` of workloads/servers/redis.py); a database backend's result rows
 are removed by the ids of the tasks each host's workers ran. The driver's remote-control reply
@@ -35,7 +36,7 @@ URL_VARS = {BROKER: "CMX_BROKER_URL", BACKEND: "CMX_BACKEND_URL"}
 def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
     """The run's names, from its spec."""
     table = (spec.celery.get("database_table_names") or {}).get("task", "celery_taskmeta")
-    return RunNames(spec.run_id, (spec.queue, spec.hold_queue, *spec.drivers_queues), (spec.raw_queue,), tuple(task_ids), table)
+    return RunNames(spec.run_id, (spec.queue, spec.hold_queue, *spec.workload_queues, *spec.drivers_queues), (spec.raw_queue,), tuple(task_ids), table)
 
 
 def _servers(spec, targets):

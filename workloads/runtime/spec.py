@@ -142,6 +142,10 @@ class RunSpec(_DimensionFields):
     #: after it exited (``limits.fault_restart``).
     settle_s: float = 10.0
     fault_restart_s: float = 1.0
+    #: The workload's own queues beside the run's (``Workload.queues``: replay's recorded ones),
+    #: as suffixes: each is consumed from the worker's start as ``<queue>.<suffix>`` (nothing is
+    #: published to one before the clock starts) and removed with the run's queues.
+    extra_queues: list[str] = Field(default_factory=list)
 
     @property
     def faults(self) -> tuple:
@@ -164,6 +168,11 @@ class RunSpec(_DimensionFields):
     def queue(self) -> str:
         """The run's task queue."""
         return f"cmx.{self.run_id}"
+
+    @property
+    def workload_queues(self) -> tuple[str, ...]:
+        """The workload's own queues of this run (:attr:`extra_queues` under the run's name)."""
+        return tuple(f"{self.queue}.{suffix}" for suffix in self.extra_queues)
 
     @property
     def hold_queue(self) -> str:
