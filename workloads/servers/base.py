@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol
 
+from cmx.workloads.vocab.queues import CLASSIC
+
 from .process import RestartError, alive, read_pid, run, stop_pid, wait_port  # noqa: F401 (the servers' helpers)
 
 #: Placeholder task id of a fast publisher's template message: replaced in each copy.
@@ -183,7 +185,7 @@ class Server:
     node_loss: bool = False
     #: The types its queues can have (the ``queue_type`` dimension's values it takes:
     #: workloads/vocab/queues.py); the first is what a queue without ``x-queue-type`` is.
-    queue_types: tuple[str, ...] = ("classic",)
+    queue_types: tuple[str, ...] = (CLASSIC,)
 
     #: How this machine runs it for local sweeps: the server first, then any part of it.
     local: tuple[LocalService, ...] = ()

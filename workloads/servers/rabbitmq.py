@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from cmx.workloads.vocab.clients import BROKER, INTENDED_HEADER, SENT_HEADER
+from cmx.workloads.vocab.queues import QUEUE_TYPES
 from cmx.workloads.vocab.services import RABBITMQ
 
 from .base import (TEMPLATE_ID, Capture, Hosts, LocalService, Part, Place, RestartError, RunNames, Server, read_pid,
@@ -215,7 +216,7 @@ class RabbitMQ(Server):
     secret_names = (API_ENV,)
     #: Where the run's processes find its management API (the probe, the queue type's read-back).
     api_env = API_ENV
-    queue_types = ("classic", "quorum")
+    queue_types = QUEUE_TYPES
     local = (
         LocalService("RabbitMQ", RABBITMQ, 5672, "rabbitmq-server", "rabbitmq-server", 90,
                      lambda: [["rabbitmq-server", "-detached"]]),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from cmx.workloads.vocab.queues import QUORUM
 from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, RABBITMQ_CLUSTER, REDIS, REDIS_SENTINEL
 
 
@@ -48,7 +49,7 @@ class Kind:
 BROKERS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind(REDIS, REDIS, db=0),
     Kind(RABBITMQ, RABBITMQ),
-    Kind("rabbitmq-quorum", RABBITMQ, queue_type="quorum"),
+    Kind("rabbitmq-quorum", RABBITMQ, queue_type=QUORUM),
     Kind("redis-sentinel", REDIS_SENTINEL, db=0),
     Kind("rabbitmq-cluster", RABBITMQ_CLUSTER),
 )})

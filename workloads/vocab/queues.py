@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cmx.workloads.vocab import kinds
-
 #: Classic queues carry no ``x-queue-type`` (as before there was a choice); quorum ones say so.
 CLASSIC, QUORUM = "classic", "quorum"
 QUEUE_TYPES: tuple[str, ...] = (CLASSIC, QUORUM)
@@ -16,6 +14,8 @@ QUEUE_TYPES: tuple[str, ...] = (CLASSIC, QUORUM)
 def queue_type_of(broker: str, queue_type: str) -> str:
     """The type of the run's queues on ``broker`` for the cell's ``queue_type``: an alias's own
     (``rabbitmq-quorum``: quorum) whatever the dimension says."""
+    from cmx.workloads.vocab import kinds  # the kinds name their alias's type from here
+
     kind = kinds.BROKERS.get(broker)
     return (kind.queue_type if kind else None) or queue_type
 
