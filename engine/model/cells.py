@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from cmx.engine.model.dimensions import defaults, normalise_values
 from cmx.engine.model.experiment import Experiment
-from cmx.workloads.vocab import queues
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.dimensions import DIMENSIONS
 
 #: Dimensions left out of a cell's id at their default (workloads/vocab/dimensions.py ``quiet_default``).
@@ -76,7 +76,7 @@ def _quiet_default(name: str, default: Any, values: Mapping[str, Any]) -> Any:
     """The value of a later dimension that an older cmx's cell had: the queue type of a broker
     alias (``rabbitmq-quorum``: quorum) keeps its cells' ids, else the dimension's default."""
     if name == "queue_type":
-        return queues.queue_type_of(values.get("broker") if isinstance(values.get("broker"), str) else "", default)
+        return kinds.queue_type_of(values.get("broker") if isinstance(values.get("broker"), str) else "", default)
     return default
 
 

@@ -6,7 +6,7 @@ from cmx.engine.hosts.inventory import Inventory
 from cmx.workloads.servers import rabbitmq_cluster as cluster
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.servers.rabbitmq_cluster import GroupHost
-from cmx.workloads.vocab import queues
+from cmx.workloads.vocab import kinds
 
 
 def test_one_host_runs_three_nodes_on_ports_and_names_of_their_own():
@@ -54,10 +54,10 @@ def test_a_cluster_takes_only_a_list_of_node_urls_from_the_inventory():
 
 
 def test_queue_types_reach_the_run_queues_arguments_and_are_refused_where_the_broker_has_none():
-    assert queues.queue_type_arguments("rabbitmq", "classic") == {}
-    assert queues.queue_type_arguments("rabbitmq-cluster", "quorum", 5) == {"x-queue-type": "quorum",
+    assert kinds.queue_type_arguments("rabbitmq", "classic") == {}
+    assert kinds.queue_type_arguments("rabbitmq-cluster", "quorum", 5) == {"x-queue-type": "quorum",
                                                                           "x-delivery-limit": 5}
-    assert queues.queue_type_arguments("rabbitmq-quorum", "classic") == {"x-queue-type": "quorum"}  # the alias's own
+    assert kinds.queue_type_arguments("rabbitmq-quorum", "classic") == {"x-queue-type": "quorum"}  # the alias's own
     assert servers.queue_type_problem("rabbitmq-cluster", "quorum", 5) is None
     assert servers.queue_type_problem("redis", "quorum") == (
         "queue_type quorum: only a broker of rabbitmq, rabbitmq-quorum, rabbitmq-cluster has quorum queues "

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from celery import Celery
 
-from cmx.workloads.vocab import kinds, queues
+from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.app.factory import create_app
 from cmx.workloads.drive import DriveTimeout, connection_errors
@@ -89,7 +89,7 @@ def check_queue_type(app: Celery, spec: RunSpec) -> list[dict]:
     server = servers.service_of("broker", spec.broker)
     if server is None or len(server.queue_types) < 2:
         return []
-    want = queues.queue_type_of(spec.broker, spec.queue_type)
+    want = kinds.queue_type_of(spec.broker, spec.queue_type)
     with app.connection_for_write() as conn:
         got, source = server.queue_type(conn, spec.queue, spec.queue_arguments())
     if got != want:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, create_model, field_validator
 
-from cmx.workloads.vocab import kinds, queues
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.dimensions import ON_HOSTS, Dimension, owned_settings
 
 # Celery settings that a dimension or the harness owns, with what to use instead. One table for
@@ -204,7 +204,7 @@ class RunSpec(_DimensionFields):
         from cmx.workloads.servers import registry as servers  # not at import: every process reads a spec
 
         kind = kinds.BROKERS[self.broker]
-        args = {**kind.queue_arguments, **queues.queue_type_arguments(self.broker, self.queue_type, self.delivery_limit)}
+        args = {**kind.queue_arguments, **kinds.queue_type_arguments(self.broker, self.queue_type, self.delivery_limit)}
         if self.queue_expires_s and servers.get(kind.service).expires_queues:
             args["x-expires"] = int(self.queue_expires_s * 1000)
         return args

@@ -5,7 +5,7 @@ variables, secrets and capabilities they declare. Adding a server is one module 
 from __future__ import annotations
 
 from cmx.workloads.vocab import kinds
-from cmx.workloads.vocab.queues import QUORUM, queue_type_of
+from cmx.workloads.vocab.queues import QUORUM
 from cmx.workloads.vocab.services import SERVICE_NAMES
 
 from .base import Hosts, Part, Place, RestartError, Server
@@ -74,7 +74,7 @@ def queue_type_problem(broker: str, queue_type: str, delivery_limit: int = 0) ->
         on = ", ".join(k.name for k in kinds.BROKERS.values()
                        if k.service and queue_type in SERVERS[k.service].queue_types)
         return f"queue_type {queue_type}: only a broker of {on} has {queue_type} queues (this cell's broker is {broker})"
-    own = queue_type_of(broker, queue_type)
+    own = kinds.queue_type_of(broker, queue_type)
     if delivery_limit and own != QUORUM:
         return (f"delivery_limit {delivery_limit}: x-delivery-limit is a quorum queue's (this cell's queues are "
                 f"{own}: set queue_type: quorum)")

@@ -61,3 +61,19 @@ BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
 )})
 #: What the run's clients talk to: its broker and its result backend.
 TARGETS: Mapping[str, Mapping[str, Kind]] = _frozen({"broker": BROKERS, "backend": BACKENDS})
+
+
+def queue_type_of(broker: str, queue_type: str) -> str:
+    """The type of the run's queues on ``broker`` for the cell's ``queue_type``: an alias's own
+    (``rabbitmq-quorum``: quorum) whatever the dimension says."""
+    kind = BROKERS.get(broker)
+    return (kind.queue_type if kind else None) or queue_type
+
+
+def queue_type_arguments(broker: str, queue_type: str, delivery_limit: int = 0) -> dict[str, Any]:
+    """The ``queue_arguments`` the queue type asks: ``x-queue-type`` for quorum (and its
+    ``x-delivery-limit`` where the cell sets one); none for classic."""
+    if queue_type_of(broker, queue_type) != QUORUM:
+        return {}
+    return {"x-queue-type": QUORUM, **({"x-delivery-limit": delivery_limit} if delivery_limit else {})}
+
