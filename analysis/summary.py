@@ -143,6 +143,8 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
                       *[with_interval(n, s.metrics.get(n), s.ok, s.missing.get(n, 0)) if n in shown else Text("n/a")
                         for n in headline])
     said = caption(headline)
+    several = any(s.runs > 1 for s in summaries)
     table.caption = Text("median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "
-                         "the median" + (f". {said}" if said else ""))
+                         "the median" + ("; lost: every run of the cell together, not a median" if several else "")
+                         + (f". {said}" if said else ""))
     return table

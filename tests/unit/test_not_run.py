@@ -57,3 +57,19 @@ def test_a_summary_of_only_an_interrupted_run_says_not_run_and_no_lost(tmp_path)
     console.print(render("e", [s], (M.CONSUME_RATE,)))
     row = next(line for line in console.export_text().splitlines() if "threads" in line)
     assert "1,270 not run" in row and "lost" not in row, row
+
+
+def test_the_summary_says_lost_adds_every_run_of_a_cell(tmp_path):
+    """Three runs each losing 40 show 120 lost: the caption says it is every run together, not a median
+    beside the medians (a fault sweep read '120 lost' of 60 tasks)."""
+    path = tmp_path / "l.duckdb"
+    with db.connect(path) as con:
+        for r in (1, 2, 3):
+            add_run(con, "e", f"r{r}", DIMS, repeat=r, metrics={M.TASKS_LOST: 40, M.CONSUME_RATE: 10})
+    with views.connect(path, read_only=True) as con:
+        [s] = summarize(con, "e", [Cell(cell_id(DIMS), DIMS)], (M.CONSUME_RATE,))
+    console = Console(width=300, record=True)
+    console.print(render("e", [s], (M.CONSUME_RATE,)))
+    text = console.export_text()
+    assert "120" in next(line for line in text.splitlines() if "threads" in line)
+    assert "lost: every run of the cell together, not a median" in " ".join(text.split())
