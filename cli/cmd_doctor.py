@@ -23,7 +23,6 @@ def _needs(exp, cells, inv):
     from cmx.engine.hosts.connection import LOOPBACK
     from cmx.engine.hosts.doctor import Needs
     from cmx.engine.hosts.inventory import SERVED_BY
-    from cmx.workloads.servers import registry as servers
     from cmx.workloads.catalog import registry
 
     brokers = frozenset(c.values["broker"] for c in cells)
@@ -37,7 +36,7 @@ def _needs(exp, cells, inv):
     for target, used in (("broker", brokers), ("backend", backends)):
         group, var = SERVED_BY[target]
         for name in used:
-            url = inv.given_url(group, var, servers.schemes(target, name)) if inv.hosts_of(group) else None
+            url = inv.kind_url(target, name) if inv.hosts_of(group) else None
             host = inv.hosts_of(group)[0] if url else None
             if host and urlsplit(url.removeprefix("db+")).hostname in (*LOOPBACK, host, inv.address(host)):
                 hosts.append(host)  # its server's process is sampled there

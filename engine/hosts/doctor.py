@@ -282,7 +282,7 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
             kind = kinds.TARGETS[target][name]
             if kind.service is None:
                 continue
-            url = inv.given_url(group, var, servers.schemes(target, name))
+            url = inv.kind_url(target, name)
             if url:
                 tasks.append(url_task(f"{target} {name}", url, var, path, probe(url)))
             else:  # a sweep starts its own (its role): nothing to reach yet

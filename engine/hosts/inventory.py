@@ -62,11 +62,20 @@ class Inventory:
         return self._service_url("broker", kind)
 
     def given_url(self, group: str, var: str, schemes: tuple[str, ...]) -> str | None:
-        """The URL the inventory gives for this kind of service (bring your own), if any."""
+        """The URL the inventory gives for a server of these schemes (bring your own), if any."""
+        return self._given(group, var, lambda url: url.split("://", 1)[0] in schemes)
+
+    def kind_url(self, target: str, name: str) -> str | None:
+        """The URL the inventory gives for kind ``name`` of ``target``, if any: one its server takes
+        (workloads/servers: ``takes_url``; a cluster's is the list of its nodes' URLs)."""
+        group, var = SERVED_BY[target]
+        return self._given(group, var, lambda url: servers.takes_url(target, name, url))
+
+    def _given(self, group: str, var: str, fits) -> str | None:
         hosts = self.hosts_of(group)
         urls = (self.hostvars.get(hosts[0], {}).get(var) or []) if hosts else []
         for url in [urls] if isinstance(urls, str) else urls:
-            if str(url).split("://", 1)[0] in schemes:
+            if fits(str(url)):
                 return str(url)
         return None
 
@@ -80,7 +89,7 @@ class Inventory:
                 kind = kinds.TARGETS[target].get(name)
                 if kind is None or not kind.provisionable:
                     continue
-                if self.hosts_of(group) and not self.given_url(group, var, servers.schemes(target, name)):
+                if self.hosts_of(group) and not self.kind_url(target, name):
                     server = servers.get(kind.service)
                     wanted.setdefault(server.name, set()).update(server.provision_hosts(self.hosts_of(group)))
         return {service: sorted(hosts) for service, hosts in sorted(wanted.items())}
@@ -117,7 +126,7 @@ class Inventory:
         if not hosts:
             raise InputError(Problem(f"no host in group '{group}', needed for {target} '{kind}'", str(self.path)))
         host = hosts[0]
-        url = self.given_url(group, var, schemes)
+        url = self.kind_url(target, kind)
         if url:
             return url
         if kinds.TARGETS[target][kind].provisionable:

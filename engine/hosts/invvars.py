@@ -17,7 +17,7 @@ from cmx.engine.errors import InputError, Problem
 from cmx.workloads.servers.registry import SERVERS
 
 #: variable -> kind. url: one URL; urls: a URL or a list of them (a run picks the one whose
-#: scheme fits); port: 1-65535; secret: a string, never shown; text: a string; flag: true or
+#: scheme fits); port: 1-65535; count: 1-99; secret: a string, never shown; text: a string; flag: true or
 #: false. Each server declares its own (workloads/servers/: ``inventory_variables``: its
 #: ``<service>_password`` and ``<service>_port``, and what else it reads).
 VARIABLES: dict[str, str] = {
@@ -128,6 +128,11 @@ def check(file: str, host: str, name: str, raw: Any) -> Any:
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
                 or not 0 < int(value) < 65536:
             raise refuse(f"must be a port number (1-65535), got {_what(value) if not isinstance(value, str) else repr(value)}")
+        return int(value)
+    if kind == "count":
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
+                or not 0 < int(value) < 100:
+            raise refuse(f"must be a whole number from 1 to 99, got {_what(value) if not isinstance(value, str) else repr(value)}")
         return int(value)
     if kind == "flag":  # an INI inventory's `cmx_disposable=true` is the string 'true'
         if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):

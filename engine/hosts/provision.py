@@ -264,8 +264,11 @@ def stop_services(inventory: Inventory, services: dict[str, list[str]], work_dir
                   on_result: Callable[[str, PlaybookResult], None] | None = None) -> str | None:
     """Stop what :func:`provision` started for the sweep; a one-line warning if that failed
     (the sweep's results are stored either way)."""
+    # Each server's parameters and secrets reach its stop as they reached its start: a set's layout
+    # (where its members run) and its password (a RabbitMQ cluster's tools need the nodes' cookie).
+    secrets = {servers.get(service).password_env: inventory.password(service) for service in services}
     result = run_playbook("services_stop.yml", inventory.path, work_dir / "ansible" / "services_stop",
-                          extravars=_service_vars(services), secrets={})
+                          extravars=_service_vars(services, inventory), secrets=secrets)
     if on_result:
         on_result("services_stop.yml", result)
     if result.ok:

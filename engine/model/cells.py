@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from cmx.engine.model.dimensions import defaults, normalise_values
 from cmx.engine.model.experiment import Experiment
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.dimensions import DIMENSIONS
 
 #: Dimensions left out of a cell's id at their default (workloads/vocab/dimensions.py ``quiet_default``).
@@ -65,10 +66,18 @@ def cell_id(workload_name: str, values: Mapping[str, Any]) -> str:
     """
     normal = normalise_values(workload_name, dict(values))
     for d in QUIET:  # added later: at its default, the id an older cmx gave the cell
-        if d.name in normal and normal[d.name] == d.default:
+        if d.name in normal and normal[d.name] == _quiet_default(d.name, d.default, normal):
             del normal[d.name]
     text = canonical({"workload": workload_name, "values": normal})
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _quiet_default(name: str, default: Any, values: Mapping[str, Any]) -> Any:
+    """The value of a later dimension that an older cmx's cell had: the queue type of a broker
+    alias (``rabbitmq-quorum``: quorum) keeps its cells' ids, else the dimension's default."""
+    if name == "queue_type":
+        return kinds.queue_type_of(values.get("broker") if isinstance(values.get("broker"), str) else "", default)
+    return default
 
 
 def _make_cell(workload_name: str, values: dict[str, Any]) -> Cell:

@@ -18,6 +18,7 @@ from cmx.engine.model import celery_settings
 from cmx.workloads import faults
 from cmx.workloads.catalog.base import WorkloadParams
 from cmx.workloads.catalog import registry
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.dimensions import BY_NAME, DIMENSIONS, FLAG_NAMES, PACKAGE_PREFIX, VERSIONED, Dimension
 
 
@@ -162,4 +163,6 @@ def normalise_values(workload: str, values: dict[str, Any]) -> dict[str, Any]:
         except ValueError:
             pass
         out[name] = values[name]
+    if "queue_type" in out and isinstance(out.get("broker"), str):  # an alias (rabbitmq-quorum): its own type
+        out["queue_type"] = kinds.queue_type_of(out["broker"], out["queue_type"])
     return out

@@ -26,6 +26,8 @@ from cmx.engine.model.dimensions import pydantic_message
 from cmx.engine.model.experiment import ALLOWED_KEYS, Experiment, WorkloadSpec
 from cmx.engine.model.yamlpos import Positions, load_yaml
 from cmx.workloads.catalog import registry
+from cmx.workloads.servers import registry as servers
+from cmx.workloads.vocab.queues import CLASSIC
 
 
 # --------------------------------------------------------------------------- the model's part
@@ -144,6 +146,12 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
         if fault and fault not in seen:
             seen.add(fault)
             issues.append(Issue(_fault_path(data, cell.values.get("fault")), fault))
+        queues = servers.queue_type_problem(cell.values.get("broker"), cell.values.get("queue_type", CLASSIC),
+                                            cell.values.get("delivery_limit", 0))
+        if queues and queues not in seen:
+            seen.add(queues)
+            name = "delivery_limit" if queues.startswith("delivery_limit") else "queue_type"
+            issues.append(Issue(_value_path(data, name, cell.values.get(name), prefix=""), queues))
         given = {k[len("params."):]: v for k, v in cell.values.items() if k.startswith("params.")}
         try:
             valid = params.model_validate(given)

@@ -115,6 +115,7 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
                     [run_id, out.driver.get("consuming_at"), clock_host, out.driver.get("drive_ended_at")])
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
         _insert_packages(con, run_id, host_dirs)
+        _insert_broker_queues(con, run_id, host_dirs)
         rows = [(name, value, None) for name, value in
                 con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()]
         own = _driver_metrics(art_dir, drivers)
@@ -217,6 +218,14 @@ def _insert_hosts(con, run_id: str, host_dirs: list[Path], hosts: dict[str, Host
             f.get("kernel"), f.get("python"), f.get("celery"), f.get("kombu"), driver.get("broker_version"),
             f.get("clock_offset_s"), f.get("clock_uncertainty_s"), f.get("hostname"), f.get("governor"),
             driver.get("backend_version")])
+
+
+def _insert_broker_queues(con, run_id: str, host_dirs: list[Path]) -> None:
+    """The type the broker itself gave the run's queues, as each driver read it back (driver.json)."""
+    rows = [(run_id, d.name, q.get("queue"), q.get("type"), q.get("source"))
+            for d in host_dirs for q in (_read_json(d / "driver.json").get("queues") or [])]
+    if rows:
+        con.executemany("INSERT INTO broker_queues VALUES (?, ?, ?, ?, ?)", rows)
 
 
 def _insert_packages(con, run_id: str, host_dirs: list[Path]) -> None:

@@ -104,6 +104,11 @@ STEPS: tuple[Step, ...] = (
     # class): engine/results/headlines.py. Runs of built-in workloads stored before are filled in
     # when this step is applied (:data:`AFTER`).
     Step("run_headlines", 0, 1, f"CREATE TABLE IF NOT EXISTS run_headlines {headlines.COLUMNS}"),
+    # What type the broker itself gave the run's queue (issue 42: RabbitMQ's classic or quorum), as the
+    # driver read it back (the management API, else AMQP): a run whose queue is not what its cell
+    # asks fails saying so; this is what ran.
+    Step("broker_queues", 0, 1, "CREATE TABLE IF NOT EXISTS broker_queues (run_id VARCHAR, host VARCHAR, "
+                                "queue VARCHAR, type VARCHAR, source VARCHAR)"),
 )
 #: What is computed, not declared, once a step has been applied: (table, to_version) -> fill(con).
 AFTER = {("run_headlines", 1): headlines.backfill}

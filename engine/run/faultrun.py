@@ -21,18 +21,21 @@ from cmx.workloads.runtime.workerevents import CLOCK, FAULT_END
 
 
 def broker_place(inventory: Inventory, broker: str) -> dict:
-    """The run's broker server for a fault kind that ``needs_place`` (restarts it): {"service",
-    "place"} (where it lives on the first brokers host, from the inventory: the server module's
-    ``place_of``); {} when it cannot be restarted (validation refused such a cell:
-    engine/model/faultcheck.py)."""
+    """The run's broker server for a fault kind that ``needs_place`` (restarts it, or one of its
+    nodes): {"service", "place"} (where it lives on the first brokers host, from the inventory:
+    the server module's ``place_of``), with "nodes" for a set of nodes the sweep provisioned (its
+    ``node_places``); {} when it can be neither restarted nor struck at a node (validation refused
+    such a cell: engine/model/faultcheck.py)."""
     service = kinds.BROKERS[broker].service
+    server = servers.get(service)
     host = inventory.hosts_of("brokers")[0]
     provisioned = bool(inventory.services_to_provision({broker}, set()))
+    nodes = server.node_places(inventory) if provisioned else []
     try:
-        place = servers.get(service).place_of(host, inventory.hostvars.get(host, {}), provisioned)
+        place = server.place_of(host, inventory.hostvars.get(host, {}), provisioned)
     except (ValueError, NotImplementedError):
-        return {}
-    return {"service": service, "place": place}
+        return {"service": service, "nodes": nodes} if nodes else {}
+    return {"service": service, "place": place, **({"nodes": nodes} if nodes else {})}
 
 
 class FaultScheduler:
@@ -73,7 +76,7 @@ class FaultScheduler:
                     self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
                                               delay_s=delay, restart_s=self.restart_s,
                                               ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout,
-                                              **(self.broker if fault.definition.needs_place else {}))
+                                              **self._broker_part(fault))
                 except (AgentLost, KeyError) as exc:
                     self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
 
@@ -82,7 +85,28 @@ class FaultScheduler:
         of its kind's target (the broker's, the driver's)."""
         if fault.target == "worker":
             return fault.hosts_of(self.workers)
+        if fault.definition.takes_target:  # :N picks one of several nodes of the run's broker
+            return (self._node(fault)["host"],)
         return (self.targets[fault.target],)
+
+    def _node(self, fault: Fault) -> dict:
+        """The node of the run's broker set a fault with a ``:N`` strikes (the Nth)."""
+        nodes = self.broker.get("nodes") or []
+        if not 1 <= int(fault.host) <= len(nodes):
+            raise ValueError(f"fault {fault.text()} strikes node {fault.host} of the run's broker, which has "
+                             f"{len(nodes)} the sweep provisioned" + ("" if nodes else " (none: a set given by URL "
+                                                                      "is never struck)"))
+        return nodes[int(fault.host) - 1]
+
+    def _broker_part(self, fault: Fault) -> dict:
+        """What the agent needs of the run's broker for ``fault``: its place (a kind that
+        ``needs_place``), and the node it strikes (a broker kind with a ``:N``)."""
+        if not fault.definition.needs_place:
+            return {}
+        part = {k: v for k, v in self.broker.items() if k != "nodes"}
+        if fault.target != "worker" and fault.definition.takes_target:
+            part["node"] = self._node(fault)
+        return part
 
     def _failed(self, index: int, fault: Fault, host: str, why: str) -> None:
         self.problems.append(f"fault {fault.text()} on {host}: {why}")

@@ -50,7 +50,10 @@ def test_every_cell_has_every_dimension_at_its_default(tmp_path):
 @pytest.mark.parametrize("d", DIMENSIONS, ids=lambda d: d.name)
 def test_validation_takes_what_the_entry_allows(tmp_path, d):
     good = {"choice": list(d.choices), "fault": ["none", "kill_worker@2"]}.get(d.type, [d.minimum, d.maximum or d.minimum + 30])
-    exp = load_experiment(write(tmp_path, f"matrix:\n  {d.name}: {json.dumps(good)}\n"))
+    # RabbitMQ's queue types (and a quorum queue's delivery limit) need a broker that has them.
+    context = {"queue_type": "fixed: {broker: rabbitmq}\n",
+               "delivery_limit": "fixed: {broker: rabbitmq, queue_type: quorum}\n"}.get(d.name, "")
+    exp = load_experiment(write(tmp_path, f"{context}matrix:\n  {d.name}: {json.dumps(good)}\n"))
     assert [c.values[d.name] for c in expand(exp)] == [d.python_type(v) for v in good]
 
     bad = "kafka" if d.type in ("choice", "fault") else d.minimum - 1
@@ -59,7 +62,7 @@ def test_validation_takes_what_the_entry_allows(tmp_path, d):
                 "integer": f"{d.name} must be an integer >= {d.minimum:g}, got {bad}",
                 "seconds": f"{d.name} must be a number of seconds >= {d.minimum:g} (0 = off), got {bad}",
                 "fault": "unknown fault kind 'kafka' in 'kafka' (known: kill_child, kill_worker, term_worker, "
-                         "restart_broker, partition_worker, failover_broker)"}[d.type]
+                         "restart_broker, partition_worker, failover_broker, kill_broker_node)"}[d.type]
     column = len(f"  {d.name}: ") + 1
     assert problems(path) == [f"{path}:4:{column}: {expected}"]
     if d.maximum is not None:
@@ -109,7 +112,7 @@ def test_argv_and_config_dimensions_reach_the_worker():
     s = spec(pool="gevent", concurrency=7, prefetch_multiplier=2, heartbeat=0.0,
              worker_flags={"events": True, "mingle": True})
     assert worker_argv(s) == ["-P", "gevent", "-c", "7", "--without-gossip", "--without-heartbeat", "-E"]
-    assert worker_config(s) == {"worker_prefetch_multiplier": 2, "broker_heartbeat": 0.0}
+    assert worker_config(s) == {"worker_prefetch_multiplier": 2, "broker_heartbeat": 0.0, "task_default_queue_type": "classic"}
     for d in DIMENSIONS:
         assert (d.argv in worker_argv(s)) == (d.reaches == "argv")
         assert (d.setting in worker_config(s)) == (d.reaches == "config")

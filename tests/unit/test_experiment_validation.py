@@ -65,6 +65,7 @@ def test_builtin_dimension_defaults():
     assert {d.name: d.default for d in DIMENSIONS} == {
         "broker": "redis", "backend": "none", "pool": "prefork", "concurrency": 1,
         "prefetch_multiplier": 4, "heartbeat": 120.0, "machines": 1, "drivers": 1, "fault": "none",
+        "queue_type": "classic", "delivery_limit": 0,
     }
 
 
@@ -225,7 +226,7 @@ def test_unknown_workload(tmp_path):
 
 @pytest.mark.parametrize("dim, value, message", [
     ("pool", "sollo", "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"),
-    ("broker", "kafka", "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel)"),
+    ("broker", "kafka", "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel, rabbitmq-cluster)"),
     ("backend", "mongodb", "unknown backend 'mongodb' (choose from none, redis, rpc, postgres)"),
     ("concurrency", "yes", "concurrency must be an integer >= 1, got True"),
     ("concurrency", "0", "concurrency must be an integer >= 1, got 0"),
@@ -242,7 +243,7 @@ def test_unknown_dimension(tmp_path):
     path = write(tmp_path, HEAD + "fixed:\n  workers: 4\n")
     assert problems(path) == [
         f"{path}:4:3: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines, drivers, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?"]
+        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?"]
 
 
 def test_fixed_builtin_given_a_list(tmp_path):
@@ -289,11 +290,11 @@ def test_exclude_and_include_must_name_known_dimensions(tmp_path):
                  "include:\n  - {pool: gevent, workers: 2}\n")
     assert problems(path) == [
         f"{path}:5:6: unknown dimension 'poool' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines, drivers, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'pool'?",
+        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'pool'?",
         f"{path}:6:6: exclude #2 names 'params.tasks', which no cell sets, so it can never match: "
         "set it in fixed/matrix/zip or drop it",
         f"{path}:8:20: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines, drivers, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?",
+        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?",
     ]
 
 

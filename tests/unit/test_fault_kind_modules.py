@@ -19,17 +19,18 @@ from cmx.workloads.host import faultinject
 
 def test_the_kinds_facts_are_the_tables_they_replaced():
     assert list(faults.KINDS) == ["kill_child", "kill_worker", "term_worker", "restart_broker", "partition_worker",
-                                  "failover_broker"]
+                                  "failover_broker", "kill_broker_node"]
     assert {k: v[0] for k, v in faults.KINDS.items()} == {
         "kill_child": "worker", "kill_worker": "worker", "term_worker": "worker", "restart_broker": "broker",
-        "partition_worker": "worker", "failover_broker": "driver"}
+        "partition_worker": "worker", "failover_broker": "driver", "kill_broker_node": "broker"}
     assert faults.ENDS_WORKER == ("kill_worker", "term_worker")
-    assert faults.CUTS_OFF == ("restart_broker", "partition_worker", "failover_broker")
+    assert faults.CUTS_OFF == ("restart_broker", "partition_worker", "failover_broker", "kill_broker_node")
+    assert faults.DOWNS_WORKERS == ("kill_broker_node",)
     assert faults.WITH_DURATION == ("partition_worker",)
-    assert [k for k, kind in registry.KINDS.items() if kind.needs_place] == ["restart_broker"]
+    assert [k for k, kind in registry.KINDS.items() if kind.needs_place] == ["restart_broker", "kill_broker_node"]
     assert all(kind.injected for kind in registry.KINDS.values())
     assert [k for k, kind in registry.KINDS.items() if kind.takes_target] == [
-        "kill_child", "kill_worker", "term_worker", "partition_worker"]
+        "kill_child", "kill_worker", "term_worker", "partition_worker", "kill_broker_node"]
     with pytest.raises(ValueError, match="unknown fault kind 'kill_kid'"):
         registry.get("kill_kid")
 
@@ -43,7 +44,7 @@ def test_a_planned_kind_without_a_blow_is_refused_at_validation_and_on_the_host(
     monkeypatch.setitem(registry.KINDS, "planned_kind", Planned())
     assert cell_problem({"broker": "redis", "fault": "planned_kind@1"}) == (
         "fault planned_kind@1: planned_kind is not injected by this cmx yet (supported: kill_child, kill_worker, "
-        "term_worker, restart_broker, partition_worker, failover_broker)")
+        "term_worker, restart_broker, partition_worker, failover_broker, kill_broker_node)")
     with pytest.raises(faults.FaultFailed, match="planned_kind is not injected on the hosts by this cmx"):
         Planned().inject(faults.parse("planned_kind@1")[0], None)
 

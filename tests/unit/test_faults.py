@@ -53,7 +53,7 @@ def test_a_target_beyond_the_cells_machines_is_refused_at_its_value(tmp_path):
 
 @pytest.mark.parametrize("value, message", [
     ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
-                   "restart_broker, partition_worker, failover_broker)"),
+                   "restart_broker, partition_worker, failover_broker, kill_broker_node)"),
     ("kill_child", "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
     ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
     ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
@@ -64,9 +64,11 @@ def test_a_target_beyond_the_cells_machines_is_refused_at_its_value(tmp_path):
     ("kill_worker@2:x", "fault 'kill_worker@2:x': the target must be N (the run's Nth worker host, from 1) or all, "
                         "got 'x'"),
     ("restart_broker@2:2", "fault 'restart_broker@2:2': restart_broker strikes the run's broker, it takes no :TARGET "
-                           "(only the kinds that strike a worker host do)"),
+                           "(only the kinds that strike a worker host or a broker node do)"),
+    ("kill_broker_node@2:all", "fault 'kill_broker_node@2:all': the target must be N (the Nth node of the run's "
+                               "cluster, from 1), got 'all'"),
     (3, "fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
-        "partition_worker, failover_broker), got 3"),
+        "partition_worker, failover_broker, kill_broker_node), got 3"),
 ])
 def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
     import json
@@ -137,7 +139,7 @@ def test_a_provisioned_rabbitmq_is_found_where_its_role_lays_it_out():
     from cmx.workloads.servers import registry as servers
 
     defaults = yaml.safe_load((ROLES / "rabbitmq" / "defaults" / "main.yml").read_text())
-    env = yaml.safe_load((ROLES / "rabbitmq" / "vars" / "main.yml").read_text())["__rabbitmq_env"]
+    env = yaml.safe_load((ROLES / "rabbitmq" / "vars" / "main.yml").read_text())["__rabbitmq_env_node"]
     assert env["RABBITMQ_DIST_PORT"] == "{{ rabbitmq_dist_port }}"
     render = {"{{ inventory_hostname }}": "a.b", "{{ rabbitmq_port | int + 20000 }}": "25673",
               "{{ inventory_hostname | regex_replace('[^A-Za-z0-9_-]', '-') }}": "a-b"}
@@ -273,7 +275,8 @@ def test_a_cell_without_faults_keeps_the_id_it_had_before_the_fault_dimension(tm
     from cmx.engine.model.dimensions import normalise_values
 
     (plain,) = expand(load_experiment(write(tmp_path, "fixed: {pool: threads}\n")))
-    before = {k: v for k, v in plain.values.items() if k not in ("fault", "drivers")}  # as 0.2.0 held them
+    before = {k: v for k, v in plain.values.items()
+              if k not in ("fault", "drivers", "queue_type", "delivery_limit")}  # as 0.2.0 held them
     old = hashlib.sha256(canonical({"workload": "concurrent_sleep",
                                     "values": normalise_values("concurrent_sleep", before)}).encode()).hexdigest()[:12]
     assert plain.values["fault"] == "none" and plain.cell_id == old
@@ -311,3 +314,32 @@ def _summary(values):
     from cmx.analysis import stats
 
     return stats.summarize(values)
+
+
+def test_kill_broker_node_strikes_a_node_of_a_cluster_only():
+    from cmx.engine.model.faultcheck import cell_problem
+
+    (fault,) = faults.parse("kill_broker_node@2s:3")
+    assert (fault.kind, fault.target, fault.host, fault.text()) == ("kill_broker_node", "broker", 3, "kill_broker_node@2:3")
+    assert fault.definition.downs_workers and fault.definition.cuts_off and fault.definition.needs_place
+    assert faults.DOWNS_WORKERS == ("kill_broker_node",)
+    assert cell_problem({"broker": "rabbitmq-cluster", "fault": "kill_broker_node@2:3", "machines": 1}) is None
+    assert cell_problem({"broker": "rabbitmq", "fault": "kill_broker_node@2"}) == (
+        "fault kill_broker_node@2: kill_broker_node kills a node of a RabbitMQ cluster, which only a "
+        "rabbitmq-cluster broker has (this cell's broker is rabbitmq)")
+
+
+def test_kill_broker_node_goes_to_the_host_of_the_node_it_names():
+    from cmx.engine.run.faultrun import FaultScheduler
+
+    nodes = [{"host": h, "name": f"n{i}"} for i, h in enumerate(("b1", "b2", "b3"), 1)]
+    sched = FaultScheduler(None, "r1", (), "d", ("w1",), {"broker": "b1", "driver": "d"}, 0.0, 1.0, 1.0,
+                           broker={"service": "rabbitmq_cluster", "nodes": nodes})
+    (second,) = faults.parse("kill_broker_node@2:2")
+    assert sched.hosts_of(second) == ("b2",)
+    assert sched._broker_part(second) == {"service": "rabbitmq_cluster", "node": nodes[1]}
+    (fourth,) = faults.parse("kill_broker_node@2:4")
+    with pytest.raises(ValueError, match="strikes node 4 of the run's broker, which has 3 the sweep provisioned"):
+        sched.hosts_of(fourth)
+    (restart,) = faults.parse("restart_broker@2")
+    assert sched.hosts_of(restart) == ("b1",) and "node" not in sched._broker_part(restart)

@@ -80,7 +80,7 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
     for service in servers.SERVERS.values():
         # The password and port each server's role reads from the inventory are checked there.
         assert VARIABLES[service.password_var] == "secret" and VARIABLES[service.port_var] == "port"
-        assert set(service.variables.values()) <= {"url", "urls", "port", "secret", "text", "flag"}, service.name
+        assert set(service.variables.values()) <= {"url", "urls", "port", "count", "secret", "text", "flag"}, service.name
         role = REPO / "roles" / service.name
         assert (role / "meta" / "main.yml").is_file() and (role / "tasks" / "stop.yml").is_file()
         assert _service_vars({service.name: ["h"]})["cmx_services"] == [{"name": service.name, "hosts": ["h"]}]
@@ -189,7 +189,8 @@ def test_each_server_declares_its_capabilities_and_answers_the_controllers_hooks
     assert [s.name for s in servers.with_capability("restartable")] == ["redis", "rabbitmq"]
     assert [s.name for s in servers.with_capability("failover")] == ["redis_sentinel"]
     assert [s.name for s in servers.with_capability("visibility_timeout")] == ["redis", "redis_sentinel"]
-    assert [s.name for s in servers.with_capability("heartbeats")] == ["rabbitmq"]
+    assert [s.name for s in servers.with_capability("heartbeats")] == ["rabbitmq", "rabbitmq_cluster"]
+    assert [s.name for s in servers.with_capability("node_loss")] == ["rabbitmq_cluster"]
     rabbit = servers.get("rabbitmq")
     # The node a sweep provisions serves its management API; a node given by URL only where the inventory says.
     assert rabbit.secrets(lab()) == {"CMX_RABBITMQ_API": "http://cmx:qpw@10.0.0.1:15672"}
@@ -229,6 +230,8 @@ def test_the_inventory_variables_the_servers_declare_are_the_ones_cmx_always_rea
         "broker_url": "urls", "backend_url": "urls", "database_url": "url", "cmx_workdir": "text",
         "ansible_host": "text", "cmx_service_port": "port", "cmx_disposable": "flag", "redis_dir": "text",
         "rabbitmq_api_url": "url", "rabbitmq_management_port": "port", "rabbitmq_base_dir": "text",
-        "rabbitmq_nodename": "text", "rabbitmq_dist_port": "port", "redis_sentinel_redis_port": "port"}
+        "rabbitmq_nodename": "text", "rabbitmq_dist_port": "port", "redis_sentinel_redis_port": "port",
+        # A RabbitMQ cluster's (issue 42): its node count and where its nodes keep their files.
+        "rabbitmq_cluster_nodes": "count", "rabbitmq_cluster_base_dir": "text"}
     for name in SERVICE_NAMES:
         assert VARIABLES[f"{name}_password"] == "secret" and VARIABLES[f"{name}_port"] == "port"

@@ -6,6 +6,7 @@ import pytest
 
 from cmx.engine.model.load import load_experiment
 from cmx.engine.model.cells import Cell, cell_id, expand
+from cmx.engine.model.dimensions import normalise_values
 from cmx.engine.plan.matrix import cells_for_only
 
 DEFAULTS = {
@@ -17,6 +18,7 @@ DEFAULTS = {
     "machines": 1, "drivers": 1,
     "pool": "prefork",
     "prefetch_multiplier": 4,
+    "queue_type": "classic", "delivery_limit": 0,
 }
 
 
@@ -166,7 +168,7 @@ def test_id_is_12_hex_chars_of_sha256_over_canonical_json():
     import hashlib
     vals = cell(pool="solo", drivers=2)
     # fault at its default is left out: ids stay what they were before the dimension existed
-    before = {k: v for k, v in vals.items() if k != "fault"}
+    before = {k: v for k, v in vals.items() if k not in ("fault", "queue_type", "delivery_limit")}
     canonical = json.dumps({"workload": "throughput", "values": before}, sort_keys=True, separators=(",", ":"))
     assert cell_id("throughput", vals) == hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
@@ -283,3 +285,21 @@ def test_a_zip_list_may_repeat_a_value_when_the_tuples_differ(tmp_path):
     """)
     assert [(c.values["broker"], c.values["backend"]) for c in expand(exp)] == [
         ("redis", "redis"), ("rabbitmq", "none"), ("rabbitmq", "postgres")]
+
+
+def test_rabbitmq_quorum_is_rabbitmq_with_quorum_queues_and_keeps_its_cell_ids():
+    """``rabbitmq-quorum`` became an alias of ``{broker: rabbitmq, queue_type: quorum}`` after its
+    cells had ids: its cells keep them (their stored runs resume and compare), and read as quorum."""
+    old = {k: v for k, v in cell(broker="rabbitmq-quorum").items() if k not in ("queue_type", "delivery_limit")}
+    # The id cmx gave these values before the queue_type dimension (computed on main, f7dddc2).
+    assert cell_id("throughput", old) == "a3ae6a035519"
+    assert cell_id("throughput", cell(broker="rabbitmq-quorum")) == "a3ae6a035519"
+    assert cell_id("throughput", cell(broker="rabbitmq-quorum", queue_type="quorum")) == "a3ae6a035519"
+    # Its values say what ran; classic on plain rabbitmq keeps its id too, quorum there is a new cell.
+    assert normalise_values("throughput", cell(broker="rabbitmq-quorum"))["queue_type"] == "quorum"
+    plain = {k: v for k, v in cell(broker="rabbitmq").items() if k not in ("queue_type", "delivery_limit")}
+    assert cell_id("throughput", cell(broker="rabbitmq")) == cell_id("throughput", plain)
+    assert cell_id("throughput", cell(broker="rabbitmq", queue_type="quorum")) not in (
+        cell_id("throughput", plain), "a3ae6a035519")
+    assert cell_id("throughput", cell(broker="rabbitmq", queue_type="quorum", delivery_limit=5)) != cell_id(
+        "throughput", cell(broker="rabbitmq", queue_type="quorum"))

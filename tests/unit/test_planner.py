@@ -68,7 +68,8 @@ def test_plan_json_shape(tmp_path):
     cells = expand(exp)
     doc = plan_json(exp, cells)
     common = {"backend": "none", "broker": "redis", "concurrency": 1, "fault": "none", "heartbeat": 0.0,
-              "machines": 1, "drivers": 1, "prefetch_multiplier": 4, "params.tasks": 5}
+              "machines": 1, "drivers": 1, "prefetch_multiplier": 4, "params.tasks": 5,
+              "queue_type": "classic", "delivery_limit": 0}
     assert doc == {
         "experiment": "pools",
         "repeats": 2,

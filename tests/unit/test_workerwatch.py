@@ -22,7 +22,7 @@ def test_the_cells_intent_in_the_workers_terms():
     spec = _spec(pool="threads", concurrency=4, prefetch_multiplier=2, heartbeat=0,
                  celery={"task_acks_late": True, "worker_max_tasks_per_child": 10})
     assert wanted_config(spec) == {"pool": "threads", "concurrency": 4, "prefetch_multiplier": 2, "heartbeat": 0,
-                                   "celery.task_acks_late": True, "celery.worker_max_tasks_per_child": 10}
+                                   "queue_type": "classic", "celery.task_acks_late": True, "celery.worker_max_tasks_per_child": 10}
 
 
 def test_a_mismatch_names_both_values():
@@ -109,3 +109,22 @@ def test_a_dead_worker_of_the_run_fails_it_with_how_it_ended():
         check_alive(spec, [took, died])
     assert str(caught.value) == "worker on w2 exited, signal 9 (SIGKILL) (pid 41)"
     assert caught.value.hosts == ["w2"] and not caught.value.silent
+
+
+def test_a_worker_that_exits_after_a_broker_node_was_killed_is_the_faults_finding():
+    """kill_broker_node (its kind downs_workers): a worker whose classic queue's home node died exits;
+    after the strike that is what the fault did (its tasks counted lost), before it a failure."""
+    import pytest
+
+    from cmx.workloads.runtime import workerevents as we
+    from cmx.workloads.drive.workerwatch import WorkerProblem, check_alive
+    from cmx.workloads.runtime.spec import node_name
+
+    spec = _spec(pool="threads", worker_nodes=[node_name("r1", "w1")])
+    struck = we.WorkerEvent(we.FAULT, "b1", 100.0, index=0, fault="kill_broker_node@2")
+    check_alive(spec, [struck, we.WorkerEvent(we.EXITED, "w1", 101.5, 41, exit_code=1)])
+    with pytest.raises(WorkerProblem):
+        check_alive(spec, [struck, we.WorkerEvent(we.EXITED, "w1", 99.0, 41, exit_code=1)])
+    restarted = we.WorkerEvent(we.FAULT, "b1", 100.0, index=0, fault="restart_broker@2")
+    with pytest.raises(WorkerProblem):  # other broker faults: an exit is still a failure
+        check_alive(spec, [restarted, we.WorkerEvent(we.EXITED, "w1", 101.5, 41, exit_code=1)])

@@ -83,6 +83,21 @@ class PackageMismatch(Exception):
     """The driver imports another version of a package than its cell's ``package.*`` asks."""
 
 
+def check_queue_type(app: Celery, spec: RunSpec) -> list[dict]:
+    """Read back from the broker the type of the run's queue, for a broker with queue types
+    (RabbitMQ's classic and quorum); a queue of another type than the cell asks fails the run."""
+    server = servers.service_of("broker", spec.broker)
+    if server is None or len(server.queue_types) < 2:
+        return []
+    want = kinds.queue_type_of(spec.broker, spec.queue_type)
+    with app.connection_for_write() as conn:
+        got, source = server.queue_type(conn, spec.queue, spec.queue_arguments())
+    if got != want:
+        raise RuntimeError(f"the broker's queue {spec.queue} is {got} (read from its {source}), not the "
+                           f"{want} queue the cell asks")
+    return [{"queue": spec.queue, "type": got, "source": source}]
+
+
 def check_packages(spec: RunSpec, found: dict[str, str | None]) -> None:
     """Raise :class:`PackageMismatch` naming each package, the version the cell asks and the one
     this process imported."""
@@ -123,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         result["broker_version"] = broker_version(app)
         result["backend_version"] = backend_version(app, spec.backend)
         ctx.declare_queues()
+        result["queues"] = check_queue_type(app, spec)
         try:
             workload.drive(ctx, params)
         finally:  # the run's end for a fault run's trailing stall: the driver stopped waiting (settled, timed out)

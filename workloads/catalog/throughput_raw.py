@@ -154,7 +154,7 @@ def drive_raw(ctx: "DriveContext", params: ThroughputParams) -> None:
     # The run's queue arguments (x-expires too); durable only where the kind needs it (quorum).
     # A server without a raw client (or unknown) is an error, never another server's client.
     broker = servers.get(kind.service).raw_client(url, queue, name, queue_arguments=ctx.spec.queue_arguments(),
-                                                  durable=bool(kind.queue_arguments),
+                                                  durable="x-queue-type" in ctx.spec.queue_arguments(),
                                                   prefetch=ctx.spec.prefetch_multiplier)
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message

@@ -66,11 +66,21 @@ def check_alive(spec: RunSpec, events: list[WorkerEvent]) -> None:
                             [e.host for e in failed], silent=False)
     nodes = set(spec.worker_nodes)
     struck = {(e.host, e.pid) for e in events if e.kind == FAULT}
+    # From the strike of a fault that may end the workers themselves (``downs_workers``), an exit is
+    # its finding (the tasks counted lost once the run settles), not a harness failure.
+    downed = min((e.at for e in events if e.kind == FAULT and _downs_workers(e.fault)), default=None)
     dead = [e for e in events if e.kind == EXITED and node_name(spec.run_id, e.host) in nodes
-            and (e.host, e.pid) not in struck]
+            and (e.host, e.pid) not in struck and (downed is None or e.at < downed)]
     if dead:
         raise WorkerProblem("; ".join(f"{e.text()} (pid {e.pid})" for e in dead), [e.host for e in dead],
                             silent=False)
+
+
+def _downs_workers(text: str | None) -> bool:
+    try:
+        return bool(text) and any(f.definition.downs_workers for f in parse_faults(text))
+    except ValueError:
+        return False
 
 
 def _replies(replies: list[dict] | None) -> dict[str, Any]:

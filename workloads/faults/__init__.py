@@ -24,13 +24,17 @@ KINDS: dict[str, tuple[str, str]] = {name: (kind.strikes, kind.does) for name, k
 ENDS_WORKER = tuple(name for name, kind in registry.KINDS.items() if kind.ends_worker)
 #: Kinds that cut workers off the broker (:attr:`FaultKind.cuts_off`).
 CUTS_OFF = tuple(name for name, kind in registry.KINDS.items() if kind.cuts_off)
+#: Kinds whose blow may end the run's workers (:attr:`FaultKind.downs_workers`).
+DOWNS_WORKERS = tuple(name for name, kind in registry.KINDS.items() if kind.downs_workers)
 #: Kinds that need a duration (``@T/D``).
 WITH_DURATION = registry.with_duration()
 #: The ``fault`` dimension's help (and its JSON Schema's description).
 DESCRIPTION = ("none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
                + ", ".join(registry.KINDS) + "".join(f"; {name}@T/D lasts D seconds" for name in WITH_DURATION)
-               + f"; :N strikes the run's Nth worker host (default 1), :{ALL} every one")
+               + f"; :N strikes the run's Nth worker host (default 1), :{ALL} every one"
+               + "".join(f"; {name}@T:N the Nth node of the run's cluster" for name, kind in registry.KINDS.items()
+                         if kind.takes_target and kind.strikes != WORKER))
 
-__all__ = ["ALL", "BROKER", "BUSY_CHILD_WAIT_S", "CHILD_POOLS", "CUTS_OFF", "DESCRIPTION", "DRIVER", "ENDS_WORKER",
+__all__ = ["ALL", "BROKER", "BUSY_CHILD_WAIT_S", "CHILD_POOLS", "CUTS_OFF", "DESCRIPTION", "DOWNS_WORKERS", "DRIVER", "ENDS_WORKER",
            "KINDS", "NONE", "WITH_DURATION", "WORKER", "CellView", "Fault", "FaultFailed", "FaultKind", "HostsView",
            "Injection", "canonical", "parse", "parse_duration", "registry"]

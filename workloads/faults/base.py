@@ -125,6 +125,11 @@ class Injection(Protocol):
     def failover(self) -> None:
         """Fail the run's broker set's master over, as a client of the set (bounded)."""
 
+    def kill_node(self) -> int:
+        """SIGKILL the node of the run's broker set the controller sent (its ``node``: one of the
+        server's ``node_places``, on this host) and start it again after :attr:`restart_s`, as its
+        role does; its pid before. Bounded."""
+
 
 class FaultKind:
     """One kind of fault: its facts, and its part in each stage. Subclasses set :attr:`name` (the
@@ -147,8 +152,14 @@ class FaultKind:
     #: off every worker of the run, one that strikes a worker host the host it struck.
     cuts_off: bool = False
     #: The controller sends it where the run's broker lives on its host (engine/run/faultrun.py's
-    #: ``broker_place``: ``service`` and ``place``).
+    #: ``broker_place``: ``service`` and ``place``; a cluster's ``nodes``).
     needs_place: bool = False
+    #: Its blow may end the run's workers themselves (a broker node lost takes the queues whose home
+    #: it was, and a worker whose queue is gone exits): a worker's exit after its strike is the
+    #: fault's finding (its tasks counted lost once the run settles), not a harness failure.
+    downs_workers: bool = False
+    #: What a ``:N`` picks, in a refusal of a bad one.
+    target_text: str = "the run's Nth worker host, from 1"
 
     @property
     def takes_target(self) -> bool:

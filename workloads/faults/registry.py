@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .base import FaultKind
 from .failover_broker import FailoverBroker
+from .kill_broker_node import KillBrokerNode
 from .kill_child import KillChild
 from .kill_worker import KillWorker
 from .partition_worker import PartitionWorker
@@ -20,6 +21,7 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
     RestartBroker(),
     PartitionWorker(),
     FailoverBroker(),
+    KillBrokerNode(),
 )}
 
 

@@ -45,7 +45,7 @@ class Fault:
     at_s: float
     duration_s: float | None = None
     #: Which worker host(s) of the run it strikes (kinds whose target is ``worker``): the Nth (1-based)
-    #: or :data:`ALL`.
+    #: or :data:`ALL`; for a kind that strikes one of several broker nodes, the Nth node.
     host: int | str = 1
 
     @property
@@ -100,15 +100,18 @@ def parse(value: Any) -> tuple[Fault, ...]:
         if colon:
             if not targeted:
                 raise ValueError(f"fault {part!r}: {kind} strikes the run's {strikes}, it takes no :TARGET "
-                                 f"(only the kinds that strike a worker host do)")
+                                 f"(only the kinds that strike a worker host or a broker node do)")
             target = target.strip()
+            if target == ALL and strikes != WORKER:
+                raise ValueError(f"fault {part!r}: the target must be N ({registry.KINDS[kind].target_text}), "
+                                 f"got {target!r}")
             if target == ALL:
                 host = ALL
             elif target.isdigit() and int(target) >= 1:
                 host = int(target)
             else:
-                raise ValueError(f"fault {part!r}: the target must be N (the run's Nth worker host, from 1) "
-                                 f"or {ALL}, got {target!r}")
+                raise ValueError(f"fault {part!r}: the target must be N ({registry.KINDS[kind].target_text})"
+                                 + (f" or {ALL}" if strikes == WORKER else "") + f", got {target!r}")
         when, slash, length = when.partition("/")
         try:
             at_s = parse_duration(when)

@@ -269,6 +269,20 @@ class Injection:
     def heal(self) -> None:
         heal(self.run_dir)
 
+    def kill_node(self) -> int:
+        from cmx.workloads.servers import registry as servers
+        from cmx.workloads.servers.base import RestartError
+
+        node, service = dict(self.msg.get("node") or {}), str(self.msg.get("service"))
+        try:
+            with RESTARTING:  # the agent's lease end lets it finish: no node is left down
+                if CLOSING.is_set():
+                    raise FaultFailed(f"node {node.get('name')} was not killed: the host's agent is stopping")
+                return servers.get(service).kill_node(node, os.environ.get("CMX_BROKER_URL", ""),
+                                                      self.restart_s, RESTART_TIMEOUT_S)
+        except RestartError as exc:
+            raise FaultFailed(f"node {node.get('name')} of the run's cluster: {exc}") from None
+
     def failover(self) -> None:
         from urllib.parse import urlsplit
 

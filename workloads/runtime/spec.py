@@ -204,7 +204,7 @@ class RunSpec(_DimensionFields):
         from cmx.workloads.servers import registry as servers  # not at import: every process reads a spec
 
         kind = kinds.BROKERS[self.broker]
-        args = dict(kind.queue_arguments)
+        args = {**kind.queue_arguments, **kinds.queue_type_arguments(self.broker, self.queue_type, self.delivery_limit)}
         if self.queue_expires_s and servers.get(kind.service).expires_queues:
             args["x-expires"] = int(self.queue_expires_s * 1000)
         return args

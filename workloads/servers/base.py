@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol
+
+from cmx.workloads.vocab.queues import CLASSIC
+
+from .process import RestartError, alive, read_pid, run, stop_pid, wait_port  # noqa: F401 (the servers' helpers)
 
 #: Placeholder task id of a fast publisher's template message: replaced in each copy.
 TEMPLATE_ID = "cmx-template-task-id"
@@ -108,71 +109,6 @@ class Hosts(Protocol):
     def given_url(self, group: str, var: str, schemes: tuple[str, ...]) -> str | None: ...
 
 
-class RestartError(RuntimeError):
-    """The server did not stop, or did not come back, within the restart's bound."""
-
-
-def run(argv: list[str], timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run one command of a restart, bounded; its failure names the command and what it said."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **env} if env else None)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RestartError(f"{argv[0]}: {type(exc).__name__}: {exc}") from exc
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise RestartError(f"{' '.join(argv[:3])} exited {done.returncode}: {said[-1] if said else ''}")
-    return done
-
-
-def read_pid(path: str) -> int | None:
-    try:
-        return int(open(path).read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_pid(pid: int | None, timeout: float) -> None:
-    """SIGTERM, wait until it is gone for ``timeout``, then SIGKILL (as the roles' stop does)."""
-    if pid is None or not alive(pid):
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if alive(pid):
-        os.kill(pid, signal.SIGKILL)
-        while alive(pid) and time.monotonic() < deadline + 5:
-            time.sleep(0.05)
-
-
-def wait_port(host: str, port: int, up: bool, timeout: float) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection((host, port), timeout=0.5).close()
-            if up:
-                return
-        except OSError:
-            if not up:
-                return
-        if time.monotonic() > deadline:
-            raise RestartError(f"port {host}:{port} still {'closed' if up else 'open'} after {timeout:g}s")
-        time.sleep(0.05)
-
-
 @dataclass(frozen=True)
 class RunNames:
     """Every name on a server that belongs to one run."""
@@ -244,6 +180,12 @@ class Server:
     visibility_timeout: bool = False
     #: As a broker it sends connection heartbeats (``broker_heartbeat``; a pitfall under green pools).
     heartbeats: bool = False
+    #: ``kill_broker_node`` can kill one of its nodes and start it again (a cluster the sweep
+    #: provisioned: :meth:`node_places`, :meth:`kill_node`).
+    node_loss: bool = False
+    #: The types its queues can have (the ``queue_type`` dimension's values it takes:
+    #: workloads/vocab/queues.py); the first is what a queue without ``x-queue-type`` is.
+    queue_types: tuple[str, ...] = (CLASSIC,)
 
     #: How this machine runs it for local sweeps: the server first, then any part of it.
     local: tuple[LocalService, ...] = ()
@@ -289,6 +231,16 @@ class Server:
     def provision_vars(self, hosts: Hosts) -> dict[str, Any]:
         """More variables its role gets when a sweep starts it (a spread set's layout)."""
         return {}
+
+    def takes_url(self, url: str) -> bool:
+        """Whether a URL the inventory gives serves this server: its scheme is one of
+        :attr:`schemes` (a cluster asks more: the list of its nodes)."""
+        return url.split("://", 1)[0] in self.schemes
+
+    def node_places(self, hosts: Hosts) -> list[dict[str, Any]]:
+        """Where each node of the set the sweep provisions lives (a :attr:`node_loss` fault's
+        target; its ``host`` key: the inventory host it runs on); none for a single server."""
+        return []
 
     def secrets(self, hosts: Hosts) -> dict[str, str]:
         """The run's processes' environment besides the URLs when a run's broker is this server
@@ -345,6 +297,11 @@ class Server:
         kombu ``conn``; raises when the server has no such queue."""
         return conn.default_channel.queue_declare(queue, passive=True).message_count
 
+    def queue_type(self, conn, queue: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
+        """The type the server itself gives ``queue`` (declared with ``arguments``), read back on a
+        connected kombu ``conn``, and how it was read: (``classic``/``quorum``, source)."""
+        self._none("queue types")
+
     def wake_consumers(self, app, client_name: str) -> int:
         """After the run's workers confirmed consuming: make each poll the run's queue now.
         Returns how many were woken (-1: could not ask); 0 where the server needs nothing."""
@@ -379,6 +336,12 @@ class Server:
         """Fail the master of the set at ``url`` over (a server declaring :attr:`failover`), bounded;
         RuntimeError when it does not happen in time."""
         self._none("failover")
+
+    def kill_node(self, node: Mapping[str, Any], url: str, restart_s: float, timeout: float) -> int:
+        """SIGKILL ``node`` (one of :meth:`node_places`) on this host, start it again ``restart_s``
+        later as its role does and return its old pid once it booted (``url``: the run's broker
+        URL, for the set's secret). Raises :class:`RestartError` past ``timeout``."""
+        self._none("nodes to kill")
 
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """Stop the server its role provisioned at ``place`` and start it again as its role does,

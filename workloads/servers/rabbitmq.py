@@ -10,12 +10,13 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from cmx.workloads.vocab.clients import BROKER, INTENDED_HEADER, SENT_HEADER
+from cmx.workloads.vocab.queues import QUEUE_TYPES
 from cmx.workloads.vocab.services import RABBITMQ
 
 from .base import (TEMPLATE_ID, Capture, Hosts, LocalService, Part, Place, RestartError, RunNames, Server, read_pid,
                    run, stop_pid)
 from .probes import ConnectionProbe
-from .rabbitmq_probes import API_ENV, API_VAR, MANAGEMENT_PORT_VAR, api_url, check_api, rabbitmq_probe
+from .rabbitmq_probes import API_ENV, API_VAR, MANAGEMENT_PORT_VAR, api_url, check_api, queue_from_api, rabbitmq_probe
 
 
 class AmqpPublisher:
@@ -213,6 +214,9 @@ class RabbitMQ(Server):
     parts = (Part(f"{RABBITMQ} api", API_VAR, "connection counts come from rabbitmqctl "
                   "(~0.5 CPU-second a call on the broker host)", check_api),)
     secret_names = (API_ENV,)
+    #: Where the run's processes find its management API (the probe, the queue type's read-back).
+    api_env = API_ENV
+    queue_types = QUEUE_TYPES
     local = (
         LocalService("RabbitMQ", RABBITMQ, 5672, "rabbitmq-server", "rabbitmq-server", 90,
                      lambda: [["rabbitmq-server", "-detached"]]),
@@ -256,6 +260,29 @@ class RabbitMQ(Server):
 
     def probe(self, role: str, run_id: str | None) -> ConnectionProbe:
         return rabbitmq_probe(role, self.name, run_id)
+
+    def queue_type(self, conn, queue: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
+        """From the management API where the run has one (its :attr:`api_env`: the queue's
+        ``type``, and in the source the nodes that hold it), else from the broker's own
+        equivalence check: a quorum queue's redeclaration with ``x-queue-type: quorum`` succeeds,
+        a classic one's is refused (PRECONDITION_FAILED)."""
+        api = os.environ.get(self.api_env)
+        if api:
+            kind, nodes = queue_from_api(api, queue)
+            return kind, f"management API: on {', '.join(map(str, nodes))}"
+        from kombu import Queue
+
+        channel = conn.channel()
+        try:
+            Queue(queue, queue_arguments={**arguments, "x-queue-type": "quorum"}).bind(channel).declare()
+            return "quorum", "AMQP redeclaration"
+        except conn.channel_errors:
+            return "classic", "AMQP redeclaration"
+        finally:
+            try:
+                channel.close()
+            except Exception:  # noqa: BLE001 (closed by the broker's refusal already)
+                pass
 
     def remove_run(self, target: str, url: str, names: RunNames) -> int:
         return remove_rabbitmq(target, url, names)

@@ -49,33 +49,47 @@ RABBITMQCTL_MIN_PERIOD_S = 5.0
 #: The management API's connection list changes only at its stats collection (1 s at the least,
 #: as cmx's role sets it): asking more often only loads the broker.
 RABBIT_API_MIN_PERIOD_S = 1.0
-class RabbitApiProbe(ConnectionProbe):
-    """GET /api/connections of the management plugin; base URL (with credentials) in API_ENV."""
+def api_get(base_urls: str, path: str):
+    """The JSON of a GET of ``path`` on the management API at ``base_urls`` (credentials in it: sent
+    as a header). A cluster's is every node's API joined by ``;``: any node answers for all of
+    them, so the first that answers is asked (a node killed by a fault answers no more)."""
+    import urllib.request
 
-    min_period_s = RABBIT_API_MIN_PERIOD_S
-
-    def __init__(self, role: str, kind: str, run_id: str | None, base_url: str) -> None:
-        super().__init__(role, kind, run_id)
+    bases = base_urls.split(";")
+    for i, base_url in enumerate(bases):
         parts = urllib.parse.urlsplit(base_url)
         netloc = parts.hostname or ""
         if ":" in netloc:
             netloc = f"[{netloc}]"
         if parts.port:
             netloc += f":{parts.port}"
-        self._url = (f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/api/connections"
-                     "?columns=user_provided_name,client_properties")
-        self._headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json"}
         if parts.username is not None:
             userpass = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-            self._headers["Authorization"] = "Basic " + base64.b64encode(userpass.encode()).decode()
+            headers["Authorization"] = "Basic " + base64.b64encode(userpass.encode()).decode()
+        request = urllib.request.Request(f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
+                return json.load(response)
+        except OSError:
+            if i == len(bases) - 1:
+                raise
+    raise ProbeError("no management API given")
+
+
+class RabbitApiProbe(ConnectionProbe):
+    """GET /api/connections of the management plugin; base URL (with credentials) in API_ENV
+    (a cluster's: every node's, ``;``-joined; :func:`api_get`)."""
+
+    min_period_s = RABBIT_API_MIN_PERIOD_S
+
+    def __init__(self, role: str, kind: str, run_id: str | None, base_url: str) -> None:
+        super().__init__(role, kind, run_id)
+        self._base = base_url
 
     def client_names(self) -> list[str | None]:
-        import urllib.request
-
-        request = urllib.request.Request(self._url, headers=self._headers)
-        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
-            return [c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
-                    for c in json.load(response)]
+        return [c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
+                for c in api_get(self._base, "/api/connections?columns=user_provided_name,client_properties")]
 
 
 class RabbitCtlProbe(ConnectionProbe):
@@ -121,6 +135,13 @@ class RabbitCtlProbe(ConnectionProbe):
                 pass
 
 
-def rabbitmq_probe(role: str, kind: str, run_id: str | None) -> ConnectionProbe:
-    api = os.environ.get(API_ENV)
+def queue_from_api(api: str, queue: str) -> tuple[str, list[str]]:
+    """``type`` of vhost ``/``'s ``queue`` and the nodes holding it (a quorum queue's members, a
+    classic queue's node), from the management API(s) at ``api``."""
+    found = api_get(api, f"/api/queues/%2F/{urllib.parse.quote(queue, safe='')}?columns=type,node,members")
+    return str(found["type"]), sorted(found.get("members") or [found.get("node")])
+
+
+def rabbitmq_probe(role: str, kind: str, run_id: str | None, env: str = API_ENV) -> ConnectionProbe:
+    api = os.environ.get(env)
     return RabbitApiProbe(role, kind, run_id, api) if api else RabbitCtlProbe(role, kind, run_id)

@@ -21,7 +21,7 @@ from cmx.workloads import faults
 
 from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.packages import PACKAGES
-from cmx.workloads.vocab import pools
+from cmx.workloads.vocab import pools, queues
 from cmx.workloads.vocab.services import REDIS
 
 #: How a cell's value of a dimension reaches the run:
@@ -82,6 +82,13 @@ DIMENSIONS: tuple[Dimension, ...] = (
               minimum=1, maximum=1_000),
     Dimension("drivers", "integer", 1, "hosts", "how many hosts of group drivers publish the workload's tasks "
               "(the first N; each publishes its share)", minimum=1, maximum=100, quiet_default=True),
+    Dimension("queue_type", "choice", queues.CLASSIC, "config",
+              "the type of the run's queues on a RabbitMQ broker (classic or quorum; rabbitmq-quorum is "
+              "rabbitmq with quorum)", choices=queues.QUEUE_TYPES, setting="task_default_queue_type",
+              quiet_default=True),
+    Dimension("delivery_limit", "integer", 0, "harness",
+              "a quorum queue's x-delivery-limit: deliveries of a message before it is dropped (0 = RabbitMQ's own)",
+              minimum=0, maximum=1_000_000, quiet_default=True),
     Dimension("fault", "fault", faults.NONE, "harness", faults.DESCRIPTION, quiet_default=True),
 )
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, REDIS, REDIS_SENTINEL
+from cmx.workloads.vocab.queues import QUORUM
+from cmx.workloads.vocab.services import POSTGRES, RABBITMQ, RABBITMQ_CLUSTER, REDIS, REDIS_SENTINEL
 
 
 def _frozen(mapping: dict) -> Mapping:
@@ -40,13 +41,17 @@ class Kind:
     celery_url: str | None = None
     #: Redis: the database number cmx's own server gives this target.
     db: int = 0
+    #: An alias's queue type (workloads/vocab/queues.py): ``rabbitmq-quorum`` is ``{broker: rabbitmq,
+    #: queue_type: quorum}``, its cells' ids unchanged.
+    queue_type: str | None = None
 
 
 BROKERS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind(REDIS, REDIS, db=0),
     Kind(RABBITMQ, RABBITMQ),
-    Kind("rabbitmq-quorum", RABBITMQ, queue_arguments=_frozen({"x-queue-type": "quorum"})),
+    Kind("rabbitmq-quorum", RABBITMQ, queue_type=QUORUM),
     Kind("redis-sentinel", REDIS_SENTINEL, db=0),
+    Kind("rabbitmq-cluster", RABBITMQ_CLUSTER),
 )})
 BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
     Kind("none", None, provisionable=False),
@@ -56,3 +61,19 @@ BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
 )})
 #: What the run's clients talk to: its broker and its result backend.
 TARGETS: Mapping[str, Mapping[str, Kind]] = _frozen({"broker": BROKERS, "backend": BACKENDS})
+
+
+def queue_type_of(broker: str, queue_type: str) -> str:
+    """The type of the run's queues on ``broker`` for the cell's ``queue_type``: an alias's own
+    (``rabbitmq-quorum``: quorum) whatever the dimension says."""
+    kind = BROKERS.get(broker)
+    return (kind.queue_type if kind else None) or queue_type
+
+
+def queue_type_arguments(broker: str, queue_type: str, delivery_limit: int = 0) -> dict[str, Any]:
+    """The ``queue_arguments`` the queue type asks: ``x-queue-type`` for quorum (and its
+    ``x-delivery-limit`` where the cell sets one); none for classic."""
+    if queue_type_of(broker, queue_type) != QUORUM:
+        return {}
+    return {"x-queue-type": QUORUM, **({"x-delivery-limit": delivery_limit} if delivery_limit else {})}
+

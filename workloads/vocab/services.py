@@ -8,9 +8,12 @@ RABBITMQ = "rabbitmq"
 POSTGRES = "postgres"
 #: A Redis Sentinel set: one master, one replica, three sentinels (workloads/servers/redis_sentinel.py).
 REDIS_SENTINEL = "redis_sentinel"
+#: A RabbitMQ cluster: N nodes (3 unless the inventory says) joined with one Erlang cookie
+#: (workloads/servers/rabbitmq_cluster.py).
+RABBITMQ_CLUSTER = "rabbitmq_cluster"
 
 #: Every server, in the order of the servers' registry (workloads/servers/registry.py's SERVERS).
-SERVICE_NAMES: tuple[str, ...] = (REDIS, RABBITMQ, POSTGRES, REDIS_SENTINEL)
+SERVICE_NAMES: tuple[str, ...] = (REDIS, RABBITMQ, POSTGRES, REDIS_SENTINEL, RABBITMQ_CLUSTER)
 
 
 def secret_prefix(service: str) -> str:
