@@ -40,10 +40,12 @@ def latency_boxes(rows: list[dict], title: str) -> alt.TopLevelMixin:
     whisker min..p99, box p25..p75, tick at p50, diamond at max; the 95 % intervals of p50 and p99
     over the cell's runs (p50_low..p50_high, p99_low..p99_high) as short black / red bars."""
     base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None))
-    whisker = base.mark_rule().encode(x=alt.X("min_s:Q", title="latency (s), finished − intended send (stream) or − sent"), x2="p99_s:Q")
+    whisker = base.mark_rule().encode(
+        x=alt.X("min_s:Q", title="latency (s), finished − intended send (stream) or − sent"), x2="p99_s:Q")
     box = base.mark_bar(size=12, opacity=0.7).encode(x="p25_s:Q", x2="p75_s:Q", color=alt.value("#4c78a8"))
     median = base.mark_tick(color="black", size=12, thickness=2).encode(
-        x="p50_s:Q", tooltip=[alt.Tooltip(f"{c}:Q", format=".3f") for c in ("p50_s", "p90_s", "p95_s", "p99_s", "max_s")]
+        x="p50_s:Q",
+        tooltip=[alt.Tooltip(f"{c}:Q", format=".3f") for c in ("p50_s", "p90_s", "p95_s", "p99_s", "max_s")]
         + [alt.Tooltip("cell:N")])
     tail = base.mark_point(shape="diamond", color="firebrick").encode(x="max_s:Q")
     p50_ci = base.mark_rule(color="black", strokeWidth=3, yOffset=9).encode(x="p50_low:Q", x2="p50_high:Q")
@@ -125,7 +127,8 @@ def memory_over_time(rows: list[dict], series: Series, title: str) -> alt.TopLev
 def peak_memory(rows: list[dict], title: str) -> alt.TopLevelMixin:
     """Median peak PSS and RSS (MiB) per cell, side by side (RSS over-counts shared pages; PSS does
     not), with the 95 % interval of each median as an error bar."""
-    base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None), yOffset=alt.YOffset("measure:N", sort=["peak PSS", "peak RSS"]))
+    base = alt.Chart(_data(rows)).encode(y=alt.Y("cell:N", title=None, sort=None),
+                                         yOffset=alt.YOffset("measure:N", sort=["peak PSS", "peak RSS"]))
     bars = base.mark_bar().encode(
         x=alt.X("mb:Q", title="peak worker memory (MiB), median over ok runs"),
         color=alt.Color("measure:N", title=None, sort=["peak PSS", "peak RSS"]),
@@ -147,8 +150,9 @@ def connections(rows: list[dict], x: str, series: Series, title: str) -> alt.Top
                 scale=alt.Scale(type="log", base=2) if is_q else alt.Undefined,
                 axis=alt.Axis(values=sorted({r[x] for r in rows})) if is_q else alt.Undefined),
         detail="line:N" if split else alt.Undefined, **channels(series))
-    tooltip = [alt.Tooltip(f"{_field(x)}:N"), "role:N", alt.Tooltip("max_connections:Q", title="median"),
-               alt.Tooltip("low:Q"), alt.Tooltip("high:Q"), alt.Tooltip("n:Q", title="ok runs")] + (["line:N"] if split else [])
+    tooltip = ([alt.Tooltip(f"{_field(x)}:N"), "role:N", alt.Tooltip("max_connections:Q", title="median"),
+                alt.Tooltip("low:Q"), alt.Tooltip("high:Q"), alt.Tooltip("n:Q", title="ok runs")]
+               + (["line:N"] if split else []))
     y_title = "most connections at once (median over runs)"
     y = alt.Y("max_connections:Q", title=y_title)
     if is_q:

@@ -93,7 +93,8 @@ class CompareResult:
     baseline: Side
     contender: Side
     metrics: list[MetricComparison]
-    warnings: list[str]   # fingerprint facts that differ, runs not sampled (on stderr, as pyperf warns); pooling: said by each Side
+    # fingerprint facts that differ, runs not sampled (on stderr, as pyperf warns); pooling: said by each Side
+    warnings: list[str]
     #: How the hosts' noise differs between the sides (cmx.analysis.noise.differs), None when alike or unknown.
     noise: str | None = None
 

@@ -72,8 +72,9 @@ def of_experiment(con, experiment: str, revision: int) -> frozenset[str]:
                          ORDER BY started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
     if row is None:
         return frozenset()
-    stored = con.execute("""SELECT DISTINCT h.headline, h.objective FROM run_headlines h JOIN run_starts s USING (run_id)
-                            JOIN sweeps w USING (sweep_id) WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?""",
+    stored = con.execute("""SELECT DISTINCT h.headline, h.objective FROM run_headlines h
+                            JOIN run_starts s USING (run_id) JOIN sweeps w USING (sweep_id)
+                            WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?""",
                          [experiment, revision]).fetchall()
     names = set(_lists([(shown,) for shown, _ in stored])) | {objective for _, objective in stored if objective}
     definition = row[0]

@@ -42,8 +42,9 @@ class Series:
 
     def caption(self) -> str:
         """``Colour: pool; dash: broker; panels: concurrency.`` (empty when nothing is split)."""
-        said = [f"{what}: {name}" for what, name in (("colour", self.color_title or self.color), ("dash and shape", self.dash),
-                                                     ("panels", self.facet_title)) if name]
+        said = [f"{what}: {name}" for what, name in (("colour", self.color_title or self.color),
+                                                     ("dash and shape", self.dash), ("panels", self.facet_title))
+                if name]
         return ("; ".join(said) + ".").capitalize() if said else ""
 
 

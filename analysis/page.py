@@ -32,7 +32,8 @@ TABLE_SCRIPT = """
 (function () {
   const table = document.getElementById("cells"), body = table.tBodies[0];
   const filter = document.getElementById("cells-filter"), shown = document.getElementById("cells-shown");
-  const key = (row, i) => { const td = row.cells[i]; return td.dataset.v !== undefined ? td.dataset.v : td.textContent; };
+  const key = (row, i) => { const td = row.cells[i]; \
+return td.dataset.v !== undefined ? td.dataset.v : td.textContent; };
   Array.from(table.tHead.rows[0].cells).forEach((th, i) => th.addEventListener("click", () => {
     const dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
     Array.from(table.tHead.rows[0].cells).forEach(h => h.removeAttribute("aria-sort"));
@@ -92,7 +93,8 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
                                        for c in cells)]
     dims = varying or ["cell_id"]
     head = "".join(f'<th class="dim">{html.escape(d)}</th>' for d in dims)
-    head += "<th>ok runs</th>" + "".join(f"<th>{html.escape(metricdefs.get(m).label)}</th>" for m in shown) + "<th>problems</th>"
+    head += ("<th>ok runs</th>" + "".join(f"<th>{html.escape(metricdefs.get(m).label)}</th>" for m in shown)
+             + "<th>problems</th>")
     body = []
     for c in cells:
         flags = _cell_flags(c)
@@ -145,7 +147,8 @@ def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: d
 {f'<p class="caption revision">{html.escape(revision_note)}</p>' if revision_note else ""}
 {"".join(f'<p class="caption pitfall">warning: {html.escape(n)}</p>' for n in pitfall_notes)}
 <p class="caption">{len(cells)} cells, {runs} runs. Medians over each cell's ok runs, under each its 95 %
-bootstrap interval and n; failed and timed-out runs are counted, never averaged in. {f"Same in every run: {same}." if same else ""}</p>
+bootstrap interval and n; failed and timed-out runs are counted, never averaged in. \
+{f"Same in every run: {same}." if same else ""}</p>
 {summary_table(cells, varying, metrics)}
 {extra_html}
 {sections}

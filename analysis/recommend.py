@@ -153,7 +153,8 @@ def _dominates(a: dict[str, float], b: dict[str, float], objectives: list[Object
 
 def pareto(medians: dict[str, dict[str, float]], objectives: list[Objective]) -> list[str]:
     """The keys of ``medians`` (cell → metric → median) that no other one dominates, in their order."""
-    return [k for k, m in medians.items() if not any(_dominates(o, m, objectives) for j, o in medians.items() if j != k)]
+    return [k for k, m in medians.items()
+            if not any(_dominates(o, m, objectives) for j, o in medians.items() if j != k)]
 
 
 def recommend(con, experiment: str, revision: int, objectives: list[Objective], constraints: list[Constraint],
@@ -207,7 +208,8 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
 def _declared(con, experiment: str, revision: int) -> tuple[object, str | None]:
     """(the experiment's ``objective:`` as its latest sweep of ``revision`` stored it, its workload)."""
     row = con.execute("SELECT json_extract(definition, '$.objective'), workload FROM sweeps WHERE experiment = ? "
-                      "AND coalesce(revision, 1) = ? ORDER BY started_at DESC LIMIT 1", [experiment, revision]).fetchone()
+                      "AND coalesce(revision, 1) = ? ORDER BY started_at DESC LIMIT 1",
+                      [experiment, revision]).fetchone()
     return (json.loads(row[0]) if row and row[0] is not None else None), (row[1] if row else None)
 
 

@@ -65,7 +65,8 @@ def cells_of(con, experiment: str, revision: int, varying: list[str], shown: tup
     found = con.execute("""
             SELECT r.cell_id, m.name, list(m.value ORDER BY r.run_id) FROM runs r JOIN metrics m USING (run_id)
             WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' AND m.value IS NOT NULL
-              AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""", [experiment, revision, list(shown)]).fetchall()
+              AND m.name IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL""",
+                        [experiment, revision, list(shown)]).fetchall()
     for (cell_id, metric, _), s in zip(found, stats.summarize_many([values for _, _, values in found])):
         cells[cell_id]["medians"][metric] = (s.median, s.n, s.low, s.high)
     # A fault run's recovery_s stored NULL: it never recovered (metricdefs.NEVER_WHEN_NULL).

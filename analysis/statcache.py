@@ -218,7 +218,8 @@ class Cache:
         full) answered by :meth:`tests`: read back in one query for the series whose runs are what
         they were (a finished history); the others advance together, each round's new tests
         computed in one batch by ``test_many``."""
-        keys = [series_key(runs, better, margin_pct, full, stats.RESAMPLES) for runs, _, better, margin_pct, full in series]
+        keys = [series_key(runs, better, margin_pct, full, stats.RESAMPLES)
+                for runs, _, better, margin_pct, full in series]
         found = {k: _found(json.loads(v)) for k, v in self._read(
             "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
         todo = {key: args for key, args in zip(keys, series) if key not in found}  # a key once
@@ -300,7 +301,8 @@ def _write(pending: dict[str, list[tuple]]) -> None:
                     con.execute("DELETE FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
                                 [[k for (k,) in rows]])
                     continue
-                columns = list(zip(*{r[0]: r for r in rows}.values()))  # a key once (two cells may hold the same values)
+                # a key once (two cells may hold the same values)
+                columns = list(zip(*{r[0]: r for r in rows}.values()))
                 unnest = ", ".join(f"unnest(?) AS c{i}" for i in range(len(columns)))
                 con.execute(f"INSERT OR IGNORE INTO {table} SELECT {unnest}", [list(c) for c in columns])
             con.execute("COMMIT")

@@ -45,8 +45,8 @@ def _changes(s: Series) -> str:
 
 def _rows(res: TrendResult) -> list[list[str]]:
     varying = _varying(res)
-    return [[s.group, _label(res, s.cell_id, varying), s.metric, str(len(s.ats)), _point(s, 0), _point(s, len(s.ats) - 1),
-             _changes(s)] for s in res.series]
+    return [[s.group, _label(res, s.cell_id, varying), s.metric, str(len(s.ats)), _point(s, 0),
+             _point(s, len(s.ats) - 1), _changes(s)] for s in res.series]
 
 
 def _title(res: TrendResult) -> str:

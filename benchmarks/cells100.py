@@ -128,7 +128,8 @@ def main() -> None:
         print(f"  ({out.strip().split(': ', 1)[-1]})")
         ok &= side_by_side("cmx report (process start incl.)", was and was[:2], (took, cpu), REPORT_TARGET_S)
         if was is not None and differing_files(tmp / "out-before", tmp / "out"):
-            print(f"  cmx report: before and after wrote different files: {', '.join(differing_files(tmp / 'out-before', tmp / 'out'))}")
+            print("  cmx report: before and after wrote different files: "
+                  f"{', '.join(differing_files(tmp / 'out-before', tmp / 'out'))}")
             ok = False
         was, (took, cpu, said) = fastest(args.rounds, recommend, recommend, old)
         ok &= side_by_side("cmx recommend --maximize consume_rate", was and was[:2], (took, cpu), RECOMMEND_TARGET_S)

@@ -7,10 +7,11 @@
 Three network-namespace hosts with their own sshd (tests/nethosts.py): h1 runs the broker (Redis
 and RabbitMQ, provisioned by the sweep) and the driver, h2 and h3 a worker each (``machines: 2``).
 The matrix is broker 2 × pool 5 × concurrency 1..10 (100 cells) of ``throughput`` (200 tasks,
-backlog); solo, which runs one task at a time, varies its prefetch instead of concurrency. It runs the real ``cmx run`` and prints the sweep's wall time, the time before the first
-run (provisioning, services, agents), the harness share (the runs' stored ``harness_overhead_s``
-over the sweep's wall time) and each stage's total and median seconds from ``run_ends``. Issue
-#29's target: under 30 minutes on this 2-core machine (shared with whatever else runs on it).
+backlog); solo, which runs one task at a time, varies its prefetch instead of concurrency. It runs
+the real ``cmx run`` and prints the sweep's wall time, the time before the first run
+(provisioning, services, agents), the harness share (the runs' stored ``harness_overhead_s`` over
+the sweep's wall time) and each stage's total and median seconds from ``run_ends``. Issue #29's
+target: under 30 minutes on this 2-core machine (shared with whatever else runs on it).
 """
 from __future__ import annotations
 
@@ -104,14 +105,16 @@ def report(db: Path, wall: float, launched: float, planned: int) -> None:
         for k, v in json.loads(r[3] or "{}").items():
             stages.setdefault(k, []).append(v)
     print(f"runs: {len(rows)} of {planned} ({statuses.count('ok')} ok); load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"  sweep wall time        {wall:9.1f} s  ({wall / 60:.1f} min; target under {TARGET_S / 60:g} min: "
           f"{'met' if wall < TARGET_S and len(rows) >= planned else 'NOT met'})")
     if 0 < len(rows) < planned:  # stopped by --timeout: at the pace of the runs done
         whole = first + (wall - first) * planned / len(rows)
         print(f"  all {planned} at this pace  {whole:9.1f} s  ({whole / 60:.1f} min, projected)")
     print(f"  before the first run   {first:9.1f} s  (provisioning, services, agents)")
-    print(f"  runs' wall time        {sum(r[2] for r in rows):9.1f} s  (median {statistics.median([r[2] for r in rows] or [0]):.2f} s)")
+    print(f"  runs' wall time        {sum(r[2] for r in rows):9.1f} s  "
+          f"(median {statistics.median([r[2] for r in rows] or [0]):.2f} s)")
     print(f"  harness                {harness:9.1f} s  ({100 * harness / wall:.0f} % of the sweep; median "
           f"{statistics.median([r[4] or 0.0 for r in rows] or [0]):.2f} s per run)")
     print(f"  {'stage':<22} {'total s':>9} {'median s':>9}")

@@ -9,8 +9,9 @@ hosts cost CPU that real machines would each bring. It times the real ``provisio
 (``engine/hosts/provision.py`` ``provision``) for one fresh host and for ``--hosts`` fresh hosts,
 then a second provisioning of the same hosts (the check: one ssh round trip per host reads the
 content key it holds, and no playbook runs), and a second ``cmx run`` on them: the seconds from
-its launch to its first run's start. Each line says the load average it was measured under. Issue #29's targets: the fresh hosts in at most
-twice the time of one; the second sweep's first run within 15 s.
+its launch to its first run's start. Each line says the load average it was measured under.
+Issue #29's targets: the fresh hosts in at most twice the time of one; the second sweep's first
+run within 15 s.
 
 Namespace hosts share this machine's cores, so n fresh hosts cannot take less than n times one
 host's CPU seconds (all of it: Ansible, ssh, sshd, tar) over the cores; with provisioning CPU-bound
@@ -107,7 +108,8 @@ def main() -> None:
     wheels = tmp / "controller"
     try:
         with NetHosts(tmp / "one", 1) as net:
-            inv = net.inventory(tmp / "one.yml", {g: ["h1"] for g in ("brokers", "drivers", "workers")}, workdir_root=tmp / "one-hosts")
+            inv = net.inventory(tmp / "one.yml", {g: ["h1"] for g in ("brokers", "drivers", "workers")},
+                                workdir_root=tmp / "one-hosts")
             from cmx.engine.hosts.provision import prepare
 
             prepare(wheels)  # the controller's part (once per content), untimed
@@ -126,8 +128,9 @@ def main() -> None:
             # The hosts share this machine's cores: n hosts' CPU cannot take less than this.
             cores = os.cpu_count() or 1
             bound = n * one_cpu / cores
-            print(f"  {fresh_cpu:5.1f} CPU s ({fresh_cpu / n:4.2f} a host, one alone {one_cpu:4.2f}); on {cores} shared "
-                  f"cores {n} hosts of one's CPU take at least {bound:5.1f} s: {fresh / bound:4.2f} x that bound", flush=True)
+            print(f"  {fresh_cpu:5.1f} CPU s ({fresh_cpu / n:4.2f} a host, one alone {one_cpu:4.2f}); "
+                  f"on {cores} shared cores {n} hosts of one's CPU take at least {bound:5.1f} s: "
+                  f"{fresh / bound:4.2f} x that bound", flush=True)
             ran = "no playbook ran" if result is None else \
                 f"provision.yml ran, {sum(c for _, c in result.changed_per_host)} task(s) changed"
             print(f"{n} hosts again (checked): {again:7.1f} s   {ran} ({load()})", flush=True)

@@ -22,7 +22,20 @@ class RecommendFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(help=(
+    "Which configuration to run: cells ranked on an objective, with ties, constraints and the Pareto front.\n\n"
+    "Cells are ranked by the median of the first objective over their ok runs (n and the 95 % interval shown; a "
+    "narrower interval breaks a tie of medians). A cell is tied with the best when cmx compare's rule cannot tell it "
+    "apart (not shown better or worse).\n"
+    "Constraints drop cells and each dropped cell says which constraint dropped it. With two objectives the Pareto "
+    "front (cells no other cell beats on both) is marked.\n\n"
+    "With no objective named, the experiment's objective: (with its where: constraints) or its workload's own "
+    "(throughput: maximize consume_rate).\n\n"
+    "Examples:\n"
+    "  cmx recommend quickstart --maximize consume_rate --where 'tasks_lost == 0'\n"
+    "  cmx recommend pools --maximize consume_rate --minimize peak_pss_bytes --format json\n\n"
+    "Exit 2: an unknown metric, maximizing a lower-is-better metric (or the reverse), a constraint no cell meets."
+))
 def recommend(
     experiment: str = typer.Argument(..., help="An experiment name in the results database."),
     maximize: list[str] = typer.Option([], "--maximize", metavar="M", help="Rank on this higher-is-better "
@@ -43,19 +56,6 @@ def recommend(
     db_path: Path = DB_OPTION,
     wide: bool = WIDE_OPTION,
 ):
-    """Which configuration to run: cells ranked on an objective, with ties, constraints and the Pareto front.
-
-    Cells are ranked by the median of the first objective over their ok runs (n and the 95 % interval shown; a narrower interval breaks a tie of medians). A cell is tied with the best when cmx compare's rule cannot tell it apart (not shown better or worse).
-    Constraints drop cells and each dropped cell says which constraint dropped it. With two objectives the Pareto front (cells no other cell beats on both) is marked.
-
-    With no objective named, the experiment's objective: (with its where: constraints) or its workload's own (throughput: maximize consume_rate).
-
-    Examples:
-      cmx recommend quickstart --maximize consume_rate --where 'tasks_lost == 0'
-      cmx recommend pools --maximize consume_rate --minimize peak_pss_bytes --format json
-
-    Exit 2: an unknown metric, maximizing a lower-is-better metric (or the reverse), a constraint no cell meets.
-    """
     from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, default_constraints, default_objective, objective,
                                         parse_constraint, recommend as rank)
     from cmx.analysis.recommend_format import as_json, as_markdown, as_table

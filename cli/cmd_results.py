@@ -87,7 +87,8 @@ def sql_status(con, where: str = "TRUE") -> str:
     controller = ("c.hostname, c.pid, c.pid_started, s.started_at FROM run_starts s "
                   "LEFT JOIN sweep_controllers c USING (sweep_id)" if has_controllers
                   else "NULL, NULL, NULL, s.started_at FROM run_starts s")
-    revisions = "LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w USING (sweep_id)"
+    revisions = ("LEFT JOIN (SELECT sweep_id, max(revision) AS revision FROM sweeps GROUP BY sweep_id) w "
+                 "USING (sweep_id)")
     return (f"SELECT s.experiment, coalesce(w.revision, 1) AS revision, coalesce(e.status, '') AS status, "
             f"{controller} {revisions} LEFT JOIN run_ends e USING (run_id) WHERE {where}")
 
@@ -174,7 +175,12 @@ def sql_command(
         out.print(table)
 
 
-@app.command()
+@app.command(help=(
+    "Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.\n\n"
+    "With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.\n"
+    "Without --db, an experiment only `cmx run --smoke` has run is reported from results/smoke.duckdb (said on "
+    "stderr), as status, trend, compare and recommend read it."
+))
 def report(
     experiment: str = typer.Argument(..., help="An experiment name in the results database."),
     db_path: Path = DB_OPTION,
@@ -184,11 +190,6 @@ def report(
     tag: list[str] = typer.Option([], "--tag", help="Report only the runs of sweeps run with this KEY=VALUE "
                                   "(`cmx run --tag`; repeatable: all must match)."),
 ):
-    """Write an offline HTML report (index.html) plus a PNG and a Vega-Lite JSON per chart.
-
-    With --tag, the report covers only the runs of sweeps that carry every given tag, and says so.
-    Without --db, an experiment only `cmx run --smoke` has run is reported from results/smoke.duckdb (said on stderr), as status, trend, compare and recommend read it.
-    """
     import time
 
     from cmx.analysis.pngs import Painter
@@ -217,7 +218,24 @@ class CompareFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(help=(
+    "Compare two cells like for like: per metric n, median with its 95 % interval, change % with its interval, "
+    "p-value, verdict.\n\n"
+    "Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells "
+    "pools them, and says so).\n\n"
+    "Verdicts never say more than the runs show:\n"
+    "better / worse: shown beyond the margin, i.e. Mann-Whitney p ≤ 0.05 (two-sided, exact), the difference's 95 % "
+    "bootstrap interval excludes 0 and the change's whole interval lies beyond ±--margin %;\n"
+    "small: shown different, but the change's interval reaches inside ±--margin % (reported, never gating);\n"
+    "same: shown the same, i.e. the change's whole interval lies within ±--margin % (default 5);\n"
+    "inconclusive: neither shown; the table says how many runs a side would tell (with 3 runs a side the smallest p "
+    "is 0.1, so a difference needs 4);\n"
+    "n too small: fewer than 3 ok runs on a side.\n"
+    "A side whose runs spread over 10 % of their mean is flagged unstable.\n\n"
+    "Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.\n"
+    "Exit codes: 0, or 1 with --fail-on worse when a metric is worse (or undecided, with worse,inconclusive), 2 on "
+    "bad input."
+))
 def compare(
     baseline: str = typer.Argument(..., help="EXPERIMENT or EXPERIMENT:DIM=VALUE,DIM=VALUE selecting one cell "
                                    "(e.g. quickstart:broker=redis,pool=threads)."),
@@ -241,21 +259,6 @@ def compare(
                                           "say so on stderr."),
     wide: bool = WIDE_OPTION,
 ):
-    """Compare two cells like for like: per metric n, median with its 95 % interval, change % with its interval, p-value, verdict.
-
-    Each side must select exactly one cell: otherwise exit 2 names the dimensions that still vary (--pool-cells pools them, and says so).
-
-    Verdicts never say more than the runs show:
-    better / worse: shown beyond the margin, i.e. Mann-Whitney p ≤ 0.05 (two-sided, exact), the difference's 95 % bootstrap interval excludes 0 and the change's whole interval lies beyond ±--margin %;
-    small: shown different, but the change's interval reaches inside ±--margin % (reported, never gating);
-    same: shown the same, i.e. the change's whole interval lies within ±--margin % (default 5);
-    inconclusive: neither shown; the table says how many runs a side would tell (with 3 runs a side the smallest p is 0.1, so a difference needs 4);
-    n too small: fewer than 3 ok runs on a side.
-    A side whose runs spread over 10 % of their mean is flagged unstable.
-
-    Differing host facts (CPU model, cores, kernel, Python, Celery/kombu versions) are warned about on stderr.
-    Exit codes: 0, or 1 with --fail-on worse when a metric is worse (or undecided, with worse,inconclusive), 2 on bad input.
-    """
     from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
     from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
 

@@ -80,7 +80,8 @@ def _warn_pitfalls(file: Path, cells) -> None:
 @app.command()
 def plan(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
-    as_json: bool = typer.Option(False, "--json", metavar="", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    as_json: bool = typer.Option(False, "--json", metavar="",
+                                 help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
@@ -113,18 +114,37 @@ def plan(
                   markup=False)
 
 
-@app.command()
+@app.command(help=(
+    "Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.\n\n"
+    "Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is "
+    "measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned "
+    "has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is "
+    "resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures "
+    "every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, "
+    "and keeps the rest (exit 130). A changed definition is refused unless --new-revision.\n\n"
+    "When the experiment has history (two sweeps or more of its revision), the sweep's end computes it as `cmx trend` "
+    "does (its statistics are kept, so the next `cmx trend` reads them back) and says which metrics changed at this "
+    "sweep, that night.\n\n"
+    "Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as "
+    "`cmx validate` says them; the report repeats them).\n\n"
+    "Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep "
+    "ends; a table of what held follows the summary.\n\n"
+    "Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing "
+    "ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3."
+))
 def run(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     inventory: Optional[Path] = INVENTORY_OPTION,
     db_path: Path = RUN_DB_OPTION,
     only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
                                        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
-    no_resume: bool = typer.Option(False, "--no-resume", metavar="", help="Measure again even when the latest sweep was "
-                                   "interrupted: a new sweep of every run, its ok runs not skipped."),
-    new_revision: bool = typer.Option(False, "--new-revision", metavar="", help="The experiment's definition changed since "
-                                      "its runs in --db: store this sweep's runs as its next revision, apart from "
-                                      "the earlier ones (cmx run refuses a changed definition without it)."),
+    no_resume: bool = typer.Option(False, "--no-resume", metavar="",
+                                   help="Measure again even when the latest sweep was interrupted: a new sweep of "
+                                   "every run, its ok runs not skipped."),
+    new_revision: bool = typer.Option(False, "--new-revision", metavar="",
+                                      help="The experiment's definition changed since its runs in --db: store this "
+                                      "sweep's runs as its next revision, apart from the earlier ones (cmx run "
+                                      "refuses a changed definition without it)."),
     shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
                                           "cells within each round of repeats (same SEED, same order); each run's "
                                           "position is stored as run_starts.seq."),
@@ -132,27 +152,16 @@ def run(
     tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
                                   "`cmx status`, `cmx report` and `cmx compare` select by it with --tag."),
     note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
-    smoke_mode: bool = typer.Option(False, "--smoke", metavar="", help="Each cell once at a tiny size with a short timeout, "
-                                    "into results/smoke.duckdb unless --db is given: catches configuration "
-                                    "errors before a long sweep."),
+    smoke_mode: bool = typer.Option(False, "--smoke", metavar="",
+                                    help="Each cell once at a tiny size with a short timeout, into "
+                                    "results/smoke.duckdb unless --db is given: catches configuration errors "
+                                    "before a long sweep."),
     wide: bool = WIDE_OPTION,
     host_wait: float = typer.Option(3600.0, "--host-wait", metavar="SECONDS", min=0,
                                     help="How long to wait while another sweep started from this machine uses "
                                     "one of this sweep's hosts with the same cmx_workdir (one line names it); "
                                     "then exit 2. Two sweeps never share a host's work dir at once."),
 ):
-    """Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.
-
-    Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, and keeps the rest (exit 130). A changed definition is refused unless --new-revision.
-
-    When the experiment has history (two sweeps or more of its revision), the sweep's end computes it as `cmx trend` does (its statistics are kept, so the next `cmx trend` reads them back) and says which metrics changed at this sweep, that night.
-
-    Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as `cmx validate` says them; the report repeats them).
-
-    Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep ends; a table of what held follows the summary.
-
-    Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3.
-    """
     from cmx.engine.plan.matrix import cells_for_only
     from cmx.engine.plan.planner import plan as plan_runs
     from cmx.engine.run.progress import handler_for

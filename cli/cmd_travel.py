@@ -10,16 +10,16 @@ from cmx.cli.common import DB_OPTION, app, err, fail, out
 from cmx.engine.errors import InputError
 
 
-@app.command("export")
+@app.command("export", help=(
+    "Write an experiment's sweeps as Parquet: one file per table (sweeps with their provenance, runs, tasks, "
+    "samples, metrics, hosts, …) and manifest.json (cmx version, table versions, sweep ids, row counts).\n\n"
+    "Exit codes: 0; 2 bad input (no such experiment, --out not empty)."
+))
 def export_cmd(
     experiment: str = typer.Argument(..., help="The experiment's name."),
     out_dir: Path = typer.Option(..., "--out", metavar="DIR", help="A new (or empty) folder to write."),
     db_path: Path = DB_OPTION,
 ):
-    """Write an experiment's sweeps as Parquet: one file per table (sweeps with their provenance, runs, tasks, samples, metrics, hosts, …) and manifest.json (cmx version, table versions, sweep ids, row counts).
-
-    Exit codes: 0; 2 bad input (no such experiment, --out not empty).
-    """
     from cmx.engine.results import travel
     from cmx.engine.run.provenance import cmx_version
 
@@ -31,19 +31,20 @@ def export_cmd(
               f"{len(m.rows)} tables to {out_dir}", markup=False, highlight=False)
 
 
-@app.command("import")
+@app.command("import", help=(
+    "Merge an export into a results database (created if new): its sweeps not already there, in one transaction.\n\n"
+    "A sweep is known by its id: one already in the database is skipped and said so, so importing the nightly "
+    "exports of several machines, or one twice, stores each sweep once. An export from an older cmx is imported "
+    "(columns added since read empty); one from a newer cmx is refused.\n\n"
+    "Revision numbers are per database: a sweep whose revision stands here for another definition of the experiment "
+    "is refused (its runs would be pooled with that definition's).\n\n"
+    "Exit codes: 0; 2 bad input (not an export, a newer one, run ids that clash, a revision of another definition), "
+    "nothing imported."
+))
 def import_cmd(
     folder: Path = typer.Argument(..., help="A folder `cmx export --out` wrote."),
     db_path: Path = DB_OPTION,
 ):
-    """Merge an export into a results database (created if new): its sweeps not already there, in one transaction.
-
-    A sweep is known by its id: one already in the database is skipped and said so, so importing the nightly exports of several machines, or one twice, stores each sweep once. An export from an older cmx is imported (columns added since read empty); one from a newer cmx is refused.
-
-    Revision numbers are per database: a sweep whose revision stands here for another definition of the experiment is refused (its runs would be pooled with that definition's).
-
-    Exit codes: 0; 2 bad input (not an export, a newer one, run ids that clash, a revision of another definition), nothing imported.
-    """
     from cmx.engine.results import travel
 
     try:

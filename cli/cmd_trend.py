@@ -22,7 +22,19 @@ class TrendFormat(str, enum.Enum):
     json = "json"
 
 
-@app.command()
+@app.command(help=(
+    "Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change "
+    "points.\n\n"
+    "Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). "
+    f"{TREND_RULE.rstrip('.')}. "  # the rule as analysis/rules.py words it, for every page that states it
+    "The latest point is always compared with the runs since the last change before it, so a regression shows the "
+    "night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, "
+    "governor: the fingerprint compare warns of), stderr names each fact and the point it changed at; a change whose "
+    "two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never "
+    "hides one).\n\n"
+    "Exit codes: 0; 1 with --fail-on when a headline metric's latest point is worse (or undecided, with "
+    "inconclusive); 2 bad input."
+))
 def trend(
     experiment: str = typer.Argument(..., help="The experiment's name."),
     by: str = typer.Option("sweep", "--by", help="One point per sweep, or per value of a tag (`tag.KEY`, from "
@@ -41,12 +53,6 @@ def trend(
                                           "runs to show anything says so on stderr."),
     wide: bool = WIDE_OPTION,
 ):
-    """Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change points.
-
-    Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). {rule}. The latest point is always compared with the runs since the last change before it, so a regression shows the night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, governor: the fingerprint compare warns of), stderr names each fact and the point it changed at; a change whose two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never hides one).
-
-    Exit codes: 0; 1 with --fail-on when a headline metric's latest point is worse (or undecided, with inconclusive); 2 bad input.
-    """
     from cmx.analysis import gate
     from cmx.analysis.trend import latest_gate, trend as trend_of
     from cmx.analysis.trend_format import as_json, as_markdown, as_table
@@ -80,5 +86,3 @@ def trend(
     if cannot and gate.INCONCLUSIVE in fails_on:
         raise typer.Exit(1)
 
-
-trend.__doc__ = trend.__doc__.format(rule=TREND_RULE.rstrip('.'))  # typer reads the help when the CLI runs

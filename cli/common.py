@@ -31,7 +31,8 @@ INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", help="The Ansible inv
 MAX_CELLS_OPTION = typer.Option(None, "--max-cells", min=1, help="Refuse a matrix of more cells than this "
                                 "(default 10,000: a guard against a typo that multiplies the sweep).")
 RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "
-                             "holds the sweep's artifacts/, shipped code and generated .secrets.json (keep it out of git).")
+                             "holds the sweep's artifacts/, shipped code and generated .secrets.json (keep it out "
+                             "of git).")
 
 
 def _print_version(value: bool) -> None:

@@ -121,8 +121,9 @@ def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
                    if schema.exists() else "")
     folder.mkdir(parents=True, exist_ok=True)
     experiment.write_text(FROM_PROFILE.format(
-        name=name, path=experiment, schema_line=schema_line, profile=os.path.relpath(profile.resolve(), folder.resolve()),
-        profile_name=profile.name, busy=busy, concurrency=[base, 2 * base, 4 * base],
+        name=name, path=experiment, schema_line=schema_line,
+        profile=os.path.relpath(profile.resolve(), folder.resolve()), profile_name=profile.name,
+        busy=busy, concurrency=[base, 2 * base, 4 * base],
         backend=REDIS if canvas_kinds(profile).get("chord") else "none",
         timeout=f"{max(5, math.ceil(3 * span / 60))}m",
         summary=", ".join(f"{r['name']} {r['tasks']:,}" for r in rows[:5]) + (" …" if len(rows) > 5 else "")))

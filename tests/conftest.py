@@ -72,8 +72,8 @@ def run_processes(db: Path | None = None) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "cwd"]):
         where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
-        if not any(s in where for s in ("cmx.workloads.app.worker", "cmx.workloads.host.sampler", "cmx.workloads.app.driver",
-                                        "multiprocessing", "/runs/")):
+        if not any(s in where for s in ("cmx.workloads.app.worker", "cmx.workloads.host.sampler",
+                                        "cmx.workloads.app.driver", "multiprocessing", "/runs/")):
             continue
         if run_ids is None or any(r in where for r in run_ids):
             found.append(p)

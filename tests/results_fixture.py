@@ -137,8 +137,10 @@ def build_grid(path: Path, experiment: str = "grid", repeats: int = 3, tasks_per
                             END, {T0} + k * 0.5, 1e7 * (p + k % 3), 5e6 * (p + k % 3), 1.0
                         FROM grid, range(8) AS a(k), range(10, 12) AS b(p)""")
         con.execute(f"""INSERT INTO connections (run_id, host, role, kind, ts, count)
-                        SELECT run_id, 'b1', 'broker', broker, {T0} + 2 + k, 2 + k * conc FROM grid, range(2) AS a(k)""")
-        con.execute(f"INSERT INTO queue_depth (run_id, ts, depth) SELECT run_id, {T0 + 1} + k, 10 - k FROM grid, range(11) AS a(k)")
+                        SELECT run_id, 'b1', 'broker', broker, {T0} + 2 + k, 2 + k * conc
+                        FROM grid, range(2) AS a(k)""")
+        con.execute(f"INSERT INTO queue_depth (run_id, ts, depth) SELECT run_id, {T0 + 1} + k, 10 - k "
+                    "FROM grid, range(11) AS a(k)")
         con.execute("COMMIT")
     return path
 
@@ -148,7 +150,8 @@ HISTORY_CELL = {"broker": "redis", "backend": "none", "pool": "threads", "concur
 HISTORY_JITTER = (-0.012, 0.0, 0.015)
 
 
-def history(path, nights: list[float], *, cells=(HISTORY_CELL,), tags=None, experiment="e", resumed: dict | None = None):
+def history(path, nights: list[float], *, cells=(HISTORY_CELL,), tags=None, experiment="e",
+            resumed: dict | None = None):
     """One sweep per night (started an hour apart), 3 ok runs a cell of a backlog (its headline has no
     latency), consume_rate = level × (1 + jitter)."""
     with db.connect(path) as con:

@@ -101,7 +101,8 @@ def _default(spec: dict) -> str:
 def _properties(obj: dict, defaults: dict | None = None) -> str:
     """A table of an object's keys; ``defaults`` gives those the schema does not (the dimensions')."""
     defaults = defaults or {}
-    rows = [[f"`{name}`", _type(spec), _default(spec) or (f"`{json.dumps(defaults[name])}`" if name in defaults else ""),
+    rows = [[f"`{name}`", _type(spec),
+             _default(spec) or (f"`{json.dumps(defaults[name])}`" if name in defaults else ""),
              spec.get("description", "")] for name, spec in obj.get("properties", {}).items()]
     return _table(["key", "type", "default", "meaning"], rows)
 
@@ -168,7 +169,8 @@ _ROOT = _root()
 
 
 def sql_files() -> list[Path]:
-    return sorted((_ROOT / "analysis" / "sql").glob("*.sql")) + sorted((_ROOT / "engine" / "results" / "sql").glob("*.sql"))
+    return (sorted((_ROOT / "analysis" / "sql").glob("*.sql"))
+            + sorted((_ROOT / "engine" / "results" / "sql").glob("*.sql")))
 
 
 def _columns() -> dict[str, list[tuple[str, str]]]:

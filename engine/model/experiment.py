@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
+                      field_validator, model_validator)
 
 from cmx.engine import limits
 from cmx.engine.model import thresholds as threshold_rules

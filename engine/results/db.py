@@ -151,9 +151,9 @@ def _write_failed(path: Path, exc: Exception) -> HostError:
 
 
 #: The files this process opened for writing through every check (ours, not newer, upgraded, views
-#: installed), by path: the file as this process last closed it (``_identity``). A sweep opens its database several times a run; checking
-#: it anew each time (a read-only open, the upgrade's transaction, the views) cost a second a run
-#: on a loaded machine.
+#: installed), by path: the file as this process last closed it (``_identity``). A sweep opens its
+#: database several times a run; checking it anew each time (a read-only open, the upgrade's
+#: transaction, the views) cost a second a run on a loaded machine.
 _CHECKED: dict[str, tuple[int, int, int, int]] = {}
 
 
@@ -327,8 +327,8 @@ def record_run_start(con, *, experiment: str, sweep_id: str, run_id: str, cell_i
     new_keys = set(dims) - _known_dimensions(con)
     con.execute("INSERT INTO run_starts (experiment, sweep_id, run_id, cell_id, repeat, workload, dims, params, "
                 "warmup_s, started_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)",
-                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params), warmup_s,
-                 seq])
+                [experiment, sweep_id, run_id, cell_id, repeat, workload, json.dumps(dims), json.dumps(params),
+                 warmup_s, seq])
     headlines.record(con, run_id, loaded or workload, params)
     if new_keys:
         refresh_runs_view(con)

@@ -129,7 +129,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               "pre-forking pools: most PSS per child process (children's sum over their number) at a tick"),
     MetricDef(M.PEAK_RSS_PER_SLOT_BYTES, "bytes", _L, "RSS per slot",
               "pre-forking pools: most RSS per child process (children's sum over their number) at a tick"),
-    MetricDef(M.WORKER_VMHWM_MAX_BYTES, "bytes", _L, "max VmHWM", "most VmHWM (the kernel's peak RSS) of a worker process"),
+    MetricDef(M.WORKER_VMHWM_MAX_BYTES, "bytes", _L, "max VmHWM",
+              "most VmHWM (the kernel's peak RSS) of a worker process"),
     # Per process role (the sampler's --watch roles; a worker counts its children): the peak over
     # ticks of the role's summed processes, added over hosts.
     *(MetricDef(M.peak_of_role(kind, role), "bytes", _L, f"{role} peak {kind.upper()}",

@@ -155,7 +155,8 @@ def read_manifest(folder: Path | str) -> Manifest:
         versions = {str(t): int(v) for t, v in body["versions"].items()}
         rows = {str(t): int(spec["rows"]) for t, spec in body["tables"].items()}
         sweeps = [str(s) for s in body["sweeps"]]
-        manifest = Manifest(str(body["experiment"]), str(body.get("cmx_version") or "unknown"), versions, sweeps, rows, folder)
+        manifest = Manifest(str(body["experiment"]), str(body.get("cmx_version") or "unknown"), versions, sweeps,
+                            rows, folder)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(Problem(f"not a cmx export manifest (bad or missing {exc})", str(path))) from None
     _check_versions(manifest, path)

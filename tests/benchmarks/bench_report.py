@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT))
 from cmx.engine.results import db  # noqa: E402
 from tests.results_fixture import T0, add_run  # noqa: E402
 
-POOLS, CONCURRENCY, BROKERS = ("prefork", "threads", "gevent", "eventlet", "solo"), (1, 4, 16, 64, 256), ("redis", "rabbitmq")
+POOLS, CONCURRENCY, BROKERS = (("prefork", "threads", "gevent", "eventlet", "solo"), (1, 4, 16, 64, 256),
+                               ("redis", "rabbitmq"))
 
 
 def fill(path: Path, runs: int, tasks: int) -> None:

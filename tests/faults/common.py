@@ -187,7 +187,8 @@ def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tu
             w1: {{cmx_workdir: {hosts}/w1}}
             w2: {{cmx_workdir: {hosts}/w2{extra}}}
           children:
-            brokers: {{hosts: {{w1: {{broker_url: ["redis://127.0.0.1:6379/0", "amqp://guest:guest@127.0.0.1:5672//"]}}}}}}
+            brokers: {{hosts: {{w1: {{broker_url: ["redis://127.0.0.1:6379/0",
+                                                   "amqp://guest:guest@127.0.0.1:5672//"]}}}}}}
             drivers: {{hosts: {{w1: }}}}
             workers: {{hosts: {{{", ".join(f"{w}: " for w in workers)}}}}}
     """)

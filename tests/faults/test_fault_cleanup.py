@@ -67,7 +67,8 @@ def test_faults_over_ssh_on_namespace_hosts(tmp_path):
         done = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = query(db, 'SELECT r.fault, r."celery.task_acks_late", f.host, f.kind, f.error, '
-                         '(SELECT list(state ORDER BY state) FROM tasks t WHERE t.run_id = f.run_id AND t.task_id = f.task_id) '
+                         '(SELECT list(state ORDER BY state) FROM tasks t '
+                         'WHERE t.run_id = f.run_id AND t.task_id = f.task_id) '
                          'FROM fault_times f JOIN runs r USING (run_id) ORDER BY 1, 2')
         got = {(fault, acks): (host, kind, error, states) for fault, acks, host, kind, error, states in rows}
         assert got[("kill_child@0.5", False)] == ("h2", "kill_child", None, ["LOST"])
@@ -101,7 +102,8 @@ def test_partition_worker_over_ssh_is_always_undone(tmp_path):
                             workdir_root=workdir, seeded=True)
         body = """
             workload: {{name: concurrent_sleep, params: {{tasks: {tasks}, sleep_s: 0.5}}}}
-            fixed: {{broker: redis, pool: threads, concurrency: 2, prefetch_multiplier: 1, fault: "partition_worker@{at}/{d}"}}
+            fixed: {{broker: redis, pool: threads, concurrency: 2, prefetch_multiplier: 1,
+                     fault: "partition_worker@{at}/{d}"}}
             limits: {{run_timeout: 3m, settle: 3s}}
         """
         body = textwrap.dedent(body)
@@ -118,7 +120,8 @@ def test_partition_worker_over_ssh_is_always_undone(tmp_path):
         assert _blackholes(net) == []
 
         # the controller killed while the partition holds: the agent's lease end removes the cut
-        long = write(tmp_path / "partition-long.yaml", "name: partition-long\n" + body.format(tasks=20, at="0.5s", d="60s"))
+        long = write(tmp_path / "partition-long.yaml",
+                     "name: partition-long\n" + body.format(tasks=20, at="0.5s", d="60s"))
         run_killed_when(long, inv, tmp_path / "k.duckdb", lambda: _blackholes(net), what="the partition held")
         t0 = time.monotonic()
         while _blackholes(net) and time.monotonic() - t0 < 60:

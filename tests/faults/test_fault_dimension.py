@@ -184,7 +184,8 @@ all:
     brokers:
       hosts:
         localhost: {{rabbitmq_port: {port}, rabbitmq_management_port: {api}, rabbitmq_dist_port: {dist},
-                     rabbitmq_listen: 127.0.0.1, rabbitmq_base_dir: {base}, rabbitmq_nodename: cmx-restart-{tag}@localhost}}
+                     rabbitmq_listen: 127.0.0.1, rabbitmq_base_dir: {base},
+                     rabbitmq_nodename: cmx-restart-{tag}@localhost}}
     workers: {{hosts: {{localhost: }}}}
     drivers: {{hosts: {{localhost: }}}}
 """)

@@ -113,8 +113,8 @@ def test_a_partition_drops_packets_and_is_always_undone(tmp_path):
             # the fault's process killed mid-partition: what the lease end does (heal the run dir) undoes it
             run_dir = tmp_path / "runs" / "run-part-2"
             run_dir.mkdir(parents=True)
-            hold = subprocess.Popen(["ip", "netns", "exec", h2.ns, sys.executable, "-c", _HOLD, str(run_dir), url, "120"],
-                                    env=env, start_new_session=True)
+            hold = subprocess.Popen(["ip", "netns", "exec", h2.ns, sys.executable, "-c", _HOLD, str(run_dir), url,
+                                     "120"], env=env, start_new_session=True)
             assert _wait(lambda: _table(h2.ns), 20)
             os.killpg(hold.pid, signal.SIGKILL)
             hold.wait(timeout=10)

@@ -127,7 +127,8 @@ def test_nothing_of_the_faults_is_left_on_any_host(lab):
 
 def _fault_event(run_dirs: Path, kind: str) -> bool:
     """A fault of ``kind`` announced (the agent records it before the blow) in a run dir under ``run_dirs``."""
-    return any(f'"fault": "{kind}@' in p.read_text(errors="replace") for p in run_dirs.glob("runs/*/worker_events.json"))
+    return any(f'"fault": "{kind}@' in p.read_text(errors="replace")
+               for p in run_dirs.glob("runs/*/worker_events.json"))
 
 
 #: The broker servers a sweep provisions (process names): they outlive a killed controller (the next

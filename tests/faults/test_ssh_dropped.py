@@ -46,7 +46,8 @@ def dropped(tmp_path_factory):
     require(missing())
     root = tmp_path_factory.mktemp("ssh-dropped")
     with NetHosts(root / "net", 2) as net, PrivateRedis(root / "redis", bind=f"{net.subnet}.1") as redis:
-        inv = net.inventory(root / "lab.yml", {"drivers": ["h1"], "workers": ["h2"]}, workdir_root=root / "hosts", seeded=True)
+        inv = net.inventory(root / "lab.yml", {"drivers": ["h1"], "workers": ["h2"]}, workdir_root=root / "hosts",
+                            seeded=True)
         with inv.open("a") as f:  # the broker: the test's own Redis, on the bridge
             f.write(f"    brokers:\n      hosts:\n        h1:\n          broker_url: {redis.url}\n")
         exp = write(root / f"{NAME}.yaml", f"""

@@ -185,8 +185,8 @@ def test_a_green_pools_backlog_starts_when_released_and_the_wake_is_not_counted(
         limits: {run_timeout: 2m}
     """ % tasks)
     rows = query(db, """
-        SELECT r.pool, r.broker, count(*) FILTER (WHERE t.name = 'cmx.wake'), count(*) FILTER (WHERE t.state = 'SUCCESS'),
-               min(t.started_at) - max(t.sent_at)
+        SELECT r.pool, r.broker, count(*) FILTER (WHERE t.name = 'cmx.wake'),
+               count(*) FILTER (WHERE t.state = 'SUCCESS'), min(t.started_at) - max(t.sent_at)
         FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""")
     assert len(rows) == 6
     for pool, broker, wakes, done, first_start_after_last_send in rows:

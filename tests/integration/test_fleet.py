@@ -137,7 +137,8 @@ def test_a_stream_from_two_drivers_keeps_the_whole_rate_and_each_drivers_clock(t
     publisher's intended send time (on the controller's clock)."""
     with NetHosts(tmp_path / "net", 5) as net:
         inv = net.inventory(tmp_path / "inv.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h2", "h3"],
-                                                    "workers": ["h4", "h5"]}, workdir_root=tmp_path / "hosts", seeded=True)
+                                                    "workers": ["h4", "h5"]},
+                            workdir_root=tmp_path / "hosts", seeded=True)
         exp = write(tmp_path / "stream.yaml", """
             name: stream-drivers
             workload: {name: throughput, params: {tasks: 300, mode: stream, rate: 100}}

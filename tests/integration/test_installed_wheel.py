@@ -27,8 +27,8 @@ pytestmark = pytest.mark.integration
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 #: What must ship, from the folders where it lives (inventory: the three named in pyproject.toml).
 SHIPPED = ("roles/", "experiments/", "docs/cmx.schema.json", "inventory/local.yml", "inventory/local-two-workers.yml",
-           "inventory/local-own-redis.yml", "inventory/lab.example.yml", "engine/hosts/playbooks/", "engine/hosts/host-requirements.txt",
-           "engine/results/sql/", "analysis/sql/", "workloads/")
+           "inventory/local-own-redis.yml", "inventory/lab.example.yml", "engine/hosts/playbooks/",
+           "engine/hosts/host-requirements.txt", "engine/results/sql/", "analysis/sql/", "workloads/")
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -1,8 +1,9 @@
 """concurrent_sleep's question is memory per concurrent task (issue 39): the run stores
 ``memory_per_task_bytes`` = (peak PSS − the idle workers' PSS) / the most tasks in flight at once,
 and "Which configuration?" (``cmx recommend``, the report) ranks on it, not on the peak, which
-always names the one-task cell (the measured memory per task decides, either way). Real workers on the machine's Redis, real DuckDB; the figures are
-checked against the samples and task stamps cmx stored."""
+always names the one-task cell (the measured memory per task decides, either way). Real workers on
+the machine's Redis, real DuckDB; the figures are checked against the samples and task stamps cmx
+stored."""
 from __future__ import annotations
 
 import json

@@ -1,8 +1,8 @@
 """Multi-machine sweeps across real SSH, to test hosts in network namespaces (tests/nethosts.py).
 
 h1 runs the brokers and the backends (a Redis, a RabbitMQ and a PostgreSQL the sweep provisions
-itself, with generated passwords) and the driver; h2 and h3 are workers. The hosts reach nothing but the controller's bridge, so their
-venvs can only come from what the controller ships.
+itself, with generated passwords) and the driver; h2 and h3 are workers. The hosts reach nothing
+but the controller's bridge, so their venvs can only come from what the controller ships.
 """
 from __future__ import annotations
 

@@ -61,8 +61,9 @@ def test_a_provisioned_host_is_checked_and_new_code_still_reaches_it(tmp_path):
 
 #: What a run's worker and driver import at their start (a Redis and an AMQP run, a backend).
 RUN_IMPORTS = ("celery.bin.celery", "celery.concurrency.prefork", "celery.concurrency.thread", "kombu.transport.redis",
-               "kombu.transport.pyamqp", "celery.backends.redis", "cmx.workloads.app.factory", "cmx.workloads.app.workerstop",
-               "cmx.workloads.app.driver", "cmx.workloads.host.sampler", "cmx.workloads.host.agent")
+               "kombu.transport.pyamqp", "celery.backends.redis", "cmx.workloads.app.factory",
+               "cmx.workloads.app.workerstop", "cmx.workloads.app.driver", "cmx.workloads.host.sampler",
+               "cmx.workloads.host.agent")
 
 
 def compiled_from_source(workdir, key: str, *more: str) -> list[str]:
@@ -78,7 +79,8 @@ def compiled_from_source(workdir, key: str, *more: str) -> list[str]:
              "        or (int.from_bytes(head[8:12], 'little'), int.from_bytes(head[12:16], 'little'))\n"
              "        == (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF))\n"
              "print(json.dumps(sorted(n for n, m in list(sys.modules.items()) if getattr(m, '__spec__', None)"
-             " and m.__spec__.cached and m.__spec__.origin.endswith('.py') and not valid(m.__spec__.origin, m.__spec__.cached))))")
+             " and m.__spec__.cached and m.__spec__.origin.endswith('.py')"
+             " and not valid(m.__spec__.origin, m.__spec__.cached))))")
     out = subprocess.run([str(workdir / "venv" / "bin" / "python"), "-c", probe, *RUN_IMPORTS, *more],
                          capture_output=True, text=True, timeout=120, check=True,
                          env={"PYTHONPATH": str(workdir / "lib" / key), "PYTHONDONTWRITEBYTECODE": "1",

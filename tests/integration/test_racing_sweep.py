@@ -68,7 +68,8 @@ def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
 
     exp = write(tmp_path / "race.yaml", EXPERIMENT.format(name="race", budget=""))
     db = tmp_path / "results" / "cmx.duckdb"
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     artifacts, deadline = db.parent / "artifacts", time.monotonic() + 300
     while time.monotonic() < deadline:  # Ctrl-C in the first run past min (the race's first decided round)

@@ -73,7 +73,8 @@ def test_the_report_draws_latency_against_rate(sweep):
     def rows(node):
         found = []
         if isinstance(node, dict):
-            found += [v for v in node.get("values", []) if isinstance(v, dict)] if isinstance(node.get("values"), list) else []
+            found += ([v for v in node.get("values", []) if isinstance(v, dict)]
+                      if isinstance(node.get("values"), list) else [])
             for v in node.values():
                 found += rows(v)
         elif isinstance(node, list):

@@ -56,7 +56,8 @@ def queue():
 
 def test_redis_batches_are_stamped_at_the_servers_reply(queue):
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=BATCH)
-    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {}, False, 1)
+    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {},
+                                             False, 1)
     try:
         began, returned, sent = _publish(broker, params)
         assert redis.Redis(host="127.0.0.1").llen(queue) == TASKS   # all there when publish returned
@@ -67,7 +68,8 @@ def test_redis_batches_are_stamped_at_the_servers_reply(queue):
 
 def test_redis_one_call_per_message(queue):
     params = ThroughputParams(tasks=300, via="raw", raw_batch=1)
-    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {}, False, 1)
+    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {},
+                                             False, 1)
     try:
         pubs: list[tuple] = []
         broker.reset()
@@ -119,7 +121,8 @@ def test_a_server_without_a_raw_client_is_an_error_not_rabbitmq(monkeypatch):
     """Before, any broker not on Redis went down the RabbitMQ branch."""
     from cmx.workloads.vocab import kinds
 
-    monkeypatch.setattr(kinds, "BROKERS", {**kinds.BROKERS, "postgres-broker": kinds.Kind("postgres-broker", "postgres")})
+    monkeypatch.setattr(kinds, "BROKERS",
+                        {**kinds.BROKERS, "postgres-broker": kinds.Kind("postgres-broker", "postgres")})
     monkeypatch.setenv("CMX_BROKER_URL", "postgresql://127.0.0.1:5432/postgres")
     with pytest.raises(NotImplementedError, match="PostgreSQL has no raw client"):
         drive_raw(UnknownServer(), ThroughputParams(tasks=1, via="raw"))

@@ -57,7 +57,8 @@ def sentinel_inventory(path: Path, workdir: Path, redis_port: int, sentinel_port
             python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
             cmx_workdir: {workdir}
           children:
-            brokers: {{hosts: {{localhost: {{redis_sentinel_port: {sentinel_port}, redis_sentinel_redis_port: {redis_port}}}}}}}
+            brokers: {{hosts: {{localhost: {{redis_sentinel_port: {sentinel_port},
+                                            redis_sentinel_redis_port: {redis_port}}}}}}}
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
     """)

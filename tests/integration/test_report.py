@@ -34,8 +34,8 @@ def test_report_writes_every_file(report):
     names = re.search(r"charts \(([^)]*)\)", stdout).group(1).split(", ")
     # The fixture has throughput, latency, tasks, queue depth, samples, peaks and connections: every chart fits,
     # and both trade-offs of "Which configuration?" (consume rate against peak PSS, p99 against rate).
-    assert names == ["tradeoff_memory", "tradeoff_latency", "throughput", "latency", "latency_spectrum", "rate_over_time", "memory", "peak_memory",
-                     "connections"]
+    assert names == ["tradeoff_memory", "tradeoff_latency", "throughput", "latency", "latency_spectrum",
+                     "rate_over_time", "memory", "peak_memory", "connections"]
     assert (out / "index.html").is_file()
     for name in names:
         assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
@@ -141,8 +141,9 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
     if not browser:
         require("chromium is not installed and `apt-get install -y chromium` did not provide it")
     flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-             "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0"]
+             "--disable-component-update", "--disable-sync", "--no-first-run",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--enable-logging=stderr",
+             "--v=0"]
     url = (out / "index.html").as_uri()
     p = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -187,7 +188,8 @@ def test_rate_latency_chart_from_a_rate_fraction_sweep(tmp_path):
     spec = json.loads((out / "rate_latency.vl.json").read_text())
     rows = _values(spec)
     assert sorted({r["series"] for r in rows}) == ["solo p50", "solo p99", "threads p50", "threads p99"]
-    solo = sorted((r["fraction"], r["rate"], round(r["latency_s"], 4), r["n"]) for r in rows if r["series"] == "solo p99")
+    solo = sorted((r["fraction"], r["rate"], round(r["latency_s"], 4), r["n"])
+                  for r in rows if r["series"] == "solo p99")
     assert solo == [(0.5, 502, 0.102, 3), (0.9, 902, 0.502, 3)]
     assert all(r["low"] <= r["latency_s"] <= r["high"] for r in rows)
     page = (out / "index.html").read_text()

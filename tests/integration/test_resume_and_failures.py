@@ -78,7 +78,8 @@ def test_sigterm_is_ctrl_c(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:  # the driver runs once the workers consume
-        if db.exists() and any("cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or []) for p in run_processes(db)):
+        if db.exists() and any("cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or [])
+                               for p in run_processes(db)):
             break
         time.sleep(0.2)
     else:

@@ -36,7 +36,8 @@ def _inventory(path: Path, workdir: Path) -> Path:
             cmx_workdir: {workdir}
           children:
             brokers: {{hosts: {{localhost: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            backends: {{hosts: {{localhost: {{backend_url: "postgresql://postgres:{PASSWORD}@127.0.0.1:5432/postgres"}}}}}}
+            backends: {{hosts: {{localhost: {{
+                backend_url: "postgresql://postgres:{PASSWORD}@127.0.0.1:5432/postgres"}}}}}}
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
     """)

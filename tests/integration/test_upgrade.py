@@ -26,7 +26,8 @@ def _tables(path: Path) -> dict[str, list[str]]:
     """{table: its columns} of a database, read without changing it."""
     with duckdb.connect(str(path), read_only=True) as con:
         rows = con.execute("SELECT table_name, column_name FROM duckdb_columns() WHERE NOT internal "
-                           "AND table_name IN (SELECT table_name FROM duckdb_tables()) ORDER BY column_index").fetchall()
+                           "AND table_name IN (SELECT table_name FROM duckdb_tables()) "
+                           "ORDER BY column_index").fetchall()
     out: dict[str, list[str]] = {}
     for table, column in rows:
         out.setdefault(table, []).append(column)
@@ -75,7 +76,8 @@ def test_a_database_of_0_1_0_is_read_then_appended_to_and_keeps_every_row(old_db
             assert lost == 0, f"{table}: {lost} row(s) of 0.1.0 missing or changed"
         versions = dict(con.execute("SELECT table_name, version FROM cmx_schema").fetchall())
         assert versions == migrate.current(), versions  # every step taken, none lowered
-        grew = {t: con.execute(f'SELECT (SELECT count(*) FROM "{t}") - (SELECT count(*) FROM before."{t}")').fetchone()[0]
+        grew = {t: con.execute(f'SELECT (SELECT count(*) FROM "{t}") '
+                               f'- (SELECT count(*) FROM before."{t}")').fetchone()[0]
                 for t in ("sweeps", "run_starts", "run_ends", "tasks", "metrics", "hosts")}
         assert grew == {"sweeps": 1, "run_starts": 2, "run_ends": 2, "tasks": 400, "metrics": grew["metrics"],
                         "hosts": 2} and grew["metrics"] > 0, grew

@@ -107,7 +107,8 @@ def test_user_tasks_run_on_the_workers_exactly_once_each(tmp_path):
         assert metrics["tasks_completed"] == TASKS and metrics["tasks_failed"] == 0 and metrics["consume_rate"] > 0
 
     # A task that raises: counted, the run fails, and the first traceback is kept with the run.
-    run_id, status, error = query(db, "SELECT run_id, status, error FROM runs WHERE \"params.task\" = 'usertasks.boom'")[0]
+    run_id, status, error = query(db, "SELECT run_id, status, error FROM runs "
+                                      "WHERE \"params.task\" = 'usertasks.boom'")[0]
     assert status == "failed" and "5 task(s) raised" in error and "ValueError: boom 7" in error, error
     assert dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ?", [run_id]))["tasks_failed"] == 5
     kept = list((db.parent / "artifacts" / run_id).glob("*/task-failure-*.txt"))

@@ -25,7 +25,8 @@ def test_plain_cmx_still_shows_help():
 
 def test_max_cells_raises_the_cap(tmp_path):
     exp = tmp_path / "e.yaml"
-    exp.write_text("name: e\nworkload: {name: throughput}\nmatrix: {params.tasks: [1, 2, 3, 4], concurrency: [1, 2, 3]}\n")
+    exp.write_text("name: e\nworkload: {name: throughput}\n"
+                   "matrix: {params.tasks: [1, 2, 3, 4], concurrency: [1, 2, 3]}\n")
     proc = cmx("plan", str(exp), "--max-cells", "11", timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().endswith("pass --max-cells 12 if you really mean it")
     assert cmx("plan", str(exp), "--max-cells", "12", "--json", timeout=120).returncode == 0

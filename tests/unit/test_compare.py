@@ -189,7 +189,8 @@ def test_unstable_is_a_cv_over_ten_percent():
 
 def test_parse_selection():
     assert parse_selection("quickstart") == Selection("quickstart")
-    assert parse_selection("q:broker=redis, concurrency=4") == Selection("q", (("broker", "redis"), ("concurrency", "4")))
+    assert parse_selection("q:broker=redis, concurrency=4") == Selection("q", (("broker", "redis"),
+                                                                               ("concurrency", "4")))
     for bad in ("", ":broker=redis", "q:broker", "q:=redis"):
         with pytest.raises(ValueError):
             parse_selection(bad)

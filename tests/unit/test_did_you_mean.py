@@ -104,6 +104,7 @@ def test_an_objective_with_where_constraints_is_valid_and_checked(tmp_path):
     for where, said in (('{peak_pss_bytes: "<= 2s"}', "objective.where.peak_pss_bytes: unit 's' does not fit"),
                         ('{peak_pss_bytes: "small"}', "is not a threshold"),
                         ('{}, minimize: latency_p99_s', "one of {maximize: METRIC} or {minimize: METRIC}")):
-        exp.write_text(f"name: e\nworkload: {{name: throughput}}\nobjective: {{maximize: consume_rate, where: {where}}}\n")
+        exp.write_text(f"name: e\nworkload: {{name: throughput}}\n"
+                       f"objective: {{maximize: consume_rate, where: {where}}}\n")
         proc = cmx("validate", str(exp), timeout=120)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (where, proc.stderr)

@@ -213,7 +213,8 @@ def _resolve(words: list[str]):
     return command, path, words
 
 
-@pytest.mark.parametrize("page,line,words", COMMANDS, ids=[f"{_rel(p)}:{n}:{' '.join(w[:2]).splitlines()[0][:40]}" for p, n, w in COMMANDS])
+@pytest.mark.parametrize("page,line,words", COMMANDS,
+                         ids=[f"{_rel(p)}:{n}:{' '.join(w[:2]).splitlines()[0][:40]}" for p, n, w in COMMANDS])
 def test_cmx_command_line_parses(page, line, words, monkeypatch, tmp_path, results_db):
     monkeypatch.chdir(REPO)
     where = f"{_rel(page)}:{line}: cmx {' '.join(words)}"

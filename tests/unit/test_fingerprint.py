@@ -68,7 +68,8 @@ def test_a_fact_one_side_never_recorded_is_no_difference(tmp_path):
         for pool in ("threads", "solo"):
             for i in range(3):
                 run_id = f"{pool}-{i}"
-                add_run(con, "k", run_id, {"broker": "redis", "pool": pool}, repeat=i + 1, metrics={"consume_rate": 1.0})
+                add_run(con, "k", run_id, {"broker": "redis", "pool": pool}, repeat=i + 1,
+                        metrics={"consume_rate": 1.0})
                 if pool == "solo":
                     environment(con, run_id, celery="5.7.0")
                 else:

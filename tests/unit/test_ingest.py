@@ -118,7 +118,8 @@ def test_a_host_whose_records_are_missing_leaves_unrun_tasks_unseen_not_lost(art
 def test_warmup_leaves_early_tasks_out_of_rates_not_counts(artifacts):
     tmp, run = artifacts
     with db.connect(tmp / "r.duckdb") as con:
-        m = ingest_run(con, "r1", run, 1.5, {"w1": HostInfo(groups=())}).metrics   # drops t1 (sent 100) and t2 (sent 101)
+        # drops t1 (sent 100) and t2 (sent 101)
+        m = ingest_run(con, "r1", run, 1.5, {"w1": HostInfo(groups=())}).metrics
     assert m["tasks_published"] == 4
     assert m["latency_p50_s"] == pytest.approx(12)        # only t3: 114 - 102
     assert m["publish_rate"] == pytest.approx(2 / 1)      # t3, t4 sent at 102, 103
@@ -160,7 +161,8 @@ def test_two_drivers_each_queue_sample_on_its_own_clock_and_each_drivers_behind_
         (h / "driver.json").write_text(f'{{"status": "ok", "metrics": [["publish_behind", {behind}, "tasks"]]}}')
     w = run / "w1"
     csv(w / "exec-21.csv", "task_id,name,host,pid,sent_at,started_at,finished_at,state,redelivered",
-        [(f"{d}t{i}", "noop", "w1", 21, 100 + i, 101 + i, 102 + i, "SUCCESS", 0) for d in ("d1", "d2") for i in range(2)])
+        [(f"{d}t{i}", "noop", "w1", 21, 100 + i, 101 + i, 102 + i, "SUCCESS", 0)
+         for d in ("d1", "d2") for i in range(2)])
     (w / "facts.json").write_text('{"clock_offset_s": 0.0, "clock_uncertainty_s": 0.001}')
     hosts = {"d1": HostInfo(groups=("drivers",)), "d2": HostInfo(groups=("drivers",)),
              "w1": HostInfo(groups=("workers",))}

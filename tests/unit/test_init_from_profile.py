@@ -55,7 +55,8 @@ def test_a_chord_in_the_profile_asks_for_a_backend(tmp_path):
 def test_missing_profile_is_refused_by_init_and_validate(tmp_path):
     made = cmx("init", "x", "--from-profile", "none.parquet", cwd=tmp_path)
     assert made.returncode == 2 and "no such profile" in made.stderr and "Traceback" not in made.stderr
-    (tmp_path / "r.yaml").write_text("name: r\nrepeats: 1\nworkload:\n  name: replay\n  params: {profile: gone.parquet}\n"
+    (tmp_path / "r.yaml").write_text("name: r\nrepeats: 1\nworkload:\n  name: replay\n"
+                                     "  params: {profile: gone.parquet}\n"
                                      "fixed: {broker: redis, backend: none, pool: threads, concurrency: 2}\n")
     valid = cmx("validate", "r.yaml", cwd=tmp_path)
     assert valid.returncode == 2 and "gone.parquet" in valid.stderr and "cmx capture" in valid.stderr

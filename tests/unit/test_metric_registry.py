@@ -96,7 +96,8 @@ def test_run_summary_sql_is_generated_from_the_registry():
 
 
 #: Metric-shaped: how every metric family's names end or begin (a misspelt metric matches too).
-_METRIC_SHAPED = re.compile(r"^([a-z0-9_]+_(rate|bytes|max|share)|[a-z_]+_p\d+_s|tasks_[a-z]+|peak_[a-z_]*bytes[a-z_]*)$")
+_METRIC_SHAPED = re.compile(r"^([a-z0-9_]+_(rate|bytes|max|share)|[a-z_]+_p\d+_s|tasks_[a-z]+"
+                            r"|peak_[a-z_]*bytes[a-z_]*)$")
 #: A metric named in SQL: ``name = 'x'`` (metrics.name; not table_name, view_name…).
 _IN_SQL = re.compile(r"(?<![a-z_])name\s*(?:=|<>)\s*'([a-z0-9_]+)'")
 

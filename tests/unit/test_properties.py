@@ -212,7 +212,8 @@ def test_cli_answers_generated_files(tmp_path, seed):
                                                                            [{"pool": "solo"}], "x"])}
     text = _dump(doc, rng.random() < 0.5)
     if seed % 3 == 2:
-        text = text[:rng.randrange(len(text))] + rng.choice(["\x00", "[", ": :", "&a *b"]) + text[rng.randrange(len(text)):]
+        text = (text[:rng.randrange(len(text))] + rng.choice(["\x00", "[", ": :", "&a *b"])
+                + text[rng.randrange(len(text)):])
     path = tmp_path / "exp.yaml"
     path.write_text(text, encoding="utf-8")
     proc = cmx("validate", str(path), timeout=120)

@@ -17,7 +17,8 @@ MIN, MAX = 3, 10
 
 
 def _race(means: list[float], spread: float, seed: int) -> tuple[str | None, int]:
-    """One race of cells c0, c1, … whose runs are N(mean, spread × 100): (the winner or None, runs a cell at the end)."""
+    """One race of cells c0, c1, … whose runs are N(mean, spread × 100): (the winner or None, runs a
+    cell at the end)."""
     rng = np.random.default_rng(seed)
     level = stats.race_alpha(MIN, MAX)
     samples = {f"c{i}": list(rng.normal(m, spread * 100, MIN)) for i, m in enumerate(means)}
@@ -107,7 +108,8 @@ def test_racing_repeats_in_the_file_are_checked(tmp_path):
         files.append(tmp_path / str(i) / "e.yaml")
         files[-1].write_text(f"name: e\nworkload: {{name: throughput}}\nrepeats: {repeats}\n")
     good = tmp_path / "good.yaml"
-    good.write_text("name: e\nworkload: {name: throughput}\nmatrix: {pool: [solo, threads]}\nrepeats: {min: 3, max: 10}\n")
+    good.write_text("name: e\nworkload: {name: throughput}\nmatrix: {pool: [solo, threads]}\n"
+                    "repeats: {min: 3, max: 10}\n")
     with ThreadPoolExecutor(max_workers=len(files) + 1) as pool:  # independent CLI processes, run at once
         *procs, proc = pool.map(lambda f: cmx("validate", str(f), timeout=120), [*files, good])
     for (repeats, said), bad in zip(cases, procs):

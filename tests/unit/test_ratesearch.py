@@ -35,8 +35,8 @@ def test_the_step_where_latency_grows_through_the_step_is_the_limit(tmp_path):
         best, how = ratesearch.judge(con, "a")
         assert best == 200 and "200/s sustained; 400/s was not" in how
         assert ratesearch.after_ingest(con, "a", {"mode": "ramp"}) is None
-        assert ratesearch.stored_max(con, "r", con.execute("SELECT cell_id FROM runs WHERE run_id = 'a'").fetchone()[0]) \
-            == 200
+        cell = con.execute("SELECT cell_id FROM runs WHERE run_id = 'a'").fetchone()[0]
+        assert ratesearch.stored_max(con, "r", cell) == 200
 
 
 def test_p99_runaway_and_lost_tasks_end_the_search(tmp_path):

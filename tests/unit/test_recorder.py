@@ -115,7 +115,8 @@ def stamped(tmp_path, monkeypatch):
     yield app, rec
     for sig, fn in ((signals.before_task_publish, instrument._on_publish),
                     (signals.task_received, instrument._on_received), (signals.task_prerun, instrument._on_prerun),
-                    (signals.task_postrun, instrument._on_postrun), (signals.worker_process_shutdown, instrument._flush),
+                    (signals.task_postrun, instrument._on_postrun),
+                    (signals.worker_process_shutdown, instrument._flush),
                     (signals.worker_shutdown, instrument._flush), (signals.worker_ready, instrument._on_ready)):
         sig.disconnect(fn)
 

@@ -8,7 +8,8 @@ def sweep(con, sweep_id: str, planned: int | None, runs: list[tuple[str, int, st
           started: int = 0) -> None:
     db.record_sweep(con, sweep_id, "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
                     planned=planned, resumes=resumes)
-    con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?", [1_700_000_000 + started, sweep_id])
+    con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?",
+                [1_700_000_000 + started, sweep_id])
     for cell, repeat, status in runs:
         run_id = f"{sweep_id}-{cell}-{repeat}"
         db.record_run_start(con, experiment="e", sweep_id=sweep_id, run_id=run_id, cell_id=cell, repeat=repeat,

@@ -100,5 +100,6 @@ time.sleep(float(sys.argv[2]))
     lines = out.splitlines()
     header = next(ln for ln in lines if "abandoned" in ln)
     row = next(ln for ln in lines if ln.strip("│ ").startswith("e "))
-    counts = dict(zip([c.strip() for c in header.strip("┃").split("┃")], [c.strip() for c in row.strip("│").split("│")]))
+    counts = dict(zip([c.strip() for c in header.strip("┃").split("┃")],
+                      [c.strip() for c in row.strip("│").split("│")]))
     assert (counts["runs"], counts["running"], counts["abandoned"], counts["failed"]) == ("2", "1", "1", "0"), out

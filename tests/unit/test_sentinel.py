@@ -69,7 +69,8 @@ def test_the_role_gets_the_layout_and_the_master_name_and_speaks_redis():
     assert extravars["redis_sentinel_dir"] == "{{ __cmx_workdir }}/redis_sentinel"  # its role's parameter
     assert "redis_sentinel_layout" not in _service_vars({"redis_sentinel": ["b1", "b2"]})  # stopping: defaults
     assert extravars["redis_sentinel_master_name"] == sentinel.MASTER_NAME
-    assert extravars["redis_sentinel_layout"][0] == {"host": "b1", "address": "10.0.0.1", "role": "master", "port": 6380}
+    assert extravars["redis_sentinel_layout"][0] == {"host": "b1", "address": "10.0.0.1", "role": "master",
+                                                     "port": 6380}
     server = servers.get(kinds.BROKERS["redis-sentinel"].service)
     assert isinstance(server, sentinel.RedisSentinel) and server.connect is sentinel.master_client
     assert server.client_name_settings("broker", "n", {})["broker_transport_options"] == {"client_name": "n"}

@@ -25,7 +25,8 @@ def _summaries():
     cells = []
     for broker in ("redis", "rabbitmq"):
         for pool in ("threads", "prefork"):
-            dims = {"broker": broker, "pool": pool, "fault": "kill_worker@2s", "params.task": "myapp.tasks.resize", "params.module": "myapp.tasks",
+            dims = {"broker": broker, "pool": pool, "fault": "kill_worker@2s", "params.task": "myapp.tasks.resize",
+                    "params.module": "myapp.tasks",
                     "celery.broker_transport_options": {"health_check_interval": 5, "socket_timeout": 5}}
             cells.append(Cell(cell_id(dims), dims))
     headline, shown = cell_headlines(workload, cells)

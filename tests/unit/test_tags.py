@@ -37,7 +37,8 @@ def test_an_old_database_gains_the_columns_and_runs_are_selected_by_tag(tmp_path
         _start(con, "s2", "r2")
         assert con.execute("SELECT sweep_id, tags ->> 'commit', note FROM sweeps ORDER BY 1").fetchall() == [
             ("s0", None, None), ("s1", "abc", "after the upgrade"), ("s2", "def", None)]
-        assert con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone() == (migrate.current()["sweeps"],)
+        assert (con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone()
+                == (migrate.current()["sweeps"],))
 
         def runs(tags):
             where, params = db.tagged_runs_sql(con, tags)
@@ -140,4 +141,5 @@ def test_cmx_report_tag_reports_only_the_runs_of_tagged_sweeps(tmp_path):
     proc, _ = report("none", "--tag", "env=prod", "--tag", "commit=old")
     assert proc.returncode == 2 and "no runs of sweeps tagged env=prod commit=old" in proc.stderr, proc.stderr
     # The narrowing is the report connection's own: the database still has every run.
-    assert cmx("sql", "SELECT count(*) FROM runs", "--db", str(path), "--format", "csv").stdout.split() == ["count_star()", "9"]
+    csv = cmx("sql", "SELECT count(*) FROM runs", "--db", str(path), "--format", "csv").stdout
+    assert csv.split() == ["count_star()", "9"]

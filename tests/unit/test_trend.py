@@ -266,8 +266,8 @@ def test_false_alarms_are_adjusted_together_across_the_nights_series():
                                 changes=[trend_mod.Change(1, "b", cmp, "latest")])
 
     # Ten series: one at p 0.004 alone is a discovery (0.004 × 10 ≤ 0.05), p 0.03 of another is not.
-    many = [series("a", 0.004), series("b", 0.03)] + [trend_mod.Series("c", f"m{i}", "lower", ["a", "b"], [[1.0], [1.0]],
-                                                                          group="headline") for i in range(8)]
+    many = [series("a", 0.004), series("b", 0.03)] + [
+        trend_mod.Series("c", f"m{i}", "lower", ["a", "b"], [[1.0], [1.0]], group="headline") for i in range(8)]
     trend_mod._adjust(many)
     assert [len(s.changes) for s in many[:2]] == [1, 0]
     assert many[0].changes[0].p_adjusted == pytest.approx(0.04)
@@ -284,7 +284,8 @@ def test_a_gate_that_cannot_fail_says_so(tmp_path):
     both = cmx("trend", "e", "--db", str(path), "--fail-on", "worse,inconclusive")
     assert both.returncode == 1 and "cannot fail" in both.stderr, both.stderr
     bad = cmx("trend", "e", "--db", str(path), "--fail-on", "better")
-    assert bad.returncode == 2 and "expected worse or worse,inconclusive" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "expected worse or worse,inconclusive" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_a_change_on_a_busier_host_is_labelled_not_hidden(tmp_path):

@@ -27,7 +27,8 @@ def test_run_summary_is_runs_plus_pivoted_metrics(matrix_db):
     got = rows(matrix_db, "SELECT * FROM run_summary ORDER BY run_id")
     assert len(got) == 17
     r = next(x for x in got if x["run_id"] == "rabbitmq-threads-4-2")
-    assert (r["experiment"], r["broker"], r["pool"], r["concurrency"], r["status"]) == ("exp", "rabbitmq", "threads", 4, "ok")
+    assert ((r["experiment"], r["broker"], r["pool"], r["concurrency"], r["status"])
+            == ("exp", "rabbitmq", "threads", 4, "ok"))
     assert r["consume_rate"] == 2142 and r["publish_rate"] == 4284
     assert (r["peak_rss_bytes"], r["peak_pss_bytes"], r["broker_connections_max"]) == (414, 209, 6)
     assert r["backend_connections_max"] is None  # no such metric stored: NULL, not 0

@@ -62,7 +62,8 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     qargs = spec.queue_arguments()
     harness = dict(
         task_default_queue=spec.queue,
-        task_queues=tuple(Queue(q, queue_arguments=qargs) for q in (spec.queue, spec.hold_queue, *spec.workload_queues)),
+        task_queues=tuple(Queue(q, queue_arguments=qargs)
+                          for q in (spec.queue, spec.hold_queue, *spec.workload_queues)),
         task_ignore_result=spec.backend == "none",
         **worker_config(spec),  # worker_prefetch_multiplier, broker_heartbeat: workloads/vocab/dimensions.py
         broker_connection_retry_on_startup=True,

@@ -29,8 +29,8 @@ class ConcurrentSleep(Workload):
     splits = True
     smoke_params = {"tasks": 4, "sleep_s": 0.2}
     objective = M.MEMORY_PER_TASK_BYTES
-    headline_metrics = (M.MEMORY_PER_TASK_BYTES, M.TASKS_IN_FLIGHT_MAX, M.MAKESPAN_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES, M.PEAK_PSS_PER_SLOT_BYTES,
-                        M.PEAK_RSS_PER_SLOT_BYTES)
+    headline_metrics = (M.MEMORY_PER_TASK_BYTES, M.TASKS_IN_FLIGHT_MAX, M.MAKESPAN_S, M.PEAK_PSS_BYTES,
+                        M.PEAK_RSS_BYTES, M.PEAK_PSS_PER_SLOT_BYTES, M.PEAK_RSS_PER_SLOT_BYTES)
 
     def register_tasks(self, app):
         @app.task(name="cmx.concurrent_sleep.sleep", shared=False)

@@ -48,7 +48,8 @@ class Captured:
     kwargs: dict
 
 
-def capture(app, task_name: str, args: tuple, kwargs: dict | None, stream: bool, channel, method: str) -> list[Captured]:
+def capture(app, task_name: str, args: tuple, kwargs: dict | None, stream: bool, channel,
+            method: str) -> list[Captured]:
     """Publish one ``apply_async`` with ``channel.<method>`` replaced by a recorder of its
     arguments: the message as it would reach the broker, not sent, not counted as published."""
     from kombu import Producer

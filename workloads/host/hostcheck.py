@@ -34,7 +34,8 @@ def check(workdir: str, become: str | None, clock_port: int | None) -> dict:
         try:
             proc = subprocess.run(["sudo", "-n", "-u", become, "true"], capture_output=True, text=True,
                                   stdin=subprocess.DEVNULL, timeout=SUDO_TIMEOUT_S)
-            found["become"], found["become_error"] = proc.returncode == 0, (proc.stderr.strip().splitlines() or [""])[-1]
+            found["become"], found["become_error"] = (proc.returncode == 0,
+                                                      (proc.stderr.strip().splitlines() or [""])[-1])
         except (OSError, subprocess.TimeoutExpired) as exc:
             found["become"], found["become_error"] = False, str(exc)
     if clock_port:
@@ -53,7 +54,8 @@ def script() -> str:
     their source, without cmx installed there."""
     from cmx.workloads.runtime import clock
 
-    sources = {"cmx.workloads.runtime.clock": Path(clock.__file__).read_text(), "cmx_hostcheck": Path(__file__).read_text()}
+    sources = {"cmx.workloads.runtime.clock": Path(clock.__file__).read_text(),
+               "cmx_hostcheck": Path(__file__).read_text()}
     return ("import sys, types\n"
             "for name, src in %r.items():\n"
             "    mod = types.ModuleType(name)\n"

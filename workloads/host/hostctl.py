@@ -68,8 +68,8 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_neve
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
     (run_dir / "worker.exit").unlink(missing_ok=True)
     # The supervisor is the worker's parent: it writes worker.pid, and worker.exit when it ends.
-    proc = _spawn([sys.executable, "-m", "cmx.workloads.host.supervisor", str(run_dir), "--", *cmd], run_dir, "worker.log",
-                  "supervisor.pid")
+    proc = _spawn([sys.executable, "-m", "cmx.workloads.host.supervisor", str(run_dir), "--", *cmd], run_dir,
+                  "worker.log", "supervisor.pid")
     deadline = time.monotonic() + ready_timeout
     while not (run_dir / "worker.ready").exists():
         if proc.poll() is not None:
@@ -242,8 +242,8 @@ def stop(run_dir: Path, grace: float) -> int:
     supervisor = _read_pid(run_dir / "supervisor.pid")
     gone_after: dict[int, float] = {}
     stopped = _stop_trees([p for p in pids if p], grace, [supervisor] if supervisor else [], gone_after)
-    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0, "at": t_wall,
-                                                    "gone_after_s": gone_after}))
+    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0,
+                                                    "at": t_wall, "gone_after_s": gone_after}))
     return 0
 
 

@@ -36,7 +36,8 @@ URL_VARS = {BROKER: "CMX_BROKER_URL", BACKEND: "CMX_BACKEND_URL"}
 def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
     """The run's names, from its spec."""
     table = (spec.celery.get("database_table_names") or {}).get("task", "celery_taskmeta")
-    return RunNames(spec.run_id, (spec.queue, spec.hold_queue, *spec.workload_queues, *spec.drivers_queues), (spec.raw_queue,), tuple(task_ids), table)
+    return RunNames(spec.run_id, (spec.queue, spec.hold_queue, *spec.workload_queues, *spec.drivers_queues),
+                    (spec.raw_queue,), tuple(task_ids), table)
 
 
 def _servers(spec, targets):

@@ -65,7 +65,8 @@ EFFECTIVE_SETTINGS: dict[str, Callable[[Any], Any]] = {
 #: (``Task.from_config``: ``Task.bind`` gives an attribute the task left None its setting's value),
 #: plus ``compression``, which Celery takes from the task at publish and otherwise from
 #: ``task_compression`` (celery/app/amqp.py), not through ``from_config``.
-TASK_SETTINGS: dict[str, str] = {setting: attr for attr, setting in Task.from_config} | {"task_compression": "compression"}
+TASK_SETTINGS: dict[str, str] = ({setting: attr for attr, setting in Task.from_config}
+                                  | {"task_compression": "compression"})
 _TASK_PREFIX = "task."
 
 

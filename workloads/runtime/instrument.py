@@ -186,7 +186,8 @@ def _on_publish(sender=None, headers=None, **_):
     if _capturing:
         return
     rec = _recorder
-    rec.add("pub", (headers["id"], headers.get("task", sender), rec.host, rec.pid, headers.get(INTENDED_HEADER, ""), now))
+    rec.add("pub", (headers["id"], headers.get("task", sender), rec.host, rec.pid, headers.get(INTENDED_HEADER, ""),
+                    now))
 
 
 # What runs for every task a worker takes: a clock read, a tuple, one list append; no lock, no
