@@ -115,7 +115,8 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
-                          seconds=time.monotonic() - start, changed=tuple(changed), changed_per_host=_changed_per_host(stats))
+                          seconds=time.monotonic() - start, changed=tuple(changed),
+                           changed_per_host=_changed_per_host(stats))
 
 
 def _reports_change(event: dict) -> bool:

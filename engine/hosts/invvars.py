@@ -127,12 +127,14 @@ def check(file: str, host: str, name: str, raw: Any) -> Any:
     if kind == "port":
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
                 or not 0 < int(value) < 65536:
-            raise refuse(f"must be a port number (1-65535), got {_what(value) if not isinstance(value, str) else repr(value)}")
+            got = _what(value) if not isinstance(value, str) else repr(value)
+            raise refuse(f"must be a port number (1-65535), got {got}")
         return int(value)
     if kind == "count":
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
                 or not 0 < int(value) < 100:
-            raise refuse(f"must be a whole number from 1 to 99, got {_what(value) if not isinstance(value, str) else repr(value)}")
+            got = _what(value) if not isinstance(value, str) else repr(value)
+            raise refuse(f"must be a whole number from 1 to 99, got {got}")
         return int(value)
     if kind == "flag":  # an INI inventory's `cmx_disposable=true` is the string 'true'
         if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):

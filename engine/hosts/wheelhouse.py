@@ -152,7 +152,8 @@ def site_archive(root: Path, pins: list[str]) -> Path:
         return archive
     with tempfile.TemporaryDirectory(prefix=f"{house.name}.site-", dir=root) as scratch:
         venv = Path(scratch) / "venv"
-        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True)
+        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                              capture_output=True, text=True)
         if made.returncode != 0:
             last = (made.stderr.strip() or "venv failed").splitlines()[-1]
             raise HostError(f"making a scratch venv in {scratch} failed: {last}")

@@ -92,7 +92,8 @@ def name_problem(name: Any, params: type[WorkloadParams] | None) -> str | None:
         if package in VERSIONED:
             return None
         return (f"unknown package '{name}' (a version can be chosen of: "
-                f"{', '.join(PACKAGE_PREFIX + p for p in VERSIONED)})" + suggest(package, list(VERSIONED), PACKAGE_PREFIX))
+                f"{', '.join(PACKAGE_PREFIX + p for p in VERSIONED)})"
+                + suggest(package, list(VERSIONED), PACKAGE_PREFIX))
     return (f"unknown dimension '{name}' (built-ins: {', '.join(BY_NAME)}; "
             f"or params.NAME / celery.SETTING / worker.FLAG / package.NAME)" + suggest(name, list(BY_NAME)))
 

@@ -111,7 +111,8 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         _stage(con, "faults", [d / "faults.csv" for d in host_dirs if (d / "faults.csv").exists()])
         cols = ", ".join(CSV_COLUMNS["faults"])
         con.execute(f"INSERT INTO main.faults (run_id, {cols}, clock_at, clock_host, drive_end_at) "
-                    f"SELECT ? AS run_id, {cols}, ? AS clock_at, ? AS clock_host, ? AS drive_end_at FROM temp.stage_faults",
+                    f"SELECT ? AS run_id, {cols}, ? AS clock_at, ? AS clock_host, ? AS drive_end_at "
+                    "FROM temp.stage_faults",
                     [run_id, out.driver.get("consuming_at"), clock_host, out.driver.get("drive_ended_at")])
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
         _insert_packages(con, run_id, host_dirs)
@@ -150,7 +151,8 @@ def not_run(con, run_id: str) -> dict[str, float | None]:
     unrun = row[0]
     if unrun:
         con.execute("UPDATE metrics SET value = NULL WHERE run_id = ? AND name = ?", [run_id, M.TASKS_LOST])
-    con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, M.TASKS_NOT_RUN, unrun, unit_of(M.TASKS_NOT_RUN, None)])
+    con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)",
+                [run_id, M.TASKS_NOT_RUN, unrun, unit_of(M.TASKS_NOT_RUN, None)])
     return {M.TASKS_LOST: None if unrun else 0.0, M.TASKS_NOT_RUN: unrun}
 
 

@@ -1,9 +1,7 @@
 """The sweep: provision once and start one agent per host, then for each run start ▶ drive ▶
 stop + fetch ▶ ingest, each step a round trip to the hosts' agents (engine/run/runsteps.py).
-
 A run's start is stored before it runs and its end after, so a crash still leaves a record.
-Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never to print().
-"""
+Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never to print()."""
 from __future__ import annotations
 
 import json
@@ -233,7 +231,7 @@ class Sweep:
         live = [r for r in runs if r.run_id not in self.blocked]
         for kind in sorted({r.cell.values["broker"] for r in live}):
             check_broker(self.inventory.broker_url(kind))
-        for kind in sorted({r.cell.values["backend"] for r in live if kinds.BACKENDS[r.cell.values["backend"]].service}):
+        for kind in sorted({b for b in (r.cell.values["backend"] for r in live) if kinds.BACKENDS[b].service}):
             check_backend(kind, self.inventory.backend_url(kind))
         outcomes: list[RunOutcome] = []
         # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
@@ -270,7 +268,8 @@ class Sweep:
             outcome = self.execute_run(search_run)
             with db.connect(self.db_path) as con:
                 best = ratesearch.stored_max(con, run.experiment, search.cell_id)
-                how = ratesearch.judge(con, search_run.run_id)[1] if best else f"{outcome.status.value}: {outcome.error}"
+                how = (ratesearch.judge(con, search_run.run_id)[1] if best
+                       else f"{outcome.status.value}: {outcome.error}")
             self.handler.stage(None, f"search run {search_run.run_id}: {how}")
         if best is None:
             return (f"no maximum sustainable rate for this cell: its search run (cell {search.cell_id}) failed "
@@ -358,7 +357,8 @@ class Sweep:
                 driver["error"] = (f"{driver.get('error')}: "
                                    + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
             status, error = self._status(started, stopped, driver, ingest_error)
-            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir, faulted=bool(spec.faults))
+            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir,
+                                              faulted=bool(spec.faults))
             if status is not RunStatus.OK:  # what it never ran is not run, not lost
                 metrics |= not_run(con, run.run_id)
             stages["ingest"] = time.monotonic() - t0

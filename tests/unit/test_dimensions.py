@@ -49,7 +49,8 @@ def test_every_cell_has_every_dimension_at_its_default(tmp_path):
 
 @pytest.mark.parametrize("d", DIMENSIONS, ids=lambda d: d.name)
 def test_validation_takes_what_the_entry_allows(tmp_path, d):
-    good = {"choice": list(d.choices), "fault": ["none", "kill_worker@2"]}.get(d.type, [d.minimum, d.maximum or d.minimum + 30])
+    good = {"choice": list(d.choices), "fault": ["none", "kill_worker@2"]}.get(
+        d.type, [d.minimum, d.maximum or d.minimum + 30])
     # RabbitMQ's queue types (and a quorum queue's delivery limit) need a broker that has them.
     context = {"queue_type": "fixed: {broker: rabbitmq}\n",
                "delivery_limit": "fixed: {broker: rabbitmq, queue_type: quorum}\n"}.get(d.name, "")
@@ -112,7 +113,8 @@ def test_argv_and_config_dimensions_reach_the_worker():
     s = spec(pool="gevent", concurrency=7, prefetch_multiplier=2, heartbeat=0.0,
              worker_flags={"events": True, "mingle": True})
     assert worker_argv(s) == ["-P", "gevent", "-c", "7", "--without-gossip", "--without-heartbeat", "-E"]
-    assert worker_config(s) == {"worker_prefetch_multiplier": 2, "broker_heartbeat": 0.0, "task_default_queue_type": "classic"}
+    assert worker_config(s) == {"worker_prefetch_multiplier": 2, "broker_heartbeat": 0.0,
+                                "task_default_queue_type": "classic"}
     for d in DIMENSIONS:
         assert (d.argv in worker_argv(s)) == (d.reaches == "argv")
         assert (d.setting in worker_config(s)) == (d.reaches == "config")

@@ -56,7 +56,8 @@ def test_a_full_file_loads(tmp_path):
 
 def test_defaults(tmp_path):
     exp = load_experiment(write(tmp_path, HEAD))
-    assert (exp.description, exp.inventory, exp.repeats, exp.on_error) == ("", None, 1, "continue")  # none named: choose_inventory
+    # none named: choose_inventory
+    assert (exp.description, exp.inventory, exp.repeats, exp.on_error) == ("", None, 1, "continue")
     assert exp.limits == Limits(run_timeout=600.0, warmup=0.0)
     assert (exp.fixed, exp.matrix, exp.zip, exp.exclude, exp.include) == ({}, {}, [], [], [])
 
@@ -147,7 +148,8 @@ def test_source_cannot_come_from_the_file(tmp_path):
 def test_unknown_nested_key_suggests_the_right_one(tmp_path):
     path = write(tmp_path, HEAD + "limits: {run_timout: 5s}\n")
     assert problems(path) == [f"{path}:3:10: unknown key 'run_timout' in limits "
-                              "(allowed: run_timeout, warmup, settle, fault_restart, max_runs, max_time); did you mean 'run_timeout'?"]
+                              "(allowed: run_timeout, warmup, settle, fault_restart, max_runs, max_time); "
+                              "did you mean 'run_timeout'?"]
 
 
 def test_wrong_types(tmp_path):
@@ -225,8 +227,10 @@ def test_unknown_workload(tmp_path):
 
 
 @pytest.mark.parametrize("dim, value, message", [
-    ("pool", "sollo", "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"),
-    ("broker", "kafka", "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel, rabbitmq-cluster)"),
+    ("pool", "sollo",
+     "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"),
+    ("broker", "kafka",
+     "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel, rabbitmq-cluster)"),
     ("backend", "mongodb", "unknown backend 'mongodb' (choose from none, redis, rpc, postgres)"),
     ("concurrency", "yes", "concurrency must be an integer >= 1, got True"),
     ("concurrency", "0", "concurrency must be an integer >= 1, got 0"),
@@ -243,7 +247,8 @@ def test_unknown_dimension(tmp_path):
     path = write(tmp_path, HEAD + "fixed:\n  workers: 4\n")
     assert problems(path) == [
         f"{path}:4:3: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?"]
+        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; "
+        "or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?"]
 
 
 def test_fixed_builtin_given_a_list(tmp_path):
@@ -290,18 +295,21 @@ def test_exclude_and_include_must_name_known_dimensions(tmp_path):
                  "include:\n  - {pool: gevent, workers: 2}\n")
     assert problems(path) == [
         f"{path}:5:6: unknown dimension 'poool' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'pool'?",
+        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; "
+        "or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'pool'?",
         f"{path}:6:6: exclude #2 names 'params.tasks', which no cell sets, so it can never match: "
         "set it in fixed/matrix/zip or drop it",
         f"{path}:8:20: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
-        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?",
+        "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; "
+        "or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?",
     ]
 
 
 def test_exclude_values_are_validated(tmp_path):
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\nexclude:\n  - {pool: [solo, sollo]}\n")
     assert problems(path) == [
-        f"{path}:5:19: unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"]
+        f"{path}:5:19: unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); "
+        "did you mean 'solo'?"]
 
 
 def test_include_that_repeats_a_matrix_cell(tmp_path):

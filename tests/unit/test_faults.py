@@ -54,7 +54,8 @@ def test_a_target_beyond_the_cells_machines_is_refused_at_its_value(tmp_path):
 @pytest.mark.parametrize("value, message", [
     ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
                    "restart_broker, partition_worker, failover_broker, kill_broker_node)"),
-    ("kill_child", "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
+    ("kill_child",
+     "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
     ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
     ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
                            "e.g. partition_worker@3s/5s)"),
@@ -67,7 +68,8 @@ def test_a_target_beyond_the_cells_machines_is_refused_at_its_value(tmp_path):
                            "(only the kinds that strike a worker host or a broker node do)"),
     ("kill_broker_node@2:all", "fault 'kill_broker_node@2:all': the target must be N (the Nth node of the run's "
                                "cluster, from 1), got 'all'"),
-    (3, "fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of kill_child, kill_worker, term_worker, restart_broker, "
+    (3, "fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of kill_child, kill_worker, term_worker, "
+        "restart_broker, "
         "partition_worker, failover_broker, kill_broker_node), got 3"),
 ])
 def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
@@ -78,7 +80,8 @@ def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
 
 
 def test_cells_hold_the_canonical_fault(tmp_path):
-    exp = load_experiment(write(tmp_path, "matrix:\n  fault: [none, kill_child@3s, 'kill_worker@1+kill_child@250ms']\n"))
+    exp = load_experiment(write(tmp_path,
+                                "matrix:\n  fault: [none, kill_child@3s, 'kill_worker@1+kill_child@250ms']\n"))
     assert [c.values["fault"] for c in expand(exp)] == ["none", "kill_child@3", "kill_child@0.25+kill_worker@1"]
 
 
@@ -229,8 +232,8 @@ def test_fault_metrics_have_exact_values(tmp_path):
 def test_the_rate_over_time_chart_marks_each_fault_where_it_struck():
     from cmx.analysis import charts
 
-    rows = [{"run": "a #1", "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0} for s in range(5)]
-    rows += [{"run": "b #1", "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0} for s in range(5)]
+    rows = [{"run": run, "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0}
+            for run in ("a #1", "b #1") for s in range(5)]
     spec = charts.rate_over_time(rows, "t", [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]).to_dict()
     panels = spec["concat"]
     marks = [[(layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]) for layer in p["layer"]]
@@ -320,7 +323,8 @@ def test_kill_broker_node_strikes_a_node_of_a_cluster_only():
     from cmx.engine.model.faultcheck import cell_problem
 
     (fault,) = faults.parse("kill_broker_node@2s:3")
-    assert (fault.kind, fault.target, fault.host, fault.text()) == ("kill_broker_node", "broker", 3, "kill_broker_node@2:3")
+    assert (fault.kind, fault.target, fault.host, fault.text()) == (
+        "kill_broker_node", "broker", 3, "kill_broker_node@2:3")
     assert fault.definition.downs_workers and fault.definition.cuts_off and fault.definition.needs_place
     assert faults.DOWNS_WORKERS == ("kill_broker_node",)
     assert cell_problem({"broker": "rabbitmq-cluster", "fault": "kill_broker_node@2:3", "machines": 1}) is None

@@ -80,7 +80,8 @@ def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted
     for service in servers.SERVERS.values():
         # The password and port each server's role reads from the inventory are checked there.
         assert VARIABLES[service.password_var] == "secret" and VARIABLES[service.port_var] == "port"
-        assert set(service.variables.values()) <= {"url", "urls", "port", "count", "secret", "text", "flag"}, service.name
+        types = {"url", "urls", "port", "count", "secret", "text", "flag"}
+        assert set(service.variables.values()) <= types, service.name
         role = REPO / "roles" / service.name
         assert (role / "meta" / "main.yml").is_file() and (role / "tasks" / "stop.yml").is_file()
         assert _service_vars({service.name: ["h"]})["cmx_services"] == [{"name": service.name, "hosts": ["h"]}]

@@ -11,7 +11,8 @@ from cmx.workloads.vocab import kinds
 
 def test_one_host_runs_three_nodes_on_ports_and_names_of_their_own():
     nodes = cluster.layout([GroupHost("localhost", "127.0.0.1", {})])
-    assert [(n.index, n.name, n.port, n.management_port, n.dist_port, n.ctl_port_min, n.ctl_port_max) for n in nodes] == [
+    got = [(n.index, n.name, n.port, n.management_port, n.dist_port, n.ctl_port_min, n.ctl_port_max) for n in nodes]
+    assert got == [
         (1, "cmx-localhost-5681@localhost", 5681, 15681, 25681, 35681, 35690),
         (2, "cmx-localhost-5682@localhost", 5682, 15682, 25682, 35691, 35700),
         (3, "cmx-localhost-5683@localhost", 5683, 15683, 25683, 35701, 35710)]

@@ -22,7 +22,8 @@ def test_the_cells_intent_in_the_workers_terms():
     spec = _spec(pool="threads", concurrency=4, prefetch_multiplier=2, heartbeat=0,
                  celery={"task_acks_late": True, "worker_max_tasks_per_child": 10})
     assert wanted_config(spec) == {"pool": "threads", "concurrency": 4, "prefetch_multiplier": 2, "heartbeat": 0,
-                                   "queue_type": "classic", "celery.task_acks_late": True, "celery.worker_max_tasks_per_child": 10}
+                                   "queue_type": "classic", "celery.task_acks_late": True,
+                                   "celery.worker_max_tasks_per_child": 10}
 
 
 def test_a_mismatch_names_both_values():

@@ -3,7 +3,8 @@
 ``python -m cmx.workloads.app.driver`` (with ``CMX_RUN_DIR``, ``CMX_HOST`` and the broker/backend URLs in
 the environment) loads the run spec, waits for every worker of the run, hands control to the
 workload's ``drive``, and writes ``driver.json`` (status, error, timings, broker and backend server
-versions, the driver's own package versions, metrics the workload reported). It never raises past ``main``: what went wrong is in ``driver.json``.
+versions, the driver's own package versions, metrics the workload reported). It never raises past
+``main``: what went wrong is in ``driver.json``.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from cmx.workloads.runtime.fingerprint import versions as package_versions
 from cmx.workloads.runtime.instrument import recorder
 from cmx.workloads.runtime.spec import RunSpec, host_from_env, run_dir_from_env
 
-__all__ = ["DriveContext", "DriveTimeout", "backend_version", "broker_version", "main"]  # DriveContext/DriveTimeout: their old home
+# DriveContext/DriveTimeout: their old home
+__all__ = ["DriveContext", "DriveTimeout", "backend_version", "broker_version", "main"]
 
 
 def broker_version(app: Celery) -> str:

@@ -35,6 +35,7 @@ DESCRIPTION = ("none, or faults to inject: KIND@TIME (seconds from the clock sta
                + "".join(f"; {name}@T:N the Nth node of the run's cluster" for name, kind in registry.KINDS.items()
                          if kind.takes_target and kind.strikes != WORKER))
 
-__all__ = ["ALL", "BROKER", "BUSY_CHILD_WAIT_S", "CHILD_POOLS", "CUTS_OFF", "DESCRIPTION", "DOWNS_WORKERS", "DRIVER", "ENDS_WORKER",
+__all__ = ["ALL", "BROKER", "BUSY_CHILD_WAIT_S", "CHILD_POOLS", "CUTS_OFF", "DESCRIPTION", "DOWNS_WORKERS", "DRIVER",
+           "ENDS_WORKER",
            "KINDS", "NONE", "WITH_DURATION", "WORKER", "CellView", "Fault", "FaultFailed", "FaultKind", "HostsView",
            "Injection", "canonical", "parse", "parse_duration", "registry"]

@@ -40,7 +40,8 @@ def new_ids(k: int) -> list[str]:
     ``os.urandom`` call: a fifth of the cost of ``uuid4()`` each, which was a third of the
     publisher's time per message."""
     h = os.urandom(16 * k).hex()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{_VARIANT[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-"
+            f"{_VARIANT[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
             for i in range(0, 32 * k, 32)]
 
 

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 from cmx.workloads.vocab.clients import BACKEND, BROKER, INTENDED_HEADER, SENT_HEADER
 from cmx.workloads.vocab.services import REDIS
 
-from .base import SENT_TOKEN, TEMPLATE_ID, Capture, LocalService, Place, RestartError, RunNames, Server, new_ids, read_pid, \
-    run, stop_pid, wait_port
+from .base import (SENT_TOKEN, TEMPLATE_ID, Capture, LocalService, Place, RestartError, RunNames, Server, new_ids,
+                   read_pid, run, stop_pid, wait_port)
 from .probes import PROBE_TIMEOUT_S, ConnectionProbe, url_from_env
 
 

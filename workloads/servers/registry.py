@@ -73,7 +73,8 @@ def queue_type_problem(broker: str, queue_type: str, delivery_limit: int = 0) ->
     if queue_type not in SERVERS[kind.service].queue_types:
         on = ", ".join(k.name for k in kinds.BROKERS.values()
                        if k.service and queue_type in SERVERS[k.service].queue_types)
-        return f"queue_type {queue_type}: only a broker of {on} has {queue_type} queues (this cell's broker is {broker})"
+        return (f"queue_type {queue_type}: only a broker of {on} has {queue_type} queues "
+                f"(this cell's broker is {broker})")
     own = kinds.queue_type_of(broker, queue_type)
     if delivery_limit and own != QUORUM:
         return (f"delivery_limit {delivery_limit}: x-delivery-limit is a quorum queue's (this cell's queues are "
