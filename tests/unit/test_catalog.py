@@ -56,3 +56,15 @@ def test_cmx_workloads_prints_them(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for name in [*registry.names(), "./mine.py:Mine", "payload_bytes", "how big"]:
         assert name in proc.stdout
+
+
+def test_a_users_file_with_the_earlier_documented_import_still_works(tmp_path):
+    """Earlier releases documented ``from cmx.workloads.base import Workload, WorkloadParams`` (the
+    module moved into the catalog's folder): a user's file written so is still found and runs."""
+    (tmp_path / "mine.py").write_text(USER.replace("cmx.workloads.catalog.base", "cmx.workloads.base"))
+    assert "from cmx.workloads.base import" in (tmp_path / "mine.py").read_text()
+    found, problems = discover(tmp_path)
+    assert problems == [] and [e.name for e in found] == ["./mine.py:Mine"]
+    import cmx.workloads.base as old
+    import cmx.workloads.catalog.base as new
+    assert old is new
