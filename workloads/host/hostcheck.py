@@ -2,7 +2,7 @@
 become the inventory's user, and its clock against the controller's.
 
 The host may not be provisioned yet (no venv, no cmx), so the controller sends this module's
-source, with ``cmx/workloads/clock.py``'s, to the host's own interpreter on stdin
+source, with ``cmx/workloads/runtime/clock.py``'s, to the host's own interpreter on stdin
 (:func:`script`; engine/hosts/doctor.py) and reads one JSON line back. Standard library only.
 """
 from __future__ import annotations
