@@ -10,15 +10,16 @@ import json
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import duckdb
 
 from cmx.engine.results import dbfile, headlines, migrate
 from cmx.engine.errors import HostError, InputError, Problem
-from cmx.workloads.catalog.base import Workload
 from cmx.workloads.vocab.dimensions import DIMENSIONS
 
+if TYPE_CHECKING:  # the runner's workload class: reading a database need not import it
+    from cmx.workloads.catalog.base import Workload
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
 

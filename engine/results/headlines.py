@@ -12,9 +12,10 @@ judged metric for it, as it did for any workload it did not know.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cmx.workloads.catalog.base import Workload
+if TYPE_CHECKING:  # the runner's class; reading a database need not import it
+    from cmx.workloads.catalog.base import Workload
 
 TABLE = "run_headlines"
 COLUMNS = "(run_id VARCHAR, headline JSON, headline_all JSON, objective VARCHAR)"
