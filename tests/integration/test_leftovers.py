@@ -157,6 +157,45 @@ def test_failed_timed_out_and_interrupted_runs_leave_the_broker_and_backend_as_t
     assert all(len(r) > 10 for r in run_ids)
 
 
+KILLED_MID_PING = """
+import sys
+from celery import Celery
+from cmx.workloads.app.factory import own_replies
+app = Celery(broker=sys.argv[1])
+own_replies(app, sys.argv[2])
+print("pinging", flush=True)
+app.control.ping(timeout=30)
+"""
+
+
+def test_a_process_killed_mid_ping_leaves_a_reply_binding_its_run_removes():
+    """A run's process killed while it waits for control replies (the driver's pings, a worker's
+    mingle) leaves, on Redis (kombu 5.7), its member of the shared reply table and that table's
+    deadline. Named with the run's prefix (own_replies) they are the run's, and its end removes
+    them. (RabbitMQ deletes an auto-delete reply queue itself once its connection is gone.)"""
+    import sys
+
+    from cmx.workloads.servers import registry as servers
+    from cmx.workloads.servers.base import RunNames
+
+    url = f"redis://127.0.0.1:6379/{BROKER_DB}"
+    run_id = f"ping-{uuid.uuid4().hex[:8]}"
+    before = redis_state()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_PING, url, f"cmx.{run_id}"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "pinging"
+    time.sleep(1.5)
+    proc.kill()
+    proc.wait(timeout=10)
+    left = redis_state()[BROKER_DB] - before[BROKER_DB]
+    members = redis.Redis(db=BROKER_DB).smembers("_kombu.binding.reply.celery.pidbox")
+    assert any(f"cmx.{run_id}.".encode() in m for m in members), (left, members)
+    servers.get("redis").remove_run("broker", url, RunNames(run_id=run_id, queues=()))
+    assert not any(f"cmx.{run_id}.".encode() in m
+                   for m in redis.Redis(db=BROKER_DB).smembers("_kombu.binding.reply.celery.pidbox"))
+    assert redis_state() == before
+
+
 def test_a_killed_controller_leaves_nothing_in_the_broker(tmp_path):
     """kill -9 of `cmx run` mid-drive: the host's agent sees the controller gone, stops the run's
     processes and removes what the run left on the broker and backend (its lease)."""

@@ -45,6 +45,19 @@ def name_clients(app: Celery, spec: RunSpec, client: str) -> None:
             app.conf.update(server.run_key_settings(target, spec.key_prefix + ".", app.conf))
 
 
+def own_replies(app: Celery, prefix: str) -> None:
+    """Reply queues of this process's control calls (ping, broadcasts with replies, the worker's
+    mingle) named ``PREFIX.<oid>.reply.celery.pidbox``: the run owns them, so its end removes what a
+    killed process left, the queue and (kombu 5.7 binds expiring queues through a table with
+    deadlines) its member of Redis' shared reply table. The worker's reply goes to the message's
+    ``reply_to``, so nothing else changes."""
+    from kombu.common import oid_from
+
+    mailbox = app.control.mailbox
+    mailbox.__class__ = type("RunMailbox", (type(mailbox),),
+                             {"oid": property(lambda self: f"{prefix}.{oid_from(self)}")})
+
+
 def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:
     """A Celery app wired for this run: broker, backend, queues, the cell's settings, the
     workload's tasks, and the instrumentation that stamps every task. ``client`` (worker, driver)
@@ -81,6 +94,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     if transport:  # merged into the user's broker_transport_options (their visibility_timeout...)
         app.conf.broker_transport_options = {**(app.conf.get("broker_transport_options") or {}), **transport}
     name_clients(app, spec, client)
+    own_replies(app, spec.key_prefix)
     workload.register_tasks(app)
     instrument.register_wake(app)
     # throughput's params.stamping: false leaves the per-task stamps out, to measure their cost.

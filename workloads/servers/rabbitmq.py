@@ -268,7 +268,7 @@ class RabbitMQ(Server):
         a classic one's is refused (PRECONDITION_FAILED)."""
         api = os.environ.get(self.api_env)
         if api:
-            kind, nodes = queue_from_api(api, queue)
+            kind, nodes = queue_from_api(api, conn.virtual_host, queue)  # the run's vhost, not always /
             return kind, f"management API: on {', '.join(map(str, nodes))}"
         from kombu import Queue
 

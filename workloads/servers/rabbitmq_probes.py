@@ -135,10 +135,11 @@ class RabbitCtlProbe(ConnectionProbe):
                 pass
 
 
-def queue_from_api(api: str, queue: str) -> tuple[str, list[str]]:
-    """``type`` of vhost ``/``'s ``queue`` and the nodes holding it (a quorum queue's members, a
+def queue_from_api(api: str, vhost: str, queue: str) -> tuple[str, list[str]]:
+    """``type`` of ``vhost``'s ``queue`` and the nodes holding it (a quorum queue's members, a
     classic queue's node), from the management API(s) at ``api``."""
-    found = api_get(api, f"/api/queues/%2F/{urllib.parse.quote(queue, safe='')}?columns=type,node,members")
+    path = f"{urllib.parse.quote(vhost or '/', safe='')}/{urllib.parse.quote(queue, safe='')}"
+    found = api_get(api, f"/api/queues/{path}?columns=type,node,members")
     return str(found["type"]), sorted(found.get("members") or [found.get("node")])
 
 

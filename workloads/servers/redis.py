@@ -151,8 +151,10 @@ def _redis_shared_tables(client, tables: list[bytes], names: RunNames) -> int:
     """The run's members of kombu's tables shared by every run on the database."""
     removed = 0
     sep = "\x06\x16"
-    for key in tables:
-        kind = client.type(key)
+    types = {key: client.type(key) for key in tables}
+    # Sets first: a deadline goes with its table, so the table must be gone before the deadlines' turn.
+    for key in sorted(tables, key=lambda k: types[k] == b"zset"):
+        kind = types[key]
         if kind == b"set":  # members are routing_key SEP pattern SEP queue
             members = [m for m in client.sscan_iter(key, count=1000)
                        if names.owns(m.decode(errors="replace").split(sep)[-1])]
