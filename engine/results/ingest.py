@@ -2,7 +2,8 @@
 
 Layout read (``results/artifacts/<run_id>/``): one folder per host holding the files the host-side
 code wrote (``pub-PID.csv``, ``recv-PID.csv``, ``exec-PID.csv``, ``samples.csv``, ``peaks.csv``,
-``connections.csv``, ``sampler.json``, ``noise.json``, ``facts.json``, ``worker.json``, ``driver.json``).
+``connections.csv``, ``server_memory.csv``, ``sampler.json``, ``noise.json``, ``facts.json``, ``worker.json``,
+``driver.json``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ CSV_COLUMNS = {
     "peaks": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "name": "VARCHAR", "vmhwm_bytes": "BIGINT"},
     "connections": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "count": "INTEGER",
                     "client": "VARCHAR"},
+    "server_memory": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "node": "VARCHAR",
+                      "used_bytes": "BIGINT"},
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
     "sample_marks": {"host": "VARCHAR", "name": "VARCHAR", "ts": "DOUBLE"},
     "broker_lost": {"host": "VARCHAR", "pid": "INTEGER", "ts": "DOUBLE"},
@@ -96,7 +99,7 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         for kind in ("pub", "recv", "exec"):
             _stage(con, kind, [f for d in host_dirs for f in sorted(d.glob(f"{kind}-*.csv"))])
         con.execute(sql("ingest_tasks.sql"), {"run_id": run_id, "unrun": unrun})
-        for table in ("samples", "peaks", "connections", "sample_marks", "broker_lost"):
+        for table in ("samples", "peaks", "connections", "server_memory", "sample_marks", "broker_lost"):
             _stage(con, table, [d / f"{table}.csv" for d in host_dirs if (d / f"{table}.csv").exists()])
             con.execute(f"INSERT INTO main.{table} SELECT ? AS run_id, * FROM temp.stage_{table}", [run_id])
         for d in host_dirs:  # each sample with the driver host that took it: its clock moves it

@@ -146,6 +146,17 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               "most connections of the run's own clients to the broker at once"),
     MetricDef(M.BACKEND_CONNECTIONS_MAX, "connections", _L, "backend conns",
               "most connections of the run's own clients to the result backend at once"),
+    # The broker's memory by its own accounting (the sampler's probe: RabbitMQ's management API
+    # /api/nodes mem_used, summed over a cluster's nodes; Redis INFO memory used_memory), not its
+    # processes' RSS: a cluster's nodes are several processes, on several hosts.
+    MetricDef(M.BROKER_MEMORY_PEAK_BYTES, "bytes", _L, "broker memory",
+              "most memory the broker said it used at a probe tick during the run, by its own accounting (RabbitMQ: "
+              "mem_used of /api/nodes, summed over a cluster's nodes; Redis: used_memory of INFO memory, a "
+              "Sentinel set's master); the whole server's, other users' included; only ticks every node answered; "
+              "NULL where the broker cannot say (RabbitMQ without its management API)"),
+    MetricDef(M.BROKER_MEMORY_GROWTH_BYTES, "bytes", _L, "broker memory growth",
+              "broker_memory_peak_bytes minus the broker's memory at the first probe tick (the run's start, before "
+              "its first task): what the run added at most; NULL where the broker cannot say"),
     *(MetricDef(M.connections_of(target, client), "connections", _L, f"{target} conns ({client})",
                 f"most connections of the run's {client} processes to the {target} at once")
       for target in TARGETS for client in CLIENTS),
@@ -221,7 +232,7 @@ FAULT_HEADLINE = (M.TASKS_DUPLICATED, M.TASKS_REDELIVERED, M.TASKS_FAILED, M.STA
 NEVER_WHEN_NULL = (M.RECOVERY_S,)
 #: Facts any workload's runs may carry: the report's summary table shows them beside the
 #: workload's headline metrics when some run has them.
-FACTS = (M.HOST_SHARE_MIN, M.PUBLISH_RATE_MIN_DRIVER, M.CLOCK_SUSPECT)
+FACTS = (M.HOST_SHARE_MIN, M.PUBLISH_RATE_MIN_DRIVER, M.CLOCK_SUSPECT, M.BROKER_MEMORY_PEAK_BYTES)
 
 
 def _guess_unit(name: str) -> str:

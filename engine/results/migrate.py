@@ -109,6 +109,12 @@ STEPS: tuple[Step, ...] = (
     # asks fails saying so; this is what ran.
     Step("broker_queues", 0, 1, "CREATE TABLE IF NOT EXISTS broker_queues (run_id VARCHAR, host VARCHAR, "
                                 "queue VARCHAR, type VARCHAR, source VARCHAR)"),
+    # The memory the broker or backend said it used (issue 42: a cluster's nodes are several
+    # processes, on several hosts), by its own accounting, per node that answered each probe tick
+    # of the sampler (server_memory.csv: RabbitMQ's /api/nodes mem_used, Redis INFO used_memory);
+    # the host that asked, on its clock. No rows where the server cannot say: its metrics are NULL.
+    Step("server_memory", 0, 1, "CREATE TABLE IF NOT EXISTS server_memory (run_id VARCHAR, host VARCHAR, "
+                                "role VARCHAR, kind VARCHAR, ts DOUBLE, node VARCHAR, used_bytes BIGINT)"),
 )
 #: What is computed, not declared, once a step has been applied: (table, to_version) -> fill(con).
 AFTER = {("run_headlines", 1): headlines.backfill}

@@ -19,6 +19,7 @@ from tests.integration.test_redis_sentinel import _answers, free_ports
 pytestmark = pytest.mark.integration
 
 TASKS = 200
+PAYLOAD = 256 * 1024  # 50 MiB of messages in the backlog: what the broker's memory shows
 
 
 def epmd_names() -> set[str]:
@@ -70,7 +71,7 @@ def test_a_sweep_on_a_three_node_cluster_runs_classic_and_quorum_queues_and_leav
     inv, nodes = cluster_inventory(tmp_path)
     exp = write(tmp_path / "exp.yaml", f"""
         name: cluster-queue-types
-        workload: {{name: throughput, params: {{tasks: {TASKS}, mode: backlog}}}}
+        workload: {{name: throughput, params: {{tasks: {TASKS}, mode: backlog, payload_bytes: {PAYLOAD}}}}}
         fixed: {{broker: rabbitmq-cluster, backend: none, pool: threads, concurrency: 2}}
         matrix: {{queue_type: [classic, quorum]}}
         limits: {{run_timeout: 2m}}
@@ -97,6 +98,21 @@ def test_a_sweep_on_a_three_node_cluster_runs_classic_and_quorum_queues_and_leav
     counted = dict(query(db, "SELECT run_id, max(count) FROM connections WHERE kind = 'rabbitmq_cluster' "
                              "AND role = 'broker' AND client = 'worker' GROUP BY run_id"))
     assert counted.keys() == runs.keys(), counted
+    # The broker's memory by its own accounting: every node's mem_used at each probe tick, and the
+    # run's figure the sum over the three nodes at the tick it was most.
+    per_node = query(db, "SELECT run_id, ts, node, used_bytes FROM server_memory WHERE role = 'broker'")
+    assert {n for _, _, n, _ in per_node} == full, per_node[:5]
+    sums: dict[tuple[str, float], list[int]] = {}
+    for run_id, ts, _, used in per_node:
+        sums.setdefault((run_id, ts), []).append(used)
+    peaks = dict(query(db, "SELECT run_id, value FROM metrics WHERE name = 'broker_memory_peak_bytes'"))
+    growth = dict(query(db, "SELECT run_id, value FROM metrics WHERE name = 'broker_memory_growth_bytes'"))
+    for run_id in runs:
+        whole = [sum(v) for (r, _), v in sums.items() if r == run_id and len(v) == len(full)]
+        assert whole and peaks[run_id] == max(whole), (run_id, peaks, whole)
+        assert peaks[run_id] > max(used for r, _, _, used in per_node if r == run_id)  # more than any one node
+        assert growth[run_id] is not None and growth[run_id] > 0, growth
+    print("broker memory (peak, growth) by queue type:", {runs[r]: (peaks[r], growth[r]) for r in runs})
 
     assert_gone(nodes)
 

@@ -107,5 +107,94 @@ def test_rabbitmq_counts_only_the_runs_named_clients_with_rabbitmqctl(tmp_path, 
     assert out.summary["errors"] == []
     assert _maxima(out, "broker") == {"worker": 2, "driver": 1}
     assert out.summary["children_cpu_seconds"] > 0  # rabbitmqctl's cost is recorded
+    assert out.memory == []  # rabbitmqctl's probe does not say the node's memory: nothing, not 0
     # The memory ticks kept their schedule while rabbitmqctl ran in the probe thread.
     assert out.summary["late_ticks"] <= out.summary["ticks"] // 4
+
+
+# -- the server's own count of its memory (server_memory.csv) --------------------------------------
+
+MIB = 1 << 20
+FILL_MIB = 48  # what a test puts in the server: far above what others using it move it by in seconds
+
+
+def _memory_by_tick(out: SamplerOutput, role: str = "broker") -> list[tuple[float, int, int]]:
+    """(ts, bytes summed over the nodes that answered, how many did) per probe tick, in order."""
+    ticks: dict[float, list[int]] = {}
+    for r in out.memory:
+        if r["role"] == role:
+            ticks.setdefault(float(r["ts"]), []).append(int(r["used_bytes"]))
+    return [(ts, sum(v), len(v)) for ts, v in sorted(ticks.items())]
+
+
+def test_redis_memory_is_its_own_used_memory_and_rises_with_a_filled_queue(tmp_path, sampler):
+    """INFO memory's used_memory, once a tick: the idle figure first, then a list of 48 large
+    values (a queue of large messages) raises it by about their size, and it falls back once gone."""
+    _spec(tmp_path)
+    db = 11  # a database of its own on the shared Redis
+    env = {**os.environ, "CMX_BROKER_URL": f"redis://127.0.0.1:6379/{db}"}
+    key = f"cmx.{RUN}.memory-{os.getpid()}"
+    client = redis.Redis(host="127.0.0.1", port=6379, db=db)
+    s = sampler("--connections", "broker=redis", "--conn-interval", "0.2", env=env)
+    try:
+        time.sleep(0.8)
+        client.rpush(key, *[os.urandom(MIB) for _ in range(FILL_MIB)])
+        time.sleep(0.8)
+    finally:
+        client.delete(key)
+        client.close()
+    time.sleep(0.8)
+    out = s.stop()
+    assert out.summary["errors"] == []
+    ticks = _memory_by_tick(out)
+    assert len(ticks) >= 6 and all(n == 1 for _, _, n in ticks), ticks
+    assert {(r["kind"], r["node"]) for r in out.memory} == {("redis", "127.0.0.1:6379")}
+    idle, peak, last = ticks[0][1], max(b for _, b, _ in ticks), ticks[-1][1]
+    assert peak - idle >= 0.9 * FILL_MIB * MIB, (idle, peak)
+    assert peak - last >= 0.9 * FILL_MIB * MIB, (peak, last)  # freed: what it says is what it holds now
+
+
+def _api(path: str, method: str = "GET", body: dict | None = None):
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:15672/api{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})  # guest:guest
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+def test_rabbitmq_memory_is_the_management_apis_mem_used_and_rises_with_a_filled_queue(tmp_path, sampler):
+    """/api/nodes mem_used of every running node (here one), at the API's pace: a classic queue
+    holding 48 large transient messages raises it by at least their size."""
+    _spec(tmp_path)
+    vhost = f"cmx-memory-{os.getpid()}"
+    _api(f"/vhosts/{vhost}", "PUT", {})
+    _api(f"/permissions/{vhost}/guest", "PUT", {"configure": ".*", "write": ".*", "read": ".*"})
+    env = {**os.environ, "CMX_RABBITMQ_API": "http://guest:guest@127.0.0.1:15672"}
+    try:
+        s = sampler("--connections", "broker=rabbitmq", "--conn-interval", "0.2", env=env)
+        time.sleep(1.5)
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", virtual_host=vhost))
+        channel = conn.channel()
+        channel.queue_declare("fill", arguments={"x-queue-type": "classic"})
+        for _ in range(FILL_MIB):
+            channel.basic_publish("", "fill", os.urandom(MIB))
+        # mem_used is the node's as of its last stats collection (every 5 s unless configured)
+        deadline = time.monotonic() + 20
+        while _api(f"/queues/{vhost}/fill").get("messages", 0) < FILL_MIB:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(6.0)
+        conn.close()
+        out = s.stop()
+    finally:
+        _api(f"/vhosts/{vhost}", "DELETE")
+    assert out.summary["errors"] == []
+    nodes = {n["name"] for n in _api("/nodes?columns=name")}
+    assert {r["node"] for r in out.memory} == nodes and {r["kind"] for r in out.memory} == {"rabbitmq"}
+    ticks = _memory_by_tick(out)
+    assert len(ticks) >= 5 and all(n == len(nodes) for _, _, n in ticks), ticks
+    assert max(b for _, b, _ in ticks) - ticks[0][1] >= FILL_MIB * MIB, ticks

@@ -84,6 +84,26 @@ def test_a_peak_pss_only_from_readings_inside_the_run(artifacts):
     assert "peak_pss_bytes_worker" not in m and m.get("peak_pss_per_slot_bytes") is None
 
 
+def test_broker_memory_is_summed_over_nodes_per_tick_and_null_without_a_reading(artifacts):
+    """A cluster's memory at a tick is the sum over its nodes; a tick a node did not answer (killed)
+    is left out, not taken for a drop; the growth is from the first tick; no rows: NULL, not 0."""
+    tmp, run = artifacts
+    csv(run / "w1" / "server_memory.csv", "host,role,kind,ts,node,used_bytes",
+        [("w1", "broker", "rabbitmq_cluster", 1.0, n, b) for n, b in (("a", 100), ("b", 110), ("c", 120))]
+        + [("w1", "broker", "rabbitmq_cluster", 2.0, n, b) for n, b in (("a", 300), ("b", 200), ("c", 150))]
+        + [("w1", "broker", "rabbitmq_cluster", 3.0, n, b) for n, b in (("a", 900), ("b", 200))]  # c down
+        + [("w1", "backend", "redis", 2.0, "127.0.0.1:6379", 5000)])
+    with db.connect(tmp / "r.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))}).metrics
+        assert con.execute("SELECT count(*) FROM server_memory WHERE run_id = 'r1'").fetchone() == (9,)
+    assert (m["broker_memory_peak_bytes"], m["broker_memory_growth_bytes"]) == (650, 650 - 330)
+    (run / "w1" / "server_memory.csv").write_text("host,role,kind,ts,node,used_bytes\n")  # it could not say
+    with db.connect(tmp / "r2.duckdb") as con:
+        m = ingest_run(con, "r1", run, 0.0, {"w1": HostInfo(groups=("workers",))}).metrics
+    assert "broker_memory_peak_bytes" in m and m["broker_memory_peak_bytes"] is None
+    assert m["broker_memory_growth_bytes"] is None
+
+
 def test_tasks_rows_one_per_execution_and_lost_ones_kept(artifacts):
     tmp, run = artifacts
     with db.connect(tmp / "r.duckdb") as con:

@@ -72,6 +72,7 @@ class SamplerOutput:
     peaks: list[dict]
     connections: list[dict]
     summary: dict
+    memory: list[dict]
     raw: dict[str, str]  # every file in the run dir, plus the sampler's stdout/stderr
 
     def rows(self, role: str, pid: int | None = None) -> list[dict]:
@@ -100,7 +101,7 @@ class Sampler:
             peaks=read_csv(self.run_dir / "peaks.csv", "host,pid,role,name,vmhwm_bytes"),
             connections=read_csv(self.run_dir / "connections.csv", "host,role,kind,ts,count,client"),
             summary=json.loads((self.run_dir / "sampler.json").read_text()),
-            raw=raw)
+            raw=raw, memory=read_csv(self.run_dir / "server_memory.csv", "host,role,kind,ts,node,used_bytes"))
 
     def kill(self) -> None:
         if self.proc.poll() is None:

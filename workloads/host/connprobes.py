@@ -7,6 +7,11 @@ never counted, even when broker and backend are one Redis server. Sources: Redis
 RabbitMQ's management API ``/api/connections`` (``user_provided_name``) or ``rabbitmqctl
 list_connections client_properties``, PostgreSQL ``pg_stat_activity.application_name``.
 
+At the same pace each probe reads the memory the server says it uses (``ConnectionProbe.memory``:
+RabbitMQ's ``/api/nodes`` ``mem_used`` per node, Redis ``INFO memory`` ``used_memory``), kept apart
+(``server_memory.csv``): a cluster's nodes are several processes, on several hosts, that no
+``--watch`` can sum, and the broker's own count is what its memory alarms are checked against.
+
 Each server's probe is in its module (workloads/servers/, ``probe``); this module runs them.
 Standard library only at import; redis and psycopg2 are imported by the probes that need them.
 URLs (they carry passwords) are never printed or written.
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
     from cmx.workloads.servers.probes import ConnectionProbe
 
 __all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError",  # noqa: F822 (module __getattr__)
-           "make_probe", "run_id_of"]
+           "make_probe", "run_id_of", "MEMORY_HEADER"]
 
 
 def __getattr__(name: str):
@@ -40,6 +45,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count", "client")
+#: The memory the server says it uses, one row per node that answered a probe tick (server_memory.csv).
+MEMORY_HEADER = ("host", "role", "kind", "ts", "node", "used_bytes")
 #: A probe counts the clients of one server (``--connections ROLE=KIND``): the kinds are the services.
 CONNECTION_KINDS = SERVICE_NAMES
 #: How long exit waits for a probe in flight (its rows so far are kept either way).
@@ -68,6 +75,7 @@ class ConnectionSampler:
     def __init__(self, host: str, probes: list[ConnectionProbe], interval_s: float, errors) -> None:
         self._host, self._probes, self._interval_s, self._errors = host, probes, interval_s, errors
         self._rows: list[tuple] = []
+        self._memory_rows: list[tuple] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cmx-connections", daemon=True)
@@ -88,6 +96,27 @@ class ConnectionSampler:
             rows, self._rows = self._rows, []
         return rows
 
+    def take_memory_rows(self) -> list[tuple]:
+        with self._lock:
+            rows, self._memory_rows = self._memory_rows, []
+        return rows
+
+    def _memory(self, probe: ConnectionProbe) -> None:
+        """The server's own count of its memory, at the probe's pace: one row per node that answered;
+        none when it cannot say (its metric is then NULL, not 0)."""
+        before = time.time()
+        try:
+            used = probe.memory()
+        except Exception as exc:  # as a count's failure: data, recorded once
+            if not self._stop.is_set():
+                self._errors.record(f"memory {probe.role}={probe.kind}", exc)
+            return
+        if used:
+            ts = round((before + time.time()) / 2, 6)
+            with self._lock:
+                self._memory_rows.extend((self._host, probe.role, probe.kind, ts, node, n)
+                                         for node, n in sorted(used.items()))
+
     def _run(self) -> None:
         due = [time.monotonic()] * len(self._probes)
         while not self._stop.is_set():
@@ -105,6 +134,7 @@ class ConnectionSampler:
                     with self._lock:
                         self._rows.extend((self._host, probe.role, probe.kind, ts, n, client)
                                           for client, n in sorted(counts.items()))
+                    self._memory(probe)  # the server answered: its memory now (not asked of one that is gone)
                 period = max(self._interval_s, probe.min_period_s)
                 due[i] = max(due[i] + period, time.monotonic())
             self._stop.wait(max(0.0, min(due) - time.monotonic()))

@@ -23,6 +23,8 @@ Files in the run dir (fixed names):
 - ``connections.csv``  host,role,kind,ts,count,client   the run's own clients of the
   broker/backend (``role``) per client role (worker, driver), by the names they gave themselves
   (workloads/host/connprobes.py); nobody else's, the probe's included.
+- ``server_memory.csv`` host,role,kind,ts,node,used_bytes   the memory the broker/backend says it
+  uses, per node that answered a probe tick (a cluster's: every running node's), by its own accounting.
 - ``sample_marks.csv`` host,name,ts   the ticks that read PSS of every watched process for a mark
   of the run (workloads/runtime/runmarks.py: ``clock``, ``drain``); ``mark.NAME.sampled`` once done.
 - ``noise.json``       the host's CPU, steal, load and pressure over the run, and the run's own CPU
@@ -45,7 +47,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cmx.workloads.host.connprobes import CONNECTION_KINDS, CONNECTIONS_HEADER, ConnectionSampler, make_probe, run_id_of
+from cmx.workloads.host.connprobes import (CONNECTION_KINDS, CONNECTIONS_HEADER, MEMORY_HEADER, ConnectionSampler,
+                                          make_probe, run_id_of)
 from cmx.workloads.host.noise import NOISE_FILE, NoiseMeter
 from cmx.workloads.host.procfs import CLK_TCK, ProcessTree, WatchedProcess, read_exe, read_pidfile
 from cmx.workloads.host.pss import PssSchedule
@@ -216,7 +219,8 @@ class Sampler:
         interval = self.config.interval_s
         t0 = self._started_mono
         self._out.replace("sampler.pid", f"{self._own_pid}\n")
-        for name, header in (("samples.csv", SAMPLES_HEADER), ("connections.csv", CONNECTIONS_HEADER)):
+        for name, header in (("samples.csv", SAMPLES_HEADER), ("connections.csv", CONNECTIONS_HEADER),
+                             ("server_memory.csv", MEMORY_HEADER)):
             self._out.replace_csv(name, header, [])
         self._connections.start()
         self._noise.start()
@@ -266,6 +270,7 @@ class Sampler:
         rows, self._rows = self._rows, []
         self._out.append_csv("samples.csv", rows)
         self._out.append_csv("connections.csv", self._connections.take_rows())
+        self._out.append_csv("server_memory.csv", self._connections.take_memory_rows())
         host = self.config.host
         self._out.replace_csv("peaks.csv", PEAKS_HEADER,
                               [(host, pid, role, name, hwm) for pid, (role, name, hwm) in sorted(self._peaks.items())])

@@ -1,6 +1,7 @@
 """What every connection probe shares (workloads/host/connprobes.py runs them): a probe lists a
 server's clients and counts those bearing the run's names (workloads/vocab/clientname.py), per client
-role. Each server's own probe is in its module; URLs (they carry passwords) are never printed."""
+role, and reads the memory the server says it uses (:meth:`ConnectionProbe.memory`). Each server's
+own probe is in its module; URLs (they carry passwords) are never printed."""
 from __future__ import annotations
 
 import abc
@@ -46,6 +47,12 @@ class ConnectionProbe(abc.ABC):
     @abc.abstractmethod
     def client_names(self) -> list[str | None]:
         """The names of every client the service has now (None or "" for unnamed ones)."""
+
+    def memory(self) -> dict[str, int] | None:
+        """The memory the server says it uses now, by its own accounting: ``{node: bytes}`` for each
+        node that answered (a cluster's every node; a single server's one, named by where it was
+        reached, or ``""``), or None when this server cannot say (stored as nothing: NULL, never 0)."""
+        return None
 
     def interrupt(self) -> None:
         """Called from another thread at shutdown: abort a slow count."""

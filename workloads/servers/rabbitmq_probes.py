@@ -1,5 +1,6 @@
 """RabbitMQ's connection probes (its module's ``probe``): the management API's ``/api/connections``
-when the run's processes are given its URL, else ``rabbitmqctl``; and that API's URL and check on
+(and ``/api/nodes`` for the nodes' memory) when the run's processes are given its URL, else
+``rabbitmqctl`` (connections only: its memory is not asked, a second Erlang VM a tick); and that API's URL and check on
 the controller (the broker's secret, doctor's part). urllib.request is imported by the request
 that needs it: with the servers' modules it would cost a loaded host's samplers CPU."""
 from __future__ import annotations
@@ -90,6 +91,14 @@ class RabbitApiProbe(ConnectionProbe):
     def client_names(self) -> list[str | None]:
         return [c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
                 for c in api_get(self._base, "/api/connections?columns=user_provided_name,client_properties")]
+
+    def memory(self) -> dict[str, int]:
+        """``mem_used`` of every node of the cluster (``/api/nodes``: any node answers for all) that
+        is running: the node's own accounting (its memory breakdown's total, which its high
+        watermark is checked against), as of its last stats collection."""
+        nodes = api_get(self._base, "/api/nodes?columns=name,mem_used,running")
+        return {str(n["name"]): int(n["mem_used"]) for n in nodes
+                if n.get("running", True) and n.get("mem_used") is not None}
 
 
 class RabbitCtlProbe(ConnectionProbe):

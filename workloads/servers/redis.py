@@ -100,12 +100,23 @@ class RedisProbe(ConnectionProbe):
         super().__init__(role, kind, run_id)
         self._client, self._connect = None, connect
 
-    def client_names(self) -> list[str | None]:
+    def _connected(self):
         if self._client is None:  # redis-py lazily: only hosts that count Redis clients need it
             url = url_from_env(self.role).replace("redis+socket://", "unix://", 1)
             self._client = self._connect(url, PROBE_TIMEOUT_S)
+        return self._client
+
+    def client_names(self) -> list[str | None]:
         # Server-wide, every database: the names tell broker from backend and this run from others.
-        return [c.get("name") for c in self._client.client_list()]
+        return [c.get("name") for c in self._connected().client_list()]
+
+    def memory(self) -> dict[str, int]:
+        """``used_memory`` of ``INFO memory`` (what Redis allocated, its own count), named by the
+        address reached (a Sentinel set's master: ``""``, its pool follows the master)."""
+        client = self._connected()
+        kwargs = client.connection_pool.connection_kwargs
+        node = f"{kwargs['host']}:{kwargs.get('port', '')}" if kwargs.get("host") else kwargs.get("path", "")
+        return {node: int(client.info("memory")["used_memory"])}
 
     def close(self) -> None:
         if self._client is not None:

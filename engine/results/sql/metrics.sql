@@ -13,6 +13,16 @@ done AS (SELECT count(DISTINCT task_id) AS n FROM executed),
 conn_ticks AS (
     SELECT role, host, ts, sum(count) AS n FROM connections WHERE run_id = $run_id GROUP BY ALL
 ),
+-- The server's own count of its memory (server_memory): per probe tick, summed over the nodes
+-- that answered it; only ticks every node answered (a node killed mid-run would lower the sum).
+mem_ticks AS (
+    SELECT role, host, ts, sum(used_bytes) AS used, count(*) AS nodes FROM server_memory
+    WHERE run_id = $run_id GROUP BY ALL
+),
+mem_whole AS (
+    SELECT * FROM mem_ticks m
+    WHERE nodes = (SELECT max(nodes) FROM mem_ticks w WHERE w.role = m.role AND w.host = m.host)
+),
 -- PSS is read only every few ticks: a peak PSS comes only from readings inside the run, between
 -- the host's marks (sample_marks: the ticks that read it as the clock started and as the work
 -- drained; a run that never drained has no end). A host without a clock mark: not sampled (NULL).
@@ -182,6 +192,12 @@ UNION ALL SELECT 'broker_connections_max',
     (SELECT nullif(max(n), 0) FROM conn_ticks WHERE role = 'broker')
 UNION ALL SELECT 'backend_connections_max',
     (SELECT max(n) FROM conn_ticks WHERE role = 'backend')
+-- The broker's memory by its own accounting: the most at a tick, and that minus the first tick's
+-- (the sampler starts before the run's workers); NULL without a reading (the server cannot say).
+UNION ALL SELECT 'broker_memory_peak_bytes',
+    (SELECT max(used) FROM mem_whole WHERE role = 'broker')
+UNION ALL SELECT 'broker_memory_growth_bytes',
+    (SELECT max(used) - arg_min(used, ts) FROM mem_whole WHERE role = 'broker')
 -- ...and per client role: broker_connections_worker_max, backend_connections_driver_max, ...
 UNION ALL
 SELECT role || '_connections_' || client || '_max', max(n)
