@@ -81,9 +81,17 @@ def publisher_for(app, task_name: str, args: tuple, kwargs: dict | None = None, 
     return servers.get(service).fast_publisher(app, caught, stream)
 
 
+def returned_by(pub) -> list[str]:
+    """Ids of the messages the broker gave back unroutable (in no queue): a publisher's
+    ``returned`` (AMQP's ``basic.return``); none where the broker has no such answer (Redis)."""
+    return list(getattr(pub, "returned", ()))
+
+
 def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
-                    check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None) -> None:
-    """Publish ``n`` copies of the task as fast as the broker takes them, recording a ``pub`` row each."""
+                    check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None,
+                    returned: list[str] | None = None) -> None:
+    """Publish ``n`` copies of the task as fast as the broker takes them, recording a ``pub`` row each.
+    The ids of those the broker returned unroutable (:func:`returned_by`) are added to ``returned``."""
     pub = publisher_for(app, task_name, args, kwargs, stream=False)
     rec, pid, stamping = recorder(), os.getpid(), instrument.stamping()
     try:
@@ -96,12 +104,16 @@ def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
             check("publishing the backlog")
     finally:
         pub.close()
+        if returned is not None:
+            returned.extend(returned_by(pub))
 
 
 def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: str,
-                   check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None) -> int:
+                   check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None,
+                   returned: list[str] | None = None) -> int:
     """Publish ``n`` copies at ``rate``/s: each wake-up sends every message due by then, in one
-    batch. Returns how many were sent more than one interval after their intended time."""
+    batch. Returns how many were sent more than one interval after their intended time; the ids
+    of those the broker returned unroutable are added to ``returned``."""
     pub = publisher_for(app, task_name, args, kwargs, stream=True)
     rec, pid, stamping = recorder(), os.getpid(), instrument.stamping()
     interval, t0, behind, i = 1.0 / rate, time.time() + 0.05, 0, 0
@@ -122,5 +134,7 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
             check("publishing the stream")
     finally:
         pub.close()
+        if returned is not None:
+            returned.extend(returned_by(pub))
     return behind
 

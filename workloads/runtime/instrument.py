@@ -315,12 +315,16 @@ def _flush(**_):
 
 @control_command()
 def cmx_progress(state):
-    """How many tasks this worker accepted, has running, and has finished (counted by Celery; the
+    """How many tasks this worker accepted, has running, has finished, and holds (received and not
+    finished: prefetched, waiting for an ETA or the pool, or running) (counted by Celery; the
     harness's :data:`WAKE_TASK` left out)."""
     accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
     active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
+    held = {req for held in (worker_state.reserved_requests, getattr(worker_state, "scheduled_requests", ()),
+                             worker_state.active_requests) for req in list(held) if req.name != WAKE_TASK}
     # pid: a fault's replacement worker (same node) counts from 0 again (workloads/drive/settle.py).
-    return {"accepted": accepted, "active": active, "completed": accepted - active, "pid": os.getpid()}
+    return {"accepted": accepted, "active": active, "completed": accepted - active, "held": len(held),
+            "pid": os.getpid()}
 
 
 @control_command(args=[("name", str)], signature="<name>")
