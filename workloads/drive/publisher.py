@@ -16,7 +16,10 @@ the client library to write (the ``pub`` rows hold the same value): Redis then a
 in one round trip; AMQP frames go to the socket at once. AMQP batches are confirmed by the broker
 (publisher confirms; one batch in flight), which ``apply_async`` does not ask for by default: it
 is what keeps a publisher faster than its queue from being cut off, and it makes "published"
-mean "the broker has it".
+mean "the broker has it". A confirm does not mean a queue has it (RabbitMQ confirms and drops a
+message no queue takes), so AMQP messages go ``mandatory``: those no queue took come back, and
+their ids reach the driver (``returned``), which counts them lost before the queue
+(workloads/drive/lost.py) instead of waiting for them.
 """
 from __future__ import annotations
 
