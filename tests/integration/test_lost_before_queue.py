@@ -168,7 +168,8 @@ def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(t
     runs = {how: (status, error, finished - started) for how, status, error, started, finished in query(
         db, 'SELECT "params.how", status, error, epoch(started_at), epoch(finished_at) FROM runs')}
     assert runs.keys() == {"get", "return"}, runs
-    why = {"get": "the run's queue is empty, no worker holds a task of the run, and none finished for 10s",
+    why = {"get": ("no worker counted them: the run's queue is empty, no worker holds a task of the run, "
+                   "and none finished for 10s"),
            "return": "the broker returned them unroutable (basic.return): no queue took them"}
     for how, (status, error, seconds) in runs.items():
         assert (status, error) == ("failed", f"3 of 20 tasks lost before the queue: {why[how]}"), runs

@@ -17,7 +17,8 @@ def test_empty_queue_nothing_held_and_no_completion_for_the_while_is_lost():
     v = Vanished(workers=2, alone=True, after_s=10)
     got = run(v, [(0, 100, 0, 2, 0), (5, 100, 0, 2, 0), (9.9, 100, 0, 2, 0), (10, 100, 0, 2, 0)])
     assert got[:3] == [None] * 3
-    assert got[3] == "the run's queue is empty, no worker holds a task of the run, and none finished for 10s"
+    assert got[3] == ("no worker counted them: the run's queue is empty, no worker holds a task of the run, "
+                   "and none finished for 10s")
 
 
 @pytest.mark.parametrize("late, why", [

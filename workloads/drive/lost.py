@@ -10,7 +10,11 @@ with the queue empty):
   the run (received and not finished, ``cmx_progress``'s ``held``), and no task finished for
   :data:`LOST_AFTER_S`. Only with one driver: another driver may not have published yet.
 
-Either ends the run as failed with :class:`~cmx.workloads.drive.TasksLost` naming the count.
+Either ends the run as failed with :class:`~cmx.workloads.drive.TasksLost` naming the count. The
+second reads the workers' own counts, so it is only as right as they are: Celery's count of
+accepted tasks lost increments under the threads pool (workloads/runtime/acceptcount.py, the
+cause of that 600 s run: its tasks had all run). What ran is stored from the tasks' own records
+either way (``tasks_lost`` counts the unexecuted ones, whatever the driver concluded).
 """
 from __future__ import annotations
 
@@ -41,5 +45,5 @@ class Vanished:
             self.quiet_since = now
         if now - self.quiet_since < self.after_s:
             return None
-        return (f"the run's queue is empty, no worker holds a task of the run, and none finished for "
-                f"{self.after_s:g}s")
+        return (f"no worker counted them: the run's queue is empty, no worker holds a task of the run, and "
+                f"none finished for {self.after_s:g}s")

@@ -36,6 +36,7 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 from celery.worker.control import control_command
 
+from cmx.workloads.runtime import acceptcount
 from cmx.workloads.runtime.fingerprint import versions as package_versions
 from cmx.workloads.runtime.recorder import Recorder
 from cmx.workloads.vocab import metrics as M
@@ -124,6 +125,7 @@ def install(app: Celery, recorder: Recorder, stamping: bool = True) -> None:
         _recorder = recorder
         return
     _recorder, _stamping = recorder, stamping
+    acceptcount.guard()  # cmx_progress counts from Celery's total_count: exact under the threads pool too
     # Evaluated with stamping off too (it finalizes the app): on and off differ by the stamps alone.
     by_class = stamped_by_class(app)
     if stamping:
