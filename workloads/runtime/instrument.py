@@ -322,8 +322,8 @@ def cmx_progress(state):
     harness's :data:`WAKE_TASK` left out)."""
     accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
     active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
-    held = {req for held in (worker_state.reserved_requests, getattr(worker_state, "scheduled_requests", ()),
-                             worker_state.active_requests) for req in list(held) if req.name != WAKE_TASK}
+    held = {req for group in (worker_state.reserved_requests, getattr(worker_state, "scheduled_requests", ()),
+                              worker_state.active_requests) for req in list(group) if req.name != WAKE_TASK}
     # pid: a fault's replacement worker (same node) counts from 0 again (workloads/drive/settle.py).
     return {"accepted": accepted, "active": active, "completed": accepted - active, "held": len(held),
             "pid": os.getpid()}
