@@ -78,6 +78,12 @@ class AmqpPublisher:
             if ph not in self.frames:
                 raise RuntimeError("a placeholder is not in the captured frames")
         self.transport = transport
+        if not c_kwargs.get("exchange") and c_kwargs.get("routing_key"):
+            # The default exchange routes by queue name: a queue this node sees is routable from here.
+            # Celery declared it on this channel while the template was caught, as it does on a new
+            # connection; asked again here so the publisher never relies on that (a queue declared on
+            # another node of a cluster is not routable from this one at once: basic.return).
+            channel.queue_declare(c_kwargs["routing_key"], passive=True)
 
     def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
         self.acked = max(self.acked, delivery_tag)
