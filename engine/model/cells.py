@@ -136,6 +136,23 @@ def expand_parts(exp: Experiment) -> tuple[list[Cell], list[Cell]]:
     return product, included
 
 
+def given_values(exp: Experiment) -> list[dict[str, Any]]:
+    """The values the file itself gives each cell that runs (fixed, workload params, the matrix's and
+    zip's, an include's), before defaults and normalising: what a cell's values replaced (a broker
+    alias's own queue type) can be checked against what the file said."""
+    workload, base = exp.workload.name, _base(exp)
+    given = {f"params.{name}": value for name, value in exp.workload.params.items()} | dict(exp.fixed)
+    out = []
+    for combo in itertools.product(*_axes(exp)):
+        values = dict(given)
+        for part in combo:
+            values.update(part)
+        cell = _make_cell(workload, {**base, **values})
+        if not any(_matches(rule, cell.values, workload) for rule in exp.exclude):
+            out.append(values)
+    return out + [{**given, **extra} for extra in exp.include]
+
+
 def expand(exp: Experiment) -> list[Cell]:
     """The experiment's cells: defaults + fixed, times the matrix product, times each zip group;
     minus cells matching any exclude rule; plus includes. Product order, then includes in file order."""

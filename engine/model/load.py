@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from cmx.engine import limits
 from cmx.engine.errors import InputError, Problem
 from cmx.engine.model import faultcheck
-from cmx.engine.model.cells import Cell, expand_parts
+from cmx.engine.model.cells import Cell, expand_parts, given_values
 from cmx.engine.model.checks import SECTIONS, Checker, Issue
 from cmx.engine.errors import suggest
 from cmx.engine.model.dimensions import pydantic_message
@@ -27,6 +27,7 @@ from cmx.engine.model.experiment import ALLOWED_KEYS, Experiment, WorkloadSpec
 from cmx.engine.model.yamlpos import Positions, load_yaml
 from cmx.workloads.catalog import registry
 from cmx.workloads.servers import registry as servers
+from cmx.workloads.vocab import kinds
 from cmx.workloads.vocab.queues import CLASSIC
 
 
@@ -174,6 +175,21 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
     return issues
 
 
+def _alias_issues(exp: Experiment, data: dict) -> list[Issue]:
+    """A broker alias with a queue type of its own (``rabbitmq-quorum``) in a cell whose ``queue_type``
+    the file sets to another: the alias would win silently, so the file is refused."""
+    issues, seen = [], set()
+    for values in given_values(exp):
+        broker, asked = values.get("broker"), values.get("queue_type")
+        own = kinds.BROKERS[broker].queue_type if isinstance(broker, str) and broker in kinds.BROKERS else None
+        if own and asked is not None and asked != own and (broker, asked) not in seen:
+            seen.add((broker, asked))
+            issues.append(Issue(_value_path(data, "queue_type", asked, prefix=""),
+                                f"queue_type {asked}: broker {broker} is {kinds.BROKERS[broker].service} with {own} "
+                                f"queues; for {asked} queues use broker {kinds.BROKERS[broker].service}"))
+    return issues
+
+
 def _fault_path(data: dict, value: Any) -> tuple:
     """Where the file sets ``fault`` to ``value`` (canonical): the item of a list holding it, else
     the first place ``fault`` is set."""
@@ -304,6 +320,8 @@ def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS)
         product, included = expand_parts(view)  # the one expansion every check of cells reads
         issues.extend(_include_issues(product, included))
         experiment, cells = (view if head is not None else None), product + included
+    if experiment is not None and not issues:
+        issues.extend(_alias_issues(experiment, data))
     if experiment is not None and not issues:
         issues.extend(_cell_issues(experiment, cells, data))
     if experiment is not None and not issues:

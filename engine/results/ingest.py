@@ -143,15 +143,22 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
     return out
 
 
-def not_run(con, run_id: str) -> dict[str, float | None]:
+def not_run(con, run_id: str, lost_before_queue: int = 0) -> dict[str, float | None]:
     """A run that did not end ok (interrupted, failed, timed out) stopped before the tasks it never
     executed: they are ``tasks_not_run``, not lost (a lost task is one a finished run never saw
     run: the broker's doing), and ``tasks_lost`` is unknown (NULL) when there are any. Called once
-    its status is known, before its end is stored; the metrics it changes, as ingest returns them."""
+    its status is known, before its end is stored; the metrics it changes, as ingest returns them.
+    A run failed because its driver found ``lost_before_queue`` tasks gone before the queue
+    (workloads/drive/lost.py) stopped before none of them: when they are exactly the tasks it
+    never executed, they stay ``tasks_lost`` (and ``tasks_not_run`` is 0)."""
     row = con.execute("SELECT value FROM metrics WHERE run_id = ? AND name = ?", [run_id, M.TASKS_LOST]).fetchone()
     if row is None or row[0] is None:  # not ingested, or a host's records missing (tasks_unseen says it)
         return {}
     unrun = row[0]
+    if lost_before_queue and unrun == lost_before_queue:  # the broker's doing: lost, every one
+        con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, M.TASKS_NOT_RUN, 0.0,
+                                                                unit_of(M.TASKS_NOT_RUN, None)])
+        return {M.TASKS_NOT_RUN: 0.0}
     if unrun:
         con.execute("UPDATE metrics SET value = NULL WHERE run_id = ? AND name = ?", [run_id, M.TASKS_LOST])
     con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)",

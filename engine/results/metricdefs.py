@@ -55,8 +55,9 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.TASKS_PUBLISHED, "tasks", _N, "published", "tasks the driver published"),
     MetricDef(M.TASKS_COMPLETED, "tasks", _N, "completed", "distinct tasks that ran to an end"),
     MetricDef(M.TASKS_LOST, "tasks", _L, "lost",
-              "published and never executed by a run that ended ok (NULL when a host's records were not collected: "
-              "tasks_unseen; or when the run did not end ok: tasks_not_run)"),
+              "published and never executed by a run that ended ok, or by a run failed for exactly those tasks lost "
+              "before the queue (its error says so) (NULL when a host's records were not collected: tasks_unseen; "
+              "or when the run did not end ok otherwise: tasks_not_run)"),
     MetricDef(M.TASKS_NOT_RUN, "tasks", _N, "not run",
               "published and not executed by a run that did not end ok (interrupted, failed, timed out): it "
               "stopped before them, so they are not counted as lost (tasks_lost is NULL then)"),

@@ -360,7 +360,7 @@ class Sweep:
             status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir,
                                               faulted=bool(spec.faults))
             if status is not RunStatus.OK:  # what it never ran is not run, not lost
-                metrics |= not_run(con, run.run_id)
+                metrics |= not_run(con, run.run_id, int(driver.get("lost_before_queue") or 0))
             stages["ingest"] = time.monotonic() - t0
             metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
             db.record_run_end(con, run.run_id, status.value, error, stages)

@@ -151,3 +151,97 @@ def test_kill_broker_node_mid_run_quorum_loses_nothing_and_classic_loses_its_hom
     home = {t: s for t, s in query(db, "SELECT type, source FROM broker_queues")}
     assert home["classic"] == f"management API: on {nodes[0].name}", home  # the node the fault killed
     assert_gone(nodes)
+
+
+CROSS_NODE = '''
+import os
+import time
+
+import amqp
+
+from cmx.workloads.catalog.base import Workload, WorkloadParams
+
+
+class CrossParams(WorkloadParams):
+    rounds: int = 1000
+
+
+class CrossNode(Workload):
+    """Each round: a fresh queue declared on the cluster's first node (every other round with a
+    direct exchange and a binding, as Celery declares them), and at once one message published to
+    it, mandatory and confirmed, on a connection to the last node; then whether it is in the queue."""
+    name = "crossnode"
+    Params = CrossParams
+
+    def register_tasks(self, app):
+        pass
+
+    def drive(self, ctx, params):
+        from urllib.parse import unquote, urlsplit
+
+        def connect(url):
+            p = urlsplit(url)
+            c = amqp.Connection(f"{p.hostname}:{p.port}", userid=unquote(p.username),
+                                password=unquote(p.password), virtual_host="/")
+            c.connect()
+            return c
+
+        urls = os.environ["CMX_BROKER_URL"].split(";")
+        first, last = connect(urls[0]), connect(urls[-1])
+        declare, publish = first.channel(), last.channel()
+        publish.confirm_select()
+        seen = {"returned": 0, "acked": 0}
+        publish.events["basic_return"].add(lambda *a: seen.__setitem__("returned", seen["returned"] + 1))
+        publish.events["basic_ack"].add(lambda tag, multiple: seen.__setitem__("acked", max(seen["acked"], tag)))
+        queued = {"": 0, "direct": 0}
+        returned = {"": 0, "direct": 0}
+        for i in range(params.rounds):
+            q, kind = f"{ctx.spec.queue}.x{i}", ("direct" if i % 2 else "")
+            if kind:
+                declare.exchange_declare(q, "direct", durable=True, auto_delete=False)
+            declare.queue_declare(q, durable=True, auto_delete=False)
+            if kind:
+                declare.queue_bind(q, q, q)
+            before = seen["returned"]
+            publish.basic_publish(amqp.Message(b"x"), exchange=q if kind else "", routing_key=q, mandatory=True)
+            deadline = time.monotonic() + 10
+            while seen["acked"] <= i and time.monotonic() < deadline:
+                last.drain_events(timeout=1)
+            returned[kind] += seen["returned"] - before
+            queued[kind] += declare.queue_declare(q, passive=True).message_count
+            declare.queue_delete(q)
+            if kind:
+                declare.exchange_delete(q)
+        for kind, name in (("", "default"), ("direct", "direct")):
+            ctx.metric(f"cross_{name}_queued", queued[kind])
+            ctx.metric(f"cross_{name}_returned", returned[kind])
+        ctx.metric("cross_acked", seen["acked"])
+        first.close()
+        last.close()
+'''
+
+
+def test_a_message_published_on_another_node_right_after_its_queue_is_declared_is_queued_or_returned(tmp_path):
+    """What the fast publisher's ``mandatory`` is for (issue 42): RabbitMQ confirms a message no queue
+    took and drops it, and a queue (or a binding) declared on one node of a cluster is not at once
+    routable from another (2026-11-28, RabbitMQ 3.10.8, three nodes on this machine: 4 of 1,000).
+    Published mandatory, every message is either in its queue or comes back: none is lost unseen.
+    The fast publisher is not exposed (it declares its queue on its own channel before it
+    publishes); this measures the broker."""
+    inv, nodes = cluster_inventory(tmp_path)
+    write(tmp_path / "cross.py", CROSS_NODE)
+    exp = write(tmp_path / "exp.yaml", """
+        name: cluster-cross-node
+        workload: {name: ./cross.py:CrossNode, params: {rounds: 1000}}
+        fixed: {broker: rabbitmq-cluster, backend: none, pool: threads, concurrency: 1}
+        limits: {run_timeout: 5m}
+    """)
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = dict(query(db, "SELECT name, value FROM metrics WHERE name LIKE 'cross_%'"))
+    assert got["cross_acked"] == 1000, got  # every one confirmed, the returned ones too
+    for kind in ("default", "direct"):
+        assert got[f"cross_{kind}_queued"] + got[f"cross_{kind}_returned"] == 500, got
+    print("returned unroutable of 500 each:", {k: got[f"cross_{k}_returned"] for k in ("default", "direct")})
+    assert_gone(nodes)

@@ -432,3 +432,24 @@ def test_an_exclude_may_name_a_param_set_in_workload_params(tmp_path):
           - {params.tasks: 10, pool: solo}
     """)
     assert load_experiment(path).exclude == [{"params.tasks": 10, "pool": "solo"}]
+
+
+# ------------------------------------------------- a broker alias with a queue type of its own
+
+
+def test_an_alias_with_its_own_queue_type_refuses_another_given_queue_type(tmp_path):
+    """``rabbitmq-quorum`` is ``{broker: rabbitmq, queue_type: quorum}``: a cell of it that the file
+    gives ``queue_type: classic`` ran quorum silently; now it is one line at the value that clashes."""
+    clash = ("queue_type classic: broker rabbitmq-quorum is rabbitmq with quorum queues; "
+             "for classic queues use broker rabbitmq")
+    fixed = write(tmp_path, HEAD + "fixed: {broker: rabbitmq-quorum, queue_type: classic}\n")
+    assert problems(fixed) == [f"{fixed}:3:46: {clash}"]
+    both = "matrix:\n  broker: [rabbitmq, rabbitmq-quorum]\n  queue_type: [classic, quorum]\n"
+    crossed = write(tmp_path, HEAD + both, name="crossed.yaml")
+    assert problems(crossed) == [f"{crossed}:5:16: {clash}"]
+    # The alias alone, with the type it has, or its clash excluded: valid.
+    for n, body in enumerate(["fixed: {broker: rabbitmq-quorum}\n",
+                              "fixed: {broker: rabbitmq-quorum, queue_type: quorum}\n",
+                              "matrix:\n  broker: [rabbitmq, rabbitmq-quorum]\n  queue_type: [classic, quorum]\n"
+                              "exclude:\n  - {broker: rabbitmq-quorum}\ninclude:\n  - {broker: rabbitmq-quorum}\n"]):
+        load_experiment(write(tmp_path, HEAD + body, name=f"ok{n}.yaml"))

@@ -73,3 +73,18 @@ def test_the_summary_says_lost_adds_every_run_of_a_cell(tmp_path):
     text = console.export_text()
     assert "120" in next(line for line in text.splitlines() if "threads" in line)
     assert "lost: every run of the cell together, not a median" in " ".join(text.split())
+
+
+def test_a_run_failed_for_tasks_lost_before_the_queue_keeps_them_lost(tmp_path):
+    """The driver ended the run (failed) because 21 tasks were lost before the queue (issue 42): it
+    stopped before none of them, so they stay lost; any other count of unexecuted tasks is not run."""
+    path = tmp_path / "q.duckdb"
+    with db.connect(path) as con:
+        add_run(con, "e", "lost21", DIMS, status="failed", metrics={M.TASKS_LOST: 21})
+        add_run(con, "e", "more", DIMS, repeat=2, status="failed", metrics={M.TASKS_LOST: 30})
+        assert not_run(con, "lost21", lost_before_queue=21) == {M.TASKS_NOT_RUN: 0.0}
+        assert not_run(con, "more", lost_before_queue=21) == {M.TASKS_LOST: None, M.TASKS_NOT_RUN: 30}
+        assert (_metric(con, "lost21", M.TASKS_LOST), _metric(con, "lost21", M.TASKS_NOT_RUN)) == (21, 0)
+    with views.connect(path, read_only=True) as con:
+        [s] = summarize(con, "e", [Cell(cell_id(DIMS), DIMS)], (M.CONSUME_RATE,))
+    assert (s.lost, s.not_run) == (21, 30)

@@ -21,7 +21,7 @@ from celery import Celery
 from cmx.workloads.vocab import kinds
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.app.factory import create_app
-from cmx.workloads.drive import DriveTimeout, connection_errors
+from cmx.workloads.drive import DriveTimeout, TasksLost, connection_errors
 from cmx.workloads.catalog import registry
 from cmx.workloads.vocab.dimensions import version_matches
 from cmx.workloads.drive.context import DriveContext
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         result.update(status="timeout", error=str(exc))
     except PackageMismatch as exc:
         result["error"] = str(exc)
+    except TasksLost as exc:  # failed, but what did run is stored: the lost ones are tasks_lost
+        result.update(error=str(exc), lost_before_queue=exc.lost)
     except WorkerProblem as exc:
         result.update(error=str(exc), silent_worker_hosts=exc.hosts if exc.silent else [])
     except Exception as exc:

@@ -82,14 +82,16 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
         from cmx.workloads.drive import publisher as fast
 
         if mode == "backlog":
-            fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline)
+            fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline,
+                                  returned=ctx.returned)
             consuming = time.time()
             ctx.start_consuming()
             ctx.wait_completed(total)
             if ctx.leads:  # the workers' own completion counts, polled: a consume rate that needs no stamps
                 ctx.metric(M.DRAINED_RATE, total / (time.time() - consuming), "tasks/s")
             return
-        behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline)
+        behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline,
+                                     returned=ctx.returned)
         if behind:
             ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
         ctx.metric(M.PUBLISH_BEHIND, behind, "tasks")

@@ -20,3 +20,13 @@ def connection_errors() -> tuple[type[BaseException], ...]:
 
     return (ConnectionError, TimeoutError, OperationalError, amqp.exceptions.ConnectionError,
             redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class TasksLost(Exception):
+    """Tasks the driver published that no queue holds and no worker runs any more: the broker
+    returned them unroutable, or they vanished before a worker took them (workloads/drive/lost.py).
+    The run ends at once, failed, naming how many; its ``tasks_lost`` is that count."""
+
+    def __init__(self, lost: int, total: int, why: str):
+        super().__init__(f"{lost} of {total} tasks lost before the queue: {why}")
+        self.lost, self.total = lost, total

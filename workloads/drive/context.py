@@ -16,7 +16,7 @@ from celery import Celery
 from kombu import Queue
 
 from cmx.workloads.vocab import kinds
-from cmx.workloads.drive import DriveTimeout, connection_errors
+from cmx.workloads.drive import DriveTimeout, TasksLost, connection_errors
 from cmx.workloads.drive import drivers
 from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
                                              worker_configs)
@@ -47,6 +47,9 @@ class DriveContext:
     watchdog: Watchdog | None = None
     #: The run's marks given so far (workloads/runtime/runmarks.py).
     marked: set[str] = field(default_factory=set)
+    #: Ids of the tasks this driver published that the broker returned unroutable (in no queue):
+    #: :meth:`wait_completed` waits for the others only, then fails the run naming them.
+    returned: list[str] = field(default_factory=list)
 
     # -- several drivers (the ``drivers`` dimension: workloads/drive/drivers.py) --------------
     @property
@@ -172,9 +175,16 @@ class DriveContext:
 
     def completed(self) -> int:
         """Tasks finished so far over all workers of the run, as counted by Celery itself."""
+        return self.progress()[0]
+
+    def progress(self) -> tuple[int, int, int]:
+        """(tasks finished, tasks held: received and not finished, workers that answered) over
+        the run's workers, as Celery counts them (``cmx_progress``)."""
         replies = self.app.control.broadcast("cmx_progress", destination=self.spec.worker_nodes, reply=True,
                                              timeout=2.0, limit=len(self.spec.worker_nodes)) or []
-        return sum(r["completed"] for reply in replies for r in reply.values() if isinstance(r, dict))
+        counts = [r for reply in replies for r in reply.values() if isinstance(r, dict)]
+        # A worker of an older cmx says nothing of what it holds: never "nothing held".
+        return (sum(r["completed"] for r in counts), sum(r.get("held", 1) for r in counts), len(counts))
 
     def queue_depth(self, conn) -> int | None:
         """Messages waiting in the run's queue now (not counting those prefetched by workers)."""
@@ -188,7 +198,10 @@ class DriveContext:
         the queue depth on the way (queue.csv). Another driver than the leader returns at once:
         the leader waits for every driver's tasks (``n`` is the run's whole count). A fault run
         instead ends once its faults are over and ``limits.settle`` passed without a task
-        finishing (workloads/drive/settle.py)."""
+        finishing (workloads/drive/settle.py). Tasks lost before the queue end the wait at once,
+        failing the run with :class:`TasksLost` (workloads/drive/lost.py): those the broker returned
+        (:attr:`returned`) once the others finished; any still missing once the queue is empty, no
+        worker holds one and none finished for a while."""
         if not self.leads:
             return
         if self.spec.faults:
@@ -202,16 +215,25 @@ class DriveContext:
         # The wait ends at the first check after the last task: a check every ``poll_s`` let a run
         # end up to ``poll_s`` late, so once the rate seen says the end is nearer, the next check
         # is when it should come (not sooner than MIN_POLL_S: each check is a broadcast).
+        from cmx.workloads.drive.lost import Vanished
+
+        vanished = Vanished(len(self.spec.worker_nodes), alone=drivers.count(self.spec) == 1)
         with self.app.connection_for_read() as conn:
             first = None
             while True:
                 depth = self.queue_depth(conn)
                 if depth is not None:
                     self.queue_samples.append((time.time(), depth))
-                done, now = self.completed(), time.monotonic()
-                if done >= n:
+                (done, held, answered), now = self.progress(), time.monotonic()
+                if done >= n - len(self.returned):
+                    if self.returned:
+                        raise TasksLost(len(self.returned), n, "the broker returned them unroutable (basic.return): "
+                                        "no queue took them")
                     return
                 self.check_deadline(f"waiting for {n} tasks to finish")
+                why = vanished.check(now, done, held, answered, depth)
+                if why:
+                    raise TasksLost(n - done, n, why)
                 first = first or (now, done)
                 rate = (done - first[1]) / (now - first[0]) if now > first[0] else 0.0
                 time.sleep(min(poll_s, max(MIN_POLL_S, (n - done) / rate)) if rate > 0 else poll_s)

@@ -16,7 +16,10 @@ the client library to write (the ``pub`` rows hold the same value): Redis then a
 in one round trip; AMQP frames go to the socket at once. AMQP batches are confirmed by the broker
 (publisher confirms; one batch in flight), which ``apply_async`` does not ask for by default: it
 is what keeps a publisher faster than its queue from being cut off, and it makes "published"
-mean "the broker has it".
+mean "the broker has it". A confirm does not mean a queue has it (RabbitMQ confirms and drops a
+message no queue takes), so AMQP messages go ``mandatory``: those no queue took come back, and
+their ids reach the driver (``returned``), which counts them lost before the queue
+(workloads/drive/lost.py) instead of waiting for them.
 """
 from __future__ import annotations
 
@@ -81,9 +84,17 @@ def publisher_for(app, task_name: str, args: tuple, kwargs: dict | None = None, 
     return servers.get(service).fast_publisher(app, caught, stream)
 
 
+def returned_by(pub) -> list[str]:
+    """Ids of the messages the broker gave back unroutable (in no queue): a publisher's
+    ``returned`` (AMQP's ``basic.return``); none where the broker has no such answer (Redis)."""
+    return list(getattr(pub, "returned", ()))
+
+
 def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
-                    check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None) -> None:
-    """Publish ``n`` copies of the task as fast as the broker takes them, recording a ``pub`` row each."""
+                    check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None,
+                    returned: list[str] | None = None) -> None:
+    """Publish ``n`` copies of the task as fast as the broker takes them, recording a ``pub`` row each.
+    The ids of those the broker returned unroutable (:func:`returned_by`) are added to ``returned``."""
     pub = publisher_for(app, task_name, args, kwargs, stream=False)
     rec, pid, stamping = recorder(), os.getpid(), instrument.stamping()
     try:
@@ -96,12 +107,16 @@ def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
             check("publishing the backlog")
     finally:
         pub.close()
+        if returned is not None:
+            returned.extend(returned_by(pub))
 
 
 def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: str,
-                   check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None) -> int:
+                   check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None,
+                   returned: list[str] | None = None) -> int:
     """Publish ``n`` copies at ``rate``/s: each wake-up sends every message due by then, in one
-    batch. Returns how many were sent more than one interval after their intended time."""
+    batch. Returns how many were sent more than one interval after their intended time; the ids
+    of those the broker returned unroutable are added to ``returned``."""
     pub = publisher_for(app, task_name, args, kwargs, stream=True)
     rec, pid, stamping = recorder(), os.getpid(), instrument.stamping()
     interval, t0, behind, i = 1.0 / rate, time.time() + 0.05, 0, 0
@@ -122,5 +137,7 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
             check("publishing the stream")
     finally:
         pub.close()
+        if returned is not None:
+            returned.extend(returned_by(pub))
     return behind
 

@@ -36,6 +36,7 @@ from celery.worker import state as worker_state
 from celery.worker.request import Request
 from celery.worker.control import control_command
 
+from cmx.workloads.runtime import acceptcount
 from cmx.workloads.runtime.fingerprint import versions as package_versions
 from cmx.workloads.runtime.recorder import Recorder
 from cmx.workloads.vocab import metrics as M
@@ -124,6 +125,7 @@ def install(app: Celery, recorder: Recorder, stamping: bool = True) -> None:
         _recorder = recorder
         return
     _recorder, _stamping = recorder, stamping
+    acceptcount.guard()  # cmx_progress counts from Celery's total_count: exact under the threads pool too
     # Evaluated with stamping off too (it finalizes the app): on and off differ by the stamps alone.
     by_class = stamped_by_class(app)
     if stamping:
@@ -315,12 +317,16 @@ def _flush(**_):
 
 @control_command()
 def cmx_progress(state):
-    """How many tasks this worker accepted, has running, and has finished (counted by Celery; the
+    """How many tasks this worker accepted, has running, has finished, and holds (received and not
+    finished: prefetched, waiting for an ETA or the pool, or running) (counted by Celery; the
     harness's :data:`WAKE_TASK` left out)."""
     accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
     active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
+    held = {req for group in (worker_state.reserved_requests, getattr(worker_state, "scheduled_requests", ()),
+                              worker_state.active_requests) for req in list(group) if req.name != WAKE_TASK}
     # pid: a fault's replacement worker (same node) counts from 0 again (workloads/drive/settle.py).
-    return {"accepted": accepted, "active": active, "completed": accepted - active, "pid": os.getpid()}
+    return {"accepted": accepted, "active": active, "completed": accepted - active, "held": len(held),
+            "pid": os.getpid()}
 
 
 @control_command(args=[("name", str)], signature="<name>")

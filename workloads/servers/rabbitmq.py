@@ -25,7 +25,12 @@ class AmqpPublisher:
     and written a batch at a time on a channel of kombu's own connection, in confirm mode: a batch
     is written once the one before the last is confirmed. The confirms are the back-pressure:
     RabbitMQ stops reading a publisher that outruns its queue, and py-amqp's 1 s TCP user timeout
-    then ends the connection."""
+    then ends the connection.
+
+    A confirm alone does not say a message reached a queue: RabbitMQ confirms (``basic.ack``) a
+    message no queue took and drops it. So every message is published ``mandatory``: one that no
+    queue takes comes back as ``basic.return`` (before its confirm), and its id is kept in
+    :attr:`returned` for the driver to count as lost before the queue, never silently."""
 
     CONFIRM_TIMEOUT_S = 60.0
 
@@ -37,9 +42,13 @@ class AmqpPublisher:
         channel.confirm_select()
         self.written = self.acked = 0
         self.nacked = False
+        #: Ids of the messages the broker returned unroutable (``basic.return``): never in a queue.
+        self.returned: list[str] = []
         channel.events["basic_ack"].add(self._on_ack)
         channel.events["basic_nack"].add(self._on_nack)
+        channel.events["basic_return"].add(self._on_return)
         ((c_args, c_kwargs),) = capture(channel, "basic_publish")
+        c_kwargs = {**c_kwargs, "mandatory": True}  # unroutable: returned, not confirmed and dropped
         message = c_args[0]
         headers = message.properties["application_headers"]
         # Stand-ins the frames can be searched for: a 36-character id (a uuid's length) and
@@ -69,12 +78,23 @@ class AmqpPublisher:
             if ph not in self.frames:
                 raise RuntimeError("a placeholder is not in the captured frames")
         self.transport = transport
+        if not c_kwargs.get("exchange") and c_kwargs.get("routing_key"):
+            # The default exchange routes by queue name: a queue this node sees is routable from here.
+            # Celery declared it on this channel while the template was caught, as it does on a new
+            # connection; asked again here so the publisher never relies on that (a queue declared on
+            # another node of a cluster is not routable from this one at once: basic.return).
+            channel.queue_declare(c_kwargs["routing_key"], passive=True)
 
     def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
         self.acked = max(self.acked, delivery_tag)
 
     def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
         self.nacked = True
+
+    def _on_return(self, exc, exchange: str, routing_key: str, message) -> None:
+        props = getattr(message, "properties", {}) or {}
+        headers = props.get("application_headers") or {}
+        self.returned.append(str(headers.get("id") or props.get("correlation_id") or "?"))
 
     def wait_confirmed(self, upto: int) -> None:
         """Read the broker's confirms until message ``upto`` (1-based) is confirmed."""
