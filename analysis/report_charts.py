@@ -2,10 +2,10 @@
 from the views, and returns a :class:`Chart`, or None when its data is empty (the chart is left out)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cmx.analysis import charts, legend, stats
+from cmx.analysis.chartspec import Chart
 from cmx.analysis.report_cells import _q, cells_of, dimensions, table_metrics
+from cmx.analysis.report_timelines import memory_chart, rate_over_time_chart
 from cmx.engine.results import metricdefs
 from cmx.workloads.vocab import metrics as M
 
@@ -15,17 +15,6 @@ from cmx.workloads.vocab import metrics as M
 CHARTED = (M.CONSUME_RATE, M.MAKESPAN_S, M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES, M.LATENCY_P50_S,  # medians the
            M.LATENCY_P99_S, M.MAX_SUSTAINABLE_RATE)                                          # charts draw
 FRACTION = "params.rate_fraction"  # the rate-vs-latency sweeps' dimension (engine/plan/ratesearch.py)
-MEMORY_RUNS = 6          # memory- and rate-over-time panels: the first ok run of at most this many cells
-MEMORY_POINTS = 150      # per panel and role: sampler ticks are bucketed down to about this many
-
-
-@dataclass(frozen=True)
-class Chart:
-    name: str
-    title: str
-    caption: str
-    spec: dict
-
 
 
 def _n_label(n: int | None) -> str:
@@ -118,65 +107,6 @@ def _spectrum_chart(con, experiment: str, revision: int, cells: list[dict], vary
                  "p50 … p99.99 and max, both axes logarithmic; a percentile the task count cannot resolve is "
                  f"left out. {series.caption()} {caption}".replace("  ", " "),
                  charts.latency_spectrum(data, series, "latency by percentile").to_dict())
-
-
-def _first_ok_runs(con, experiment: str, revision: int, cells: list[dict], having: str) -> list[tuple]:
-    """(run_id, cell_id, repeat) of the first ok run of at most MEMORY_RUNS cells (in the table's
-    order) that has rows in table ``having`` (tasks, samples): the runs the over-time panels draw."""
-    runs = con.execute(f"""
-        SELECT run_id, cell_id, repeat FROM runs WHERE experiment = ? AND revision = ? AND status = 'ok'
-          AND run_id IN (SELECT run_id FROM {having})
-        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY repeat, started_at) = 1""",
-                       [experiment, revision]).fetchall()
-    order = {c["cell_id"]: i for i, c in enumerate(cells)}
-    return sorted(runs, key=lambda r: order.get(r[1], 0))[:MEMORY_RUNS]
-
-
-def _rate_over_time_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
-    labels = {c["cell_id"]: c["label"] for c in cells}
-    runs = _first_ok_runs(con, experiment, revision, cells, "tasks")
-    if not runs:
-        return None
-    name = {r: f"{labels.get(c, c)} #{k}" for r, c, k in runs}
-    # The view sizes its buckets to the run (about 40 a run), so the inline data stays small.
-    rows = con.execute("""
-        SELECT run_id, second, width_s, completed, rate, queue_depth FROM rate_timeseries
-        WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_id, second""", [list(name)]).fetchall()
-    data = [{"run": name[r], "second": s, "width_s": w, "completed": c, "rate": rate, "queue_depth": q}
-            for r, s, w, c, rate, q in rows]
-    if not data:
-        return None
-    # Where each fault struck, on the same axis (the controller's clock, from the first task sent).
-    struck = [{"run": name[r], "second": sec, "fault": f} for r, sec, f in con.execute("""
-        SELECT f.run_id, f.struck_at - (SELECT min(sent_at) FROM task_times t WHERE t.run_id = f.run_id), f.fault
-        FROM fault_times f WHERE f.run_id IN (SELECT unnest(?::VARCHAR[])) AND f.struck_at IS NOT NULL""",
-                                                                      [list(name)]).fetchall() if sec is not None]
-    return Chart("rate_over_time", "Rate over time per run",
-                 f"Tasks finished per second (line) and queue depth (shaded, its own axis) over one run of "
-                 f"{len(runs)} cell(s), seconds from the first task sent, in buckets sized to the run (a "
-                 "partial last bucket divided by its own width): warm-up and stalls show here, medians hide "
-                 "them; a fault run's faults are red rules where they struck. " + caption,
-                 charts.rate_over_time(data, "rate over time", struck).to_dict())
-
-
-def _memory_chart(con, experiment: str, revision: int, cells: list[dict], caption: str) -> Chart | None:
-    labels = {c["cell_id"]: c["label"] for c in cells}
-    runs = [(r, c) for r, c, _ in _first_ok_runs(con, experiment, revision, cells, "samples")]
-    if not runs:
-        return None
-    # Bucket ticks (max per host within a bucket, then summed over hosts: ticks of hosts are not aligned).
-    rows = con.execute(f"""
-        WITH m AS (SELECT * FROM memory_timeseries WHERE run_id IN (SELECT unnest(?::VARCHAR[]))),
-        w AS (SELECT run_id, greatest(max(t_s) / {MEMORY_POINTS}, 0.2) AS step FROM m GROUP BY run_id),
-        b AS (SELECT m.run_id, m.host, m.role, floor(m.t_s / w.step) * w.step AS t_s, max(m.rss_bytes) AS rss
-              FROM m JOIN w USING (run_id) GROUP BY ALL)
-        SELECT run_id, role, t_s, sum(rss) / 1048576 AS rss_mb FROM b GROUP BY ALL ORDER BY ALL""",
-                       [[r[0] for r in runs]]).fetchall()
-    cell_of = dict(runs)
-    data = [{"cell": labels.get(cell_of[r], r), "role": role, "t_s": t, "rss_mb": mb} for r, role, t, mb in rows]
-    spec = charts.memory_over_time(data, legend.assign(data, ["role"], dash=False), "memory over time").to_dict()
-    return Chart("memory", "Memory over time per role",
-                 f"RSS summed over each role's processes, first ok run of {len(runs)} cell(s). " + caption, spec)
 
 
 def _peak_chart(cells: list[dict], caption: str) -> Chart | None:
@@ -275,8 +205,8 @@ def build_charts(con, experiment: str, revision: int = 1, on_chart=None) -> tupl
     builders = [lambda: _rate_chart(cells, varying, caption), lambda: _rate_latency_chart(cells, varying, caption),
                 lambda: _latency_chart(con, experiment, revision, cells, caption),
                 lambda: _spectrum_chart(con, experiment, revision, cells, varying, caption),
-                lambda: _rate_over_time_chart(con, experiment, revision, cells, caption),
-                lambda: _memory_chart(con, experiment, revision, cells, caption), lambda: _peak_chart(cells, caption),
+                lambda: rate_over_time_chart(con, experiment, revision, cells, caption),
+                lambda: memory_chart(con, experiment, revision, cells, caption), lambda: _peak_chart(cells, caption),
                 lambda: _connections_chart(con, experiment, revision, varying, caption)]
     found = []
     for build in builders:

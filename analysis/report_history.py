@@ -7,7 +7,7 @@ label saying the noise differs across it."""
 from __future__ import annotations
 
 from cmx.analysis import charts, legend, noise
-from cmx.analysis.report_charts import Chart
+from cmx.analysis.chartspec import Chart
 from cmx.analysis.rules import TREND_RULE
 from cmx.analysis.trend import history_points, trend
 from cmx.engine.results import metricdefs

@@ -35,7 +35,7 @@ from cmx.engine.paths import user_cache
 def _version() -> str:
     """The statistics' own code: a change to how cmx finds or computes a number never reads an old one."""
     digest = hashlib.blake2b(Path(stats.__file__).read_bytes(), digest_size=8)
-    for module in ("trend.py", "changepoints.py"):
+    for module in ("medians.py", "trend.py", "changepoints.py"):
         digest.update((Path(stats.__file__).parent / module).read_bytes())
     return digest.hexdigest()
 

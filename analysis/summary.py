@@ -11,7 +11,7 @@ from rich.text import Text
 from cmx.analysis import stats
 from cmx.analysis.units import fmt, span
 from cmx.engine.results import metricdefs
-from cmx.engine.results.db import sql
+from cmx.engine.results.dbconnect import sql
 from cmx.engine.model.cells import Cell, value_text
 from cmx.workloads.vocab import metrics as M
 

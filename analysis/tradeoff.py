@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cmx.analysis import charts
 from cmx.analysis.recommend import MAXIMIZE, MINIMIZE, Objective, Recommendation, pareto
-from cmx.analysis.report_charts import Chart
+from cmx.analysis.chartspec import Chart
 from cmx.analysis.units import MIB, fmt
 from cmx.engine.results import metricdefs
 from cmx.workloads.vocab import metrics as M

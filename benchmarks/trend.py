@@ -80,7 +80,7 @@ def _timed_cli(path: Path, env: dict) -> tuple[float, float, str]:
     return _timed(["-m", "cmx.cli.main", "trend", "bench", "--db", str(path), "--format", "json"], env)
 
 
-#: What ``cmx run``'s end does once the sweep's runs are stored (cli/cmd_run.py ``_history``).
+#: What ``cmx run``'s end does once the sweep's runs are stored (cli/sweepend.py ``say_history``).
 SWEEP_END = """import sys
 from pathlib import Path
 from cmx.analysis.trend import at_sweep_end

@@ -68,6 +68,7 @@ def doctor(
     Exit codes: 0 a sweep can run (lines marked ! are warnings), 1 a check failed, 2 bad input.
     """
     from cmx.engine.hosts import doctor as dr
+    from cmx.engine.hosts.doctor_hosts import host_task
     from cmx.engine.hosts.connection import connections
     from cmx.engine.hosts.inventory import choose_inventory, load_inventory, uses_builtin
     from cmx.workloads.runtime.clock import ClockServer
@@ -93,7 +94,7 @@ def doctor(
     secrets = dr.secrets_of(inv)
     unicode = _unicode()
     with ClockServer() as clock:
-        tasks = [dr.host_task(c, clock.port, str(inv.path)) for c in conns.values()]
+        tasks = [host_task(c, clock.port, str(inv.path)) for c in conns.values()]
         checks = dr.run_all(tasks + dr.service_tasks(inv, needs))
     for check in checks:
         print(dr.scrub(dr.line(check, unicode), secrets), flush=True)

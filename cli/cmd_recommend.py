@@ -25,7 +25,8 @@ class RecommendFormat(str, Enum):
 @app.command(help=(
     "Which configuration to run: cells ranked on an objective, with ties, constraints and the Pareto front.\n\n"
     "Cells are ranked by the median of the first objective over their ok runs (n and the 95 % interval shown; a "
-    "narrower interval breaks a tie of medians). A cell is tied with the best when cmx compare's rule cannot tell it "
+    "narrower interval breaks a tie of medians). A cell is "
+    "tied with the best when cmx compare's rule cannot tell it "
     "apart (not shown better or worse).\n"
     "Constraints drop cells and each dropped cell says which constraint dropped it. With two objectives the Pareto "
     "front (cells no other cell beats on both) is marked.\n\n"

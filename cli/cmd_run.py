@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cmx.cli.common import INVENTORY_OPTION, MAX_CELLS_OPTION, RUN_DB_OPTION, WIDE_OPTION, app, err, fail, out
+from cmx.cli.sweepend import check_point_thresholds, labels_of, say_history
 from cmx.cli.tables import show
 from cmx.engine.errors import HostError, InputError, Problem
 from cmx.analysis import views
@@ -120,10 +121,13 @@ def plan(
     "measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned "
     "has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is "
     "resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures "
-    "every run anew). Ctrl-C (or SIGTERM) stops the current run's processes on every host, stores it as interrupted, "
+    "every run anew). Ctrl-C (or SIGTERM) stops the current "
+    "run's processes on every host, stores it as interrupted, "
     "and keeps the rest (exit 130). A changed definition is refused unless --new-revision.\n\n"
-    "When the experiment has history (two sweeps or more of its revision), the sweep's end computes it as `cmx trend` "
-    "does (its statistics are kept, so the next `cmx trend` reads them back) and says which metrics changed at this "
+    "When the experiment has history (two sweeps or more of "
+    "its revision), the sweep's end computes it as `cmx trend` "
+    "does (its statistics are kept, so the next `cmx trend` "
+    "reads them back) and says which metrics changed at this "
     "sweep, that night.\n\n"
     "Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as "
     "`cmx validate` says them; the report repeats them).\n\n"
@@ -242,11 +246,11 @@ def run(
     if race is not None and not interrupted and race.ended:
         with db.connect(db_path) as con:  # a race that ended is a finished sweep, never resumed
             db.record_sweep_end(con, sweep.sweep_id, race.ended)
-        labels = _labels(cells, varying)
+        labels = labels_of(cells, varying)
         out.print(race.summary(lambda c: labels.get(c, c)), markup=False, highlight=False, soft_wrap=True)
-    crossed = False if interrupted else _check_thresholds(exp, cells, sweep, Path(db_path), varying)
+    crossed = False if interrupted else check_point_thresholds(exp, cells, sweep, Path(db_path), varying)
     if not interrupted and not smoke_mode:
-        _history(exp.name, revision, Path(db_path), _labels(cells, varying))
+        say_history(exp.name, revision, Path(db_path), labels_of(cells, varying))
     for warning in sweep.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if interrupted:
@@ -259,85 +263,6 @@ def run(
     if crossed:
         err.print(f"{crossed} threshold check(s) crossed (exit 3); stored in threshold_checks.")
         raise typer.Exit(3)
-
-
-def _check_thresholds(exp, cells, sweep, db_path: Path, varying: list[str]) -> int:
-    """Check the experiment's thresholds on this sweep's point, store and print them; how many crossed.
-    An interrupted sweep is not checked: its point is not complete (the run that resumes it checks)."""
-    if not exp.thresholds:
-        return 0
-    from cmx.analysis.thresholds import check, render
-
-    with views.connect(db_path) as con:
-        checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells],
-                       dict(exp.thresholds), exp.parsed_thresholds())
-        db.record_threshold_checks(con, sweep.sweep_id, [c.row() for c in checks])
-    out.print(render(checks, _labels(cells, varying)))
-    return sum(not c.held for c in checks)
-
-
-def _labels(cells, varying: list[str]) -> dict[str, str]:
-    """Each cell as the summary names it: its varying dimensions (its id when none vary)."""
-    from cmx.engine.model.cells import value_text
-
-    return {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
-            for c in cells}
-
-
-#: Seconds the sweep's end computes its history before it says it is doing so.
-HISTORY_NOTICE_S = 1.0
-
-
-def _history(experiment: str, revision: int, db_path: Path, labels: dict[str, str]) -> None:
-    """A sweep with history before it: compute that history's statistics now, as `cmx trend` would
-    (the statistics cache then holds this night's points: the morning's `cmx trend` and the
-    report read them back), and say what changed at this sweep, that night. The sweep's runs are
-    stored already: a history that cannot be computed is a warning, never the sweep's failure."""
-    import threading
-
-    import duckdb
-
-    from cmx.analysis.trend import at_sweep_end, latest_verdicts
-
-    done: dict = {}
-
-    def compute() -> None:
-        try:
-            with views.connect(db_path, read_only=True) as con:
-                done["res"] = at_sweep_end(con, experiment, revision)
-        except (InputError, HostError, ValueError, duckdb.Error) as exc:
-            done["error"] = exc
-
-    worker = threading.Thread(target=compute, name="history", daemon=True)
-    worker.start()
-    worker.join(HISTORY_NOTICE_S)
-    if worker.is_alive():  # a history no sweep's end computed before (an upgrade of cmx, an imported one)
-        out.print(f"history: computing the statistics of {experiment}'s history once (later sweeps read them back)…",
-                  markup=False, highlight=False, soft_wrap=True)
-        worker.join()
-    if "error" in done:
-        err.print(f"warning: the history of {experiment} was not computed: {done['error']}", markup=False,
-                  highlight=False, soft_wrap=True)
-        return
-    res = done.get("res")
-    if res is None:
-        return
-    from cmx.engine.results.metricdefs import HEADLINE
-
-    points = max(len(s.ats) for s in res.series)
-    changed = [f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
-               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
-               for s, c in latest_verdicts(res, (HEADLINE,))]
-    others = len(latest_verdicts(res)) - len(changed)
-    said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no headline change at this sweep"
-    if others:
-        said += f" ({others} change(s) of other metrics: not gating)"
-    out.print(f"history: {points} points of {experiment} (revision {revision}); {said}. `cmx trend {experiment}` "
-              f"shows them.", markup=False, highlight=False, soft_wrap=True)
-
-
-def _signed(value: float | None, spec: str) -> str:
-    return "?" if value is None else format(value, spec)
 
 
 def _provenance(exp, inv, digest: str, revision: int) -> dict:

@@ -32,13 +32,16 @@ def export_cmd(
 
 
 @app.command("import", help=(
-    "Merge an export into a results database (created if new): its sweeps not already there, in one transaction.\n\n"
+    "Merge an export into a results database (created if "
+    "new): its sweeps not already there, in one transaction.\n\n"
     "A sweep is known by its id: one already in the database is skipped and said so, so importing the nightly "
     "exports of several machines, or one twice, stores each sweep once. An export from an older cmx is imported "
     "(columns added since read empty); one from a newer cmx is refused.\n\n"
-    "Revision numbers are per database: a sweep whose revision stands here for another definition of the experiment "
+    "Revision numbers are per database: a sweep whose "
+    "revision stands here for another definition of the experiment "
     "is refused (its runs would be pooled with that definition's).\n\n"
-    "Exit codes: 0; 2 bad input (not an export, a newer one, run ids that clash, a revision of another definition), "
+    "Exit codes: 0; 2 bad input (not an export, a newer "
+    "one, run ids that clash, a revision of another definition), "
     "nothing imported."
 ))
 def import_cmd(

@@ -29,7 +29,8 @@ class TrendFormat(str, enum.Enum):
     f"{TREND_RULE.rstrip('.')}. "  # the rule as analysis/rules.py words it, for every page that states it
     "The latest point is always compared with the runs since the last change before it, so a regression shows the "
     "night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, "
-    "governor: the fingerprint compare warns of), stderr names each fact and the point it changed at; a change whose "
+    "governor: the fingerprint compare warns of), stderr "
+    "names each fact and the point it changed at; a change whose "
     "two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never "
     "hides one).\n\n"
     "Exit codes: 0; 1 with --fail-on when a headline metric's latest point is worse (or undecided, with "

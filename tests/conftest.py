@@ -1,6 +1,7 @@
 """Shared test helpers: run the real `cmx` CLI, write experiments, read the results database."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,32 @@ def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.Comple
 def write(path: Path, body: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(body).lstrip())
+    return path
+
+
+def local_inventory(path: Path, workdir: Path, *, brokers: dict | None = None, backends: dict | None = None,
+                    seeded: bool = True) -> Path:
+    """An inventory of this machine alone, over Ansible's local connection with the controller's own
+    Python (``ansible_playbook_python``) for Ansible and the hosts' venvs, its work dir ``workdir``:
+    localhost in brokers (with the host variables ``brokers``), workers and drivers, and in backends
+    when ``backends`` is given (``{}``: no variables). ``seeded``: the work dir is provisioned
+    already (tests/hostseed.py); a test whose subject is provisioning passes False."""
+    if seeded:
+        from tests.hostseed import seed_local
+
+        seed_local(workdir)
+
+    def group(name: str, hostvars: dict | None) -> str:
+        return f"    {name}: {{hosts: {{localhost: {json.dumps(hostvars) if hostvars else ''}}}}}"
+
+    lines = ["all:", "  vars:", "    ansible_connection: local",
+             '    ansible_python_interpreter: "{{ ansible_playbook_python }}"',
+             '    python_env_interpreter: "{{ ansible_playbook_python }}"', f"    cmx_workdir: {workdir}",
+             "  children:", group("brokers", brokers or {}),
+             *([group("backends", backends)] if backends is not None else []),
+             group("workers", None), group("drivers", None), ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
     return path
 
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cmx.engine.results.db import sql
+from cmx.engine.results.dbconnect import sql
 from cmx.engine.results.ingest_noise import ingest_noise
 from cmx.engine.results.metricdefs import over_drivers, unit_of
 from cmx.workloads.vocab import metrics as M

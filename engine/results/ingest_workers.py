@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cmx.engine.results.db import sql
+from cmx.engine.results.dbconnect import sql
 from cmx.engine.results.metricdefs import unit_of
 from cmx.workloads.host.supervisor import exit_text
 from cmx.workloads.vocab import metrics as M

@@ -9,47 +9,12 @@ are written once, in the vocabulary (workloads/vocab/metrics.py), which the work
 """
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
+from cmx.engine.results.metrictypes import GROUPS as GROUPS, HARNESS, HEADLINE, NOISE, OTHER, Better, MetricDef
+from cmx.engine.results.resourcemetrics import PROCESS_ROLES as PROCESS_ROLES, RESOURCE_METRICS
+from cmx.engine.results.workloadmetrics import WORKLOAD_METRICS
 from cmx.workloads.vocab import metrics as M
-from cmx.workloads.vocab.clients import CLIENTS, TARGETS
-
-
-class Better(str, enum.Enum):
-    HIGHER = "higher"
-    LOWER = "lower"
-    NEITHER = "neither"  # a count or a fact: reported, never judged
-
-
-@dataclass(frozen=True)
-class MetricDef:
-    name: str
-    unit: str  # tasks, tasks/s, s, bytes, connections, messages, share, flag
-    better: Better
-    label: str  # a short column title
-    description: str = ""
-    #: Metrics of one family (latency_p50_s, latency_p99_s…) are explained once in a table's
-    #: caption: "<family>: <description after its first ' of '>".
-    family: str = ""
-    #: A figure each driver reports of its own share when a run has several (the `drivers`
-    #: dimension): "sum" = the run's value is the sum over its drivers (each driver's own is in
-    #: ``driver_metrics``); "" = the leading driver's.
-    over_drivers: str = ""
-    #: The group a metric is shown in when it is not the user's headline (:func:`group_of`):
-    #: ``harness`` (cmx's own cost and clocks) and ``noise`` (the host's load from outside the run)
-    #: are shown apart and never alarm or gate; "" = an ordinary measure.
-    group: str = ""
-
-
-#: The groups of ``cmx trend`` (and the report's history): only headline metrics (the workload's
-#: own, the experiment's objective and thresholds) alarm and gate; the others are shown.
-HEADLINE, OTHER, HARNESS, NOISE = "headline", "other", "harness", "noise"
-GROUPS = (HEADLINE, OTHER, HARNESS, NOISE)
 
 _H, _L, _N = Better.HIGHER, Better.LOWER, Better.NEITHER
-#: Process roles the sampler watches (``--watch ROLE=…``, ``--watch-port ROLE=…``).
-PROCESS_ROLES = M.PROCESS_ROLES
 
 METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.TASKS_PUBLISHED, "tasks", _N, "published", "tasks the driver published"),
@@ -114,89 +79,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef(M.SEND_LAG_P99_S, "s", _L, "p99 send lag", "p99 of sent − intended send (stream): the driver's lag"),
     MetricDef(M.PUBLISH_BEHIND, "tasks", _L, "behind",
               "stream: publishes the drivers made later than their intended send time", over_drivers="sum"),
-    MetricDef(M.PEAK_PSS_BYTES, "bytes", _L, "peak PSS",
-              "peak over ticks inside the run (clock start to drain) of the worker processes' summed PSS (shared "
-              "pages split): the headline memory; NULL when no reading fell inside the run (not sampled)"),
-    MetricDef(M.MEMORY_PER_TASK_BYTES, "bytes", _L, "memory per task",
-              "concurrent_sleep: what one concurrent task costs, (peak_pss_bytes − the workers' idle PSS) / "
-              "tasks_in_flight_max; idle PSS = the worker main processes' last PSS reading before the first task "
-              "arrived (a prefork worker's children are slots a task costs), summed over hosts; NULL when either "
-              "PSS was not sampled"),
-    MetricDef(M.TASKS_IN_FLIGHT_MAX, "tasks", _N, "most in flight",
-              "concurrent_sleep: the most tasks started and not yet finished at once (task stamps)"),
-    MetricDef(M.PEAK_RSS_BYTES, "bytes", _L, "peak RSS",
-              "peak over ticks of the worker processes' summed RSS (counts shared pages in every process)"),
-    MetricDef(M.PEAK_PSS_PER_SLOT_BYTES, "bytes", _L, "PSS per slot",
-              "pre-forking pools: most PSS per child process (children's sum over their number) at a tick"),
-    MetricDef(M.PEAK_RSS_PER_SLOT_BYTES, "bytes", _L, "RSS per slot",
-              "pre-forking pools: most RSS per child process (children's sum over their number) at a tick"),
-    MetricDef(M.WORKER_VMHWM_MAX_BYTES, "bytes", _L, "max VmHWM",
-              "most VmHWM (the kernel's peak RSS) of a worker process"),
-    # Per process role (the sampler's --watch roles; a worker counts its children): the peak over
-    # ticks of the role's summed processes, added over hosts.
-    *(MetricDef(M.peak_of_role(kind, role), "bytes", _L, f"{role} peak {kind.upper()}",
-                f"peak over ticks of the {role} processes' summed {kind.upper()}, added over hosts")
-      for role in PROCESS_ROLES for kind in M.MEMORY_KINDS),
-    MetricDef(M.RAW_DRIVER_MAXRSS_BYTES, "bytes", _L, "raw driver RSS",
-              "via raw: the driver's own peak RSS (its raw consumers' memory is the driver's)"),
-    MetricDef(M.SAMPLER_CPU_PERCENT, "%", _L, "sampler CPU",
-              "the samplers' own CPU in % of one core (most over hosts): the cost of measuring", group=HARNESS),
-    MetricDef(M.HEARTBEAT_NEGOTIATED_S, "s", _N, "heartbeat",
-              "the broker heartbeat the workers' connections negotiated (lowest over workers)"),
-    MetricDef(M.BROKER_CONNECTIONS_MAX, "connections", _L, "broker conns",
-              "most connections of the run's own clients to the broker at once"),
-    MetricDef(M.BACKEND_CONNECTIONS_MAX, "connections", _L, "backend conns",
-              "most connections of the run's own clients to the result backend at once"),
-    # The broker's memory by its own accounting (the sampler's probe: RabbitMQ's management API
-    # /api/nodes mem_used, summed over a cluster's nodes; Redis INFO memory used_memory), not its
-    # processes' RSS: a cluster's nodes are several processes, on several hosts.
-    MetricDef(M.BROKER_MEMORY_PEAK_BYTES, "bytes", _L, "broker memory",
-              "most memory the broker said it used at a probe tick during the run, by its own accounting (RabbitMQ: "
-              "mem_used of /api/nodes, summed over a cluster's nodes; Redis: used_memory of INFO memory, a "
-              "Sentinel set's master); the whole server's, other users' included; only ticks every node answered; "
-              "NULL where the broker cannot say (RabbitMQ without its management API)"),
-    MetricDef(M.BROKER_MEMORY_GROWTH_BYTES, "bytes", _L, "broker memory growth",
-              "broker_memory_peak_bytes minus the broker's memory at the first probe tick (the run's start, before "
-              "its first task): what the run added at most; NULL where the broker cannot say"),
-    *(MetricDef(M.connections_of(target, client), "connections", _L, f"{target} conns ({client})",
-                f"most connections of the run's {client} processes to the {target} at once")
-      for target in TARGETS for client in CLIENTS),
-    MetricDef(M.SHORT_LATENCY_P50_S, "s", _L, "short p50", "p50 latency of the mixed workload's short tasks"),
-    MetricDef(M.SHORT_LATENCY_P99_S, "s", _L, "short p99", "p99 latency of the mixed workload's short tasks"),
-    MetricDef(M.SHORT_DELAYED_SHARE, "share", _L, "shorts delayed",
-              "share of short tasks that took over half a long task: they waited behind one"),
-    MetricDef(M.CHORD_CALLBACK_S, "s", _L, "to callback", "chord sent to its callback's result (median)"),
-    MetricDef(M.CHORD_CALLBACK_PER_TASK_S, "s", _L, "per header task", "chord_callback_s over the header size"),
-    MetricDef(M.BACKEND_COMMANDS_APPROX, "commands", _N, "backend cmds ~",
-              "backend Redis commands per chord, server-wide (an upper bound)"),
-    MetricDef(M.QUEUE_DEPTH_MAX, "messages", _N, "max queue depth", "deepest the run's queue was at a probe"),
-    # io_chord (workloads/catalog/io_chord.py)
-    MetricDef(M.CHORDS_MAKESPAN_S, "s", _L, "chords makespan", "first header task started to last finished"),
-    MetricDef(M.HEADER_TASKS, "tasks", _N, "header tasks", "header tasks the chords' callbacks counted"),
-    MetricDef(M.SERVICE_SLEPT_S, "s", _N, "service slept", "seconds the slow service slept, summed over calls"),
-    MetricDef(M.SERVICE_REQUESTS, "requests", _N, "service requests", "requests the slow service answered"),
-    MetricDef(M.SERVICE_DISTINCT_IDS, "requests", _N, "distinct requests",
-              "distinct header task ids among the service's requests"),
-    # sql_fanout (workloads/catalog/sql_fanout.py): a web request = a group of SQL queries
-    *(MetricDef(M.request(p), "s", _L, f"p{p} request", f"p{p} of a web request's time, sent to all rows back")
-      for p in M.PERCENTILES),
-    MetricDef(M.REQUEST_MEAN_S, "s", _L, "mean request", "mean of a web request's time"),
-    MetricDef(M.REQUESTS_PER_S, "requests/s", _H, "requests", "web requests answered per second (after warm-up)"),
-    MetricDef(M.RESULTS_CORRECT, "", _N, "correct", "1 when the first request's rows equal a direct query's"),
-    MetricDef(M.RESULT_ROWS, "rows", _N, "rows", "rows one web request returns"),
-    # ramp search runs (workloads/drive/ramp.py): what the judge rebuilds the steps from
-    MetricDef(M.RAMP_STEPS_RUN, "steps", _N, "ramp steps", "steps the ramp ran before it stopped"),
-    MetricDef(M.RAMP_START_RATE, "tasks/s", _N, "ramp start", "the ramp's first step rate"),
-    MetricDef(M.RAMP_FACTOR, "", _N, "ramp factor", "each step's rate over the one before"),
-    MetricDef(M.RAMP_STEP_S, "s", _N, "ramp step", "seconds per ramp step"),
-    MetricDef(M.HOST_SHARE_MIN, "share", _H, "min host share",
-              "the smallest worker host's share of completed tasks (machines > 1; 1/machines is even)"),
-    MetricDef(M.MAX_SUSTAINABLE_RATE, "tasks/s", _H, "max sustainable",
-              "a search run's highest ramp step that kept up (engine/plan/ratesearch.py)"),
-    MetricDef(M.TARGET_RATE, "tasks/s", _N, "target rate", "a rate_fraction run's rate: fraction × max sustainable"),
-    MetricDef(M.DRAINED_RATE, "tasks/s", _H, "drained",
-              "throughput backlog: tasks / (consuming started to all done by the workers' own counts, "
-              "polled every 0.2 s); needs no per-task stamps"),
+    *RESOURCE_METRICS,
+    *WORKLOAD_METRICS,
     MetricDef(M.HARNESS_OVERHEAD_S, "s", _L, "harness",
               "run wall time (start to stored) minus the time tasks were in flight (first sent to last finished)",
               group=HARNESS),

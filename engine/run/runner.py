@@ -4,10 +4,8 @@ A run's start is stored before it runs and its end after, so a crash still leave
 Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never to print()."""
 from __future__ import annotations
 
-import json
 import signal
 import sys
-import tarfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,28 +19,26 @@ from cmx.engine.hosts.agents import Agents
 from cmx.engine.hosts.connection import connections
 from cmx.engine.model.cells import value_text
 from cmx.engine.model.experiment import Experiment
-from cmx.engine.results.ingest import HostInfo, ingest_run, not_run
-from cmx.engine.results.ingest_workers import ingest_workers, worker_causes
+from cmx.engine.results.ingest import HostInfo
 from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.plan.planner import Run
 from cmx.engine.hosts.preflight import check_backend, check_broker
 from cmx.engine.hosts.hostlock import WAIT_S, HostLocks
 from cmx.engine.hosts.provision import prepare, provision_hosts, services_beside, stop_services, version_set_key
 from cmx.engine.hosts.reach import blocked, survey
-from cmx.engine.run import placement
+from cmx.engine.run.runinputs import begin_payloads, run_secrets, run_spec
 from cmx.engine.run.targets import RunTargets, run_targets
 from cmx.engine.run.faultrun import FaultScheduler, broker_place
-from cmx.engine.run.runstatus import RunStatus, controller_identity, decide as decide_status
-from cmx.engine.run.runsteps import (StepResult, finish_and_collect, finish_reports, record_harness_overhead,
-                                     start_and_drive, start_drive_stages, stop_collect_stages)
+from cmx.engine.run.runstatus import RunStatus, controller_identity
+from cmx.engine.run.runstore import store_run
+from cmx.engine.run.runsteps import StepResult, finish_and_collect, start_and_drive, unpack_artifacts
+from cmx.engine.run.runsteps import record_harness_overhead as record_harness_overhead  # tests import it from here
+from cmx.engine.run.runsteps import start_drive_stages, stop_collect_stages
 from cmx.workloads.vocab import kinds
 from cmx.workloads.catalog import registry
-from cmx.workloads.servers import registry as servers
 from cmx.workloads.runtime.clock import ClockServer
-from cmx.workloads.vocab.dimensions import ON_HOSTS, package_versions
-from cmx.workloads.runtime.files import write_atomic
-from cmx.workloads.runtime.spec import QUEUE_EXPIRY_MARGIN_S, RunSpec, node_name
-from cmx.workloads.vocab import metrics as M
+from cmx.workloads.vocab.dimensions import package_versions
+from cmx.workloads.runtime.spec import RunSpec
 
 #: Seconds between TERM and KILL for workers whose drive finished (their recorders flush every
 #: 0.5 s, so every row is on disk by then); warm shutdown of prefork alone takes ~2.3 s.
@@ -117,47 +113,11 @@ class Sweep:
         return run_targets(self.inventory, self.exp.workload.name, run.cell.values)
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
-        from cmx.engine.model.user_code import workload_queues
-
-        vals = run.cell.values
-        params = {k.removeprefix("params."): v for k, v in vals.items() if k.startswith("params.")}
-        if run.run_id in self.target_rates:  # a fraction of the cell's maximum sustainable rate
-            params["rate"] = self.target_rates[run.run_id]
-        return RunSpec(
-            run_id=run.run_id, experiment=run.experiment, cell_id=run.cell.cell_id, repeat=run.repeat,
-            workload=self.exp.workload.name,
-            params=params,
-            **{d.name: vals[d.name] for d in ON_HOSTS},  # broker, pool...: workloads/vocab/dimensions.py
-            celery={k.removeprefix("celery."): v for k, v in vals.items() if k.startswith("celery.")},
-            worker_flags={k.removeprefix("worker."): v for k, v in vals.items() if k.startswith("worker.")},
-            packages=(versions := package_versions(vals)),
-            python_env=self.environments[version_set_key(versions)] if versions else None,
-            worker_nodes=[node_name(run.run_id, h) for h in targets.workers], driver_hosts=list(targets.drivers),
-            warmup_s=self.exp.limits.warmup, run_timeout_s=self.exp.limits.run_timeout,
-            # The driver waits for workers to answer and consume as long as one may take to start.
-            worker_start_timeout_s=max(self.agents.conns[h].worker_ready_timeout for h in targets.workers),
-            service_url=self._service_url(),
-            queue_expires_s=self.exp.limits.run_timeout + self.exp.limits.warmup + QUEUE_EXPIRY_MARGIN_S,
-            settle_s=self.exp.limits.settle, fault_restart_s=self.exp.limits.fault_restart,
-            extra_queues=workload_queues(self.exp, params),
-        )
-
-    def _service_url(self) -> str | None:
-        if not registry.get(self.exp.workload.name).service_module:
-            return None
-        host = self.inventory.service_host()
-        port = int(self.inventory.hostvars.get(host, {}).get("cmx_service_port", 8765))
-        return f"http://{self.inventory.address(host)}:{port}"
+        return run_spec(self.exp, self.inventory, run, targets, self.agents.conns, self.environments,
+                        self.target_rates.get(run.run_id))
 
     def secrets(self, run: Run) -> dict[str, str]:
-        vals = run.cell.values
-        database = self.inventory.database_url() if registry.get(self.exp.workload.name).needs_database else None
-        # Every server's own secrets are set (empty unless the run's broker is that server: its hook).
-        own = {name: "" for server in servers.SERVERS.values() for name in server.secret_names}
-        return {"CMX_BROKER_URL": self.inventory.broker_url(vals["broker"]),
-                "CMX_BACKEND_URL": self.inventory.backend_url(vals["backend"]) or "",
-                **own, **servers.service_of("broker", vals["broker"]).secrets(self.inventory),
-                "CMX_DATABASE_URL": database or ""}
+        return run_secrets(self.exp, self.inventory, run)
 
     # -- execution ----------------------------------------------------------------------------
     def execute(self, runs: list[Run], skipped: int = 0) -> list[RunOutcome]:
@@ -312,7 +272,8 @@ class Sweep:
                                 ready_timeout=max(conns[h].worker_ready_timeout for h in targets.workers),
                                 shutdown_timeout=spec.run_timeout_s,
                                 broker=broker_place(self.inventory, run.cell.values["broker"]) if spec.faults else None)
-        started = start_and_drive(self.agents, run.run_id, self._payloads(run, targets, spec), targets.drivers,
+        payloads = begin_payloads(self.exp, self.inventory, run, targets, spec, conns)
+        started = start_and_drive(self.agents, run.run_id, payloads, targets.drivers,
                                   drive_timeout=spec.run_timeout_s + 30,
                                   ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
                                   cancel=lambda: self._interrupted, during=faults)
@@ -324,77 +285,19 @@ class Sweep:
                                          self._stop_grace(started), clock.port,
                                          {h: conns[h].keep_files for h in targets.hosts}, art_dir)
         stages.update(stop_collect_stages(stopped))
-        collect_error, t0 = None, time.monotonic()
-        collected: set[str] = set()  # hosts whose records are all here
-        for tgz in sorted(art_dir.glob("*.tgz")):
-            try:
-                with tarfile.open(tgz) as tar:
-                    tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
-                tgz.unlink()
-                collected.add(tgz.name.removesuffix(".tgz"))
-            except (OSError, tarfile.TarError) as exc:  # a full or read-only results disk: the run fails saying so
-                collect_error = collect_error or (f"collecting the artifacts into {art_dir} failed: "
-                                                  f"{getattr(exc, 'strerror', None) or exc}")
+        t0 = time.monotonic()
+        collected, collect_error = unpack_artifacts(art_dir)
         stages["collect"] = round(stages["collect"] + time.monotonic() - t0, 3)
 
         self.handler.stage(run, "ingest")
-        t0 = time.monotonic()
         hosts = {h: HostInfo(groups=self.inventory.groups_of(h), collected=h in collected) for h in targets.hosts}
-        metrics: dict = {}
-        driver: dict = {}
-        ingest_error = None
-        with db.connect(self.db_path) as con:  # one connection for the ingest and the run's end
-            try:
-                got = ingest_run(con, run.run_id, art_dir, spec.warmup_s, hosts, targets.drivers)
-                metrics, driver = got.metrics, got.driver
-                if driver.get("status") == "ok":
-                    ingest_error = ratesearch.after_ingest(con, run.run_id, spec.params)
-                metrics |= ingest_workers(con, run.run_id, art_dir, targets.workers, targets.driver)
-            except Exception as exc:
-                ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
-            ingest_error = collect_error or ingest_error
-            if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
-                driver["error"] = (f"{driver.get('error')}: "
-                                   + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
-            status, error = self._status(started, stopped, driver, ingest_error)
-            status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir,
-                                              faulted=bool(spec.faults))
-            if status is not RunStatus.OK:  # what it never ran is not run, not lost
-                metrics |= not_run(con, run.run_id, int(driver.get("lost_before_queue") or 0))
-            stages["ingest"] = time.monotonic() - t0
-            metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
-            db.record_run_end(con, run.run_id, status.value, error, stages)
-        try:
-            write_atomic(art_dir / "run.json", json.dumps(
-                {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id,
-                 "repeat": run.repeat, "status": status.value, "error": error, "stage_seconds": stages,
-                 "values": _dims(run), "finish": finish_reports(stopped),
-                 "worker_events": list(started.worker_events)}, indent=2))
-        except OSError:  # a full results disk: the database already holds the run's end
-            pass
+        status, error, metrics = store_run(self.db_path, run, spec, targets, art_dir, hosts, collect_error, started,
+                                           stopped, stages, interrupted=self._interrupted, run_t0=run_t0)
         self.agents.forget(run.run_id)
         return RunOutcome(run, status, error, metrics, stages)
-
-    def _payloads(self, run: Run, targets: RunTargets, spec: RunSpec) -> dict[str, dict]:
-        """What ``begin`` gets on each host (on the agent's stdin: it holds the secrets)."""
-        secrets, conns = self.secrets(run), self.agents.conns
-        service = registry.get(self.exp.workload.name).service_module
-        service_host = self.inventory.service_host() if service else None
-        return {h: {"spec": spec.model_dump(mode="json"), "secrets": secrets,
-                    "sampler_args": targets.sampler_args.get(h, ""),
-                    "service": {"module": service, "port": int(spec.service_url.rsplit(":", 1)[1])}
-                    if h == service_host else None,
-                    "worker": {"ready_timeout": conns[h].worker_ready_timeout} if h in targets.workers else None,
-                    "driver": h in targets.drivers}
-                for h in targets.hosts}
 
     def _stop_grace(self, started: StepResult) -> float:
         """A drive that ended normally left drained workers: nothing to finish, a short grace."""
         if started.ok and not self._interrupted:
             return min(self.stop_grace_s, DRAINED_STOP_GRACE_S)
         return self.stop_grace_s
-
-    def _status(self, started: StepResult, stopped: StepResult, driver: dict, ingest_error: str | None):
-        return decide_status(interrupted=self._interrupted, started=started, stopped=stopped, driver=driver,
-                             ingest_error=ingest_error, run_timeout_s=self.exp.limits.run_timeout)
-

@@ -10,6 +10,7 @@ what engine/run/runstatus.py decides a run's status from.
 from __future__ import annotations
 
 import shutil
+import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -223,3 +224,19 @@ def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
 def finish_reports(stopped: StepResult) -> dict[str, dict]:
     """What each host's finish said it did (its steps' seconds, what failed), for run.json."""
     return {h: {k: r.get(k) for k in ("seconds", "failed", "pack")} for h, r in stopped.reports.items()}
+
+
+def unpack_artifacts(art_dir: Path) -> tuple[set[str], str | None]:
+    """Unpack each host's pack (``<host>.tgz``) in ``art_dir`` beside it: the hosts whose records are
+    all here, and why collecting failed (a full or read-only results disk: the run fails saying so)."""
+    collected: set[str] = set()
+    error = None
+    for tgz in sorted(art_dir.glob("*.tgz")):
+        try:
+            with tarfile.open(tgz) as tar:
+                tar.extractall(art_dir / tgz.name.removesuffix(".tgz"), filter="data")
+            tgz.unlink()
+            collected.add(tgz.name.removesuffix(".tgz"))
+        except (OSError, tarfile.TarError) as exc:
+            error = error or f"collecting the artifacts into {art_dir} failed: {getattr(exc, 'strerror', None) or exc}"
+    return collected, error

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import CMX, REPO, driving, query, write
-from tests.hostseed import seed_local
+from tests.conftest import CMX, REPO, driving, local_inventory, query, write
 
 pytestmark = pytest.mark.integration
 
@@ -82,24 +81,10 @@ def redis_state() -> dict[int, set]:
 def inventory(root: Path, workdir: Path, vhost: str | None,
               backend: str = f"redis://127.0.0.1:6379/{BACKEND_DB}") -> Path:
     amqp = f"amqp://guest:guest@127.0.0.1:5672/{vhost}" if vhost else "amqp://guest:guest@127.0.0.1:5672//"
-    seed_local(workdir / "localhost")  # provisioned already (tests/hostseed.py)
-    return write(root / "inv.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}/localhost
-          children:
-            brokers:
-              hosts:
-                localhost:
-                  broker_url: [redis://127.0.0.1:6379/{BROKER_DB}, "{amqp}"]
-                  rabbitmq_api_url: http://guest:guest@127.0.0.1:15672
-            backends: {{hosts: {{localhost: {{backend_url: "{backend}"}}}}}}
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """)
+    return local_inventory(root / "inv.yml", workdir / "localhost",
+                           brokers={"broker_url": [f"redis://127.0.0.1:6379/{BROKER_DB}", amqp],
+                                    "rabbitmq_api_url": "http://guest:guest@127.0.0.1:15672"},
+                           backends={"backend_url": backend})
 
 
 def sweep_until(exp: Path, inv: Path, db: Path, workdir: Path, nth: int, sig: int) -> subprocess.Popen:

@@ -13,7 +13,7 @@ import pytest
 
 from cmx.engine.hosts.provision import WHEELHOUSES
 from cmx.engine.hosts.wheelhouse import SITE_MARK
-from tests.conftest import cmx, query, write
+from tests.conftest import cmx, local_inventory, query, write
 
 pytestmark = pytest.mark.integration
 
@@ -22,19 +22,9 @@ NEW = version("celery")
 
 
 def _inventory(path: Path, workdir: Path) -> Path:
-    return write(path, f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}
-          children:
-            brokers: {{hosts: {{localhost: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            backends: {{hosts: {{localhost: }}}}
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """)
+    """Empty hosts (not seeded): provisioning an environment per version set is the subject."""
+    return local_inventory(path, workdir, brokers={"broker_url": "redis://127.0.0.1:6379/0"}, backends={},
+                           seeded=False)
 
 
 def _experiment(path: Path, name: str, versions: list[str]) -> Path:

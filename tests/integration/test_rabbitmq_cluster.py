@@ -12,8 +12,7 @@ import pytest
 
 from cmx.workloads.servers import rabbitmq_cluster as cluster
 from cmx.workloads.servers.rabbitmq_cluster import GroupHost
-from tests.conftest import cmx, query, write
-from tests.hostseed import seed_local
+from tests.conftest import cmx, local_inventory, query, write
 from tests.integration.test_redis_sentinel import _answers, free_ports
 
 pytestmark = pytest.mark.integration
@@ -38,22 +37,9 @@ def beam_of(names: set[str]) -> list[str]:
 def cluster_inventory(tmp_path: Path) -> tuple[Path, list[cluster.Node]]:
     """This machine as every host, the cluster's three nodes on free ports; and where they run."""
     amqp, management, dist = free_ports(3), free_ports(3), free_ports(3)
-    workdir = tmp_path / "hostwork"
-    seed_local(workdir)
     hostvars = {"rabbitmq_cluster_port": amqp, "rabbitmq_cluster_management_port": management,
                 "rabbitmq_cluster_dist_port": dist, "rabbitmq_cluster_base_dir": f"/var/lib/cmx-rabbitmq/t{amqp}"}
-    inv = write(tmp_path / "inv.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}
-          children:
-            brokers: {{hosts: {{localhost: {hostvars}}}}}
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """)
+    inv = local_inventory(tmp_path / "inv.yml", tmp_path / "hostwork", brokers=hostvars)
     return inv, cluster.layout([GroupHost("localhost", "127.0.0.1", hostvars)])
 
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import cmx, query, write
-from tests.hostseed import seed_local
+from tests.conftest import cmx, local_inventory, query, write
 
 pytestmark = pytest.mark.integration
 
@@ -48,20 +47,8 @@ def _answers(port: int) -> bool:
 
 
 def sentinel_inventory(path: Path, workdir: Path, redis_port: int, sentinel_port: int) -> Path:
-    seed_local(workdir)  # provisioned already (tests/hostseed.py)
-    return write(path, f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}
-          children:
-            brokers: {{hosts: {{localhost: {{redis_sentinel_port: {sentinel_port},
-                                            redis_sentinel_redis_port: {redis_port}}}}}}}
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """)
+    return local_inventory(path, workdir,
+                           brokers={"redis_sentinel_port": sentinel_port, "redis_sentinel_redis_port": redis_port})
 
 
 def test_a_sweep_on_a_sentinel_set_it_provisioned_runs_through_the_master_and_leaves_nothing(tmp_path):

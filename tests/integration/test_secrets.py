@@ -17,8 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import CMX, REPO, query, write
-from tests.hostseed import seed_local
+from tests.conftest import CMX, REPO, local_inventory, query, write
 
 pytestmark = pytest.mark.integration
 
@@ -26,21 +25,8 @@ PASSWORD = "cmxSecret" + "Zq81x"  # never written whole in this file's text at r
 
 
 def _inventory(path: Path, workdir: Path) -> Path:
-    seed_local(workdir)  # provisioned already (tests/hostseed.py)
-    return write(path, f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}
-          children:
-            brokers: {{hosts: {{localhost: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
-            backends: {{hosts: {{localhost: {{
-                backend_url: "postgresql://postgres:{PASSWORD}@127.0.0.1:5432/postgres"}}}}}}
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """)
+    return local_inventory(path, workdir, brokers={"broker_url": "redis://127.0.0.1:6379/0"},
+                           backends={"backend_url": f"postgresql://postgres:{PASSWORD}@127.0.0.1:5432/postgres"})
 
 
 def _files_holding(root: Path, needle: bytes) -> list[str]:

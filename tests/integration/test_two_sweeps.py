@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import CMX, REPO, query, write
+from tests.conftest import CMX, REPO, local_inventory, query, write
 from tests.nethosts import NetHosts
 
 pytestmark = pytest.mark.integration
@@ -54,22 +54,9 @@ def _check(results):
 
 def test_two_sweeps_at_once_on_localhost_both_end_ok(tmp_path):
     from tests.faults.brokers import free_port
-    from tests.hostseed import seed_local
 
-    workdir = tmp_path / "hosts" / "localhost"
-    seed_local(workdir)
-    inv = write(tmp_path / "local.yml", f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}
-          children:
-            brokers: {{hosts: {{localhost: {{redis_port: {free_port()}, redis_bind: 127.0.0.1}}}}}}
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """)
+    inv = local_inventory(tmp_path / "local.yml", tmp_path / "hosts" / "localhost",
+                          brokers={"redis_port": free_port(), "redis_bind": "127.0.0.1"})
     _check(_both(tmp_path, inv))
 
 

@@ -73,8 +73,9 @@ def test_a_host_three_times_busier_after_is_said():
                 "b": [{M.NOISE_CPU_SHARE: v} for v in (0.31, 0.30, 0.40)]})
     assert noise.differs(con, _ids("a"), _ids("b")) == \
         "host 3.1× busier after (outside the run: 31 % of its cores after, 10 % before)"
-    assert noise.differs(con, _ids("b"), _ids("a"), sides=("in the baseline", "in the contender")) == \
-        "host 3.1× busier in the baseline (outside the run: 31 % of its cores in the baseline, 10 % in the contender)"
+    assert noise.differs(con, _ids("b"), _ids("a"), sides=("in the baseline", "in the contender")) == (
+        "host 3.1× busier in the baseline (outside the run: 31 % of its cores in the baseline, "
+        "10 % in the contender)")
 
 
 def test_a_small_or_relative_only_difference_is_alike():

@@ -174,18 +174,18 @@ class Agent:
         while proc.poll() is None:
             if state.cancelled.is_set() or time.monotonic() > deadline:
                 timed_out = not state.cancelled.is_set()
-                _end_group(proc, 2.0)
+                hostctl.end_group(proc, 2.0)
                 break
             time.sleep(0.02)
         return {"rc": proc.returncode, "timed_out": timed_out}
 
     def finish(self, msg: dict) -> dict:
-        from cmx.workloads.host import hostrun
+        from cmx.workloads.host import hostctl, hostrun
 
         state = self._state(msg["run_id"])
         state.cancelled.set()  # a begin or drive still under way ends now
         if state.driver is not None and state.driver.poll() is None:  # one never told to go, or cancelled
-            _end_group(state.driver, 2.0)
+            hostctl.end_group(state.driver, 2.0)
         with state.lock:
             self._enter(state)
             hostrun.load_secrets(state.run_dir)  # reset needs the broker's URL
@@ -193,7 +193,7 @@ class Agent:
                 report = hostrun.finish_report(state.run_dir, self.host, float(msg.get("grace", 10)),
                                                bool(msg.get("reset")), msg.get("clock_port"), bool(msg.get("keep")))
             finally:
-                _forget_secrets()
+                hostrun.forget_secrets()
                 with self.state_lock:
                     self.runs.pop(msg["run_id"], None)
         if msg.get("send_pack") and report.get("pack"):  # over SSH: no second round trip to fetch it
@@ -287,7 +287,7 @@ class Agent:
             if got:
                 state.lock.release()
             if state.driver is not None:
-                _end_group(state.driver, LEASE_STOP_GRACE_S)
+                hostctl.end_group(state.driver, LEASE_STOP_GRACE_S)
             try:
                 hostctl.stop(state.run_dir, LEASE_STOP_GRACE_S)
             except Exception as exc:  # the groups below still go
@@ -298,7 +298,7 @@ class Agent:
                 print(f"undoing the faults of {state.run_dir} failed: {exc}", file=sys.stderr)
         for proc in list(hostctl.SPAWNED):
             if proc.poll() is None:
-                _end_group(proc, LEASE_STOP_GRACE_S)
+                hostctl.end_group(proc, LEASE_STOP_GRACE_S)
         hostctl.reap()
         # Once the run's processes are stopped: the agent's exit would cut a broker restart under
         # way (a restart_broker fault) between its stop and its start; the broker must answer again
@@ -312,40 +312,8 @@ class Agent:
                     hostctl.reset(state.run_dir)
                 except Exception as exc:  # the servers' own expiry takes what is left
                     print(f"removing the leftovers of {state.run_dir} failed: {exc}", file=sys.stderr)
-                _forget_secrets()
+                hostrun.forget_secrets()
             (state.run_dir / hostrun.SECRETS).unlink(missing_ok=True)
-
-
-def _end_group(proc, grace: float) -> None:
-    """TERM the process group ``proc`` leads, KILL it after ``grace`` s; reap ``proc``."""
-    import subprocess
-
-    if proc.stdin is not None:  # a warm driver leaves on its own when its stdin ends
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:  # members of the group that outlived its leader
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _forget_secrets() -> None:
-    from cmx.workloads.host.hostrun import is_secret
-
-    for name in [n for n in os.environ if is_secret(n)]:
-        os.environ.pop(name, None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -280,3 +280,26 @@ def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
         data.update(clock_offset_s=offset, clock_uncertainty_s=uncertainty, clock_method=how)
     write_atomic(run_dir / "facts.json", json.dumps(data, indent=2))
     return 0
+
+
+def end_group(proc, grace: float) -> None:
+    """TERM the process group ``proc`` leads, KILL it after ``grace`` s; reap ``proc``."""
+    if proc.stdin is not None:  # a warm driver leaves on its own when its stdin ends
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # members of the group that outlived its leader
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

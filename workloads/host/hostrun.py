@@ -37,6 +37,12 @@ def is_secret(name: str) -> bool:
     return name in SECRET_VARS or is_server_secret(name)
 
 
+def forget_secrets() -> None:
+    """Drop the secrets :func:`load_secrets` put in this process's environment."""
+    for name in [n for n in os.environ if is_secret(n)]:
+        os.environ.pop(name, None)
+
+
 def write_secrets(run_dir: Path, secrets: dict[str, str]) -> None:
     """Create the secrets file readable by its owner only (created 0600, never widened)."""
     path = run_dir / SECRETS
