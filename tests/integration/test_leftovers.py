@@ -24,8 +24,8 @@ from tests.conftest import CMX, REPO, driving, local_inventory, query, write
 pytestmark = pytest.mark.integration
 
 API = "http://127.0.0.1:15672/api"
-#: Redis databases of these tests alone (0 and 1 are the default inventory's; others use 9/10).
-BROKER_DB, BACKEND_DB = 13, 14
+#: Redis databases of these tests alone (0 and 1: the default inventory; 14: replay fidelity, stamping_parts).
+BROKER_DB, BACKEND_DB = 13, 15
 TASKS = '''
 import time
 
