@@ -57,8 +57,9 @@ def checkout(ref: str, into: Path) -> Path:
     if archive.returncode != 0:
         sys.exit(f"--before {ref}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True, timeout=120)
-    for room in ("engine", "analysis", "workloads", "roles", "inventory", "experiments", "docs"):
-        (path / room).symlink_to(src / room)
+    for room in ("engine", "analysis", "workloads", "cli", "roles", "inventory", "experiments", "docs"):
+        if (src / room).exists():  # cli/ without it: `-m cmx.cli.main` ran this checkout's CLI on REF's rooms
+            (path / room).symlink_to(src / room)
     return path.parent
 
 

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # the runner's workload class: reading a database need not im
     from cmx.workloads.catalog.base import Workload
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
+#: Where smoke runs go unless ``--db`` is given (engine/plan/smoke.py): here, so that the reading
+#: commands find it without importing the experiment model and the workload catalog (1 CPU-s at start).
+SMOKE_DB = Path("results/smoke.duckdb")
 
 #: Columns of ``runs`` before the dimension columns. ``revision`` (from the run's sweep) tells
 #: runs of one experiment under different definitions apart.
