@@ -2,8 +2,7 @@
 sweep writes. The analysis views (``cmx.analysis.views``) are installed by analysis on top of
 these, never from here: results know nothing of analysis. Connections are short-lived (open, write,
 close) so that ``cmx sql`` and ``cmx status`` can read between runs of a live sweep; DuckDB allows one
-writing process at a time.
-"""
+writing process at a time."""
 from __future__ import annotations
 
 import json
@@ -22,9 +21,7 @@ if TYPE_CHECKING:  # the runner's workload class: reading a database need not im
     from cmx.workloads.catalog.base import Workload
 SQL_DIR = Path(__file__).with_name("sql")
 DEFAULT_DB = Path("results/cmx.duckdb")
-#: Where smoke runs go unless ``--db`` is given (engine/plan/smoke.py): here, so that the reading
-#: commands find it without importing the experiment model and the workload catalog (1 CPU-s at start).
-SMOKE_DB = Path("results/smoke.duckdb")
+SMOKE_DB = Path("results/smoke.duckdb")  # `cmx run --smoke`'s: here, so readers need not import engine/plan/smoke.py
 
 #: Columns of ``runs`` before the dimension columns. ``revision`` (from the run's sweep) tells
 #: runs of one experiment under different definitions apart.
