@@ -15,6 +15,7 @@ from pathlib import Path
 
 import vl_convert
 
+from cmx.analysis.charts import validated_once
 from cmx.analysis.pngs import Painter
 from cmx.analysis.report_cells import _q, dimensions, table_metrics  # noqa: F401 (the report's API)
 from cmx.analysis.report_charts import CHARTED, Chart, build_charts  # noqa: F401 (the report's API)
@@ -75,14 +76,15 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
     def draw(chart: Chart) -> None:  # each chart's PNG is drawn while the next ones are built
         painter.paint(chart.spec, out_dir / f"{chart.name}.png")
 
-    cells, varying, fixed, found = build_charts(con, experiment, chosen, draw)
-    from cmx.analysis.report_history import history_charts  # more than one sweep: each headline metric's history
+    with validated_once():  # each chart's to_dict() validates it whole
+        cells, varying, fixed, found = build_charts(con, experiment, chosen, draw)
+        from cmx.analysis.report_history import history_charts  # more than one sweep: each metric's history
 
-    history = history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment))
-    for chart in history:
-        draw(chart)
-    found += history
-    answer, tradeoffs = _answer(con, experiment, chosen, cells)
+        history = history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment))
+        for chart in history:
+            draw(chart)
+        found += history
+        answer, tradeoffs = _answer(con, experiment, chosen, cells)
     for chart in tradeoffs:
         draw(chart)
     for chart in [*tradeoffs, *found]:

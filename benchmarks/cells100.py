@@ -13,7 +13,9 @@ wall time, CPU seconds, target and wall / target; exit status 1 when a target is
 (its tree from ``git archive``, put first on PYTHONPATH) on the same database, alternating with
 this checkout's so both see the same load, and prints them side by side with after / before.
 ``--rounds N`` times each N times and keeps the fastest (on a shared machine the others mostly
-measure the neighbours). The CPU column counts every process of the command (PNG workers too).
+measure the neighbours); with ``--before`` it also prints each side's median CPU seconds over the
+rounds and the after / before ratio of each round's. The CPU column counts every process of the
+command (PNG workers too).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,8 +60,9 @@ def checkout(ref: str, into: Path) -> Path:
     if archive.returncode != 0:
         sys.exit(f"--before {ref}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True, timeout=120)
-    for room in ("engine", "analysis", "workloads", "roles", "inventory", "experiments", "docs"):
-        (path / room).symlink_to(src / room)
+    for room in ("engine", "analysis", "workloads", "cli", "roles", "inventory", "experiments", "docs"):
+        if (src / room).exists():  # cli/ without it: `-m cmx.cli.main` ran this checkout's CLI on REF's rooms
+            (path / room).symlink_to(src / room)
     return path.parent
 
 
@@ -70,6 +74,12 @@ def fastest(rounds: int, after: tuple[str, ...], before: tuple[str, ...] | None,
             was.append(timed_cli(*before, pythonpath=old))
         now.append(timed_cli(*after))
     pick = lambda runs: min(runs, key=lambda r: r[0]) if runs else None  # noqa: E731
+    if was and rounds > 1:  # CPU seconds move much less with the neighbours than wall time: every round's
+        ratios = sorted(n[1] / w[1] for w, n in zip(was, now))
+        cpu = {side: statistics.median(r[1] for r in runs) for side, runs in (("before", was), ("after", now))}
+        print(f"  cmx {after[0]}, {rounds} rounds in turn: cpu s median before {cpu['before']:.2f}, "
+              f"after {cpu['after']:.2f}; after/before per round: median "
+              f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     return pick(was), pick(now)
 
 

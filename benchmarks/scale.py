@@ -1,6 +1,6 @@
 """Scale: ingest at 1M task rows (≤ 2 s) and ``cmx report`` over 1M task rows (≤ 5 s), in one run.
 
-    python benchmarks/scale.py [--tasks 1000000] [--runs 50] [--run-tasks 20000]
+    python benchmarks/scale.py [--tasks 1000000] [--runs 50] [--run-tasks 20000] [--before REF] [--rounds N]
 
 1. A results database of ``--runs`` runs holding ``--tasks`` task rows in all is filled with DuckDB
    SQL (tests/benchmarks/bench_report.py's ``fill``); ``cmx report`` is timed over it (the CLI's
@@ -11,6 +11,11 @@
    the database), and, as a stress figure, one run of ``--tasks`` tasks into an empty database
    and into the database of step 1.
 
+``--before REF`` also times that commit's ``cmx report`` on the same database (its tree from ``git
+archive``, as benchmarks/cells100.py does), the two in turn ``--rounds`` times so both see the same
+load, and prints each side's median wall and CPU seconds and the ratio after / before of each
+round's CPU seconds (median, min-max): on a shared machine CPU seconds move much less than wall time.
+
 Printed: each figure's wall time, the CPU seconds it used (all threads; on a busy machine wall
 time grows, CPU time much less), its target and wall / target (≤ 1 is met). Exit status 1 when
 a target is missed.
@@ -18,7 +23,6 @@ a target is missed.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -87,11 +91,38 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def report_rounds(big: Path, tmp: Path, before: str | None, rounds: int) -> tuple[float, float]:
+    """``cmx report`` over ``big``, ``rounds`` times (with ``before``: that commit's too, in turn);
+    this checkout's median wall and CPU seconds. Prints the side by side when ``before`` is given."""
+    import statistics
+
+    from benchmarks.cells100 import checkout, timed_cli
+
+    old = checkout(before, tmp / "before") if before else None
+    was, now = [], []
+    for _ in range(max(1, rounds)):
+        if old is not None:
+            was.append(timed_cli("report", "big", "--db", str(big), "--out", str(tmp / "out-before"),
+                                 pythonpath=old)[:2])
+        now.append(timed_cli("report", "big", "--db", str(big), "--out", str(tmp / "out"))[:2])
+    med = lambda runs, i: statistics.median(r[i] for r in runs)  # noqa: E731
+    if was:
+        ratios = sorted(n[1] / w[1] for w, n in zip(was, now))
+        print(f"cmx report, {len(now)} rounds in turn, before {before} / after this checkout (median of the rounds):")
+        print(f"  before: wall {med(was, 0):6.2f} s  cpu {med(was, 1):5.2f} s   "
+              f"after: wall {med(now, 0):6.2f} s  cpu {med(now, 1):5.2f} s   "
+              f"cpu after/before per round: median {statistics.median(ratios):4.2f} "
+              f"({ratios[0]:4.2f}-{ratios[-1]:4.2f})")
+    return med(now, 0), med(now, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--run-tasks", type=int, default=20_000, help="tasks of the run ingested into the big database")
+    ap.add_argument("--before", metavar="REF", help="also time this git commit's cmx report, in turn")
+    ap.add_argument("--rounds", type=int, default=1, help="time cmx report this many times (median)")
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory(prefix="cmx-scale-") as tmp:
@@ -105,12 +136,7 @@ def main() -> None:
         write_artifacts(tmp / "artifacts" / "run", args.run_tasks)
         print(f"wrote the artifacts of two runs, {args.tasks:,} and {args.run_tasks:,} tasks (pub, recv, "
               f"{EXEC_FILES} exec files) in {time.perf_counter() - t:.1f} s")
-        t, cpu = time.perf_counter(), children_cpu()
-        p = subprocess.run([sys.executable, "-m", "cmx.cli.main", "report", "big", "--db", str(big),
-                            "--out", str(tmp / "out")], cwd=REPO, capture_output=True, text=True, timeout=600)
-        took, cpu = time.perf_counter() - t, children_cpu() - cpu
-        if p.returncode != 0:
-            sys.exit(f"cmx report failed ({p.returncode}): {p.stderr[-2000:]}")
+        took, cpu = report_rounds(big, tmp, args.before, args.rounds)
         print(f"database of {args.tasks:,} task rows:")
         ok &= line(f"cmx report over its {args.runs} runs (process start incl.)", took, cpu, REPORT_TARGET_S)
         ok &= line(f"ingest of a {args.run_tasks:,}-task run into it",

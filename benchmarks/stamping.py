@@ -68,10 +68,13 @@ def run_sweep(args, tmp: Path) -> Path:
 
 def overhead(on: list[float], off: list[float]) -> tuple[float, float, float]:
     """Overhead % of the medians, and its 95 % interval (bootstrap of median(on) − median(off))."""
-    from cmx.analysis.stats import diff_interval
+    from cmx.analysis.stats import compare_samples
 
     base = statistics.median(off)
-    lo, hi = diff_interval(off, on)  # of median(on) − median(off): a cost is negative
+    c = compare_samples(off, on, "higher")  # its diff: median(on) − median(off), a cost is negative
+    lo, hi = c.diff_low, c.diff_high
+    if lo is None:  # fewer than 3 runs a side: no interval
+        lo = hi = statistics.median(on) - base
     return 100 * (1 - statistics.median(on) / base), -100 * hi / base, -100 * lo / base
 
 

@@ -175,8 +175,7 @@ def run(
     from cmx.workloads.catalog import registry
 
     if smoke_mode and Path(db_path) == db.DEFAULT_DB:
-        from cmx.engine.plan.smoke import SMOKE_DB
-        db_path = SMOKE_DB
+        db_path = db.SMOKE_DB
     try:
         tags = db.parse_tags(tag)
         exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent, max_cells=max_cells)

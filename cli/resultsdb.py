@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cmx.cli.common import err
-from cmx.engine.plan.smoke import SMOKE_DB
 from cmx.engine.results import db
+from cmx.engine.results.db import SMOKE_DB  # not engine/plan/smoke.py: it imports the whole model
 
 
 def _has_runs(path: Path, experiments: Iterable[str] | None) -> bool:

@@ -7,7 +7,6 @@ long sweep. Shrunk cells get ids of their own; by default they go to a database 
 """
 from __future__ import annotations
 
-from pathlib import Path
 from types import MappingProxyType
 
 from pydantic import ValidationError
@@ -17,8 +16,6 @@ from cmx.engine.model.experiment import Experiment, Limits
 from cmx.engine.model.cells import Cell, cell_id
 from cmx.workloads.catalog import registry
 
-#: Where smoke runs go unless ``--db`` is given: never mixed with real results.
-SMOKE_DB = Path("results/smoke.duckdb")
 #: Seconds a smoke run may take at most.
 SMOKE_TIMEOUT_S = 120.0
 

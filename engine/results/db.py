@@ -2,8 +2,7 @@
 sweep writes. The analysis views (``cmx.analysis.views``) are installed by analysis on top of
 these, never from here: results know nothing of analysis. Connections are short-lived (open, write,
 close) so that ``cmx sql`` and ``cmx status`` can read between runs of a live sweep; DuckDB allows one
-writing process at a time.
-"""
+writing process at a time."""
 from __future__ import annotations
 
 import json
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # the runner's workload class: reading a database need not im
     from cmx.workloads.catalog.base import Workload
 
 DEFAULT_DB = Path("results/cmx.duckdb")
+SMOKE_DB = Path("results/smoke.duckdb")  # `cmx run --smoke`'s: here, so readers need not import engine/plan/smoke.py
 
 
 def record_sweep(con, sweep_id: str, experiment: str, source: str, workload: str, description: str,

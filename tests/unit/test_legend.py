@@ -87,3 +87,19 @@ def test_tradeoff_marks_the_known_pareto_front(report_specs):
         sorted(f"rabbitmq / prefork / {c}" for c in concurrency if c <= 64)
     assert all(r["label"] == "" for r in rows if r["front"] == "dominated")
     assert {r["cell"] for r in report_specs["tradeoff_latency"]["data"]["values"]} == {r["cell"] for r in rows}
+
+
+def test_a_chart_built_validated_once_is_still_checked_whole():
+    """report.write_report builds its charts inside charts.validated_once (no check per object as
+    it is made): the chart's to_dict() still refuses what Vega-Lite's schema refuses."""
+    import altair as alt
+
+    from cmx.analysis.charts import validated_once
+
+    with validated_once():
+        bad = alt.Chart(alt.Data(values=[{"a": 1}])).mark_point().encode(
+            x=alt.X("a:Q", scale=alt.Scale(type="sideways")))  # made without a word
+        with pytest.raises(alt.utils.schemapi.SchemaValidationError):
+            bad.to_dict()
+    with pytest.raises(alt.utils.schemapi.SchemaValidationError):  # outside it, as altair does by default
+        alt.Scale(type="sideways")

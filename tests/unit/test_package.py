@@ -11,8 +11,8 @@ import duckdb
 
 from cmx.engine import paths
 from cmx.cli.resultsdb import results_db
-from cmx.engine.plan.smoke import SMOKE_DB
 from cmx.engine.results import db
+from cmx.engine.results.db import SMOKE_DB
 from cmx.engine.run import provenance
 from tests.conftest import REPO, cmx
 from tests.results_fixture import add_run
@@ -97,3 +97,17 @@ def test_every_results_command_finds_the_smoke_runs_after_the_install_flow(tmp_p
         assert "no results database here yet" not in proc.stderr, (args, proc.stderr)
         assert f"smoke runs, in {SMOKE_DB}" in proc.stderr, (args, proc.stderr)
     assert "demo" in cmx("status", cwd=tmp_path, timeout=120).stdout
+
+
+def test_the_cli_starts_without_celery_or_the_workload_catalog():
+    """Every command imports cmx.cli.main (all commands' modules): a reading command (report,
+    recommend, ...) must not pay for Celery and the experiment model at start (about 1 CPU-s on
+    the benchmark machine; cli/resultsdb.py once took SMOKE_DB from engine/plan/smoke.py)."""
+    import subprocess
+    import sys
+
+    heavy = ("celery", "cmx.workloads.catalog.registry", "cmx.engine.plan.smoke", "cmx.engine.model.dimensions")
+    code = f"import sys, cmx.cli.main; print([m for m in {heavy!r} if m in sys.modules])"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
