@@ -12,7 +12,10 @@ interleaved round by round), into an emptied queue that nothing consumes:
   from the workers' ``task-received``; the producer's setting is unchanged);
 - ``sent``: ``task_send_sent_event = True``, nobody listening (Celery's own cost: each send also
   publishes a task-sent event);
-- ``captured``: sent events with ``cmx capture`` listening.
+- ``captured``: sent events with ``cmx capture`` listening;
+- ``rawsub`` (Redis only): sent events with ``redis-cli PSUBSCRIBE`` reading them instead (a C client that
+  only prints them, to /dev/null): what one more pub/sub subscriber costs Redis and so the producer,
+  apart from what cmx capture does with each event.
 
 ``cmx capture`` is a separate process, started before its round (the round waits for its first
 progress line: its event queue is bound) and stopped with Ctrl-C after it. ``--pin P,L`` pins this
@@ -21,8 +24,11 @@ starts on a free port) to CPU L, so the producer does not share its core with th
 of the machine still may. Printed per broker: each mode's median rate over the rounds (min-max), its
 change against ``off``, and the ratios paired round by round (``listen``/``off``,
 ``captured``/``sent``, ``captured``/``off``: median and min-max), which hold when the machine's speed
-drifts between rounds. In ``listen`` mode nothing here sends task events (no workers run): the
-listener idles; what it does per event is what ``captured`` adds over ``sent``.
+drifts between rounds, and the producer's own CPU per task (this thread's user + system time): a
+listener that slows the producer without changing that slows it by contention (for cores, or for the
+broker, which a Redis producer waits for on every publish). In ``listen`` mode nothing here sends
+task events (no workers run): the listener idles; what it does per event is what ``captured`` adds
+over ``sent``.
 """
 from __future__ import annotations
 
@@ -43,8 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 URLS = {"redis": "redis://127.0.0.1:6379/13", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
-MODES = ("off", "listen", "sent", "captured")
-PAIRS = (("listen", "off"), ("captured", "sent"), ("captured", "off"), ("sent", "off"))
+MODES = ("off", "listen", "sent", "captured", "rawsub")
+PAIRS = (("listen", "off"), ("captured", "sent"), ("rawsub", "sent"), ("captured", "off"), ("sent", "off"))
 TARGET = 0.02
 READY_S = 30.0
 
@@ -63,18 +69,42 @@ def make_app(url: str, queue: str, sent_event: bool):
     return app
 
 
-def publish_rate(url: str, queue: str, tasks: int, sent_event: bool) -> float:
+def publish_rate(url: str, queue: str, tasks: int, sent_event: bool) -> tuple[float, float]:
+    """(tasks a second, this thread's CPU seconds a task) of an apply_async loop."""
+    import resource
+
     app = make_app(url, queue, sent_event)
     task = app.tasks["capbench.noop"]
     with app.producer_or_acquire() as producer:
         task.apply_async(("warm",), producer=producer)  # connection and declarations out of the timing
+        cpu0 = resource.getrusage(resource.RUSAGE_THREAD)
         began = time.perf_counter()
         for _ in range(tasks):
             task.apply_async(("x" * 64,), producer=producer)
         rate = tasks / (time.perf_counter() - began)
+        cpu1 = resource.getrusage(resource.RUSAGE_THREAD)
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge(queue)
-    return rate
+    return rate, (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / tasks
+
+
+class RawSubscriber:
+    """``redis-cli PSUBSCRIBE '*'`` on the broker, its output thrown away (pinned like the capture)."""
+
+    def __init__(self, url: str, cpu: int | None):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+        self.proc = subprocess.Popen(["redis-cli", "-h", parts.hostname, "-p", str(parts.port or 6379),
+                                      "PSUBSCRIBE", "*"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=pin)
+        time.sleep(1.0)
+
+    def stop(self) -> tuple[int, float, bool]:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        return 0, 0.0, True
 
 
 class Capture:
@@ -145,14 +175,19 @@ def spread(values: list[float]) -> str:
 
 def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, listen_cpu: int | None) -> None:
     queue = f"capbench-{uuid.uuid4().hex[:8]}"
-    rates: dict[str, list[float]] = {m: [] for m in MODES}
+    modes = [m for m in MODES if m != "rawsub" or name == "redis"]
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    cpus: dict[str, list[float]] = {m: [] for m in modes}
     captured = expected = 0
     cpu_s, events, dropped = 0.0, 0, 0
     for _ in range(args.repeats):
-        for mode in rng.sample(MODES, len(MODES)):
-            cap = Capture(url, scratch / f"{name}.parquet", listen_cpu) if mode in ("listen", "captured") else None
+        for mode in rng.sample(modes, len(modes)):
+            cap = Capture(url, scratch / f"{name}.parquet", listen_cpu) if mode in ("listen", "captured") else (
+                RawSubscriber(url, listen_cpu) if mode == "rawsub" else None)
             try:
-                rates[mode].append(publish_rate(url, queue, args.tasks, mode in ("sent", "captured")))
+                rate, cpu = publish_rate(url, queue, args.tasks, mode in ("sent", "captured", "rawsub"))
+                rates[mode].append(rate)
+                cpus[mode].append(cpu)
             finally:
                 if cap is not None:
                     n, used, alive = cap.stop()
@@ -163,13 +198,15 @@ def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, lis
     base = statistics.median(rates["off"])
     print(f"-- {name}: {args.tasks} tasks a round, {args.repeats} rounds (modes shuffled in each), apply_async loop, "
           f"64-byte payload")
-    print(f"   {'mode':<9} {'median/s':>9} {'min-max/s':>17} {'vs off':>8}")
-    for mode in MODES:
+    print(f"   {'mode':<9} {'median/s':>9} {'min-max/s':>17} {'vs off':>8}  {'producer CPU us/task, median':>28}")
+    for mode in modes:
         med = statistics.median(rates[mode])
         print(f"   {mode:<9} {med:>9,.0f} {min(rates[mode]):>8,.0f}-{max(rates[mode]):<8,.0f} "
-              f"{(med / base - 1) * 100:>+7.1f}%")
+              f"{(med / base - 1) * 100:>+7.1f}%  {statistics.median(cpus[mode]) * 1e6:>28.0f}")
     print("   paired round by round, rate ratio median (min-max); 1 - ratio is the cost:")
     for a, b in PAIRS:
+        if a not in modes:
+            continue
         ratios = [x / y for x, y in zip(rates[a], rates[b])]
         print(f"     {a + '/' + b:<14} {spread(ratios)}  cost {(1 - statistics.median(ratios)) * 100:+.1f} %")
     listen = 1 - statistics.median([x / y for x, y in zip(rates["listen"], rates["off"])])
