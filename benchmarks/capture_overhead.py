@@ -53,6 +53,10 @@ MODES = ("off", "listen", "sent", "captured", "rawsub")
 PAIRS = (("listen", "off"), ("captured", "sent"), ("rawsub", "sent"), ("captured", "off"), ("sent", "off"))
 TARGET = 0.02
 READY_S = 30.0
+#: Every mode idles this long before it publishes (after its listener is ready): a process that just
+#: slept is favoured by the scheduler on a loaded machine, so modes that wait for a listener must not be
+#: the only ones that slept (a first version's Redis rounds with a subscriber ran up to 40 % faster).
+SETTLE_S = 1.5
 
 
 def make_app(url: str, queue: str, sent_event: bool):
@@ -99,7 +103,7 @@ class RawSubscriber:
         self.proc = subprocess.Popen(["redis-cli", "-h", parts.hostname, "-p", str(parts.port or 6379),
                                       "PSUBSCRIBE", "*"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=pin)
-        time.sleep(1.0)
+        time.sleep(0.5)  # subscribed (and SETTLE_S follows)
 
     def stop(self) -> tuple[int, float, bool]:
         self.proc.terminate()
@@ -185,6 +189,7 @@ def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, lis
             cap = Capture(url, scratch / f"{name}.parquet", listen_cpu) if mode in ("listen", "captured") else (
                 RawSubscriber(url, listen_cpu) if mode == "rawsub" else None)
             try:
+                time.sleep(SETTLE_S)
                 rate, cpu = publish_rate(url, queue, args.tasks, mode in ("sent", "captured", "rawsub"))
                 rates[mode].append(rate)
                 cpus[mode].append(cpu)
