@@ -31,6 +31,8 @@ ARRIVALS = {"sent": ("sent", "received", "started"), "received": ("received", "s
 #: After a read that found events, the listener waits this long before reading again, so that it reads
 #: what arrived meanwhile in one go rather than waking for every event (docs/replay.md, "Capture overhead").
 BATCH_S = 0.05
+#: At the end (time up or Ctrl-C) the events already on their way are read for at most this long.
+FINAL_WAIT_S, FINAL_LONGEST_S = 0.2, 2.0
 _TIME_OF = {"task-sent": "sent", "task-received": "received", "task-started": "started",
             "task-succeeded": "succeeded", "task-failed": "failed"}
 
@@ -165,18 +167,25 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
             for c in consumers:
                 c.consume()
             last, seen = start, 0
-            while time.monotonic() - start < duration:
-                if _read_batch(conn, socket.timeout):
-                    time.sleep(BATCH_S)
-                now = time.monotonic()
-                if rec.events == 0 and now - start >= NO_EVENTS_AFTER:
-                    raise InputError(NO_EVENTS_HINT)
-                if now - last >= 1.0:
-                    rate = (rec.events - seen) / (now - last)
-                    print(f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
-                          f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s", end="", file=progress,
-                          flush=True)
-                    last, seen = now, rec.events
+            try:
+                while time.monotonic() - start < duration:
+                    if _read_batch(conn, socket.timeout):
+                        time.sleep(BATCH_S)
+                    now = time.monotonic()
+                    if rec.events == 0 and now - start >= NO_EVENTS_AFTER:
+                        raise InputError(NO_EVENTS_HINT)
+                    if now - last >= 1.0:
+                        rate = (rec.events - seen) / (now - last)
+                        print(f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
+                              f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s", end="", file=progress,
+                              flush=True)
+                        last, seen = now, rec.events
+            except KeyboardInterrupt:
+                pass
+            try:  # what had arrived by the end (or the Ctrl-C) but was not read yet: bounded
+                _read_batch(conn, socket.timeout, wait=FINAL_WAIT_S, longest=FINAL_LONGEST_S)
+            except KeyboardInterrupt:
+                pass
     except KeyboardInterrupt:
         pass
     print("", file=progress)
