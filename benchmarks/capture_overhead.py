@@ -116,7 +116,11 @@ class Capture:
 
     def __init__(self, url: str, out: Path, cpu: int | None):
         env = {**os.environ, "CMX_CAPTURE_BROKER_URL": url, "PYTHONPATH": str(REPO)}
-        pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+        def pin():  # its Ctrl-C must work even where this benchmark was started with SIGINT ignored (`cmd &`)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
+
         self.proc = subprocess.Popen([sys.executable, "-m", "cmx.cli.main", "capture", "--out", str(out),
                                       "--duration", "600"], env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, preexec_fn=pin)
