@@ -182,9 +182,10 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
                         last, seen = now, rec.events
             except KeyboardInterrupt:
                 pass
-            try:  # what had arrived by the end (or the Ctrl-C) but was not read yet: bounded
+            try:  # what had arrived by the end (or the Ctrl-C) but was not read yet: bounded, best effort (a
+                # Ctrl-C in the middle of a frame leaves the connection unreadable; what was read is written)
                 _read_batch(conn, socket.timeout, wait=FINAL_WAIT_S, longest=FINAL_LONGEST_S)
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, Exception):
                 pass
     except KeyboardInterrupt:
         pass
