@@ -23,14 +23,19 @@ def capture_cmd(
                                  help="How long to listen: 600, 600s, 10m, 1h (as durations in an experiment file)."),
     queue: list[str] = typer.Option([], "--queue", metavar="Q", help="Keep only tasks of this queue (repeat)."),
     keep_args: bool = typer.Option(False, "--keep-args", help="Store args/kwargs content (sizes otherwise)."),
+    arrivals: str = typer.Option("sent", "--arrivals", metavar="SOURCE",
+                                 help="When a task arrived: sent (task-sent where producers send it, else "
+                                      "task-received) or received (task-received: no producer-side event needed)."),
 ):
     """Record what a Celery fleet runs, from its task events, into a profile.
 
-    Workers must send task events (-E or worker_send_task_events = True); producers should set
-    task_send_sent_event = True so send times are known. cmx only listens, on its own event queue:
+    Workers must send task events (-E or worker_send_task_events = True). Producers may set
+    task_send_sent_event = True so send times are known (one more publish per task); without it, or with
+    --arrivals received, a task's arrival is its worker's receipt (the wait in the queue before it is lost).
+    The profile records which (column arrival_source). cmx only listens, on its own event queue:
     nothing is published or consumed on your queues. Ctrl-C stops early and writes what was captured.
 
-    Exit codes: 0; 2 bad input (a password on --broker, no events within 10 s, broker unreachable).
+    Exit codes: 0; 2 bad input (a password on --broker, no events within 10 s, broker unreachable, --arrivals).
     """
     from cmx.engine.model.experiment import parse_duration
     from cmx.engine.replay import capture
@@ -41,7 +46,7 @@ def capture_cmd(
         fail(InputError(f"--duration: {exc}"))
     try:
         url = capture.broker_url(broker)
-        n = capture.capture(url, out_path, seconds, tuple(queue), keep_args)
+        n = capture.capture(url, out_path, seconds, tuple(queue), keep_args, arrivals=arrivals)
     except InputError as exc:
         fail(exc)
     except OSError as exc:
@@ -80,6 +85,9 @@ def show_cmd(
     from cmx.cli import tables
 
     tables.show(out, table, keep=1)
+    sources = sorted({s for r in rows for s in (r["arrival_source"] or "-").split("+")})
+    out.print(f"arrivals from: {', '.join(sources)} (sent: task-sent events; received: task-received, without the "
+              f"queue wait before it)", markup=False, highlight=False)
     kinds = profile.canvas_kinds(path)
     out.print(f"as replayed: {kinds['single']:,} single tasks, {kinds['chain']:,} with the tasks they spawned "
               f"(chains), {kinds['chord']:,} chords (inferred: docs/replay.md)", markup=False, highlight=False)

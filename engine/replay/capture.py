@@ -20,11 +20,19 @@ NO_EVENTS_AFTER = 10.0
 #: Seconds one connection attempt to the broker may take, and how many more attempts follow.
 CONNECT_TIMEOUT_S = 4.0
 CONNECT_RETRIES = 2
-NO_EVENTS_HINT = ("no task events within 10 s: start workers with -E (worker_send_task_events = True) and "
-                  "set task_send_sent_event = True on producers, then capture again")
+NO_EVENTS_HINT = ("no task events within 10 s: start workers with -E (worker_send_task_events = True), and "
+                  "for send times set task_send_sent_event = True on producers, then capture again")
 COLUMNS = ("uuid", "name", "queue", "routing_key", "sent", "received", "started", "succeeded", "failed",
            "retries", "runtime", "eta", "expires", "parent_id", "root_id", "args_bytes", "kwargs_bytes",
-           "args", "kwargs")
+           "args", "kwargs", "arrival", "arrival_source")
+#: Where a task's arrival (the time replay sends it at) is read from, first found first:
+#: ``sent`` the producer's task-sent (needs task_send_sent_event), ``received`` the worker's task-received.
+ARRIVALS = {"sent": ("sent", "received", "started"), "received": ("received", "started")}
+#: After a read that found events, the listener waits this long before reading again, so that it reads
+#: what arrived meanwhile in one go rather than waking for every event (docs/replay.md, "Capture overhead").
+BATCH_S = 0.05
+#: At the end (time up or Ctrl-C) the events already on their way are read for at most this long.
+FINAL_WAIT_S, FINAL_LONGEST_S = 0.2, 2.0
 _TIME_OF = {"task-sent": "sent", "task-received": "received", "task-started": "started",
             "task-succeeded": "succeeded", "task-failed": "failed"}
 
@@ -55,6 +63,7 @@ class Recorder:
 
     queues: tuple[str, ...] = ()
     keep_args: bool = False
+    arrivals: str = "sent"
     tasks: dict[str, dict] = field(default_factory=dict)
     events: int = 0
 
@@ -86,32 +95,53 @@ class Recorder:
     def rows(self) -> list[dict]:
         keep = [r for r in self.tasks.values()
                 if not self.queues or r.get("queue", r.get("routing_key")) in self.queues]
-        return [{c: r.get(c) for c in COLUMNS} for r in keep]
+        return [with_arrival({c: r.get(c) for c in COLUMNS}, self.arrivals) for r in keep]
+
+
+def with_arrival(row: dict, arrivals: str = "sent") -> dict:
+    """``row`` with its ``arrival`` and ``arrival_source``: the first time of ``ARRIVALS[arrivals]`` it has."""
+    source = next((k for k in ARRIVALS[arrivals] if row.get(k) is not None), None)
+    return row | {"arrival": row.get(source) if source else None, "arrival_source": source}
 
 
 def write_profile(rows: list[dict], out: Path) -> int:
-    """Write the rows as Parquet through DuckDB; returns the row count."""
+    """Write the rows as Parquet through DuckDB (read from newline-delimited JSON: inserting row by row
+    took about 1 ms a row); returns the row count. A row without an ``arrival_source`` gets one
+    (:func:`with_arrival`)."""
+    import json
+    import tempfile
+
     import duckdb
 
-    con = duckdb.connect()
-    cols = ", ".join(f"{c} {_TYPE.get(c, 'DOUBLE')}" for c in COLUMNS)
-    con.execute(f"CREATE TABLE profile ({cols})")
-    if rows:
-        con.executemany(f"INSERT INTO profile VALUES ({', '.join('?' * len(COLUMNS))})",
-                        [[r[c] for c in COLUMNS] for r in rows])
     out.parent.mkdir(parents=True, exist_ok=True)
-    con.execute(f"COPY (SELECT * FROM profile ORDER BY coalesce(sent, received)) TO '{out}' (FORMAT parquet)")
+    with tempfile.TemporaryDirectory(prefix="cmx-capture-") as tmp:
+        lines = Path(tmp) / "rows.jsonl"
+        with lines.open("w") as f:
+            for r in rows:
+                r = r if r.get("arrival_source") else with_arrival(r)
+                f.write(json.dumps([r.get(c) for c in COLUMNS]) + "\n")
+        con = duckdb.connect()
+        try:
+            picked = ", ".join(f"CAST(json->>{i} AS {_TYPE.get(c, 'DOUBLE')}) AS {c}" for i, c in enumerate(COLUMNS))
+            source = (f"(SELECT {picked} FROM read_json('{lines}', format='newline_delimited', "
+                      f"columns={{'json': 'JSON'}}, records=false))" if rows else
+                      f"(SELECT * FROM (VALUES ({', '.join('NULL::' + _TYPE.get(c, 'DOUBLE') for c in COLUMNS)})) "
+                      f"t({', '.join(COLUMNS)}) WHERE false)")
+            con.execute(f"COPY (SELECT * FROM {source} ORDER BY arrival) TO '{out}' (FORMAT parquet)")
+        finally:
+            con.close()
     return len(rows)
 
 
 _TYPE = {c: "VARCHAR" for c in ("uuid", "name", "queue", "routing_key", "eta", "expires", "parent_id",
-                                "root_id", "args", "kwargs")} | {"retries": "INTEGER", "args_bytes": "BIGINT",
-                                                                 "kwargs_bytes": "BIGINT"}
+                                "root_id", "args", "kwargs", "arrival_source")}
+_TYPE |= {"retries": "INTEGER", "args_bytes": "BIGINT", "kwargs_bytes": "BIGINT"}
 
 
 def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), keep_args: bool = False,
-           progress=sys.stderr) -> int:
-    """The loop behind ``cmx capture``: drain events in 1 s slices, print events/s, stop on time or Ctrl-C."""
+            progress=sys.stderr, arrivals: str = "sent") -> int:
+    """The loop behind ``cmx capture``: read events in batches (:func:`_read_batch`), print events/s each
+    second, stop on time or Ctrl-C."""
     import socket
 
     from celery import Celery
@@ -120,7 +150,9 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
 
     app = Celery("cmx-capture", broker=url, set_as_current=False)
     app.conf.broker_connection_timeout = CONNECT_TIMEOUT_S
-    rec = Recorder(tuple(queues), keep_args)
+    if arrivals not in ARRIVALS:
+        raise InputError(f"--arrivals: {arrivals!r} is not one of {', '.join(ARRIVALS)}")
+    rec = Recorder(tuple(queues), keep_args, arrivals)
     try:
         with app.connection_for_read() as conn:
             try:  # bounded: a broker that does not answer ends the capture with one line, exit 2
@@ -135,22 +167,45 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
             for c in consumers:
                 c.consume()
             last, seen = start, 0
-            while time.monotonic() - start < duration:
-                try:
-                    conn.drain_events(timeout=0.5)
-                except (socket.timeout, TimeoutError):
-                    pass
-                now = time.monotonic()
-                if rec.events == 0 and now - start >= NO_EVENTS_AFTER:
-                    raise InputError(NO_EVENTS_HINT)
-                if now - last >= 1.0:
-                    rate = (rec.events - seen) / (now - last)
-                    print(f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
-                          f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s", end="", file=progress,
-                          flush=True)
-                    last, seen = now, rec.events
+            try:
+                while time.monotonic() - start < duration:
+                    if _read_batch(conn, socket.timeout):
+                        time.sleep(BATCH_S)
+                    now = time.monotonic()
+                    if rec.events == 0 and now - start >= NO_EVENTS_AFTER:
+                        raise InputError(NO_EVENTS_HINT)
+                    if now - last >= 1.0:
+                        rate = (rec.events - seen) / (now - last)
+                        print(f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
+                              f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s", end="", file=progress,
+                              flush=True)
+                        last, seen = now, rec.events
+            except KeyboardInterrupt:
+                pass
+            try:  # what had arrived by the end (or the Ctrl-C) but was not read yet: bounded, best effort (a
+                # Ctrl-C in the middle of a frame leaves the connection unreadable; what was read is written)
+                _read_batch(conn, socket.timeout, wait=FINAL_WAIT_S, longest=FINAL_LONGEST_S)
+            except (KeyboardInterrupt, Exception):
+                pass
     except KeyboardInterrupt:
         pass
     print("", file=progress)
+    unknown = sum(1 for r in rec.tasks.values() if r.get("queue", r.get("routing_key")) is None)
+    if queues and unknown:
+        print(f"{unknown:,} tasks had no queue (only task-sent events name it) and were left out by --queue",
+              file=progress)
     return write_profile(rec.rows(), out)
 
+
+def _read_batch(conn, timeout_error, wait: float = 0.5, longest: float = 0.5) -> bool:
+    """Handle the events that have arrived, waiting up to ``wait`` s for a first one and reading for at
+    most ``longest`` s; whether any came. (One ``drain_events`` handles one AMQP frame, or what one Redis
+    read holds.)"""
+    got, began = False, time.monotonic()
+    while time.monotonic() - began < longest:
+        try:
+            conn.drain_events(timeout=wait if not got else 0.001)
+        except (timeout_error, TimeoutError):
+            return got
+        got = True
+    return got

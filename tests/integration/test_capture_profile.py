@@ -21,7 +21,7 @@ APP = textwrap.dedent("""
     import time
     from celery import Celery
     app = Celery("fleet", broker="{url}")
-    app.conf.task_send_sent_event = True
+    app.conf.task_send_sent_event = {sent}
     app.conf.worker_send_task_events = True
     app.conf.task_default_queue = "{q}"
 
@@ -36,14 +36,22 @@ APP = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def fleet(tmp_path):
+AMQP = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def _fleet(tmp_path, url=URL, sent=True):
     q = f"cap-{uuid.uuid4().hex[:8]}"
-    (tmp_path / "fleetapp.py").write_text(APP.format(url=URL, q=q))
+    (tmp_path / "fleetapp.py").write_text(APP.format(url=url, q=q, sent=sent))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "fleetapp", "worker", "-E", "-P", "solo",
                                "-Q", q, "--without-heartbeat", "--without-gossip", "--without-mingle",
                                "-l", "warning"], cwd=tmp_path, env=env, start_new_session=True)
+    return worker, q, env
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    worker, _, env = _fleet(tmp_path)
     try:
         yield tmp_path, env
     finally:
@@ -110,3 +118,34 @@ def test_unreachable_broker_ends_within_a_bound_with_one_line(tmp_path, scheme):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach" in lines[0] and str(port) in lines[0], done.stderr
     assert not (tmp_path / "p.parquet").exists()
+
+
+@pytest.mark.parametrize("url,sent", [(URL, False), (AMQP, True)], ids=["redis-no-sent-events", "rabbitmq-sent"])
+def test_the_profile_records_where_arrivals_come_from(tmp_path, url, sent):
+    """Without task_send_sent_event (the producer pays nothing) arrivals are the workers' receipts, and the
+    profile says so (the queue is unknown then: only task-sent names it); with it they are the sends. On
+    RabbitMQ too (the listener reads in batches; its shared vhost is narrowed to this test's queue)."""
+    from cmx.workloads.catalog.replay_plan import arrival_note, read_rows
+
+    worker, q, env = _fleet(tmp_path, url, sent)
+    try:
+        out = tmp_path / "profile.parquet"
+        only = ["--queue", q] if sent else []  # Redis db 11 is this test's own
+        cap = subprocess.Popen([*CMX, "capture", "--out", str(out), "--duration", "12", *only],
+                               env={**os.environ, "CMX_CAPTURE_BROKER_URL": url}, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        _send(tmp_path, env, fast=150, slow=10)
+        _, stderr = cap.communicate(timeout=60)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert cap.returncode == 0, stderr
+    rows = read_rows(out)
+    assert len(rows) == 160
+    want = "sent" if sent else "received"
+    assert {r["arrival_source"] for r in rows} == {want}
+    assert all(r["arrival"] == r[want] for r in rows)
+    assert {r["queue"] for r in rows} == ({q} if sent else {None})
+    assert (arrival_note(rows) is None) == sent
+    shown = subprocess.run([*CMX, "profile", "show", str(out)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and f"arrivals from: {want} " in shown.stdout, shown.stdout

@@ -230,11 +230,14 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     counts = dict(query(db, "SELECT name, count(*) FROM tasks WHERE state = 'SUCCESS' GROUP BY name"))
     assert counts == {"canv.fetch": 3 * 4 + 3, "canv.merge": 3 + 3 * 2}
-    # Each merge that is a chord body starts after the 4 fetches sent with it all finished: in the
-    # replay the headers of one chord share their intended send time.
+    # Each merge that is a chord body starts after the 4 fetches sent with it all ended: in the
+    # replay the headers of one chord share their intended send time. A header ends (Celery stores
+    # its result, which sends the body) at least its 50 ms sleep after its start stamp, and before
+    # its finish stamp (taken after the store: under load the body may start first), so the body
+    # must start 50 ms or more after the last header started.
     bodies = query(db, """
-        WITH h AS (SELECT intended_at, max(finished_at) AS done, count(*) AS n FROM tasks
+        WITH h AS (SELECT intended_at, max(started_at) AS last_start, count(*) AS n FROM tasks
                    WHERE name = 'canv.fetch' GROUP BY intended_at HAVING count(*) = 4)
-        SELECT h.n, min(t.started_at) >= h.done FROM h JOIN tasks t
-          ON t.name = 'canv.merge' AND t.intended_at = h.intended_at GROUP BY h.intended_at, h.n, h.done""")
+        SELECT h.n, min(t.started_at) >= h.last_start + INTERVAL 50 MILLISECOND FROM h JOIN tasks t
+          ON t.name = 'canv.merge' AND t.intended_at = h.intended_at GROUP BY h.intended_at, h.n, h.last_start""")
     assert len(bodies) == 3 and all(after for _, after in bodies), bodies

@@ -52,3 +52,55 @@ def test_capture_duration_reads_the_experiment_files_durations(tmp_path):
     assert proc.returncode == 2 and "--duration" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "p.parquet").exists()
+
+
+def test_arrivals_come_from_sent_events_else_receipts_and_the_profile_says_which(tmp_path):
+    from cmx.workloads.catalog.replay_plan import arrival_note, read_rows
+
+    events = [{"type": "task-sent", "uuid": "a", "name": "t.x", "queue": "q1", "timestamp": 10.0},
+              {"type": "task-received", "uuid": "a", "name": "t.x", "timestamp": 10.4},
+              {"type": "task-received", "uuid": "b", "name": "t.x", "timestamp": 10.2}]  # sent before the capture
+    by_sent, by_receipt = capture.Recorder(), capture.Recorder(arrivals="received")
+    for e in events:
+        by_sent(e)
+        by_receipt(e)
+    assert [(r["uuid"], r["arrival"], r["arrival_source"]) for r in by_sent.rows()] == [
+        ("a", 10.0, "sent"), ("b", 10.2, "received")]
+    assert [(r["arrival"], r["arrival_source"]) for r in by_receipt.rows()] == [(10.4, "received"),
+                                                                                 (10.2, "received")]
+    capture.write_profile(by_receipt.rows(), tmp_path / "p.parquet")
+    rows = read_rows(tmp_path / "p.parquet")
+    assert [(r["uuid"], r["arrival"], r["sent"]) for r in rows] == [("b", 10.2, None), ("a", 10.4, 10.0)]
+    assert "2 of 2" in arrival_note(rows) and "queue" in arrival_note(rows)
+    assert arrival_note(read_rows(_written(by_sent.rows()[:1], tmp_path / "s.parquet"))) is None
+
+
+def _written(rows, path):
+    capture.write_profile(rows, path)
+    return path
+
+
+def test_a_profile_written_before_arrival_columns_still_reads(tmp_path):
+    """Profiles without ``arrival``/``arrival_source`` (cmx before them): send, else receipt."""
+    import duckdb
+
+    from cmx.engine.replay.profile import summary
+    from cmx.workloads.catalog.replay_plan import read_rows
+
+    old = tmp_path / "old.parquet"
+    con = duckdb.connect()
+    con.execute("CREATE TABLE p (uuid VARCHAR, name VARCHAR, queue VARCHAR, routing_key VARCHAR, sent DOUBLE, "
+                "received DOUBLE, started DOUBLE, succeeded DOUBLE, failed DOUBLE, retries INTEGER, runtime DOUBLE, "
+                "parent_id VARCHAR, args_bytes BIGINT, kwargs_bytes BIGINT)")
+    con.execute("INSERT INTO p VALUES ('a', 't.x', 'q', NULL, 1.0, 1.5, 1.6, 1.7, NULL, 0, 0.1, NULL, 3, 2), "
+                "('b', 't.x', 'q', NULL, NULL, 2.0, 2.1, 2.2, NULL, 0, 0.1, NULL, 3, 2)")
+    con.execute(f"COPY p TO '{old}' (FORMAT parquet)")
+    rows = read_rows(old)
+    assert [(r["arrival"], r["arrival_source"]) for r in rows] == [(1.0, "sent"), (2.0, "received")]
+    (only,) = summary(old)
+    assert only["arrival_source"] == "received+sent" and only["rate_per_s"] == 1.0
+
+
+def test_an_unknown_arrival_source_is_refused_before_any_broker_is_asked(tmp_path):
+    with pytest.raises(InputError, match="--arrivals"):
+        capture.capture("redis://nowhere:1/0", tmp_path / "p.parquet", 1.0, arrivals="started")

@@ -97,6 +97,8 @@ class Replay(Workload):
             ctx.notes.append("fitted: " + "; ".join(f"{n} {f['tasks']} tasks at {f['rate_per_s']:.3g}/s, runtime "
                                                     f"{f['runtime']['dist']}" for n, f in fits.items()))
         units = units[:params.limit]
+        if note := plan.arrival_note(rows):
+            ctx.notes.append(note)
         plan.route(units, ctx.spec.queue)
         if not units:
             raise ValueError(f"profile {params.profile}: no task to replay (names: {params.names})")

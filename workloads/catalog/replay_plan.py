@@ -79,20 +79,43 @@ def resolve(profile: str, folders: list[Path]) -> Path:
     raise FileNotFoundError(f"no profile {profile} (looked in {', '.join(str(f) for f in folders)})")
 
 
+def arrival_sql(con, path: str) -> tuple[str, str]:
+    """SQL for a task's arrival time and its source in the profile at ``path``: its columns ``arrival`` and
+    ``arrival_source`` (cmx capture writes them), else, in a profile written before them, the send,
+    else the receipt, else the start."""
+    cols = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()}
+    if {"arrival", "arrival_source"} <= cols:
+        return "arrival", "arrival_source"
+    return ("coalesce(sent, received, started)",
+            "CASE WHEN sent IS NOT NULL THEN 'sent' WHEN received IS NOT NULL THEN 'received' "
+            "WHEN started IS NOT NULL THEN 'started' END")
+
+
 def read_rows(path: Path) -> list[dict]:
-    """The profile's rows in send order (DuckDB reads the Parquet); ValueError when it is not a profile."""
+    """The profile's rows in arrival order (DuckDB reads the Parquet); ValueError when it is not a profile."""
     import duckdb
 
     con = duckdb.connect()
     try:
-        cur = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM read_parquet(?) "
-                          "WHERE name IS NOT NULL AND coalesce(sent, received, started) IS NOT NULL "
-                          "ORDER BY coalesce(sent, received, started)", [str(path)])
-        return [dict(zip(_COLUMNS, r)) for r in cur.fetchall()]
+        arrival, source = arrival_sql(con, str(path))
+        cur = con.execute(f"SELECT {', '.join(_COLUMNS)}, {arrival} AS arrival, {source} AS arrival_source "
+                          f"FROM read_parquet(?) WHERE name IS NOT NULL AND {arrival} IS NOT NULL "
+                          f"ORDER BY {arrival}", [str(path)])
+        return [dict(zip((*_COLUMNS, "arrival", "arrival_source"), r)) for r in cur.fetchall()]
     except duckdb.Error as exc:
         raise ValueError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
     finally:
         con.close()
+
+
+def arrival_note(rows: list[dict]) -> str | None:
+    """What the run's notes say when arrivals were not all read from task-sent events."""
+    other = sum(1 for r in rows if r.get("arrival_source") not in (None, "sent"))
+    if not other:
+        return None
+    return (f"arrivals of {other:,} of {len(rows):,} recorded tasks are their workers' receipts (task-received; "
+            "captured without task_send_sent_event or with --arrivals received): the wait in the queue before "
+            "reception is not in the replayed arrivals")
 
 
 def queue_suffix(queue: str) -> str:
@@ -164,8 +187,9 @@ def exact(rows: list[dict], names: list[str] | None = None, speed: float = 1.0) 
 
 
 def _sent(row: dict) -> float:
-    """When the task arrived: its send, else (producers without task_send_sent_event) its receipt."""
-    for key in ("sent", "received", "started"):
+    """When the task arrived: the profile's ``arrival`` (read_rows), else its send, else (producers
+    without task_send_sent_event) its receipt."""
+    for key in ("arrival", "sent", "received", "started"):
         if row.get(key) is not None:
             return row[key]
     return 0.0
