@@ -238,6 +238,6 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     bodies = query(db, """
         WITH h AS (SELECT intended_at, max(started_at) AS last_start, count(*) AS n FROM tasks
                    WHERE name = 'canv.fetch' GROUP BY intended_at HAVING count(*) = 4)
-        SELECT h.n, min(t.started_at) >= h.last_start + INTERVAL 50 MILLISECOND FROM h JOIN tasks t
+        SELECT h.n, min(t.started_at) >= h.last_start + 0.05 FROM h JOIN tasks t
           ON t.name = 'canv.merge' AND t.intended_at = h.intended_at GROUP BY h.intended_at, h.n, h.last_start""")
     assert len(bodies) == 3 and all(after for _, after in bodies), bodies
