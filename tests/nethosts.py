@@ -146,10 +146,11 @@ class NetHosts:
         out = subprocess.run(["ip", "netns", "pids", h.ns], capture_output=True, text=True).stdout
         return [int(p) for p in out.split()]
 
-    def inventory(self, path: Path, groups: dict[str, list[str]], workdir_root: Path, seeded: bool = False) -> Path:
+    def inventory(self, path: Path, groups: dict[str, list[str]], workdir_root: Path, seeded: bool = False,
+                  hostvars: dict[str, dict[str, str]] | None = None) -> Path:
         """An Ansible inventory (YAML) for these hosts; ``groups`` maps a group to host names.
         ``seeded``: the grouped hosts' work dirs hold a provisioned venv already (tests/hostseed.py),
-        for tests whose subject is not provisioning."""
+        for tests whose subject is not provisioning. ``hostvars``: more variables of a host."""
         by_name = {h.name: h for h in self.hosts}
         if seeded:
             from tests.hostseed import seed
@@ -168,6 +169,7 @@ class NetHosts:
                       f"      postgres_data_dir: {self.postgres_dir(h)}",
                       f"      rabbitmq_base_dir: /var/lib/cmx-rabbitmq/test{self.tag}-{h.name}",
                       f"      rabbitmq_nodename: cmx-test{self.tag}-{h.name}@localhost"]
+            lines += [f"      {k}: {v}" for k, v in (hostvars or {}).get(h.name, {}).items()]
         lines.append("  children:")
         for group, names in groups.items():
             lines += [f"    {group}:", "      hosts:"] + [f"        {n}:" for n in names if n in by_name]

@@ -49,9 +49,23 @@ def run_targets(inventory: Inventory, workload_name: str, vals: dict) -> RunTarg
     if workload.service_module:
         service_host = inventory.service_host()
         args.setdefault(service_host, []).append("--watch service={run_dir}/service.pid")
+    for host in struck_node_hosts(inventory, vals):  # its agent strikes the node there
+        args.setdefault(host, [])
     hosts = list(dict.fromkeys([*hosts, *args]))
     return RunTargets(workers=workers, driver=driver, drivers=drivers, hosts=tuple(hosts),
                       sampler_args={h: " ".join(a) for h, a in args.items()})
+
+
+def struck_node_hosts(inventory: Inventory, vals: dict) -> list[str]:
+    """The hosts of the broker nodes the run's faults strike (``kill_broker_node:N``): a node on a
+    brokers host that neither works nor drives (one node per brokers host) needs that host's agent."""
+    from cmx.engine.run.faultrun import broker_place
+    from cmx.workloads.faults import parse
+
+    picks = [int(f.host) for f in parse(vals.get("fault") or "none")
+             if f.target != "worker" and f.definition.takes_target]
+    nodes = (broker_place(inventory, vals["broker"]).get("nodes") or []) if picks else []
+    return [nodes[n - 1]["host"] for n in picks if 1 <= n <= len(nodes)]
 
 
 def local_port(inventory: Inventory, host: str, url: str | None) -> int | None:

@@ -31,6 +31,9 @@ def test_three_hosts_run_one_node_each_by_address_and_the_count_comes_from_the_i
     assert all(n.longname for n in nodes)
     env = cluster.node_env(nodes[0], "pw")
     assert env["RABBITMQ_USE_LONGNAME"] == "true" and env["RABBITMQ_ERLANG_COOKIE"] == cluster.cookie("pw")
+    # reached from other hosts: no host rabbitmq-env.conf binding epmd to loopback (seen on this machine)
+    assert env["RABBITMQ_CONF_ENV_FILE"] == "/dev/null"
+    assert "RABBITMQ_CONF_ENV_FILE" not in cluster.node_env(cluster.layout(hosts[:1])[0], "pw")
     assert cluster.password_of(cluster.url(nodes, "p%40ss")) == "p@ss"
 
 
@@ -66,3 +69,15 @@ def test_queue_types_reach_the_run_queues_arguments_and_are_refused_where_the_br
     assert servers.queue_type_problem("rabbitmq", "classic", 3) == (
         "delivery_limit 3: x-delivery-limit is a quorum queue's (this cell's queues are classic: set queue_type: "
         "quorum)")
+
+
+def test_a_run_that_kills_a_node_reaches_that_nodes_host_even_one_that_only_runs_the_node():
+    from cmx.engine.run.targets import run_targets
+
+    inv = Inventory(path=Path("inv.yml"), groups={"brokers": ("a", "b", "c"), "workers": ("b",), "drivers": ("c",)},
+                    hostvars={h: {"ansible_host": f"10.0.0.{i}", "rabbitmq_cluster_password": "pw"}
+                              for i, h in enumerate("abc", 1)})
+    vals = {"broker": "rabbitmq-cluster", "backend": "none", "machines": 1, "drivers": 1}
+    assert run_targets(inv, "concurrent_sleep", {**vals, "fault": "none"}).hosts == ("b", "c")
+    assert run_targets(inv, "concurrent_sleep", {**vals, "fault": "kill_broker_node@2s"}).hosts == ("b", "c", "a")
+    assert run_targets(inv, "concurrent_sleep", {**vals, "fault": "kill_broker_node@2s:2"}).hosts == ("b", "c")

@@ -131,8 +131,9 @@ def node_env(node: Node | Mapping[str, Any], password: str) -> dict[str, str]:
            "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins", "RABBITMQ_PID_FILE": f"{base}/rabbitmq.pid",
            "RABBITMQ_DIST_PORT": str(n["dist_port"]), "RABBITMQ_CTL_DIST_PORT_MIN": str(n["ctl_port_min"]),
            "RABBITMQ_CTL_DIST_PORT_MAX": str(n["ctl_port_max"]), "RABBITMQ_ERLANG_COOKIE": cookie(password)}
-    if n["longname"]:
-        env["RABBITMQ_USE_LONGNAME"] = "true"
+    if n["longname"]:  # reached from other hosts: none of the host's own RabbitMQ's settings (its
+        # rabbitmq-env.conf may bind epmd and the distribution to loopback; roles/rabbitmq's vars)
+        env.update(RABBITMQ_USE_LONGNAME="true", RABBITMQ_CONF_ENV_FILE="/dev/null")
     return env
 
 
