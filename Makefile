@@ -36,10 +36,12 @@ test: setup
 unit: $(VENV)/.installed
 	$(BIN)/pytest -q -m "not integration and not slow" tests/unit
 
+# ruff (lint and format: `.venv-lint/bin/ruff format .` fixes the format) and
 # ansible-lint (production profile, .ansible-lint) in a venv of its own, so it never changes
 # the ansible-core the project runs with.
 lint: .venv-lint/.installed
 	.venv-lint/bin/ruff check .
+	.venv-lint/bin/ruff format --check .
 	PATH="$(CURDIR)/.venv-lint/bin:$$PATH" ansible-lint roles/ engine/hosts/playbooks/
 
 .venv-lint/.installed:

@@ -9,6 +9,7 @@ level moved, and by how much, measured between its neighbours. Used by ``cmx tre
 2. Each candidate measured between its neighbours with the rule of ``cmx compare`` on the runs.
 3. The latest point against the runs since the last change before it.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ from cmx.analysis.statcache import Found
 #: Shuffled orders of the points that test a candidate split (:func:`split_p`), scored this many at once.
 PERMUTATIONS = 999
 PERMUTATION_BATCH = 250
-EXACT_ORDERS = 5040      # 7 points: every order
+EXACT_ORDERS = 5040  # 7 points: every order
 FIRST_LOOK, FIRST_LOOK_STOP = 49, 0.25
 #: Points before the latest from which the latest's median must also stand out from theirs (:func:`night_p`).
 GUARD_NIGHTS = 3
@@ -56,7 +57,7 @@ def split_scores(medians: np.ndarray) -> np.ndarray:
     within_left = p[..., tau, tau]
     across = p[..., tau, n] - within_left
     within_right = p[..., n, n][..., None] - within_left - 2 * across
-    energy = 2 * across / (n1 * n2) - within_left / n1 ** 2 - within_right / n2 ** 2
+    energy = 2 * across / (n1 * n2) - within_left / n1**2 - within_right / n2**2
     scores[..., 1:] = n1 * n2 / n * energy
     return scores
 
@@ -74,11 +75,11 @@ def split_grid(medians: np.ndarray) -> np.ndarray:
     tau, kappa = np.arange(1, n)[:, None], np.arange(2, n + 1)[None, :]
     n1, n2 = tau.astype(float), np.maximum(kappa - tau, 1).astype(float)
     diagonal = np.diagonal(p, axis1=-2, axis2=-1)
-    within_left = diagonal[..., 1:n, None]            # p[τ, τ]
-    corner = p[..., 1:n, 2:n + 1]                      # p[τ, κ], by slicing (no fancy-index copies)
+    within_left = diagonal[..., 1:n, None]  # p[τ, τ]
+    corner = p[..., 1:n, 2 : n + 1]  # p[τ, κ], by slicing (no fancy-index copies)
     across = corner - within_left
-    within_right = diagonal[..., None, 2:n + 1] - 2 * corner + within_left
-    energy = 2 * across / (n1 * n2) - within_left / n1 ** 2 - within_right / n2 ** 2
+    within_right = diagonal[..., None, 2 : n + 1] - 2 * corner + within_left
+    energy = 2 * across / (n1 * n2) - within_left / n1**2 - within_right / n2**2
     return np.where(kappa > tau, n1 * n2 / (n1 + n2) * energy, -np.inf)
 
 
@@ -113,9 +114,16 @@ def split_p(medians: np.ndarray) -> float:
 
 
 def _permutation_p(x: np.ndarray, resamples: int) -> float:
-    res = stats._sps().permutation_test((x,), _best_split, permutation_type="pairings", vectorized=True,
-                                        n_resamples=resamples, batch=PERMUTATION_BATCH, alternative="greater",
-                                        rng=stats.SEED)
+    res = stats._sps().permutation_test(
+        (x,),
+        _best_split,
+        permutation_type="pairings",
+        vectorized=True,
+        n_resamples=resamples,
+        batch=PERMUTATION_BATCH,
+        alternative="greater",
+        rng=stats.SEED,
+    )
     return float(res.pvalue)
 
 
@@ -134,8 +142,9 @@ def _pooled(runs: list[list[float]], start: int, end: int) -> list[float]:
     return [v for point in runs[start:end] for v in point]
 
 
-def shown(before: list[float], after: list[float], better: str, margin_pct: float,
-          full: bool = False) -> stats.Comparison | None:
+def shown(
+    before: list[float], after: list[float], better: str, margin_pct: float, full: bool = False
+) -> stats.Comparison | None:
     """The comparison of the runs ``before`` and ``after`` a candidate when it shows a change (any of
     :data:`stats.SHOWN`); with ``full``, whatever it shows."""
     return shown_many([(before, after, better, margin_pct, full)])[0]
@@ -165,8 +174,14 @@ def _window(runs, start: int, tau: int, end: int) -> tuple[list[float], list[flo
     return _pooled(runs, max(start, tau - WINDOW), tau), _pooled(runs, tau, min(end, tau + WINDOW))
 
 
-def change_points(runs: list[list[float]], medians: list[float | None], better: str,
-                  margin_pct: float = stats.MARGIN_PCT, test=shown, full_latest: bool = False) -> Found:
+def change_points(
+    runs: list[list[float]],
+    medians: list[float | None],
+    better: str,
+    margin_pct: float = stats.MARGIN_PCT,
+    test=shown,
+    full_latest: bool = False,
+) -> Found:
     """The changes of a series, found by :func:`change_steps`, each test answered by
     ``test(before, after, better, margin_pct, full)`` (:func:`shown`)."""
     steps = change_steps(runs, medians, full_latest)
@@ -187,6 +202,7 @@ class SplitTest:
     """A request of :func:`change_steps` for :func:`split_p` of these medians (answered with its p), or,
     ``best``, for :func:`best_split` of them (answered with [τ, statistic]): both pure functions of the
     medians, so the statistics cache keeps them and a night recomputes only the segments it touches."""
+
     medians: tuple[float, ...]
     best: bool = False
 
@@ -226,7 +242,7 @@ def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool):
     if not score > 0:
         return None
     tau += start
-    p = yield SplitTest(tuple(med[max(start, tau - WINDOW):min(end, tau + WINDOW)].tolist()))
+    p = yield SplitTest(tuple(med[max(start, tau - WINDOW) : min(end, tau + WINDOW)].tolist()))
     if p <= alpha:
         return tau
     if explore:
@@ -270,9 +286,14 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
         if not weak:
             found = {tau: (results[tau], EDIVISIVE if tau != last else LATEST) for tau in cands}
             break
-        step = {tau: abs(np.median(med[bounds[j + 1]:min(bounds[j + 2], tau + WINDOW)])
-                         - np.median(med[max(bounds[j], tau - WINDOW):tau]))
-                for j, tau in enumerate(cands) if tau in weak}
+        step = {
+            tau: abs(
+                np.median(med[bounds[j + 1] : min(bounds[j + 2], tau + WINDOW)])
+                - np.median(med[max(bounds[j], tau - WINDOW) : tau])
+            )
+            for j, tau in enumerate(cands)
+            if tau in weak
+        }
         cands.remove(min(weak, key=lambda tau: (step[tau], tau)))
     latest = found[last][0] if last in found else None
     if last > 0 and last not in found:
@@ -280,7 +301,7 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
         before, after = _window(kept_runs, since, last, last + 1)
         latest = yield (before, after, full_latest)
         if latest is not None and latest.verdict in BEYOND:
-            guard = night_p(med[max(since, last - WINDOW):last].tolist(), float(med[last]))
+            guard = night_p(med[max(since, last - WINDOW) : last].tolist(), float(med[last]))
             if guard is None or guard <= stats.ALPHA:
                 found[last] = (latest, LATEST)
     return Found([(keep[i], r, how) for i, (r, how) in sorted(found.items())], latest)

@@ -7,6 +7,7 @@ experiment revision, where the database records revisions): a median over a mixt
 configurations is not a figure of any of them. ``pool_cells=True`` is the explicit opt-in to
 pool a multi-cell selection; the result then says what was pooled.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class Side:
 @dataclass(frozen=True)
 class MetricComparison:
     metric: str
-    better: str            # higher | lower | neither
+    better: str  # higher | lower | neither
     result: stats.Comparison
 
 
@@ -109,8 +110,9 @@ def _q(name: str) -> str:
 
 def _columns(con) -> dict[str, str]:
     """What a selection can filter on (name → SQL type): the dimensions, then the revision where recorded."""
-    revision = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs' "
-                           "AND column_name = ?", [REVISION]).fetchall()
+    revision = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs' AND column_name = ?", [REVISION]
+    ).fetchall()
     return {**dimension_columns(con), **dict(revision)}
 
 
@@ -120,7 +122,7 @@ def _where(con, cols: dict[str, str], sel: Selection) -> tuple[str, list]:
         if dim.startswith("tag."):  # runs of sweeps run with --tag KEY=VALUE
             from cmx.engine.results.db import tagged_runs_sql
 
-            cond, tag_params = tagged_runs_sql(con, {dim[len("tag."):]: value})
+            cond, tag_params = tagged_runs_sql(con, {dim[len("tag.") :]: value})
             where.append(cond.replace("run_id IN", "r.run_id IN", 1))
             params.extend(tag_params)
             continue
@@ -183,16 +185,20 @@ def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
     if (cells > 1 or differing) and not pool_cells:
         what = f"{cells} cells" if cells > 1 else "runs of more than one revision"
         first = next(iter(differing), "DIM")
-        raise SelectionError(f"{role} selects {what}: {describe(differing) or 'cells whose dimensions differ'}; "
-                             f"add {first}=... or pass --pool-cells")
+        raise SelectionError(
+            f"{role} selects {what}: {describe(differing) or 'cells whose dimensions differ'}; "
+            f"add {first}=... or pass --pool-cells"
+        )
     return Side(sel, tuple(r for r, _ in rows), cells, differing)
 
 
 def _values(con, run_ids: tuple[str, ...]) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {}
     for name, value in con.execute(
-            "SELECT name, value FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND value IS NOT NULL "
-            "ORDER BY run_id", [list(run_ids)]).fetchall():
+        "SELECT name, value FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND value IS NOT NULL "
+        "ORDER BY run_id",
+        [list(run_ids)],
+    ).fetchall():
         got.setdefault(name, []).append(value)
     return got
 
@@ -211,22 +217,33 @@ def host_warnings(con, base: Side, cont: Side) -> list[str]:
     per_run = fingerprint.of_runs(con, [*base.run_ids, *cont.run_ids])
     a, b = fingerprint.merged(per_run, base.run_ids), fingerprint.merged(per_run, cont.run_ids)
     skip = fingerprint.chosen(con, base.run_ids, cont.run_ids)
-    return [f"hosts differ: {fact} is {fingerprint.shown(x)} in the baseline but {fingerprint.shown(y)} "
-            "in the contender" for fact, x, y in fingerprint.differences(a, b, skip)]
+    return [
+        f"hosts differ: {fact} is {fingerprint.shown(x)} in the baseline but {fingerprint.shown(y)} in the contender"
+        for fact, x, y in fingerprint.differences(a, b, skip)
+    ]
 
 
 def not_sampled(con, side: Side, role: str) -> list[str]:
     """One line per metric some of the side's runs have no value of (a peak PSS with no reading
     inside the run): those runs are left out of it, and n says so; this says why."""
-    rows = con.execute("SELECT name, count(*) FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
-                       "AND value IS NULL AND name LIKE 'peak_pss%' GROUP BY name ORDER BY name",
-                       [list(side.run_ids)]).fetchall()
-    return [f"{name}: not sampled in {k} of the {role}'s {len(side.run_ids)} run(s) (left out of its n)"
-            for name, k in rows]
+    rows = con.execute(
+        "SELECT name, count(*) FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+        "AND value IS NULL AND name LIKE 'peak_pss%' GROUP BY name ORDER BY name",
+        [list(side.run_ids)],
+    ).fetchall()
+    return [
+        f"{name}: not sampled in {k} of the {role}'s {len(side.run_ids)} run(s) (left out of its n)" for name, k in rows
+    ]
 
 
-def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = False,
-            margin_pct: float = stats.MARGIN_PCT, metrics: tuple[str, ...] = ()) -> CompareResult:
+def compare(
+    con,
+    baseline: Selection,
+    contender: Selection,
+    pool_cells: bool = False,
+    margin_pct: float = stats.MARGIN_PCT,
+    metrics: tuple[str, ...] = (),
+) -> CompareResult:
     """Per metric either side has (or only ``metrics``): n, median and interval per side, change %,
     p-value, verdict under :mod:`cmx.analysis.stats`' rule with an equivalence margin of ``margin_pct``."""
     base = resolve(con, baseline, "baseline", pool_cells)
@@ -236,12 +253,16 @@ def compare(con, baseline: Selection, contender: Selection, pool_cells: bool = F
     names = _metric_names(con, [base, cont], set(a) | set(b))
     missing = [m for m in metrics if m not in names]
     if missing:
-        raise SelectionError(f"--metric {missing[0]}: neither side has it (they have: {', '.join(names)})"
-                             + suggest(missing[0], names))
+        raise SelectionError(
+            f"--metric {missing[0]}: neither side has it (they have: {', '.join(names)})" + suggest(missing[0], names)
+        )
     for name in (m for m in names if not metrics or m in metrics):
         better = metricdefs.get(name).better.value
-        rows.append(MetricComparison(name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better,
-                                                                         margin_pct=margin_pct)))
+        rows.append(
+            MetricComparison(
+                name, better, stats.compare_samples(a.get(name, []), b.get(name, []), better, margin_pct=margin_pct)
+            )
+        )
     warnings = host_warnings(con, base, cont) + not_sampled(con, base, "baseline") + not_sampled(con, cont, "contender")
     label = noise.differs(con, base.run_ids, cont.run_ids, sides=("in the baseline", "in the contender"))
     if label:

@@ -1,4 +1,5 @@
 """Formatting of ``cmx compare`` results: table (rich), markdown, csv, json."""
+
 from __future__ import annotations
 
 import csv
@@ -12,19 +13,27 @@ from cmx.analysis import stats
 from cmx.analysis.compare import CompareResult, MetricComparison
 from cmx.analysis.units import fmt, span
 
-MARKERS = {stats.BETTER: "▲ better", stats.WORSE: "▼ worse", stats.SAME: "= same", stats.DIFFERS: "≠ differs",
-           stats.SMALL: "~ small",
-           stats.INCONCLUSIVE: "? inconclusive", stats.N_TOO_SMALL: "n too small"}
+MARKERS = {
+    stats.BETTER: "▲ better",
+    stats.WORSE: "▼ worse",
+    stats.SAME: "= same",
+    stats.DIFFERS: "≠ differs",
+    stats.SMALL: "~ small",
+    stats.INCONCLUSIVE: "? inconclusive",
+    stats.N_TOO_SMALL: "n too small",
+}
 COLUMNS = ("metric", "better if", "baseline", "contender", "change [95 %]", "p", "verdict")
 
 
 def interval_note(margin_pct: float) -> str:
     """What the columns and verdicts mean (the table's caption)."""
-    return ("median [95 % bootstrap interval of the median] (n ok runs); change: of the medians, with its 95 % "
-            "interval; p: Mann-Whitney U, two-sided. Verdicts: better/worse = p ≤ 0.05 and the change's interval "
-            f"excludes 0; same = the change's whole interval lies within ±{margin_pct:g} % (--margin); "
-            "inconclusive = neither shown (the runs a side that would tell are given); "
-            "unstable = a side's runs spread over 10 % of their mean")
+    return (
+        "median [95 % bootstrap interval of the median] (n ok runs); change: of the medians, with its 95 % "
+        "interval; p: Mann-Whitney U, two-sided. Verdicts: better/worse = p ≤ 0.05 and the change's interval "
+        f"excludes 0; same = the change's whole interval lies within ±{margin_pct:g} % (--margin); "
+        "inconclusive = neither shown (the runs a side that would tell are given); "
+        "unstable = a side's runs spread over 10 % of their mean"
+    )
 
 
 def _side(metric: str, s: stats.Summary) -> str:
@@ -56,8 +65,15 @@ def _row(m: MetricComparison) -> list[str]:
     if r.change_low is not None and r.change_pct is not None:
         pct += f" [{_pct(r.change_low)}, {_pct(r.change_high)}]"
     p = "–" if r.p_value is None else f"{r.p_value:.3f}"
-    return [m.metric, m.better if m.better != "neither" else "", _side(m.metric, r.baseline),
-            _side(m.metric, r.contender), pct, p, verdict_text(r)]
+    return [
+        m.metric,
+        m.better if m.better != "neither" else "",
+        _side(m.metric, r.baseline),
+        _side(m.metric, r.contender),
+        pct,
+        p,
+        verdict_text(r),
+    ]
 
 
 def _margin(res: CompareResult) -> float:
@@ -98,16 +114,54 @@ def as_csv(res: CompareResult) -> str:
     """Raw numbers (no units) for other tools."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["metric", "better", "baseline_n", "baseline_median", "baseline_low", "baseline_high",
-                "contender_n", "contender_median", "contender_low", "contender_high", "change_pct", "p_value",
-                "verdict", "margin_pct", "change_low_pct", "change_high_pct", "baseline_unstable",
-                "contender_unstable", "runs_needed"])
+    w.writerow(
+        [
+            "metric",
+            "better",
+            "baseline_n",
+            "baseline_median",
+            "baseline_low",
+            "baseline_high",
+            "contender_n",
+            "contender_median",
+            "contender_low",
+            "contender_high",
+            "change_pct",
+            "p_value",
+            "verdict",
+            "margin_pct",
+            "change_low_pct",
+            "change_high_pct",
+            "baseline_unstable",
+            "contender_unstable",
+            "runs_needed",
+        ]
+    )
     for m in res.metrics:
         r = m.result
-        w.writerow([m.metric, m.better, r.baseline.n, r.baseline.median, r.baseline.low, r.baseline.high,
-                    r.contender.n, r.contender.median, r.contender.low, r.contender.high, r.change_pct, r.p_value,
-                    r.verdict, r.margin_pct, r.change_low, r.change_high, r.baseline.unstable,
-                    r.contender.unstable, r.runs_needed])
+        w.writerow(
+            [
+                m.metric,
+                m.better,
+                r.baseline.n,
+                r.baseline.median,
+                r.baseline.low,
+                r.baseline.high,
+                r.contender.n,
+                r.contender.median,
+                r.contender.low,
+                r.contender.high,
+                r.change_pct,
+                r.p_value,
+                r.verdict,
+                r.margin_pct,
+                r.change_low,
+                r.change_high,
+                r.baseline.unstable,
+                r.contender.unstable,
+                r.runs_needed,
+            ]
+        )
     return buf.getvalue()
 
 
@@ -116,8 +170,22 @@ def as_json(res: CompareResult) -> str:
     p_value, margin_pct, verdict}, plus the change's interval, when inconclusive the runs a side
     that would tell, and ``noise``: how the hosts' noise differs between the sides (the same label on
     every metric; null when alike or unknown)."""
-    return json.dumps([{"metric": m.metric, "baseline": m.result.baseline.as_dict(),
-                        "contender": m.result.contender.as_dict(), "change_pct": m.result.change_pct,
-                        "p_value": m.result.p_value, "margin_pct": m.result.margin_pct, "verdict": m.result.verdict,
-                        "change_low_pct": m.result.change_low, "change_high_pct": m.result.change_high,
-                        "runs_needed": m.result.runs_needed, "noise": res.noise} for m in res.metrics], indent=2)
+    return json.dumps(
+        [
+            {
+                "metric": m.metric,
+                "baseline": m.result.baseline.as_dict(),
+                "contender": m.result.contender.as_dict(),
+                "change_pct": m.result.change_pct,
+                "p_value": m.result.p_value,
+                "margin_pct": m.result.margin_pct,
+                "verdict": m.result.verdict,
+                "change_low_pct": m.result.change_low,
+                "change_high_pct": m.result.change_high,
+                "runs_needed": m.result.runs_needed,
+                "noise": res.noise,
+            }
+            for m in res.metrics
+        ],
+        indent=2,
+    )

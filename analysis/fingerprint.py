@@ -7,6 +7,7 @@ processes reported them (table ``packages``), and per host (table ``hosts``) the
 backend's server versions, the kernel, Python, the CPU model, its frequency governor and its cores.
 A fact nobody recorded (runs stored before it was) is unknown, never a difference.
 """
+
 from __future__ import annotations
 
 from cmx.workloads.runtime.fingerprint import PACKAGES
@@ -25,8 +26,9 @@ Values = dict[str, set[str]]  # fact → its values (several when hosts or proce
 
 
 def _columns(con, table: str) -> set[str]:
-    return {c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ?",
-                                      [table]).fetchall()}
+    return {
+        c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()
+    }
 
 
 def of_runs(con, run_ids) -> dict[str, Values]:
@@ -38,16 +40,17 @@ def of_runs(con, run_ids) -> dict[str, Values]:
     # Runs stored before the packages table have celery and kombu from the host's facts only.
     old = [c for c in ("celery", "kombu") if c in host_cols]
     if cols or old:
-        for row in con.execute(f"SELECT run_id, {', '.join(cols + old)} FROM hosts "
-                               "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall():
+        for row in con.execute(
+            f"SELECT run_id, {', '.join(cols + old)} FROM hosts WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]
+        ).fetchall():
             facts = out.setdefault(row[0], {})
             for fact, value in zip(cols + [f"hosts.{c}" for c in old], row[1:]):
                 if value is not None:
                     facts.setdefault(fact, set()).add(str(value))
     if _columns(con, "packages"):
         for run_id, name, version in con.execute(
-                "SELECT run_id, name, version FROM packages WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-                [ids]).fetchall():
+            "SELECT run_id, name, version FROM packages WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]
+        ).fetchall():
             if name in PACKAGES:
                 out.setdefault(run_id, {}).setdefault(name, set()).add(version or ABSENT)
     for facts in out.values():
@@ -66,9 +69,15 @@ def chosen(con, a_ids, b_ids) -> set[str]:
     for fact, dim in CHOSEN_BY.items():
         if dim not in dims:
             continue
-        a, b = ({v for (v,) in con.execute(f'SELECT DISTINCT "{dim}" FROM runs WHERE run_id IN '
-                                           "(SELECT unnest(?::VARCHAR[]))", [list(ids)]).fetchall()}
-                for ids in (a_ids, b_ids))
+        a, b = (
+            {
+                v
+                for (v,) in con.execute(
+                    f'SELECT DISTINCT "{dim}" FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[]))', [list(ids)]
+                ).fetchall()
+            }
+            for ids in (a_ids, b_ids)
+        )
         if a != b:
             out.add(fact)
     return out

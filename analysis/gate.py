@@ -9,6 +9,7 @@ runs are too few for any verdict to be shown (the smallest exact Mann-Whitney p 
 so in one line naming the runs a side would need, whatever it is set to fail on: a gate that cannot
 fail must never pass in silence.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,6 +57,7 @@ def runs_needed(n_a: int) -> int:
 @dataclass(frozen=True)
 class Judged:
     """One gating metric's answer: its label, its verdict and the runs either side."""
+
     label: str
     verdict: str
     n_a: int
@@ -65,8 +67,11 @@ class Judged:
 def failures(judged: list[Judged], fail_on: frozenset[str]) -> list[str]:
     """What fails the gate, a verdict at a time: ``worse: a, b`` then ``inconclusive: c``…"""
     fails = ([stats.WORSE] if WORSE in fail_on else []) + (list(UNDECIDED) if INCONCLUSIVE in fail_on else [])
-    return [f"{verdict}: {', '.join(j.label for j in judged if j.verdict == verdict)}"
-            for verdict in fails if any(j.verdict == verdict for j in judged)]
+    return [
+        f"{verdict}: {', '.join(j.label for j in judged if j.verdict == verdict)}"
+        for verdict in fails
+        if any(j.verdict == verdict for j in judged)
+    ]
 
 
 def cannot_fail(judged: list[Judged], latest_side: bool) -> str | None:
@@ -75,7 +80,8 @@ def cannot_fail(judged: list[Judged], latest_side: bool) -> str | None:
     if not judged or any(can_show(j.n_a, j.n_b) for j in judged):
         return None
     j = max(judged, key=lambda j: (j.n_a, j.n_b))
-    need = (f"{runs_needed(j.n_a)} run(s) at the latest point" if latest_side
-            else f"{stats.MIN_N_SHOWN} ok runs a side")
-    return (f"no verdict can be shown: {j.n_a} run(s) against {j.n_b} (the smallest Mann-Whitney p is "
-            f"{smallest_p(j.n_a, j.n_b):.2g}, above {stats.ALPHA}); {need} would allow one, so this gate cannot fail")
+    need = f"{runs_needed(j.n_a)} run(s) at the latest point" if latest_side else f"{stats.MIN_N_SHOWN} ok runs a side"
+    return (
+        f"no verdict can be shown: {j.n_a} run(s) against {j.n_b} (the smallest Mann-Whitney p is "
+        f"{smallest_p(j.n_a, j.n_b):.2g}, above {stats.ALPHA}); {need} would allow one, so this gate cannot fail"
+    )

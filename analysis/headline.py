@@ -9,6 +9,7 @@ definition. ``cmx trend`` groups every other metric by
 A run stored without a headline (a user's workload class, by a cmx before 0.3) has none: its
 tables show every judged metric.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,31 +25,46 @@ def _lists(rows) -> list[str]:
 
 def of_runs(con, run_ids: list[str]) -> list[str]:
     """The whole headline of these runs' workloads (each workload's order; workloads by name)."""
-    return _lists(con.execute("""SELECT any_value(h.headline_all) FROM run_headlines h JOIN run_starts s USING (run_id)
+    return _lists(
+        con.execute(
+            """SELECT any_value(h.headline_all) FROM run_headlines h JOIN run_starts s USING (run_id)
                                  WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY s.workload
-                                 ORDER BY s.workload""", [list(run_ids)]).fetchall())
+                                 ORDER BY s.workload""",
+            [list(run_ids)],
+        ).fetchall()
+    )
 
 
 def of_experiment_runs(con, experiment: str) -> list[str]:
     """The whole headline of the workloads an experiment's runs ran (the summary table's columns)."""
-    return _lists(con.execute("""SELECT any_value(h.headline_all) FROM run_headlines h JOIN run_starts s USING (run_id)
+    return _lists(
+        con.execute(
+            """SELECT any_value(h.headline_all) FROM run_headlines h JOIN run_starts s USING (run_id)
                                  WHERE s.experiment = ? GROUP BY s.workload ORDER BY s.workload""",
-                              [experiment]).fetchall())
+            [experiment],
+        ).fetchall()
+    )
 
 
 def of_cells(con, experiment: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
     """{cell_id: (its headline for its params, its workload's whole headline)} of every cell stored with one."""
-    rows = con.execute("""SELECT s.cell_id, any_value(h.headline), any_value(h.headline_all)
+    rows = con.execute(
+        """SELECT s.cell_id, any_value(h.headline), any_value(h.headline_all)
                           FROM run_headlines h JOIN run_starts s USING (run_id) WHERE s.experiment = ?
-                          GROUP BY s.cell_id""", [experiment]).fetchall()
+                          GROUP BY s.cell_id""",
+        [experiment],
+    ).fetchall()
     return {cell: (tuple(json.loads(shown)), tuple(json.loads(whole))) for cell, shown, whole in rows}
 
 
 def objective_of_runs(con, experiment: str, revision: int) -> str | None:
     """The objective the workload of the experiment's latest sweep of ``revision`` ranks on, as stored."""
-    row = con.execute("""SELECT h.objective FROM run_headlines h JOIN run_starts s USING (run_id)
+    row = con.execute(
+        """SELECT h.objective FROM run_headlines h JOIN run_starts s USING (run_id)
                          JOIN sweeps w USING (sweep_id) WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?
-                         ORDER BY w.started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
+                         ORDER BY w.started_at DESC LIMIT 1""",
+        [experiment, revision],
+    ).fetchone()
     return row[0] if row else None
 
 
@@ -68,14 +84,19 @@ def _declared(definition: dict | None) -> set[str]:
 def of_experiment(con, experiment: str, revision: int) -> frozenset[str]:
     """The headline of an experiment's revision: the headlines its runs stored (each cell's, for its
     params) and their workload's objective, with the metrics its latest sweep's definition names."""
-    row = con.execute("""SELECT definition FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ?
-                         ORDER BY started_at DESC LIMIT 1""", [experiment, revision]).fetchone()
+    row = con.execute(
+        """SELECT definition FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ?
+                         ORDER BY started_at DESC LIMIT 1""",
+        [experiment, revision],
+    ).fetchone()
     if row is None:
         return frozenset()
-    stored = con.execute("""SELECT DISTINCT h.headline, h.objective FROM run_headlines h
+    stored = con.execute(
+        """SELECT DISTINCT h.headline, h.objective FROM run_headlines h
                             JOIN run_starts s USING (run_id) JOIN sweeps w USING (sweep_id)
                             WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?""",
-                         [experiment, revision]).fetchall()
+        [experiment, revision],
+    ).fetchall()
     names = set(_lists([(shown,) for shown, _ in stored])) | {objective for _, objective in stored if objective}
     definition = row[0]
     return frozenset(names | _declared(json.loads(definition) if isinstance(definition, str) else definition))

@@ -13,6 +13,7 @@ Of the dimensions that split a chart into series (those with more than one value
 
 Every chart builder that colours series takes a :class:`Series` made here.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ WHOLE = alt.Legend(labelLimit=0, titleLimit=0)
 
 @dataclass(frozen=True)
 class Series:
-    color: str | None = None    # fields of the rows (dimension names, or PANEL)
+    color: str | None = None  # fields of the rows (dimension names, or PANEL)
     dash: str | None = None
     facet: str | None = None
     facet_title: str | None = None
@@ -42,9 +43,15 @@ class Series:
 
     def caption(self) -> str:
         """``Colour: pool; dash: broker; panels: concurrency.`` (empty when nothing is split)."""
-        said = [f"{what}: {name}" for what, name in (("colour", self.color_title or self.color),
-                                                     ("dash and shape", self.dash), ("panels", self.facet_title))
-                if name]
+        said = [
+            f"{what}: {name}"
+            for what, name in (
+                ("colour", self.color_title or self.color),
+                ("dash and shape", self.dash),
+                ("panels", self.facet_title),
+            )
+            if name
+        ]
         return ("; ".join(said) + ".").capitalize() if said else ""
 
 
@@ -90,15 +97,18 @@ def channels(series: Series) -> dict:
     """The encoding channels (``color``, ``strokeDash``, ``shape``) of ``series``, for ``Chart.encode(**...)``."""
     out = {}
     if series.color:
-        out["color"] = alt.Color(f"{field(series.color)}:N", title=series.color_title or series.color, sort=None,
-                                 legend=WHOLE)
+        out["color"] = alt.Color(
+            f"{field(series.color)}:N", title=series.color_title or series.color, sort=None, legend=WHOLE
+        )
     if series.dash:
         # The same field on the points' shape too, and only its legend: a line's legend symbol is
         # its point (a dash would not show), and shapes tell series apart where dashes are short.
-        out["strokeDash"] = alt.StrokeDash(f"{field(series.dash)}:N", title=series.dash, sort=None,
-                                           scale=alt.Scale(range=list(DASHES)), legend=None)
-        out["shape"] = alt.Shape(f"{field(series.dash)}:N", title=series.dash, sort=None,
-                                 scale=alt.Scale(range=list(SHAPES)), legend=WHOLE)
+        out["strokeDash"] = alt.StrokeDash(
+            f"{field(series.dash)}:N", title=series.dash, sort=None, scale=alt.Scale(range=list(DASHES)), legend=None
+        )
+        out["shape"] = alt.Shape(
+            f"{field(series.dash)}:N", title=series.dash, sort=None, scale=alt.Scale(range=list(SHAPES)), legend=WHOLE
+        )
     return out
 
 

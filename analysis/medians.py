@@ -2,6 +2,7 @@
 time or thousands batched into one scipy call with the same numbers, and a sample's spread (its
 coefficient of variation: over :data:`UNSTABLE_CV` it is flagged unstable, as pyperf warns).
 ``cmx.analysis.stats`` compares two samples from these and re-exports them."""
+
 from __future__ import annotations
 
 import math
@@ -15,12 +16,14 @@ def _sps():
     """scipy.stats, imported when a number must be computed (~0.4 s): ``cmx trend`` reading back a
     finished history (analysis/statcache.py) computes none."""
     from scipy import stats
+
     return stats
 
+
 RESAMPLES = 2000
-SEED = 13            # fixed: the same data always gives the same interval
+SEED = 13  # fixed: the same data always gives the same interval
 CONFIDENCE = 0.95
-UNSTABLE_CV = 0.10   # pyperf warns above a standard deviation of 10 % of the mean
+UNSTABLE_CV = 0.10  # pyperf warns above a standard deviation of 10 % of the mean
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,16 @@ def _bootstrap(data: tuple, statistic, resamples: int) -> tuple[np.ndarray, np.n
     """Percentile-bootstrap interval (scipy), vectorized over leading axes, seeded."""
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # degenerate (all-equal) samples: the interval is the point
-        res = _sps().bootstrap(data, statistic, n_resamples=resamples, vectorized=True, axis=-1,
-                            confidence_level=CONFIDENCE, method="percentile", rng=_rng())
+        res = _sps().bootstrap(
+            data,
+            statistic,
+            n_resamples=resamples,
+            vectorized=True,
+            axis=-1,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            rng=_rng(),
+        )
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
@@ -107,7 +118,7 @@ def summarize_many(samples: list, resamples: int = RESAMPLES) -> list[Summary]:
     for n, rows in by_n.items():
         step = max(1, BATCH_VALUES // (resamples * n))
         for start in range(0, len(rows), step):
-            part = rows[start:start + step]
+            part = rows[start : start + step]
             data = np.stack([cleaned[i] for i in part])
             meds = np.median(data, axis=-1)
             low, high = _bootstrap((data,), _sorted_median, resamples)

@@ -20,6 +20,7 @@ Load average and CPU pressure are stored and shown but not in the rule: they cou
 runnable tasks too (a contender with more processes raises both by itself). A side without a
 noise metric (runs of an older cmx) says nothing of it.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -42,9 +43,10 @@ def values(con, run_ids) -> dict[str, list[float]]:
     """``{noise metric: [its value per run that has it]}`` of ``run_ids`` (the ``metrics`` table)."""
     got: dict[str, list[float]] = {}
     for name, value in con.execute(
-            "SELECT name, value FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
-            "AND name IN (SELECT unnest(?::VARCHAR[])) AND value IS NOT NULL ORDER BY run_id",
-            [list(run_ids), list(M.NOISE_METRICS)]).fetchall():
+        "SELECT name, value FROM metrics WHERE run_id IN (SELECT unnest(?::VARCHAR[])) "
+        "AND name IN (SELECT unnest(?::VARCHAR[])) AND value IS NOT NULL ORDER BY run_id",
+        [list(run_ids), list(M.NOISE_METRICS)],
+    ).fetchall():
         got.setdefault(name, []).append(value)
     return got
 
@@ -62,11 +64,11 @@ def differs(con, before_run_ids, after_run_ids, sides: tuple[str, str] = ("befor
     return differs_values(values(con, before_run_ids), values(con, after_run_ids), sides)
 
 
-def differs_values(before: dict[str, list[float]], after: dict[str, list[float]],
-                   sides: tuple[str, str] = ("before", "after")) -> str | None:
+def differs_values(
+    before: dict[str, list[float]], after: dict[str, list[float]], sides: tuple[str, str] = ("before", "after")
+) -> str | None:
     """:func:`differs` on values already read: ``{noise metric: [value per run]}`` per side."""
-    parts = [p for p in (_cpu(before, after, sides), _steal(before, after, sides), _memory(before, after, sides))
-             if p]
+    parts = [p for p in (_cpu(before, after, sides), _steal(before, after, sides), _memory(before, after, sides)) if p]
     return "; ".join(parts) or None
 
 

@@ -1,4 +1,5 @@
 """The report's HTML page: summary table and chart slots, Vega libraries inlined (no network)."""
+
 from __future__ import annotations
 
 import html
@@ -89,30 +90,43 @@ def summary_table(cells: list[dict], varying: list[str], metrics: tuple[str, ...
     """Cells × headline metrics (median over ok runs, under it the 95 % interval and n); failed,
     timed-out and lossy cells marked; sorted by a click on a header and filtered by the text box
     above it (TABLE_SCRIPT)."""
-    shown = [m for m in metrics if any(c["medians"].get(m, (None,))[0] is not None or c.get("never", {}).get(m)
-                                       for c in cells)]
+    shown = [
+        m
+        for m in metrics
+        if any(c["medians"].get(m, (None,))[0] is not None or c.get("never", {}).get(m) for c in cells)
+    ]
     dims = varying or ["cell_id"]
     head = "".join(f'<th class="dim">{html.escape(d)}</th>' for d in dims)
-    head += ("<th>ok runs</th>" + "".join(f"<th>{html.escape(metricdefs.get(m).label)}</th>" for m in shown)
-             + "<th>problems</th>")
+    head += (
+        "<th>ok runs</th>"
+        + "".join(f"<th>{html.escape(metricdefs.get(m).label)}</th>" for m in shown)
+        + "<th>problems</th>"
+    )
     body = []
     for c in cells:
         flags = _cell_flags(c)
         tds = "".join(f'<td class="dim"{_sort_key(c[d])}>{html.escape(str(c[d]))}</td>' for d in dims)
         tds += f'<td data-v="{c["ok_runs"]}">{c["ok_runs"]}/{c["runs"]}</td>'
         own = c.get("shown")  # the cell's workload headline for its params (backlog: no latency)
-        tds += "".join(_metric_cell(m, c["medians"].get(m, (None, 0, None, None)), c.get("never", {}).get(m, 0))
-                       if own is None or m in own
-                       else '<td data-v="">n/a</td>' for m in shown)
+        tds += "".join(
+            _metric_cell(m, c["medians"].get(m, (None, 0, None, None)), c.get("never", {}).get(m, 0))
+            if own is None or m in own
+            else '<td data-v="">n/a</td>'
+            for m in shown
+        )
         tds += f'<td class="flag">{"⚠ " + html.escape(flags) if flags else ""}</td>'
         body.append(f'<tr class="{"bad" if flags else "ok"}">{tds}</tr>')
     said = caption(tuple(shown))
     note = f'<p class="caption">{html.escape(said)}</p>' if said else ""
-    search = (f'<p><input id="cells-filter" type="search" placeholder="filter cells, e.g. redis prefork" '
-              f'aria-label="filter cells"> <span id="cells-shown">{len(cells)} of {len(cells)} cells</span>'
-              " · click a header to sort</p>")
-    return (f'{search}<table id="cells" class="cells"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}'
-            f"</tbody></table>{note}<script>{TABLE_SCRIPT}</script>")
+    search = (
+        f'<p><input id="cells-filter" type="search" placeholder="filter cells, e.g. redis prefork" '
+        f'aria-label="filter cells"> <span id="cells-shown">{len(cells)} of {len(cells)} cells</span>'
+        " · click a header to sort</p>"
+    )
+    return (
+        f'{search}<table id="cells" class="cells"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}'
+        f"</tbody></table>{note}<script>{TABLE_SCRIPT}</script>"
+    )
 
 
 def _sort_key(value) -> str:
@@ -120,18 +134,32 @@ def _sort_key(value) -> str:
     return f' data-v="{value!r}"' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 
-def render_html(experiment: str, cells: list[dict], varying: list[str], fixed: dict[str, str], charts: list,
-                metrics: tuple[str, ...], javascript: str, revision_note: str = "", extra_html: str = "",
-                pitfall_notes: tuple[str, ...] = (), answer_html: str = "", answer_charts: list = ()) -> str:
+def render_html(
+    experiment: str,
+    cells: list[dict],
+    varying: list[str],
+    fixed: dict[str, str],
+    charts: list,
+    metrics: tuple[str, ...],
+    javascript: str,
+    revision_note: str = "",
+    extra_html: str = "",
+    pitfall_notes: tuple[str, ...] = (),
+    answer_html: str = "",
+    answer_charts: list = (),
+) -> str:
     """The whole page; ``charts`` are :class:`cmx.analysis.report.Chart` values; ``extra_html`` (sections
     already escaped) follows the summary table; ``pitfall_notes`` warn of Celery's known traps;
     ``answer_html`` (escaped) opens the page: which configuration to run, its ``answer_charts``
     (the trade-offs) right under it."""
     same = ", ".join(f"{html.escape(k)}={html.escape(value_text(v))}" for k, v in fixed.items())
     every = [*answer_charts, *charts]
-    slots = [f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
-             f'<div class="chart" id="chart-{i}"></div></section>' for i, c in enumerate(every)]
-    tradeoffs, sections = "".join(slots[:len(answer_charts)]), "".join(slots[len(answer_charts):])
+    slots = [
+        f'<section><h2>{html.escape(c.title)}</h2><p class="caption">{html.escape(c.caption)}</p>'
+        f'<div class="chart" id="chart-{i}"></div></section>'
+        for i, c in enumerate(every)
+    ]
+    tradeoffs, sections = "".join(slots[: len(answer_charts)]), "".join(slots[len(answer_charts) :])
     specs = json.dumps([c.spec for c in every]).replace("</", "<\\/")
     runs = sum(c["runs"] for c in cells)
     return f"""<!DOCTYPE html>

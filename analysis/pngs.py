@@ -7,6 +7,7 @@ cmx.analysis.pngs``: vl-convert and nothing of cmx's), they warm their engines w
 queries and builds charts, and each takes the next chart as soon as it has written the last.
 The bytes are ``vl_convert.vegalite_to_png(spec, scale=SCALE)``'s, as when the report drew them itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ import threading
 from pathlib import Path
 
 SCALE = 1.5
-WORKERS = 2          # at most; never more than the machine's cores
+WORKERS = 2  # at most; never more than the machine's cores
 CHART_TIMEOUT_S = 300  # a chart not drawn by then fails the report (the worker is killed)
 
 
@@ -45,8 +46,13 @@ class Painter:
         self._procs, self._threads, self._logs = [], [], []
         for _ in range(count):
             log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker never blocks on it
-            proc = subprocess.Popen([sys.executable, "-m", "cmx.analysis.pngs"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cmx.analysis.pngs"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
             thread = threading.Thread(target=self._feed, args=(proc, log), daemon=True)
             self._procs.append(proc)
             self._logs.append(log)

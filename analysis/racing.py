@@ -19,6 +19,7 @@ simulation (a false winner among identical cells, and the runs a real difference
 :func:`decide_samples` is the pure rule on samples; :func:`decide` reads them from the database
 (the ok runs of the sweep and of the sweep it resumes, so a resumed race goes on where it was).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,8 +36,8 @@ def looks(min_repeats: int, max_repeats: int) -> int:
 
 @dataclass
 class Decision:
-    best: str | None                 # the cell ranked first (None: no cell has the objective measured)
-    contenders: list[str]            # the cells still racing, the best first
+    best: str | None  # the cell ranked first (None: no cell has the objective measured)
+    contenders: list[str]  # the cells still racing, the best first
     out: dict[str, str] = field(default_factory=dict)  # cell → why it stopped getting runs
 
     @property
@@ -44,9 +45,14 @@ class Decision:
         return self.best is not None and self.contenders == [self.best]
 
 
-def decide_samples(samples: dict[str, list[float]], better: str, alpha: float,
-                   excluded: dict[str, str] | None = None, margin_pct: float = stats.MARGIN_PCT,
-                   resamples: int = stats.RESAMPLES) -> Decision:
+def decide_samples(
+    samples: dict[str, list[float]],
+    better: str,
+    alpha: float,
+    excluded: dict[str, str] | None = None,
+    margin_pct: float = stats.MARGIN_PCT,
+    resamples: int = stats.RESAMPLES,
+) -> Decision:
     """The race's rule on each cell's objective values (``better``: 'higher' or 'lower'); ``excluded``:
     cells out of the objective's constraints, with why."""
     out = dict(excluded or {})
@@ -60,20 +66,30 @@ def decide_samples(samples: dict[str, list[float]], better: str, alpha: float,
     sign = -1 if better == "higher" else 1
     order = sorted(racing, key=lambda c: (sign * medians[c], c))
     best, others = order[0], order[1:]
-    versus = stats.compare_many(racing[best], [racing[c] for c in others], better, resamples=resamples,
-                                margin_pct=margin_pct, alpha=alpha)
+    versus = stats.compare_many(
+        racing[best], [racing[c] for c in others], better, resamples=resamples, margin_pct=margin_pct, alpha=alpha
+    )
     contenders = [best]
     for cell, cmp in zip(others, versus):
         if cmp.verdict in stats.SHOWN:
-            out[cell] = f"shown {cmp.verdict if cmp.verdict != stats.SMALL else 'worse (by a small margin)'} " \
-                        f"than {best} (p {cmp.p_value:.2g} ≤ {alpha:.2g})"
+            out[cell] = (
+                f"shown {cmp.verdict if cmp.verdict != stats.SMALL else 'worse (by a small margin)'} "
+                f"than {best} (p {cmp.p_value:.2g} ≤ {alpha:.2g})"
+            )
         else:
             contenders.append(cell)
     return Decision(best, contenders, out)
 
 
-def decide(con, experiment: str, revision: int, point: str, cells: list[str], alpha: float,
-           margin_pct: float = stats.MARGIN_PCT) -> tuple[Decision, str]:
+def decide(
+    con,
+    experiment: str,
+    revision: int,
+    point: str,
+    cells: list[str],
+    alpha: float,
+    margin_pct: float = stats.MARGIN_PCT,
+) -> tuple[Decision, str]:
     """The race of ``cells`` on the experiment's objective (and its ``where``), over the ok runs of
     the sweep point ``point`` (a sweep and the sweeps that resumed it); and the objective, as words."""
     from cmx.analysis.recommend import default_constraints, default_objective
@@ -85,7 +101,9 @@ def decide(con, experiment: str, revision: int, point: str, cells: list[str], al
         "SELECT r.cell_id, m.name, m.value FROM runs r JOIN run_starts s USING (run_id) JOIN metrics m USING (run_id) "
         "WHERE r.experiment = ? AND s.sweep_id IN (SELECT sweep_id FROM sweeps WHERE coalesce(resumes, sweep_id) = ?) "
         f"AND r.status = 'ok' AND m.value IS NOT NULL AND m.name IN ({', '.join('?' for _ in wanted)}) "
-        "ORDER BY r.cell_id, r.run_id", [experiment, point, *wanted]).fetchall()
+        "ORDER BY r.cell_id, r.run_id",
+        [experiment, point, *wanted],
+    ).fetchall()
     values: dict[str, dict[str, list[float]]] = {c: {} for c in cells}
     for cell_id, name, value in rows:
         if cell_id in values:

@@ -4,6 +4,7 @@ interval), the cells that cannot be told apart from the best marked tied with it
 dropped each, and the Pareto front when there are several objectives. Data access and ranking
 here; formatting in :mod:`cmx.analysis.recommend_format`.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,7 +56,7 @@ class Constraint:
 @dataclass
 class Ranked:
     cell_id: str
-    values: dict            # dimension → value
+    values: dict  # dimension → value
     metrics: dict[str, stats.Summary]
     rank: int | None = None
     tied_with_best: bool = False
@@ -94,8 +95,10 @@ def parse_constraint(text: str) -> Constraint:
     """``'peak_pss_bytes <= 512MiB'``, ``'tasks_lost == 0'``: units as the summary prints them."""
     m = _CONSTRAINT.match(text)
     if not m:
-        raise RecommendError(f"--where {text!r}: expected 'METRIC OP VALUE' with OP one of {', '.join(OPS)} "
-                             "(e.g. 'peak_pss_bytes <= 512MiB')")
+        raise RecommendError(
+            f"--where {text!r}: expected 'METRIC OP VALUE' with OP one of {', '.join(OPS)} "
+            "(e.g. 'peak_pss_bytes <= 512MiB')"
+        )
     metric, op, raw = m.groups()
     try:
         value = units.parse(metric, raw)
@@ -105,8 +108,9 @@ def parse_constraint(text: str) -> Constraint:
     return Constraint(metric, op, value, " ".join(text.split()))
 
 
-def _values(con, experiment: str, revision: int, tags: dict[str, str],
-            only: str | None = None) -> dict[str, dict[str, list[float]]]:
+def _values(
+    con, experiment: str, revision: int, tags: dict[str, str], only: str | None = None
+) -> dict[str, dict[str, list[float]]]:
     cond, params = tagged_runs_sql(con, tags)
     picked, picked_params = "TRUE", []
     if only:  # the cells ``cmx trend --only`` would select
@@ -121,7 +125,9 @@ def _values(con, experiment: str, revision: int, tags: dict[str, str],
         "SELECT r.cell_id, m.name, m.value FROM runs r JOIN metrics m USING (run_id) "
         f"WHERE r.experiment = ? AND r.revision = ? AND r.status = 'ok' AND m.value IS NOT NULL "
         f"AND {cond.replace('run_id IN', 'r.run_id IN', 1)} AND {picked} "
-        "ORDER BY r.cell_id, r.run_id", [experiment, revision, *params, *picked_params]).fetchall()
+        "ORDER BY r.cell_id, r.run_id",
+        [experiment, revision, *params, *picked_params],
+    ).fetchall()
     got: dict[str, dict[str, list[float]]] = {}
     for cell_id, name, value in rows:
         got.setdefault(cell_id, {}).setdefault(name, []).append(value)
@@ -132,8 +138,10 @@ def _cell_values(con, experiment: str, revision: int) -> dict[str, dict]:
     """Each cell's dimension values as the plan gave them (``run_starts.dims``)."""
     out = {}
     for cell_id, dims in con.execute(
-            "SELECT s.cell_id, any_value(s.dims) FROM run_starts s JOIN runs r USING (run_id) "
-            "WHERE r.experiment = ? AND r.revision = ? GROUP BY s.cell_id", [experiment, revision]).fetchall():
+        "SELECT s.cell_id, any_value(s.dims) FROM run_starts s JOIN runs r USING (run_id) "
+        "WHERE r.experiment = ? AND r.revision = ? GROUP BY s.cell_id",
+        [experiment, revision],
+    ).fetchall():
         out[cell_id] = json.loads(dims) if isinstance(dims, str) else dict(dims or {})
     return out
 
@@ -153,28 +161,39 @@ def _dominates(a: dict[str, float], b: dict[str, float], objectives: list[Object
 
 def pareto(medians: dict[str, dict[str, float]], objectives: list[Objective]) -> list[str]:
     """The keys of ``medians`` (cell → metric → median) that no other one dominates, in their order."""
-    return [k for k, m in medians.items()
-            if not any(_dominates(o, m, objectives) for j, o in medians.items() if j != k)]
+    return [
+        k for k, m in medians.items() if not any(_dominates(o, m, objectives) for j, o in medians.items() if j != k)
+    ]
 
 
-def recommend(con, experiment: str, revision: int, objectives: list[Objective], constraints: list[Constraint],
-              tags: dict[str, str] | None = None, margin_pct: float = stats.MARGIN_PCT,
-              only: str | None = None) -> Recommendation:
+def recommend(
+    con,
+    experiment: str,
+    revision: int,
+    objectives: list[Objective],
+    constraints: list[Constraint],
+    tags: dict[str, str] | None = None,
+    margin_pct: float = stats.MARGIN_PCT,
+    only: str | None = None,
+) -> Recommendation:
     """Rank the experiment's cells (of ``revision``; ``only``: those a ``DIM=VALUE,…`` selector picks)
     on ``objectives[0]``; see the module docstring."""
     if not objectives:
         raise RecommendError("name an objective: --maximize METRIC or --minimize METRIC")
     data = _values(con, experiment, revision, tags or {}, only)
     if not data:
-        raise RecommendError(f"experiment {experiment!r} (revision {revision}) has no ok runs"
-                             + (" with these tags" if tags else "") + (f" in the cells --only {only} selects"
-                                                                       if only else ""))
+        raise RecommendError(
+            f"experiment {experiment!r} (revision {revision}) has no ok runs"
+            + (" with these tags" if tags else "")
+            + (f" in the cells --only {only} selects" if only else "")
+        )
     present = {name for metrics in data.values() for name in metrics}
     for name in [o.metric for o in objectives] + [c.metric for c in constraints]:
         if name not in present:
-            raise RecommendError(f"{name}: no run of {experiment!r} has this metric "
-                                 f"(it has: {', '.join(m for m in metricdefs.METRICS if m in present)})"
-                                 + suggest(name, present))
+            raise RecommendError(
+                f"{name}: no run of {experiment!r} has this metric "
+                f"(it has: {', '.join(m for m in metricdefs.METRICS if m in present)})" + suggest(name, present)
+            )
     dims = _cell_values(con, experiment, revision)
     wanted = list(dict.fromkeys([o.metric for o in objectives] + [c.metric for c in constraints]))
     summaries = iter(stats.summarize_many([metrics.get(m, []) for metrics in data.values() for m in wanted]))
@@ -187,16 +206,27 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
     if not kept:
         counts = {c.text: sum(c.text in cell.excluded_by for cell in cells) for c in constraints}
         worst = max(counts, key=counts.get) if counts else "the objectives"
-        raise RecommendError(f"no cell of {experiment!r} meets every constraint ({worst} excludes "
-                             f"{counts.get(worst, len(cells))} of {len(cells)})")
+        raise RecommendError(
+            f"no cell of {experiment!r} meets every constraint ({worst} excludes "
+            f"{counts.get(worst, len(cells))} of {len(cells)})"
+        )
     first = objectives[0]
     sign = -1 if first.direction == MAXIMIZE else 1
-    kept.sort(key=lambda c: (sign * c.metrics[first.metric].median,
-                             c.metrics[first.metric].high - c.metrics[first.metric].low, c.cell_id))
+    kept.sort(
+        key=lambda c: (
+            sign * c.metrics[first.metric].median,
+            c.metrics[first.metric].high - c.metrics[first.metric].low,
+            c.cell_id,
+        )
+    )
     best = kept[0]
     best.rank, best.tied_with_best = 1, True
-    versus = stats.compare_many(data[best.cell_id][first.metric], [data[c.cell_id][first.metric] for c in kept[1:]],
-                                first.better, margin_pct=margin_pct)  # one batch: compare_samples of each
+    versus = stats.compare_many(
+        data[best.cell_id][first.metric],
+        [data[c.cell_id][first.metric] for c in kept[1:]],
+        first.better,
+        margin_pct=margin_pct,
+    )  # one batch: compare_samples of each
     for rank, (cell, cmp) in enumerate(zip(kept[1:], versus), 2):
         cell.rank, cell.versus_best = rank, cmp
         cell.tied_with_best = cmp.verdict not in stats.SHOWN
@@ -207,9 +237,11 @@ def recommend(con, experiment: str, revision: int, objectives: list[Objective], 
 
 def _declared(con, experiment: str, revision: int) -> tuple[object, str | None]:
     """(the experiment's ``objective:`` as its latest sweep of ``revision`` stored it, its workload)."""
-    row = con.execute("SELECT json_extract(definition, '$.objective'), workload FROM sweeps WHERE experiment = ? "
-                      "AND coalesce(revision, 1) = ? ORDER BY started_at DESC LIMIT 1",
-                      [experiment, revision]).fetchone()
+    row = con.execute(
+        "SELECT json_extract(definition, '$.objective'), workload FROM sweeps WHERE experiment = ? "
+        "AND coalesce(revision, 1) = ? ORDER BY started_at DESC LIMIT 1",
+        [experiment, revision],
+    ).fetchone()
     return (json.loads(row[0]) if row and row[0] is not None else None), (row[1] if row else None)
 
 
@@ -226,7 +258,7 @@ def default_objective(con, experiment: str, revision: int) -> Objective:
     if isinstance(declared, dict):
         directions = [(k, v) for k, v in declared.items() if k in (MAXIMIZE, MINIMIZE)]
         if len(directions) == 1:
-            (direction, metric), = directions
+            ((direction, metric),) = directions
             return objective(metric, direction)
     if isinstance(declared, str):
         metric = declared
@@ -234,6 +266,8 @@ def default_objective(con, experiment: str, revision: int) -> Objective:
         metric = headline.objective_of_runs(con, experiment, revision) or M.CONSUME_RATE
     better = metricdefs.get(metric).better.value
     if better not in ("higher", "lower"):
-        raise RecommendError(f"objective {metric}: no better direction is known for it; "
-                             "write objective: {maximize: METRIC} or {minimize: METRIC}")
+        raise RecommendError(
+            f"objective {metric}: no better direction is known for it; "
+            "write objective: {maximize: METRIC} or {minimize: METRIC}"
+        )
     return Objective(metric, MAXIMIZE if better == "higher" else MINIMIZE)

@@ -1,5 +1,6 @@
 """Formatting of ``cmx recommend`` (and the report's "Which configuration?"): the answer in words,
 a table, markdown, json."""
+
 from __future__ import annotations
 
 import json
@@ -43,26 +44,37 @@ def answer(rec: Recommendation) -> list[str]:
         return ["No cell meets every constraint."]
     dims = varying(rec)
     first = rec.objectives[0]
-    lines = [f"Run {cell_words(best, dims)}: {first.metric} {_measure(first.metric, best.metrics[first.metric])}, "
-             f"the best of {sum(r.rank is not None for r in rec.ranking)} cells on {first}."]
+    lines = [
+        f"Run {cell_words(best, dims)}: {first.metric} {_measure(first.metric, best.metrics[first.metric])}, "
+        f"the best of {sum(r.rank is not None for r in rec.ranking)} cells on {first}."
+    ]
     tied = rec.tied()
     if tied:
         names = "; ".join(cell_words(r, dims) for r in tied[:5]) + ("; …" if len(tied) > 5 else "")
         lines.append(f"Tied with it (not told apart by these runs): {len(tied)} cell(s): {names}.")
         few = sum(r.versus_best is not None and r.versus_best.verdict == stats.N_TOO_SMALL for r in tied)
         if few:
-            lines.append(f"{few} of them only because a side has fewer than {stats.MIN_N} ok runs: "
-                         f"with repeats: 5 the runs could tell them apart.")
-        needs = [r.versus_best.runs_needed for r in tied if r.versus_best is not None
-                 and r.versus_best.verdict == stats.INCONCLUSIVE and r.versus_best.runs_needed]
+            lines.append(
+                f"{few} of them only because a side has fewer than {stats.MIN_N} ok runs: "
+                f"with repeats: 5 the runs could tell them apart."
+            )
+        needs = [
+            r.versus_best.runs_needed
+            for r in tied
+            if r.versus_best is not None and r.versus_best.verdict == stats.INCONCLUSIVE and r.versus_best.runs_needed
+        ]
         if needs:
-            lines.append(f"{len(needs)} of them are neither shown worse nor shown the same; the clearest "
-                         f"difference would show with {min(needs)} runs a cell (cmx compare's rule).")
+            lines.append(
+                f"{len(needs)} of them are neither shown worse nor shown the same; the clearest "
+                f"difference would show with {min(needs)} runs a cell (cmx compare's rule)."
+            )
     else:
         runner = next((r for r in rec.ranking if r.rank == 2), None)
         if runner is not None and runner.versus_best is not None and runner.versus_best.change_pct is not None:
-            lines.append(f"The next best ({cell_words(runner, dims)}) is {runner.versus_best.verdict}, "
-                         f"{runner.versus_best.change_pct:+.1f} % on {first.metric}.")
+            lines.append(
+                f"The next best ({cell_words(runner, dims)}) is {runner.versus_best.verdict}, "
+                f"{runner.versus_best.change_pct:+.1f} % on {first.metric}."
+            )
     dropped = [r for r in rec.ranking if r.excluded_by]
     if dropped:
         lines.append(f"{len(dropped)} cell(s) excluded by the constraints.")
@@ -85,14 +97,19 @@ def _row(rec: Recommendation, r: Ranked, dims: list[str]) -> list[str]:
         flags.append("pareto")
     if r.excluded_by:
         flags.append("excluded: " + "; ".join(r.excluded_by))
-    return ["–" if r.rank is None else str(r.rank), *(_show(r.values.get(k)) for k in dims),
-            *(_measure(m, r.metrics[m]) for m in _columns(rec)), ", ".join(flags)]
+    return [
+        "–" if r.rank is None else str(r.rank),
+        *(_show(r.values.get(k)) for k in dims),
+        *(_measure(m, r.metrics[m]) for m in _columns(rec)),
+        ", ".join(flags),
+    ]
 
 
 def as_table(rec: Recommendation) -> Table:
     dims = varying(rec)
-    table = Table(title=Text("\n".join(answer(rec))), title_justify="left",
-                  caption=Text(caption(rec)), caption_justify="left")
+    table = Table(
+        title=Text("\n".join(answer(rec))), title_justify="left", caption=Text(caption(rec)), caption_justify="left"
+    )
     for c in ["rank", *dims, *_columns(rec), ""]:
         table.add_column(c, justify="right" if c in _columns(rec) or c == "rank" else "left")
     for r in rec.ranking:
@@ -102,8 +119,10 @@ def as_table(rec: Recommendation) -> Table:
 
 
 def caption(rec: Recommendation) -> str:
-    return (f"experiment {rec.experiment}, revision {rec.revision}; median [95 % interval] (n ok runs); "
-            f"tied = not told apart from the best (cmx compare's rule: not shown better or worse)")
+    return (
+        f"experiment {rec.experiment}, revision {rec.revision}; median [95 % interval] (n ok runs); "
+        f"tied = not told apart from the best (cmx compare's rule: not shown better or worse)"
+    )
 
 
 def as_markdown(rec: Recommendation) -> str:
@@ -117,16 +136,31 @@ def as_markdown(rec: Recommendation) -> str:
 def as_json(rec: Recommendation) -> str:
     """The contract: {"objectives", "constraints", "ranking": [{"cell_id", "rank", "values", "metrics":
     {M: {n, median, low, high}}, "tied_with_best", "excluded_by"}], "pareto"}."""
-    return json.dumps({
-        "experiment": rec.experiment, "revision": rec.revision,
-        "objectives": [{"metric": o.metric, "direction": o.direction} for o in rec.objectives],
-        "constraints": [{"metric": c.metric, "op": c.op, "value": c.value, "text": c.text} for c in rec.constraints],
-        "ranking": [{"cell_id": r.cell_id, "rank": r.rank, "values": r.values,
-                     "metrics": {m: s.as_dict() for m, s in r.metrics.items()},
-                     "tied_with_best": r.tied_with_best, "excluded_by": r.excluded_by} for r in rec.ranking],
-        "pareto": rec.pareto,
-        "answer": answer(rec),
-    }, indent=2, default=str)
+    return json.dumps(
+        {
+            "experiment": rec.experiment,
+            "revision": rec.revision,
+            "objectives": [{"metric": o.metric, "direction": o.direction} for o in rec.objectives],
+            "constraints": [
+                {"metric": c.metric, "op": c.op, "value": c.value, "text": c.text} for c in rec.constraints
+            ],
+            "ranking": [
+                {
+                    "cell_id": r.cell_id,
+                    "rank": r.rank,
+                    "values": r.values,
+                    "metrics": {m: s.as_dict() for m, s in r.metrics.items()},
+                    "tied_with_best": r.tied_with_best,
+                    "excluded_by": r.excluded_by,
+                }
+                for r in rec.ranking
+            ],
+            "pareto": rec.pareto,
+            "answer": answer(rec),
+        },
+        indent=2,
+        default=str,
+    )
 
 
 def answer_html(rec: Recommendation | None, why_not: str = "", traps: tuple[str, ...] = ()) -> str:
@@ -139,9 +173,11 @@ def answer_html(rec: Recommendation | None, why_not: str = "", traps: tuple[str,
         lines = answer(rec)
         if rec.constraints:
             lines.append("Only cells with " + " and ".join(c.text for c in rec.constraints) + " were considered.")
-        lines.append(f"Ranked on {rec.objectives[0]} by median with its 95 % interval; cells not told apart "
-                     f"from the best (cmx compare's rule) are tied with it. cmx recommend {rec.experiment} "
-                     "--maximize/--minimize METRIC --where 'METRIC OP VALUE' asks another question.")
+        lines.append(
+            f"Ranked on {rec.objectives[0]} by median with its 95 % interval; cells not told apart "
+            f"from the best (cmx compare's rule) are tied with it. cmx recommend {rec.experiment} "
+            "--maximize/--minimize METRIC --where 'METRIC OP VALUE' asks another question."
+        )
     lines += [f"Trap in this sweep: {t}" for t in traps]
     body = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
     return f'<section class="answer"><h2>Which configuration?</h2>{body}</section>'

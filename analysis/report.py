@@ -4,6 +4,7 @@ Every figure comes from the SQL views (``analysis/sql``) aggregated in DuckDB: t
 a few rows per cell or per sampler tick, never raw task rows, so a report over millions of tasks
 takes seconds. Which charts appear depends on the data: a chart whose data is empty is left out.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,14 @@ from cmx.analysis.charts import validated_once
 from cmx.analysis.pngs import Painter
 from cmx.analysis.report_cells import _q, dimensions, table_metrics  # noqa: F401 (the report's API)
 from cmx.analysis.report_charts import CHARTED, Chart, build_charts  # noqa: F401 (the report's API)
-from cmx.analysis.views import (choose_revision, dimension_columns, experiment_hint, restrict_to_tags,  # noqa: F401
-                                revisions, tags_text)
+from cmx.analysis.views import (
+    choose_revision,
+    dimension_columns,
+    experiment_hint,
+    restrict_to_tags,  # noqa: F401
+    revisions,
+    tags_text,
+)
 from cmx.engine.paths import user_cache
 
 
@@ -57,8 +64,14 @@ def _javascript() -> str:
     return text
 
 
-def write_report(con, experiment: str, out_dir: Path, revision: int | None = None,
-                 tags: dict[str, str] | None = None, painter: Painter | None = None) -> Report:
+def write_report(
+    con,
+    experiment: str,
+    out_dir: Path,
+    revision: int | None = None,
+    tags: dict[str, str] | None = None,
+    painter: Painter | None = None,
+) -> Report:
     """Write ``index.html`` (self-contained) and ``<chart>.png`` / ``<chart>.vl.json`` into ``out_dir``,
     for one revision of the experiment (default its latest); with ``tags``, of the runs of sweeps
     that carry every one of them only (``cmx report --tag``; this connection's ``runs`` is narrowed).
@@ -73,6 +86,7 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
         raise LookupError(f"experiment {experiment!r} has no runs of sweeps tagged {tags_text(tags)} in this database")
     chosen = choose_revision(known, experiment, revision, experiment_hint(con, experiment) if not known else "")
     out_dir.mkdir(parents=True, exist_ok=True)
+
     def draw(chart: Chart) -> None:  # each chart's PNG is drawn while the next ones are built
         painter.paint(chart.spec, out_dir / f"{chart.name}.png")
 
@@ -91,8 +105,15 @@ def write_report(con, experiment: str, out_dir: Path, revision: int | None = Non
         (out_dir / f"{chart.name}.vl.json").write_text(json.dumps(chart.spec, indent=1))
     page = _page(con, experiment, chosen, known, tags, cells, varying, fixed, found, answer, tradeoffs, out_dir)
     painter.wait()
-    return Report(experiment, out_dir, page, tuple(c.name for c in [*tradeoffs, *found]), len(cells),
-                  sum(c["runs"] for c in cells), chosen)
+    return Report(
+        experiment,
+        out_dir,
+        page,
+        tuple(c.name for c in [*tradeoffs, *found]),
+        len(cells),
+        sum(c["runs"] for c in cells),
+        chosen,
+    )
 
 
 def _page(con, experiment, chosen, known, tags, cells, varying, fixed, found, answer, tradeoffs, out_dir) -> Path:
@@ -102,9 +123,22 @@ def _page(con, experiment, chosen, known, tags, cells, varying, fixed, found, an
 
     page = out_dir / "index.html"
     shares = shares_html(host_shares(con, experiment, chosen), {c["cell_id"]: c["label"] for c in cells})
-    page.write_text(render_html(experiment, cells, varying, fixed, found, table_metrics(con, experiment),
-                                _javascript(), " ".join(filter(None, (tags_note(tags), revision_note(chosen, known)))),
-                                shares, tuple(pitfall_notes(con, experiment, chosen)), answer, tradeoffs))
+    page.write_text(
+        render_html(
+            experiment,
+            cells,
+            varying,
+            fixed,
+            found,
+            table_metrics(con, experiment),
+            _javascript(),
+            " ".join(filter(None, (tags_note(tags), revision_note(chosen, known)))),
+            shares,
+            tuple(pitfall_notes(con, experiment, chosen)),
+            answer,
+            tradeoffs,
+        )
+    )
     return page
 
 
@@ -112,16 +146,24 @@ def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str
     """The page's opening "Which configuration?": the experiment's objective (or its workload's),
     among the cells that lost no task when that was measured; and its trade-off charts (of the
     report's ``cells``)."""
-    from cmx.analysis.recommend import (RecommendError, default_constraints, default_objective, parse_constraint,
-                                        recommend)
+    from cmx.analysis.recommend import (
+        RecommendError,
+        default_constraints,
+        default_objective,
+        parse_constraint,
+        recommend,
+    )
     from cmx.analysis.recommend_format import answer_html
     from cmx.analysis.tradeoff import tradeoff_charts
 
     try:
         objective = default_objective(con, experiment, revision)
         declared = default_constraints(con, experiment, revision)  # the objective's where
-        lost = con.execute("SELECT count(*) FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND "
-                           "revision = ? AND name = 'tasks_lost'", [experiment, revision]).fetchone()[0]
+        lost = con.execute(
+            "SELECT count(*) FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND "
+            "revision = ? AND name = 'tasks_lost'",
+            [experiment, revision],
+        ).fetchone()[0]
         constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost else [])
         rec = recommend(con, experiment, revision, [objective], constraints)
     except RecommendError as exc:
@@ -139,8 +181,10 @@ def revision_note(chosen: int, known: list[int]) -> str:
     if len(known) < 2:
         return ""
     which = "the latest" if chosen == known[-1] else f"not the latest ({known[-1]})"
-    return (f"Revision {chosen} of {len(known)}, {which}: the experiment's definition changed between revisions, "
-            "so their runs are reported apart (cmx report --revision N for another).")
+    return (
+        f"Revision {chosen} of {len(known)}, {which}: the experiment's definition changed between revisions, "
+        "so their runs are reported apart (cmx report --revision N for another)."
+    )
 
 
 def pitfall_notes(con, experiment: str, revision: int) -> list[str]:
@@ -155,10 +199,13 @@ def pitfall_notes(con, experiment: str, revision: int) -> list[str]:
         return []
     sel = ", ".join(f"any_value({_q(d)})" for d in dims)
     cells = []
-    for cell_id, *values in con.execute(f"SELECT cell_id, {sel} FROM runs WHERE experiment = ? AND revision = ? "
-                                        "GROUP BY cell_id ORDER BY cell_id", [experiment, revision]).fetchall():
-        cells.append(SimpleNamespace(cell_id=cell_id, values={d: _decoded(v) for d, v in zip(dims, values)
-                                                              if v is not None}))
+    for cell_id, *values in con.execute(
+        f"SELECT cell_id, {sel} FROM runs WHERE experiment = ? AND revision = ? GROUP BY cell_id ORDER BY cell_id",
+        [experiment, revision],
+    ).fetchall():
+        cells.append(
+            SimpleNamespace(cell_id=cell_id, values={d: _decoded(v) for d, v in zip(dims, values) if v is not None})
+        )
     return warnings(cells)
 
 

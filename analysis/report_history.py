@@ -4,6 +4,7 @@ cell's points with their 95 % intervals and the change points, as ``cmx trend`` 
 (analysis/trend.py computes every number; this module only arranges them for the chart). Each point
 carries its noise (the hosts' load from outside the run, analysis/noise.py) and each change the
 label saying the noise differs across it."""
+
 from __future__ import annotations
 
 from cmx.analysis import charts, legend, noise
@@ -14,18 +15,30 @@ from cmx.engine.results import metricdefs
 from cmx.workloads.vocab import metrics as M
 
 
-def history_charts(con, experiment: str, revision: int, cells: list[dict], varying: list[str],
-                   headline: tuple[str, ...], caption: str = "") -> list[Chart]:
+def history_charts(
+    con,
+    experiment: str,
+    revision: int,
+    cells: list[dict],
+    varying: list[str],
+    headline: tuple[str, ...],
+    caption: str = "",
+) -> list[Chart]:
     """One chart per metric of ``headline`` (with a better direction) that the sweeps measured;
     none when the revision has a single point of history."""
-    judged = tuple(m for m in headline if m in metricdefs.METRICS
-                   and metricdefs.get(m).better is not metricdefs.Better.NEITHER)
+    judged = tuple(
+        m for m in headline if m in metricdefs.METRICS and metricdefs.get(m).better is not metricdefs.Better.NEITHER
+    )
     if not judged or history_points(con, experiment, revision) < 2:
         return []
-    present = {m for (m,) in con.execute(
-        "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND revision = ? "
-        "AND value IS NOT NULL AND name IN (SELECT unnest(?::VARCHAR[]))",
-        [experiment, revision, list(judged + M.NOISE_METRICS)]).fetchall()}
+    present = {
+        m
+        for (m,) in con.execute(
+            "SELECT DISTINCT name FROM metrics JOIN runs USING (run_id) WHERE experiment = ? AND revision = ? "
+            "AND value IS NOT NULL AND name IN (SELECT unnest(?::VARCHAR[]))",
+            [experiment, revision, list(judged + M.NOISE_METRICS)],
+        ).fetchall()
+    }
     judged = tuple(m for m in judged if m in present)
     if not judged:
         return []
@@ -45,25 +58,36 @@ def history_charts(con, experiment: str, revision: int, cells: list[dict], varyi
             for i, (at, summary) in enumerate(zip(s.ats, s.summaries)):
                 change, here = changes.get(i), noise_of.get((s.cell_id, at), {})
                 before = noise_of.get((s.cell_id, s.ats[i - 1]), {}) if i else {}
-                rows.append({"cell": cell.get("label", s.cell_id), "at": at, "median": summary.median,
-                             "low": summary.low, "high": summary.high, "n": summary.n,
-                             **{d: cell.get(d) for d in varying},
-                             "change": None if change is None else _said(change.comparison),
-                             "p_value": None if change is None else change.comparison.p_value,
-                             "verdict": None if change is None else change.comparison.verdict,
-                             "noise": noise.describe(here),
-                             # trend's own label (its segments' runs) where it gives one, else the neighbours'
-                             "noise_change": None if change is None else (change.noise
-                                                                          or noise.differs_values(before, here))})
+                rows.append(
+                    {
+                        "cell": cell.get("label", s.cell_id),
+                        "at": at,
+                        "median": summary.median,
+                        "low": summary.low,
+                        "high": summary.high,
+                        "n": summary.n,
+                        **{d: cell.get(d) for d in varying},
+                        "change": None if change is None else _said(change.comparison),
+                        "p_value": None if change is None else change.comparison.p_value,
+                        "verdict": None if change is None else change.comparison.verdict,
+                        "noise": noise.describe(here),
+                        # trend's own label (its segments' runs) where it gives one, else the neighbours'
+                        "noise_change": None
+                        if change is None
+                        else (change.noise or noise.differs_values(before, here)),
+                    }
+                )
         if not rows:
             continue
         series = legend.assign(rows, varying)
         found = sum(r["change"] is not None for r in rows)
         label = metricdefs.get(metric).label
-        note = (f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
-                f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds, labelled with the "
-                "change; each point's tooltip gives the hosts' noise (CPU used outside the run), and a change's "
-                f"says when it differs from the point before. {series.caption()} {caption} {TREND_RULE}.")
+        note = (
+            f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
+            f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds, labelled with the "
+            "change; each point's tooltip gives the hosts' noise (CPU used outside the run), and a change's "
+            f"says when it differs from the point before. {series.caption()} {caption} {TREND_RULE}."
+        )
         spec = charts.history(rows, ats, label, series, f"{label} across sweeps").to_dict()
         out.append(Chart(f"history_{metric}", f"History of {label}", " ".join(note.split()), spec))
     return out

@@ -14,4 +14,5 @@ TREND_RULE = (
     "only when its whole 95 % interval lies beyond ±margin (5 %), else small (reported, never gating). Groups: "
     "headline (the workload's headline metrics, the experiment's objective and thresholds: only these gate), "
     "other, harness (cmx's own cost, clocks, fixed counts) and noise (the hosts' load from outside the run): "
-    "shown, never gating")
+    "shown, never gating"
+)

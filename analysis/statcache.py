@@ -14,6 +14,7 @@ cache is a DuckDB file in the user's cache dir (``$XDG_CACHE_HOME/cmx``, or
 ``CMX_STATS_CACHE``); when it cannot be opened or written (another process holds it, a read-only
 home) the numbers are computed as before and nothing else changes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,8 +55,9 @@ def _seeded():
 def _key(*parts) -> str:
     digest = _seeded().copy()
     for part in parts:
-        digest.update(np.asarray(part, dtype=float).tobytes() if isinstance(part, (list, np.ndarray))
-                      else repr(part).encode())
+        digest.update(
+            np.asarray(part, dtype=float).tobytes() if isinstance(part, (list, np.ndarray)) else repr(part).encode()
+        )
         digest.update(b"|")
     return digest.hexdigest()
 
@@ -114,6 +116,7 @@ class Found:
     method) and the test of its latest point against the points since the last change before it
     (``latest``: None when the test showed nothing and was not asked for in full, or the series has
     one point)."""
+
     changes: list
     latest: stats.Comparison | None = None
 
@@ -124,10 +127,15 @@ class Cache:
 
     def __init__(self):
         self.con = None
-        self.pending: dict[str, list[tuple]] = {"series_summaries": [], "replaced": [], "comparisons": [],
-                                                "series_changes": [], "series_tests": []}
-        self.grown: dict[str, int] = {}      # a series' key → the points of its stored prefix
-        self.tested: dict[str, str] = {}     # tests read (ahead, :meth:`_prefetch`) or computed: their JSON
+        self.pending: dict[str, list[tuple]] = {
+            "series_summaries": [],
+            "replaced": [],
+            "comparisons": [],
+            "series_changes": [],
+            "series_tests": [],
+        }
+        self.grown: dict[str, int] = {}  # a series' key → the points of its stored prefix
+        self.tested: dict[str, str] = {}  # tests read (ahead, :meth:`_prefetch`) or computed: their JSON
 
     def __enter__(self) -> "Cache":
         if path().exists():
@@ -151,15 +159,17 @@ class Cache:
         except duckdb.Error:
             return []  # an older cache without the table
 
-    def summarize_series(self, series: list[list[list[float]]],
-                         resamples: int = stats.RESAMPLES) -> list[list[stats.Summary]]:
+    def summarize_series(
+        self, series: list[list[list[float]]], resamples: int = stats.RESAMPLES
+    ) -> list[list[stats.Summary]]:
         """:func:`stats.summarize_many` of each series' points (``series[i][point]``: its runs' values),
         read back for a series summarized before, and for the points of its longest stored prefix."""
         keys = [series_key(runs, resamples) for runs in series]
         found = self._summaries(keys)
         first = {key: i for i, key in reversed(list(enumerate(keys)))}  # two cells may hold the same values
-        prefixes: dict[int, list[str]] = {i: _prefix_keys(series[i], resamples)[:-1]
-                                          for key, i in first.items() if key not in found}
+        prefixes: dict[int, list[str]] = {
+            i: _prefix_keys(series[i], resamples)[:-1] for key, i in first.items() if key not in found
+        }
         stored = self._summaries([k for ks in prefixes.values() for k in ks])
         todo: list[tuple[int, int]] = []  # (series, its first point to compute)
         for i, ks in prefixes.items():
@@ -177,9 +187,13 @@ class Cache:
         return [found[k] for k in keys]
 
     def _summaries(self, keys: list[str]) -> dict[str, list[stats.Summary]]:
-        return {key: [stats.Summary(*p) for p in zip(*cols)] for key, *cols in self._read(
-            f"SELECT key, {', '.join(_FIELDS)} FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
-            keys)}
+        return {
+            key: [stats.Summary(*p) for p in zip(*cols)]
+            for key, *cols in self._read(
+                f"SELECT key, {', '.join(_FIELDS)} FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
+                keys,
+            )
+        }
 
     def tests(self, asked: list[tuple], test_many, read: list[bool] | None = None) -> list:
         """``test_many(asked)`` (trend.shown_many: (before, after, better, margin_pct) → Comparison | None)
@@ -189,8 +203,9 @@ class Cache:
 
     def _answers(self, keys: list[str], asked: list[tuple], test_many, read: list[bool]) -> list:
         unread = [k for k, r in zip(keys, read) if r and k not in self.tested]
-        self.tested |= dict(self._read(
-            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread))
+        self.tested |= dict(
+            self._read("SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread)
+        )
         new = {k: t for k, t in zip(keys, asked) if k not in self.tested}  # a test asked twice: computed once
         computed = dict(zip(new, test_many(list(new.values())))) if new else {}
         for key, result in computed.items():
@@ -204,8 +219,9 @@ class Cache:
         computed (and kept)."""
         keys = [_key("split", list(r.medians), r.best, PERMUTATION_KEY) for r in requests]
         unread = [k for k in keys if k not in self.tested]
-        self.tested |= dict(self._read(
-            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread))
+        self.tested |= dict(
+            self._read("SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread)
+        )
         for key, request in zip(keys, requests):
             if key not in self.tested:
                 self.tested[key] = json.dumps(request.answer())
@@ -218,10 +234,15 @@ class Cache:
         full) answered by :meth:`tests`: read back in one query for the series whose runs are what
         they were (a finished history); the others advance together, each round's new tests
         computed in one batch by ``test_many``."""
-        keys = [series_key(runs, better, margin_pct, full, stats.RESAMPLES)
-                for runs, _, better, margin_pct, full in series]
-        found = {k: _found(json.loads(v)) for k, v in self._read(
-            "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys)}
+        keys = [
+            series_key(runs, better, margin_pct, full, stats.RESAMPLES) for runs, _, better, margin_pct, full in series
+        ]
+        found = {
+            k: _found(json.loads(v))
+            for k, v in self._read(
+                "SELECT key, value FROM series_changes WHERE key IN (SELECT unnest(?::VARCHAR[]))", keys
+            )
+        }
         todo = {key: args for key, args in zip(keys, series) if key not in found}  # a key once
         self._prefetch(list(todo.values()))
         # A series grown by a night had its earlier tests read ahead: the rest are new, not looked up one by one.
@@ -260,18 +281,28 @@ class Cache:
     def _prefetch(self, series: list[tuple]) -> None:
         """The tests the nights before asked for (a series grown by a night, :meth:`summarize_series`),
         read in two queries rather than one a test: most of them are asked again."""
-        before = [series_key(runs[:self.grown[k]], better, margin_pct, full, stats.RESAMPLES)
-                  for runs, _, better, margin_pct, full in series
-                  if (k := series_key(runs, stats.RESAMPLES)) in self.grown]
-        asked = [k for (tests,) in self._read(
-            "SELECT tests FROM series_tests WHERE key IN (SELECT unnest(?::VARCHAR[]))", before) for k in tests]
-        self.tested |= dict(self._read(
-            "SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", asked))
+        before = [
+            series_key(runs[: self.grown[k]], better, margin_pct, full, stats.RESAMPLES)
+            for runs, _, better, margin_pct, full in series
+            if (k := series_key(runs, stats.RESAMPLES)) in self.grown
+        ]
+        asked = [
+            k
+            for (tests,) in self._read(
+                "SELECT tests FROM series_tests WHERE key IN (SELECT unnest(?::VARCHAR[]))", before
+            )
+            for k in tests
+        ]
+        self.tested |= dict(
+            self._read("SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", asked)
+        )
 
 
 def _found_json(found) -> dict:
-    return {"changes": [(i, asdict(c), how) for i, c, how in found.changes],
-            "latest": None if found.latest is None else asdict(found.latest)}
+    return {
+        "changes": [(i, asdict(c), how) for i, c, how in found.changes],
+        "latest": None if found.latest is None else asdict(found.latest),
+    }
 
 
 def _found(data: dict) -> "Found":
@@ -281,8 +312,9 @@ def _found(data: dict) -> "Found":
 def _comparison(data: dict | None) -> stats.Comparison | None:
     if data is None:
         return None
-    return stats.Comparison(**{**data, "baseline": stats.Summary(**data["baseline"]),
-                               "contender": stats.Summary(**data["contender"])})
+    return stats.Comparison(
+        **{**data, "baseline": stats.Summary(**data["baseline"]), "contender": stats.Summary(**data["contender"])}
+    )
 
 
 def _write(pending: dict[str, list[tuple]]) -> None:
@@ -298,8 +330,10 @@ def _write(pending: dict[str, list[tuple]]) -> None:
                 if not rows:
                     continue
                 if table == "replaced":  # a prefix's row, superseded by the longer series' row just stored
-                    con.execute("DELETE FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
-                                [[k for (k,) in rows]])
+                    con.execute(
+                        "DELETE FROM series_summaries WHERE key IN (SELECT unnest(?::VARCHAR[]))",
+                        [[k for (k,) in rows]],
+                    )
                     continue
                 # a key once (two cells may hold the same values)
                 columns = list(zip(*{r[0]: r for r in rows}.values()))

@@ -19,6 +19,7 @@ The rule: a verdict never says more than the runs show.
 A side whose runs spread widely (coefficient of variation over :data:`UNSTABLE_CV`, as pyperf
 warns) is flagged ``unstable``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,7 +34,7 @@ from cmx.analysis.medians import BATCH_VALUES, summarize_many
 
 ALPHA = 0.05
 MIN_N = 3
-MARGIN_PCT = 5.0     # the equivalence margin of "same", in % of the baseline's median
+MARGIN_PCT = 5.0  # the equivalence margin of "same", in % of the baseline's median
 EXACT_LIMIT = 50_000  # exact permutation p-values up to this many splits (C(16, 8) = 12,870)
 RUNS_NEEDED_CAP = 1000
 
@@ -60,13 +61,13 @@ MEANINGS = {
 class Comparison:
     baseline: Summary
     contender: Summary
-    change_pct: float | None      # 100 × (contender − baseline) / |baseline| of the medians
-    change_low: float | None      # 95 % interval of change_pct (None when the baseline's median is 0)
+    change_pct: float | None  # 100 × (contender − baseline) / |baseline| of the medians
+    change_low: float | None  # 95 % interval of change_pct (None when the baseline's median is 0)
     change_high: float | None
-    diff_low: float | None        # 95 % interval of contender − baseline medians
+    diff_low: float | None  # 95 % interval of contender − baseline medians
     diff_high: float | None
     p_value: float | None
-    verdict: str                  # one of VERDICTS
+    verdict: str  # one of VERDICTS
     margin_pct: float = MARGIN_PCT
     runs_needed: int | None = None  # inconclusive: runs a side that would let this change show
 
@@ -148,8 +149,14 @@ def _change_pct(sa: Summary, sb: Summary) -> float | None:
     return None
 
 
-def compare_samples(baseline: list[float], contender: list[float], better: str,
-                    resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> Comparison:
+def compare_samples(
+    baseline: list[float],
+    contender: list[float],
+    better: str,
+    resamples: int = RESAMPLES,
+    margin_pct: float = MARGIN_PCT,
+    alpha: float = ALPHA,
+) -> Comparison:
     """The whole comparison of one metric; ``better`` is 'higher', 'lower' or 'neither'."""
     a, b = _clean(baseline), _clean(contender)
     sa, sb = summarize(a, resamples), summarize(b, resamples)
@@ -170,15 +177,25 @@ def compare_samples(baseline: list[float], contender: list[float], better: str,
     return Comparison(sa, sb, change, c_low, c_high, d_low, d_high, p, v, margin_pct, need)
 
 
-def compare_many(baseline: list[float], contenders: list[list[float]], better: str,
-                 resamples: int = RESAMPLES, margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> list[Comparison]:
+def compare_many(
+    baseline: list[float],
+    contenders: list[list[float]],
+    better: str,
+    resamples: int = RESAMPLES,
+    margin_pct: float = MARGIN_PCT,
+    alpha: float = ALPHA,
+) -> list[Comparison]:
     """:func:`compare_samples` of one baseline against each contender (``cmx recommend`` compares
     the best cell with every other): :func:`compare_pairs` with that baseline in every pair."""
     return compare_pairs([(baseline, c, better) for c in contenders], resamples, margin_pct, alpha)
 
 
-def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: int = RESAMPLES,
-                  margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> list[Comparison]:
+def compare_pairs(
+    pairs: list[tuple[list[float], list[float], str]],
+    resamples: int = RESAMPLES,
+    margin_pct: float = MARGIN_PCT,
+    alpha: float = ALPHA,
+) -> list[Comparison]:
     """:func:`compare_samples` of each (baseline, contender, better), the same Comparisons, in one
     scipy call per pair of sample sizes (``cmx trend`` tests the latest night of every series at
     once): as in :func:`summarize_many`, scipy draws one set of resample indices for all rows of a
@@ -197,7 +214,7 @@ def compare_pairs(pairs: list[tuple[list[float], list[float], str]], resamples: 
     for (n_a, n_b), rows in by_n.items():
         step = max(1, BATCH_VALUES // (resamples * (n_a + n_b)))
         for start in range(0, len(rows), step):
-            part = rows[start:start + step]
+            part = rows[start : start + step]
             base, other = np.stack([cleaned[i][0] for i in part]), np.stack([cleaned[i][1] for i in part])
             d_low, d_high = _bootstrap((base, other), _diff, resamples)
             nonzero = [j for j, i in enumerate(part) if sas[i].median != 0]  # a zero median has no change %
@@ -234,15 +251,34 @@ def mann_whitney_pairs(pairs: list[tuple]) -> list[float]:
             groups.setdefault((len(x), len(y), method), []).append(i)
     for (_, _, kind), rows in groups.items():
         method = _sps().PermutationMethod(n_resamples=EXACT_LIMIT, rng=_rng()) if kind == "permutation" else kind
-        ps = _sps().mannwhitneyu(np.stack([cleaned[i][0] for i in rows]), np.stack([cleaned[i][1] for i in rows]),
-                                 alternative="two-sided", method=method, axis=-1).pvalue
+        ps = (
+            _sps()
+            .mannwhitneyu(
+                np.stack([cleaned[i][0] for i in rows]),
+                np.stack([cleaned[i][1] for i in rows]),
+                alternative="two-sided",
+                method=method,
+                axis=-1,
+            )
+            .pvalue
+        )
         for j, i in enumerate(rows):
             out[i] = float(min(1.0, ps[j]))
     return out
 
 
-def verdict(n_a: int, n_b: int, change_low: float | None, change_high: float | None, diff_low: float,
-            diff_high: float, p: float, better: str, margin_pct: float = MARGIN_PCT, alpha: float = ALPHA) -> str:
+def verdict(
+    n_a: int,
+    n_b: int,
+    change_low: float | None,
+    change_high: float | None,
+    diff_low: float,
+    diff_high: float,
+    p: float,
+    better: str,
+    margin_pct: float = MARGIN_PCT,
+    alpha: float = ALPHA,
+) -> str:
     """The one rule (module docstring): same only when shown within the margin, better/worse
     only when shown different beyond it, small when shown different inside it, inconclusive
     otherwise. ``alpha``: the level a difference is shown at (a race's looks share ALPHA:

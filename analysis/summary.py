@@ -1,6 +1,7 @@
 """The end-of-sweep summary: one row per cell, the dimensions that vary, and headline metrics
 (median over the cell's ok runs, with n and its 95 % bootstrap interval). Statistics here and in
 :mod:`cmx.analysis.stats`; drawing in :func:`render`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,8 +47,9 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
     """(the table's metrics: every cell's headline, in order; each cell's own headline by cell_id)."""
     shown = {}
     for c in cells:
-        params = workload.Params(**{k.removeprefix("params."): v for k, v in c.values.items()
-                                    if k.startswith("params.")})
+        params = workload.Params(
+            **{k.removeprefix("params."): v for k, v in c.values.items() if k.startswith("params.")}
+        )
         # A fault cell leads with what the fault did to delivery (lost is its own column); how the
         # work split over several hosts follows the headline: the smallest worker host's share, the slowest driver.
         faulted = c.values.get("fault", "none") != "none"
@@ -59,8 +61,9 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
     return union or workload.headline_metrics, shown
 
 
-def summarize(con, experiment: str, cells: list[Cell], headline: tuple[str, ...],
-              revision: int | None = None) -> list[CellSummary]:
+def summarize(
+    con, experiment: str, cells: list[Cell], headline: tuple[str, ...], revision: int | None = None
+) -> list[CellSummary]:
     """Per cell, over the runs of ``revision`` (every revision when None)."""
     by_id = {c.cell_id: CellSummary(c) for c in cells}
     values: dict[tuple[str, str], list[float]] = {}
@@ -93,8 +96,13 @@ def with_interval(name: str, s: stats.Summary | None, ok: int, missing: int = 0)
     """The median, and under it (dimmed) its 95 % interval; n only when it is not the cell's ok runs,
     and how many of them were not sampled (memory from the sampler: a run without a reading), or
     never got there (a fault run's NULL recovery_s: metricdefs.NEVER_WHEN_NULL)."""
-    unsampled = ("never" if name in metricdefs.NEVER_WHEN_NULL
-                 else "not sampled" if metricdefs.get(name).unit == "bytes" else "no value")
+    unsampled = (
+        "never"
+        if name in metricdefs.NEVER_WHEN_NULL
+        else "not sampled"
+        if metricdefs.get(name).unit == "bytes"
+        else "no value"
+    )
     if s is None or s.median is None:
         return Text(unsampled if missing else "–")
     text = Text(fmt(name, s.median))
@@ -139,12 +147,21 @@ def render(title: str, summaries: list[CellSummary], headline: tuple[str, ...]) 
         if s.not_run:  # a run stopped before them (interrupted, failed): nobody lost them
             said = f"{s.not_run:,.0f} not run"
             lost = f"{lost} [yellow]({said})[/yellow]" if s.lost or s.unseen else f"[yellow]{said}[/yellow]"
-        table.add_row(*[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims], ok, lost,
-                      *[with_interval(n, s.metrics.get(n), s.ok, s.missing.get(n, 0)) if n in shown else Text("n/a")
-                        for n in headline])
+        table.add_row(
+            *[Text(value_text(s.cell.values[d]) if d in s.cell.values else "–") for d in dims],
+            ok,
+            lost,
+            *[
+                with_interval(n, s.metrics.get(n), s.ok, s.missing.get(n, 0)) if n in shown else Text("n/a")
+                for n in headline
+            ],
+        )
     said = caption(headline)
     several = any(s.runs > 1 for s in summaries)
-    table.caption = Text("median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "
-                         "the median" + ("; lost: every run of the cell together, not a median" if several else "")
-                         + (f". {said}" if said else ""))
+    table.caption = Text(
+        "median over the cell's ok runs (n = runs ok); under it the 95 % bootstrap interval of "
+        "the median"
+        + ("; lost: every run of the cell together, not a median" if several else "")
+        + (f". {said}" if said else "")
+    )
     return table

@@ -2,6 +2,7 @@
 peak PSS, and p99 latency against consume rate, one point per cell (its medians), the Pareto front
 (analysis/recommend.py's rule) marked and joined. They reuse the medians the report's cells already
 hold and the cells the recommendation kept: a point per cell, no statistics recomputed."""
+
 from __future__ import annotations
 
 from cmx.analysis import charts
@@ -42,25 +43,46 @@ def tradeoff_charts(rec: Recommendation, cells: list[dict]) -> list[Chart]:
     ranked = {r.cell_id for r in rec.ranking if r.rank is not None}
     found = []
     for y, x, name in _pairs(rec.objectives[0]):
-        medians = {c["cell_id"]: {o.metric: c["medians"].get(o.metric, (None,))[0] for o in (y, x)}
-                   for c in cells if c["cell_id"] in ranked}
+        medians = {
+            c["cell_id"]: {o.metric: c["medians"].get(o.metric, (None,))[0] for o in (y, x)}
+            for c in cells
+            if c["cell_id"] in ranked
+        }
         medians = {k: m for k, m in medians.items() if None not in m.values()}
         if len(medians) < 2:
             continue  # a metric these runs do not have: no chart
         front = set(pareto(medians, [y, x]))
         ys, xs = ([m[o.metric] for m in medians.values()] for o in (y, x))
         (ydiv, yunit), (xdiv, xunit) = _axis(y.metric, ys), _axis(x.metric, xs)
-        rows = [{"x": medians[c["cell_id"]][x.metric] / xdiv, "y": medians[c["cell_id"]][y.metric] / ydiv,
-                 "front": "Pareto front" if c["cell_id"] in front else "dominated", "cell": c["label"],
-                 "label": c["label"] if c["cell_id"] in front else "",
-                 "x_text": fmt(x.metric, medians[c["cell_id"]][x.metric]),
-                 "y_text": fmt(y.metric, medians[c["cell_id"]][y.metric]),
-                 "n": c["medians"][y.metric][1]} for c in cells if c["cell_id"] in medians]
+        rows = [
+            {
+                "x": medians[c["cell_id"]][x.metric] / xdiv,
+                "y": medians[c["cell_id"]][y.metric] / ydiv,
+                "front": "Pareto front" if c["cell_id"] in front else "dominated",
+                "cell": c["label"],
+                "label": c["label"] if c["cell_id"] in front else "",
+                "x_text": fmt(x.metric, medians[c["cell_id"]][x.metric]),
+                "y_text": fmt(y.metric, medians[c["cell_id"]][y.metric]),
+                "n": c["medians"][y.metric][1],
+            }
+            for c in cells
+            if c["cell_id"] in medians
+        ]
         rows.sort(key=lambda row: row["x"])
-        spec = charts.tradeoff(rows, f"{x.metric} ({xunit}), median; {x.better} is better",
-                               f"{y.metric} ({yunit}), median; {y.better} is better", f"{y.metric} vs {x.metric}")
-        found.append(Chart(name, f"Trade-off: {y.metric} against {x.metric}",
-                           f"One point per cell (medians over its ok runs); the {len(front)} cell(s) on the Pareto "
-                           "front (no other cell is better on both) are joined and named: along the front, one is "
-                           "bought at the cost of the other.", spec.to_dict()))
+        spec = charts.tradeoff(
+            rows,
+            f"{x.metric} ({xunit}), median; {x.better} is better",
+            f"{y.metric} ({yunit}), median; {y.better} is better",
+            f"{y.metric} vs {x.metric}",
+        )
+        found.append(
+            Chart(
+                name,
+                f"Trade-off: {y.metric} against {x.metric}",
+                f"One point per cell (medians over its ok runs); the {len(front)} cell(s) on the Pareto "
+                "front (no other cell is better on both) are joined and named: along the front, one is "
+                "bought at the cost of the other.",
+                spec.to_dict(),
+            )
+        )
     return found

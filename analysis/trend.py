@@ -11,6 +11,7 @@ neighbours); here, every series' tests run in one batch a round, their p adjuste
 group (:func:`_adjust`), and the groups (headline, other, harness, noise) set from the experiment's
 headline (:mod:`cmx.analysis.headline`): only the headline gates (:func:`latest_gate`).
 """
+
 from __future__ import annotations
 
 import gc
@@ -22,7 +23,15 @@ from dataclasses import dataclass, field, replace
 from cmx.analysis import fingerprint, gate, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
-    EDIVISIVE, LATEST, WINDOW, change_points, change_steps, shown, shown_many, split_scores)
+    EDIVISIVE,
+    LATEST,
+    WINDOW,
+    change_points,
+    change_steps,
+    shown,
+    shown_many,
+    split_scores,
+)
 from cmx.analysis.compare import SelectionError, parse_only, selection_where
 from cmx.analysis.headline import of_experiment as headline_of
 from cmx.analysis.views import experiment_hint
@@ -32,12 +41,12 @@ from cmx.engine.results import metricdefs
 
 @dataclass(frozen=True)
 class Change:
-    index: int                   # the first point after the change
+    index: int  # the first point after the change
     at: str
     comparison: stats.Comparison  # the segment before (since the change before it) against the one after
     method: str
     p_adjusted: float | None = None  # Benjamini-Hochberg over the night's tests of its group (:func:`_adjust`)
-    noise: str | None = None     # how the two sides' hosts were loaded, when that differs (analysis/noise.py)
+    noise: str | None = None  # how the two sides' hosts were loaded, when that differs (analysis/noise.py)
 
 
 @dataclass
@@ -46,7 +55,7 @@ class Series:
     metric: str
     better: str
     ats: list[str]
-    runs: list[list[float]]      # the ok runs' values, per point
+    runs: list[list[float]]  # the ok runs' values, per point
     summaries: list[stats.Summary] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     group: str = metricdefs.OTHER  # headline, other, harness, noise (metricdefs.group_of)
@@ -84,7 +93,8 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
     if by != "sweep":
         key, key_params = "json_extract_string(p.tags, ?)", [f'$."{by.removeprefix("tag.")}"']
     names = list(metrics)
-    con.execute(f"""
+    con.execute(
+        f"""
         CREATE OR REPLACE TEMP TABLE trend_ok AS
         WITH picked AS (SELECT r.run_id FROM runs r WHERE {cond}),
         points AS (
@@ -96,21 +106,30 @@ def _rows(con, experiment: str, revision: int, by: str, metrics: tuple[str, ...]
         FROM run_starts s JOIN run_ends e USING (run_id) JOIN points pt USING (sweep_id) JOIN metrics m USING (run_id)
         WHERE e.status = 'ok' AND m.value IS NOT NULL AND s.run_id IN (SELECT run_id FROM picked)
           AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], m.name))""",
-                [*params, *key_params, experiment, revision, names, names])
+        [*params, *key_params, experiment, revision, names, names],
+    )
     # The values come as one float column in the points' order and are cut into runs here: DuckDB
     # hands a LIST column to Python a row at a time (a year of nights: 73,000 rows, ~0.1 s more).
     keys = con.execute("""SELECT point, cell_id, name, count(*) FROM trend_ok
                           GROUP BY first_run, point, cell_id, name
                           ORDER BY first_run, point, cell_id, name""").fetchall()
-    flat = con.execute("""SELECT value::DOUBLE AS value FROM trend_ok
+    flat = (
+        con.execute("""SELECT value::DOUBLE AS value FROM trend_ok
                           ORDER BY first_run, point, cell_id, name,
-                                   started_at, run_id""").fetchnumpy()["value"].tolist()
+                                   started_at, run_id""")
+        .fetchnumpy()["value"]
+        .tolist()
+    )
     rows, at = [], 0
     for point, cell_id, name, k in keys:
-        rows.append((point, cell_id, name, flat[at:at + k]))
+        rows.append((point, cell_id, name, flat[at : at + k]))
         at += k
-    run_ids = {(point, cell): ids for point, cell, ids in con.execute(
-        "SELECT point, cell_id, list(DISTINCT run_id) FROM trend_ok GROUP BY point, cell_id").fetchall()}
+    run_ids = {
+        (point, cell): ids
+        for point, cell, ids in con.execute(
+            "SELECT point, cell_id, list(DISTINCT run_id) FROM trend_ok GROUP BY point, cell_id"
+        ).fetchall()
+    }
     con.execute("DROP TABLE trend_ok")
     return rows, run_ids
 
@@ -129,29 +148,43 @@ def _collector_paused():
             gc.enable()
 
 
-def trend(con, experiment: str, by: str = "sweep", metrics: tuple[str, ...] = (), only: str | None = None,
-          revision: int | None = None, margin_pct: float = stats.MARGIN_PCT) -> TrendResult:
+def trend(
+    con,
+    experiment: str,
+    by: str = "sweep",
+    metrics: tuple[str, ...] = (),
+    only: str | None = None,
+    revision: int | None = None,
+    margin_pct: float = stats.MARGIN_PCT,
+) -> TrendResult:
     """Per cell and metric: one point per sweep (or tag value), summarized, and its changes."""
     with _collector_paused():
         return _trend(con, experiment, by, metrics, only, revision, margin_pct)
 
 
-def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | None, revision: int | None,
-           margin_pct: float) -> TrendResult:
+def _trend(
+    con, experiment: str, by: str, metrics: tuple[str, ...], only: str | None, revision: int | None, margin_pct: float
+) -> TrendResult:
     if by != "sweep" and not (by.startswith("tag.") and len(by) > 4):
         raise SelectionError(f"--by {by!r}: expected sweep or tag.KEY")
     revision = revision or _latest_revision(con, experiment)
     if revision is None:
-        raise SelectionError(f"no sweep of experiment {experiment!r} in this database"
-                             + experiment_hint(con, experiment))
+        raise SelectionError(
+            f"no sweep of experiment {experiment!r} in this database" + experiment_hint(con, experiment)
+        )
     unknown = [m for m in metrics if m not in metricdefs.METRICS]
     rows, point_runs = _rows(con, experiment, revision, by, metrics, only)
     if not rows:
         what = f" with metric {', '.join(metrics)}" if metrics else ""
-        raise SelectionError(f"experiment {experiment!r} (revision {revision}) has no ok runs{what}"
-                             + (f" ({unknown[0]!r} is no metric cmx knows"
-                                + suggest(unknown[0], metricdefs.METRICS) + ")" if unknown else "")
-                             + (f" in sweeps tagged {by.removeprefix('tag.')}" if by != "sweep" else ""))
+        raise SelectionError(
+            f"experiment {experiment!r} (revision {revision}) has no ok runs{what}"
+            + (
+                f" ({unknown[0]!r} is no metric cmx knows" + suggest(unknown[0], metricdefs.METRICS) + ")"
+                if unknown
+                else ""
+            )
+            + (f" in sweeps tagged {by.removeprefix('tag.')}" if by != "sweep" else "")
+        )
     order: dict[str, int] = {}
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
     for point, cell_id, name, runs in rows:
@@ -166,16 +199,21 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
             run_ids[point].update(ids)
     rank = {m: i for i, m in enumerate(metricdefs.METRICS)}
     series = []
-    for (cell_id, name), by_point in sorted(values.items(),
-                                            key=lambda kv: (kv[0][0], rank.get(kv[0][1], 1e9), kv[0][1])):
+    for (cell_id, name), by_point in sorted(
+        values.items(), key=lambda kv: (kv[0][0], rank.get(kv[0][1], 1e9), kv[0][1])
+    ):
         present = [a for a in ats if a in by_point]
-        series.append(Series(cell_id, name, metricdefs.get(name).better.value, present,
-                             [by_point[a] for a in present]))
+        series.append(Series(cell_id, name, metricdefs.get(name).better.value, present, [by_point[a] for a in present]))
     missing = [m for m in metrics if not any(s.metric == m for s in series)]
     if missing:
-        raise SelectionError(f"--metric {missing[0]}: no ok run of {experiment!r} (revision {revision}) has it"
-                             + (" (it is no metric cmx knows" + suggest(missing[0], metricdefs.METRICS) + ")"
-                                if missing[0] in unknown else ""))
+        raise SelectionError(
+            f"--metric {missing[0]}: no ok run of {experiment!r} (revision {revision}) has it"
+            + (
+                " (it is no metric cmx knows" + suggest(missing[0], metricdefs.METRICS) + ")"
+                if missing[0] in unknown
+                else ""
+            )
+        )
     headline = headline_of(con, experiment, revision)
     for s in series:
         s.group = metricdefs.group_of(s.metric, headline)
@@ -185,18 +223,33 @@ def _trend(con, experiment: str, by: str, metrics: tuple[str, ...], only: str | 
     with statcache.Cache() as cache:
         for s, summaries in zip(series, cache.summarize_series([s.runs for s in series])):  # one batched bootstrap
             s.summaries = summaries
-        found = cache.many(change_steps, [(s.runs, [x.median for x in s.summaries], s.better, margin_pct,
-                                           s.group == metricdefs.HEADLINE) for s in series], shown_many)
+        found = cache.many(
+            change_steps,
+            [
+                (s.runs, [x.median for x in s.summaries], s.better, margin_pct, s.group == metricdefs.HEADLINE)
+                for s in series
+            ],
+            shown_many,
+        )
         for s, f in zip(series, found):
             s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
             s.latest = f.latest
     _adjust(series)
     _label_noise(con, series, point_runs)
-    cells = {c: json.loads(d) if isinstance(d, str) else d for c, d in con.execute(
-        "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id",
-        [experiment]).fetchall()}
-    return TrendResult(experiment, revision, by, series, {s.cell_id: cells.get(s.cell_id, {}) for s in series},
-                       _fingerprint_changes(con, by, ats, run_ids))
+    cells = {
+        c: json.loads(d) if isinstance(d, str) else d
+        for c, d in con.execute(
+            "SELECT cell_id, any_value(dims) FROM run_starts WHERE experiment = ? GROUP BY cell_id", [experiment]
+        ).fetchall()
+    }
+    return TrendResult(
+        experiment,
+        revision,
+        by,
+        series,
+        {s.cell_id: cells.get(s.cell_id, {}) for s in series},
+        _fingerprint_changes(con, by, ats, run_ids),
+    )
 
 
 def _adjust(series: list[Series]) -> None:
@@ -207,8 +260,9 @@ def _adjust(series: list[Series]) -> None:
     for group in metricdefs.GROUPS:
         members = [s for s in series if s.group == group]
         ps = [c.comparison.p_value for s in members for c in s.changes]
-        tests = len(ps) + sum(1 for s in members if len(s.ats) > 1 and not any(c.index == len(s.ats) - 1
-                                                                                  for c in s.changes))
+        tests = len(ps) + sum(
+            1 for s in members if len(s.ats) > 1 and not any(c.index == len(s.ats) - 1 for c in s.changes)
+        )
         if not ps:
             continue
         adjusted = iter(stats._sps().false_discovery_control([*ps, *[1.0] * (tests - len(ps))]).tolist())
@@ -229,11 +283,17 @@ def _label_noise(con, series: list[Series], run_ids: dict[tuple[str, str], list[
         for j, c in enumerate(s.changes):
             start = at[j - 1] if j else 0
             end = at[j + 1] if j + 1 < len(at) else len(s.ats)
-            sides = (s.cell_id, tuple(s.ats[max(start, c.index - WINDOW):c.index]),
-                     tuple(s.ats[c.index:min(end, c.index + WINDOW)]))
+            sides = (
+                s.cell_id,
+                tuple(s.ats[max(start, c.index - WINDOW) : c.index]),
+                tuple(s.ats[c.index : min(end, c.index + WINDOW)]),
+            )
             if sides not in said:
-                said[sides] = noise.differs(con, [r for a in sides[1] for r in run_ids.get((a, s.cell_id), ())],
-                                            [r for a in sides[2] for r in run_ids.get((a, s.cell_id), ())])
+                said[sides] = noise.differs(
+                    con,
+                    [r for a in sides[1] for r in run_ids.get((a, s.cell_id), ())],
+                    [r for a in sides[2] for r in run_ids.get((a, s.cell_id), ())],
+                )
             labelled.append(replace(c, noise=said[sides]))
         s.changes = labelled
 
@@ -282,9 +342,14 @@ def at_sweep_end(con, experiment: str, revision: int) -> TrendResult | None:
     metric."""
     if history_points(con, experiment, revision) < 2:
         return None
-    present = {name for (name,) in con.execute(
-        "SELECT DISTINCT m.name FROM metrics m JOIN run_starts s USING (run_id) JOIN sweeps w USING (sweep_id) "
-        "WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?", [experiment, revision]).fetchall()}
+    present = {
+        name
+        for (name,) in con.execute(
+            "SELECT DISTINCT m.name FROM metrics m JOIN run_starts s USING (run_id) JOIN sweeps w USING (sweep_id) "
+            "WHERE s.experiment = ? AND coalesce(w.revision, 1) = ?",
+            [experiment, revision],
+        ).fetchall()
+    }
     headline = tuple(sorted(headline_of(con, experiment, revision) & present))
     try:
         return trend(con, experiment, revision=revision, metrics=headline)
@@ -294,6 +359,9 @@ def at_sweep_end(con, experiment: str, revision: int) -> TrendResult | None:
 
 def history_points(con, experiment: str, revision: int) -> int:
     """The points of a revision's history (a sweep and those that resumed it are one)."""
-    (points,) = con.execute("SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
-                            "WHERE experiment = ? AND coalesce(revision, 1) = ?", [experiment, revision]).fetchone()
+    (points,) = con.execute(
+        "SELECT count(DISTINCT coalesce(resumes, sweep_id)) FROM sweeps "
+        "WHERE experiment = ? AND coalesce(revision, 1) = ?",
+        [experiment, revision],
+    ).fetchone()
     return points

@@ -1,4 +1,5 @@
 """Formatting of ``cmx trend`` results: table (rich), markdown, json (the contract)."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from cmx.analysis.units import fmt, span
 from cmx.analysis.trend import RULE, Series, TrendResult
 
 COLUMNS = ("group", "cell", "metric", "points", "first", "latest", "changes")
-NOTE = ("one point per {by}; median [95 % bootstrap interval of the median] (n ok runs). " + RULE)
+NOTE = "one point per {by}; median [95 % bootstrap interval of the median] (n ok runs). " + RULE
 
 
 def _label(res: TrendResult, cell_id: str, varying: list[str]) -> str:
@@ -45,8 +46,18 @@ def _changes(s: Series) -> str:
 
 def _rows(res: TrendResult) -> list[list[str]]:
     varying = _varying(res)
-    return [[s.group, _label(res, s.cell_id, varying), s.metric, str(len(s.ats)), _point(s, 0),
-             _point(s, len(s.ats) - 1), _changes(s)] for s in res.series]
+    return [
+        [
+            s.group,
+            _label(res, s.cell_id, varying),
+            s.metric,
+            str(len(s.ats)),
+            _point(s, 0),
+            _point(s, len(s.ats) - 1),
+            _changes(s),
+        ]
+        for s in res.series
+    ]
 
 
 def _title(res: TrendResult) -> str:
@@ -54,8 +65,9 @@ def _title(res: TrendResult) -> str:
 
 
 def as_table(res: TrendResult) -> Table:
-    table = Table(title=Text(_title(res)), title_justify="left", caption=Text(NOTE.format(by=res.by)),
-                  caption_justify="left")
+    table = Table(
+        title=Text(_title(res)), title_justify="left", caption=Text(NOTE.format(by=res.by)), caption_justify="left"
+    )
     for c in COLUMNS:
         table.add_column(c)
     for s, row in zip(res.series, _rows(res)):
@@ -72,16 +84,29 @@ def as_markdown(res: TrendResult) -> str:
 
 def _change_json(c) -> dict:
     r = c.comparison
-    return {"at": c.at, "change_pct": r.change_pct, "low": r.change_low, "high": r.change_high,
-            "p_value": r.p_value, "p_adjusted": c.p_adjusted, "verdict": r.verdict, "noise": c.noise}
+    return {
+        "at": c.at,
+        "change_pct": r.change_pct,
+        "low": r.change_low,
+        "high": r.change_high,
+        "p_value": r.p_value,
+        "p_adjusted": c.p_adjusted,
+        "verdict": r.verdict,
+        "noise": c.noise,
+    }
 
 
 def _latest_json(s: Series) -> dict | None:
     r = s.latest
     if r is None:
         return None
-    return {"at": s.ats[-1], "verdict": r.verdict, "change_pct": r.change_pct, "p_value": r.p_value,
-            "runs_needed": r.runs_needed}
+    return {
+        "at": s.ats[-1],
+        "verdict": r.verdict,
+        "change_pct": r.change_pct,
+        "p_value": r.p_value,
+        "runs_needed": r.runs_needed,
+    }
 
 
 def as_json(res: TrendResult) -> str:
@@ -93,17 +118,30 @@ def as_json(res: TrendResult) -> str:
     pure-Python indenting encoder takes seconds over them."""
     token = secrets.token_hex(8)  # no cell or metric can be named like a holder
     holders = [f"points {token} {i}" for i in range(len(res.series))]
-    text = json.dumps({"series": [{
-        "cell_id": s.cell_id, "metric": s.metric, "group": s.group, "points": holder,
-        "changes": [_change_json(c) for c in s.changes], "latest": _latest_json(s),
-    } for s, holder in zip(res.series, holders)]}, indent=2)
+    text = json.dumps(
+        {
+            "series": [
+                {
+                    "cell_id": s.cell_id,
+                    "metric": s.metric,
+                    "group": s.group,
+                    "points": holder,
+                    "changes": [_change_json(c) for c in s.changes],
+                    "latest": _latest_json(s),
+                }
+                for s, holder in zip(res.series, holders)
+            ]
+        },
+        indent=2,
+    )
     ats: dict[str, str] = {}  # each point's key as JSON (the same nights recur in every series)
     points = [_points(s, ats) for s in res.series]
     return re.sub(f'"points {token} ([0-9]+)"', lambda m: points[int(m[1])], text)
 
 
-_POINT = ('{\n{i}  "at": %s,\n{i}  "n": %s,\n{i}  "median": %s,\n{i}  "low": %s,\n{i}  "high": %s\n{i}}'
-          .replace("{i}", " " * 8))
+_POINT = '{\n{i}  "at": %s,\n{i}  "n": %s,\n{i}  "median": %s,\n{i}  "low": %s,\n{i}  "high": %s\n{i}}'.replace(
+    "{i}", " " * 8
+)
 
 
 def _points(s: Series, ats: dict[str, str]) -> str:
@@ -118,6 +156,6 @@ def _points(s: Series, ats: dict[str, str]) -> str:
     fields: list = [None] * (5 * len(s.ats))
     fields[0::5] = [ats[a] for a in s.ats]
     for k in range(4):
-        fields[k + 1::5] = numbers[k::4]
+        fields[k + 1 :: 5] = numbers[k::4]
     body = (",\n" + " " * 8).join([_POINT] * len(s.ats)) % tuple(fields)
     return "[\n" + " " * 8 + body + "\n" + " " * 6 + "]"

@@ -7,6 +7,7 @@ units an experiment's ``thresholds:`` take (engine/model/thresholds.py).
 - rates: ``1,750/s`` (thousands separators), ``0.25/s`` below 10;
 - bytes: ``812 KiB``, ``20.0 MiB``, ``3.00 GiB`` (binary, as the kernel and ``size_mb`` count).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ def fmt_seconds(value: float) -> str:
 
 
 def fmt_rate(value: float, unit: str = "/s") -> str:
-    suffix = unit[unit.index("/"):] if "/" in unit else "/s"
+    suffix = unit[unit.index("/") :] if "/" in unit else "/s"
     return f"{value:,.0f}{suffix}" if abs(value) >= 10 else f"{value:,.2f}{suffix}"
 
 
@@ -91,9 +92,9 @@ def parse(name: str, text: str) -> float:
     if metricdefs.is_rate(unit):
         scale = _SCALE.get(suffix[:1], 1.0) if suffix[:1] in _SCALE else 1.0
         rest = suffix[1:] if suffix[:1] in _SCALE else suffix
-        if rest in ("", "/s", unit[unit.index("/"):]):
+        if rest in ("", "/s", unit[unit.index("/") :]):
             return number * scale
     accepted = {"bytes": ", ".join(SIZES), "s": ", ".join(DURATIONS)}.get(
-        unit, "k, /s" if metricdefs.is_rate(unit) else "none")
-    raise ValueError(f"{text!r}: {suffix!r} is no unit of {name} (its unit: {unit or 'a count'}; "
-                     f"accepted: {accepted})")
+        unit, "k, /s" if metricdefs.is_rate(unit) else "none"
+    )
+    raise ValueError(f"{text!r}: {suffix!r} is no unit of {name} (its unit: {unit or 'a count'}; accepted: {accepted})")

@@ -8,6 +8,7 @@ database through ``cmx.engine.results.db.connect`` and installs the views on it,
 that reads results (``cmx sql "SELECT * FROM run_summary"`` included) finds them, and a database
 ``cmx`` wrote stores them.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,17 @@ from cmx.engine.results.metricdefs import RUN_SUMMARY_COLUMNS
 
 SQL_DIR = Path(__file__).with_name("sql")
 #: Installed in this order: later views may read earlier ones.
-VIEWS = ("run_summary", "cell_summary", "steady_tasks", "latency_percentiles", "memory_timeseries", "connection_maxima",
-         "memory_per_task", "latency_spectrum", "rate_timeseries")
+VIEWS = (
+    "run_summary",
+    "cell_summary",
+    "steady_tasks",
+    "latency_percentiles",
+    "memory_timeseries",
+    "connection_maxima",
+    "memory_per_task",
+    "latency_spectrum",
+    "rate_timeseries",
+)
 
 _CREATE = re.compile(r"CREATE\s+OR\s+REPLACE\s+VIEW", re.IGNORECASE)
 _GENERATED = re.compile(r"(-- BEGIN metric columns[^\n]*\n)(.*?)(\s*-- END metric columns)", re.DOTALL)
@@ -73,8 +83,9 @@ def install_views(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> No
 def dimension_columns(con) -> dict[str, str]:
     """The dimension columns of ``runs`` (name → SQL type), in the view's order: every column but
     the run's own (``db.RUN_COLUMNS``). The one place analysis reads which dimensions there are."""
-    rows = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs' "
-                       "ORDER BY column_index").fetchall()
+    rows = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'runs' ORDER BY column_index"
+    ).fetchall()
     return {name: kind for name, kind in rows if name not in db.RUN_COLUMNS}
 
 
@@ -87,14 +98,20 @@ def restrict_to_tags(con, tags: dict[str, str]) -> None:
     cond, params = db.tagged_runs_sql(con, tags)
     con.execute(f"CREATE OR REPLACE TEMP TABLE cmx_tagged_runs AS SELECT run_id FROM runs WHERE {cond}", params)
     catalog = con.execute("SELECT current_database()").fetchone()[0].replace('"', '""')
-    con.execute(f'CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM "{catalog}".main.runs '
-                "WHERE run_id IN (SELECT run_id FROM temp.main.cmx_tagged_runs)")
+    con.execute(
+        f'CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM "{catalog}".main.runs '
+        "WHERE run_id IN (SELECT run_id FROM temp.main.cmx_tagged_runs)"
+    )
 
 
 def revisions(con, experiment: str) -> list[int]:
     """The experiment's revisions (definitions) in the database, oldest first."""
-    return [r[0] for r in con.execute("SELECT DISTINCT revision FROM runs WHERE experiment = ? ORDER BY 1",
-                                      [experiment]).fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT revision FROM runs WHERE experiment = ? ORDER BY 1", [experiment]
+        ).fetchall()
+    ]
 
 
 def experiment_hint(con, experiment: str) -> str:
@@ -109,8 +126,10 @@ def choose_revision(known: list[int], experiment: str, revision: int | None, hin
     if not known:
         raise LookupError(f"experiment {experiment!r} has no runs in this database{hint}")
     if revision is not None and revision not in known:
-        raise LookupError(f"experiment {experiment!r} has no revision {revision} in this database "
-                          f"(it has {', '.join(map(str, known))})")
+        raise LookupError(
+            f"experiment {experiment!r} has no revision {revision} in this database "
+            f"(it has {', '.join(map(str, known))})"
+        )
     return known[-1] if revision is None else revision
 
 
@@ -120,12 +139,18 @@ def tags_text(tags: dict[str, str]) -> str:
 
 
 @contextmanager
-def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0,
-            sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(
+    path: Path | str, read_only: bool = False, wait_s: float = 30.0, sandboxed: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """``cmx.engine.results.db.connect`` with the analysis views installed (stored when writable,
     for this connection only when read-only): how every command that reads results opens them."""
-    with db.connect(path, read_only=read_only, wait_s=wait_s, sandboxed=sandboxed,
-                    prepare=lambda con, temporary: install_views(con, temporary)) as con:
+    with db.connect(
+        path,
+        read_only=read_only,
+        wait_s=wait_s,
+        sandboxed=sandboxed,
+        prepare=lambda con, temporary: install_views(con, temporary),
+    ) as con:
         yield con
 
 

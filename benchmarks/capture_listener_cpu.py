@@ -10,6 +10,7 @@ user + system CPU since its first line, and stops it with Ctrl-C. A and B altern
 Printed: per run and as medians, the capture's CPU microseconds per event, the producer's rate and the
 tasks captured. CPU time, unlike a rate, does not depend much on what else the machine runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,14 @@ def one(python: str, url: str, tasks: int, cpu: int | None, out: Path) -> tuple[
     import psutil
 
     pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    proc = subprocess.Popen([python, "-m", "cmx.cli.main", "capture", "--out", str(out), "--duration", "600"],
-                            env={**os.environ, "CMX_CAPTURE_BROKER_URL": url}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=pin)
+    proc = subprocess.Popen(
+        [python, "-m", "cmx.cli.main", "capture", "--out", str(out), "--duration", "600"],
+        env={**os.environ, "CMX_CAPTURE_BROKER_URL": url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=pin,
+    )
     seen, deadline = "", time.monotonic() + READY_S
     while "capturing" not in seen and time.monotonic() < deadline and proc.poll() is None:
         seen += proc.stderr.read(1)
@@ -64,14 +70,17 @@ def main() -> int:
     runs: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
     for r in range(args.repeats):
         for side in ("a", "b") if r % 2 == 0 else ("b", "a"):
-            us, rate, last = one(getattr(args, side), args.url, args.tasks, listener,
-                                 scratch / f"capcpu-{os.getpid()}-{side}.parquet")
+            us, rate, last = one(
+                getattr(args, side), args.url, args.tasks, listener, scratch / f"capcpu-{os.getpid()}-{side}.parquet"
+            )
             runs[side].append((us, rate))
             print(f"{side} {us:6.0f} us an event, producer {rate:,.0f}/s; {last}", flush=True)
     for side, values in runs.items():
         cpu = [v[0] for v in values]
-        print(f"{side}: capture CPU {statistics.median(cpu):.0f} us an event (min {min(cpu):.0f}, max {max(cpu):.0f}), "
-              f"producer median {statistics.median(v[1] for v in values):,.0f}/s ({getattr(args, side)})")
+        print(
+            f"{side}: capture CPU {statistics.median(cpu):.0f} us an event (min {min(cpu):.0f}, max {max(cpu):.0f}), "
+            f"producer median {statistics.median(v[1] for v in values):,.0f}/s ({getattr(args, side)})"
+        )
     return 0
 
 

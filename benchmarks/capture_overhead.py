@@ -30,6 +30,7 @@ broker, which a Redis producer waits for on every publish). In ``listen`` mode n
 task events (no workers run): the listener idles; what it does per event is what ``captured`` adds
 over ``sent``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,8 +64,7 @@ def make_app(url: str, queue: str, sent_event: bool):
     from celery import Celery
 
     app = Celery(f"capbench-{uuid.uuid4().hex[:6]}", broker=url, set_as_current=False)
-    app.conf.update(task_default_queue=queue, task_send_sent_event=sent_event,
-                    broker_connection_retry_on_startup=True)
+    app.conf.update(task_default_queue=queue, task_send_sent_event=sent_event, broker_connection_retry_on_startup=True)
 
     @app.task(name="capbench.noop", shared=False)
     def noop(payload):
@@ -100,9 +100,12 @@ class RawSubscriber:
 
         parts = urlsplit(url)
         pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-        self.proc = subprocess.Popen(["redis-cli", "-h", parts.hostname, "-p", str(parts.port or 6379),
-                                      "PSUBSCRIBE", "*"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=pin)
+        self.proc = subprocess.Popen(
+            ["redis-cli", "-h", parts.hostname, "-p", str(parts.port or 6379), "PSUBSCRIBE", "*"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=pin,
+        )
         time.sleep(0.5)  # subscribed (and SETTLE_S follows)
 
     def stop(self) -> tuple[int, float, bool]:
@@ -116,14 +119,20 @@ class Capture:
 
     def __init__(self, url: str, out: Path, cpu: int | None):
         env = {**os.environ, "CMX_CAPTURE_BROKER_URL": url, "PYTHONPATH": str(REPO)}
+
         def pin():  # its Ctrl-C must work even where this benchmark was started with SIGINT ignored (`cmd &`)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if cpu is not None:
                 os.sched_setaffinity(0, {cpu})
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "cmx.cli.main", "capture", "--out", str(out),
-                                      "--duration", "600"], env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, preexec_fn=pin)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cmx.cli.main", "capture", "--out", str(out), "--duration", "600"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=pin,
+        )
         self.err = ""
         self.ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()  # ends once ready: no CPU of the producer's
@@ -190,8 +199,11 @@ def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, lis
     cpu_s, events, dropped = 0.0, 0, 0
     for _ in range(args.repeats):
         for mode in rng.sample(modes, len(modes)):
-            cap = Capture(url, scratch / f"{name}.parquet", listen_cpu) if mode in ("listen", "captured") else (
-                RawSubscriber(url, listen_cpu) if mode == "rawsub" else None)
+            cap = (
+                Capture(url, scratch / f"{name}.parquet", listen_cpu)
+                if mode in ("listen", "captured")
+                else (RawSubscriber(url, listen_cpu) if mode == "rawsub" else None)
+            )
             try:
                 time.sleep(SETTLE_S)
                 rate, cpu = publish_rate(url, queue, args.tasks, mode in ("sent", "captured", "rawsub"))
@@ -202,16 +214,24 @@ def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, lis
                     n, used, alive = cap.stop()
                     dropped += not alive
                     if mode == "captured":
-                        captured, expected, cpu_s, events = captured + n, expected + args.tasks + 1, cpu_s + used, \
-                            events + n
+                        captured, expected, cpu_s, events = (
+                            captured + n,
+                            expected + args.tasks + 1,
+                            cpu_s + used,
+                            events + n,
+                        )
     base = statistics.median(rates["off"])
-    print(f"-- {name}: {args.tasks} tasks a round, {args.repeats} rounds (modes shuffled in each), apply_async loop, "
-          f"64-byte payload")
+    print(
+        f"-- {name}: {args.tasks} tasks a round, {args.repeats} rounds (modes shuffled in each), apply_async loop, "
+        f"64-byte payload"
+    )
     print(f"   {'mode':<9} {'median/s':>9} {'min-max/s':>17} {'vs off':>8}  {'producer CPU us/task, median':>28}")
     for mode in modes:
         med = statistics.median(rates[mode])
-        print(f"   {mode:<9} {med:>9,.0f} {min(rates[mode]):>8,.0f}-{max(rates[mode]):<8,.0f} "
-              f"{(med / base - 1) * 100:>+7.1f}%  {statistics.median(cpus[mode]) * 1e6:>28.0f}")
+        print(
+            f"   {mode:<9} {med:>9,.0f} {min(rates[mode]):>8,.0f}-{max(rates[mode]):<8,.0f} "
+            f"{(med / base - 1) * 100:>+7.1f}%  {statistics.median(cpus[mode]) * 1e6:>28.0f}"
+        )
     print("   paired round by round, rate ratio median (min-max); 1 - ratio is the cost:")
     for a, b in PAIRS:
         if a not in modes:
@@ -220,11 +240,15 @@ def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, lis
         print(f"     {a + '/' + b:<14} {spread(ratios)}  cost {(1 - statistics.median(ratios)) * 100:+.1f} %")
     listen = 1 - statistics.median([x / y for x, y in zip(rates["listen"], rates["off"])])
     full = 1 - statistics.median([x / y for x, y in zip(rates["captured"], rates["off"])])
-    print(f"   capture without sent events (listen) costs the producer {listen * 100:+.1f} %, with sent events "
-          f"(captured) {full * 100:+.1f} % (target at most {TARGET * 100:g} %)")
-    print(f"   tasks captured in 'captured' rounds: {captured:,} of {expected:,} sent (a warm-up task a round); "
-          f"cmx capture used {cpu_s:.2f} CPU s listening to them ({cpu_s / max(events, 1) * 1e6:.0f} us an event)"
-          + (f"; {dropped} capture(s) had stopped before their round ended" if dropped else ""))
+    print(
+        f"   capture without sent events (listen) costs the producer {listen * 100:+.1f} %, with sent events "
+        f"(captured) {full * 100:+.1f} % (target at most {TARGET * 100:g} %)"
+    )
+    print(
+        f"   tasks captured in 'captured' rounds: {captured:,} of {expected:,} sent (a warm-up task a round); "
+        f"cmx capture used {cpu_s:.2f} CPU s listening to them ({cpu_s / max(events, 1) * 1e6:.0f} us an event)"
+        + (f"; {dropped} capture(s) had stopped before their round ended" if dropped else "")
+    )
 
 
 def main() -> int:
@@ -247,9 +271,11 @@ def main() -> int:
         server, urls["redis"] = own_redis(listen_cpu)
     if producer_cpu is not None:
         os.sched_setaffinity(0, {producer_cpu})
-    print(f"# pinned: producer CPU {producer_cpu}, capture CPU {listen_cpu}" if args.pin else "# not pinned",
-          f"; redis {'own server' + (f' on CPU {listen_cpu}' if args.pin else '') if server else 'shared server'}"
-          f"; load average at start {os.getloadavg()[0]:.1f}")
+    print(
+        f"# pinned: producer CPU {producer_cpu}, capture CPU {listen_cpu}" if args.pin else "# not pinned",
+        f"; redis {'own server' + (f' on CPU {listen_cpu}' if args.pin else '') if server else 'shared server'}"
+        f"; load average at start {os.getloadavg()[0]:.1f}",
+    )
     try:
         for name in args.brokers.split(","):
             run_broker(name, urls[name], args, rng, scratch, listen_cpu)

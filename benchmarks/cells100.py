@@ -17,6 +17,7 @@ measure the neighbours); with ``--before`` it also prints each side's median CPU
 rounds and the after / before ratio of each round's. The CPU column counts every process of the
 command (PNG workers too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ REPORT_TARGET_S, RECOMMEND_TARGET_S, PAGE_TARGET_S = 5.0, 1.0, 2.0
 def timed_cli(*args: str, pythonpath: Path | None = None) -> tuple[float, float, str]:
     env = {**os.environ, "PYTHONPATH": str(pythonpath)} if pythonpath else None
     t, cpu = time.perf_counter(), children_cpu()
-    p = subprocess.run([sys.executable, "-m", "cmx.cli.main", *args], cwd=REPO, capture_output=True,
-                       text=True, timeout=600, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "cmx.cli.main", *args], cwd=REPO, capture_output=True, text=True, timeout=600, env=env
+    )
     took, cpu = time.perf_counter() - t, children_cpu() - cpu
     if p.returncode != 0:
         sys.exit(f"cmx {args[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
@@ -77,25 +79,32 @@ def fastest(rounds: int, after: tuple[str, ...], before: tuple[str, ...] | None,
     if was and rounds > 1:  # CPU seconds move much less with the neighbours than wall time: every round's
         ratios = sorted(n[1] / w[1] for w, n in zip(was, now))
         cpu = {side: statistics.median(r[1] for r in runs) for side, runs in (("before", was), ("after", now))}
-        print(f"  cmx {after[0]}, {rounds} rounds in turn: cpu s median before {cpu['before']:.2f}, "
-              f"after {cpu['after']:.2f}; after/before per round: median "
-              f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+        print(
+            f"  cmx {after[0]}, {rounds} rounds in turn: cpu s median before {cpu['before']:.2f}, "
+            f"after {cpu['after']:.2f}; after/before per round: median "
+            f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+        )
     return pick(was), pick(now)
 
 
 def differing_files(a: Path, b: Path) -> list[str]:
     """The files of two report folders that differ (or are in one only)."""
     names = sorted({p.name for p in a.iterdir()} | {p.name for p in b.iterdir()})
-    return [n for n in names if not ((a / n).is_file() and (b / n).is_file()
-                                     and (a / n).read_bytes() == (b / n).read_bytes())]
+    return [
+        n
+        for n in names
+        if not ((a / n).is_file() and (b / n).is_file() and (a / n).read_bytes() == (b / n).read_bytes())
+    ]
 
 
 def side_by_side(what: str, before: tuple[float, float] | None, after: tuple[float, float], target: float) -> bool:
     if before is None:
         return line(what, after[0], after[1], target)
-    print(f"  {what:<44} before {before[0]:6.2f} s (cpu {before[1]:5.2f})  after {after[0]:6.2f} s "
-          f"(cpu {after[1]:5.2f})  after/before {after[0] / before[0]:4.2f}  target {target:.0f} s  "
-          f"ratio {after[0] / target:4.2f}  {'met' if after[0] <= target else 'MISSED'}")
+    print(
+        f"  {what:<44} before {before[0]:6.2f} s (cpu {before[1]:5.2f})  after {after[0]:6.2f} s "
+        f"(cpu {after[1]:5.2f})  after/before {after[0] / before[0]:4.2f}  target {target:.0f} s  "
+        f"ratio {after[0] / target:4.2f}  {'met' if after[0] <= target else 'MISSED'}"
+    )
     return after[0] <= target
 
 
@@ -104,9 +113,22 @@ def page_drawn_s(page: Path, profile: Path) -> float | None:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
         return None
-    p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                        f"--user-data-dir={profile}", "--virtual-time-budget=30000", "--dump-dom", page.as_uri()],
-                       capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=30000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     found = re.search(r'data-charts-drawn-ms="(\d+)"', p.stdout)
     if not found or "chart failed:" in p.stdout.replace('"chart failed: " + err', ""):
         sys.exit("the page did not draw every chart")
@@ -127,8 +149,10 @@ def main() -> None:
         db = tmp / "grid.duckdb"
         t = time.perf_counter()
         build_grid(db, repeats=args.repeats, tasks_per_run=-(-args.tasks // runs))
-        print(f"filled a database of {runs // args.repeats} cells × {args.repeats} repeats, "
-              f"{-(-args.tasks // runs) * runs:,} task rows in {time.perf_counter() - t:.1f} s")
+        print(
+            f"filled a database of {runs // args.repeats} cells × {args.repeats} repeats, "
+            f"{-(-args.tasks // runs) * runs:,} task rows in {time.perf_counter() - t:.1f} s"
+        )
         old = checkout(args.before, tmp / "before") if args.before else None
         if old:
             print(f"before: {args.before} (git archive, on PYTHONPATH); after: this checkout")
@@ -138,8 +162,10 @@ def main() -> None:
         print(f"  ({out.strip().split(': ', 1)[-1]})")
         ok &= side_by_side("cmx report (process start incl.)", was and was[:2], (took, cpu), REPORT_TARGET_S)
         if was is not None and differing_files(tmp / "out-before", tmp / "out"):
-            print("  cmx report: before and after wrote different files: "
-                  f"{', '.join(differing_files(tmp / 'out-before', tmp / 'out'))}")
+            print(
+                "  cmx report: before and after wrote different files: "
+                f"{', '.join(differing_files(tmp / 'out-before', tmp / 'out'))}"
+            )
             ok = False
         was, (took, cpu, said) = fastest(args.rounds, recommend, recommend, old)
         ok &= side_by_side("cmx recommend --maximize consume_rate", was and was[:2], (took, cpu), RECOMMEND_TARGET_S)
@@ -150,8 +176,9 @@ def main() -> None:
         if drawn is None:
             print("  the page in Chromium: chromium is not installed, not measured")
         else:
-            ok &= line("the page in headless Chromium: request to every chart drawn", drawn, float("nan"),
-                       PAGE_TARGET_S)
+            ok &= line(
+                "the page in headless Chromium: request to every chart drawn", drawn, float("nan"), PAGE_TARGET_S
+            )
     sys.exit(0 if ok else 1)
 
 

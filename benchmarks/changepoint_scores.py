@@ -2,6 +2,7 @@
 changes it made: matched within ±1 night (the nearest first), the size error of each match, false
 changes on the latest night or near a true one, and false changes per 100 nights of A/A histories.
 A ramp is one true change matched by any change inside it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ class Score:
     aa_false: int = 0
     aa_nights: int = 0
     bias: list[float] = field(default_factory=list)  # reported − true change %, signed
-    false_last: int = 0   # false changes on the latest night
-    false_near: int = 0   # false changes 2–3 nights from a true change (not the latest night)
+    false_last: int = 0  # false changes on the latest night
+    false_near: int = 0  # false changes 2–3 nights from a true change (not the latest night)
 
     def add(self, other: Score) -> None:
         self.true += other.true
@@ -62,8 +63,9 @@ def score(h, found: list[tuple[int, float, str]]) -> Score:
         return s
     s.true, s.reported = len(sc.changes), len(reported)
     # Pairs within ±1 night, the nearest first (an exact hit is never taken by a neighbouring change).
-    pairs = sorted((abs(c[0] - at), t, j) for t, at in enumerate(sc.changes) for j, c in enumerate(reported)
-                   if abs(c[0] - at) <= 1)
+    pairs = sorted(
+        (abs(c[0] - at), t, j) for t, at in enumerate(sc.changes) for j, c in enumerate(reported) if abs(c[0] - at) <= 1
+    )
     used_t, used_j = set(), set()
     for _, t, j in pairs:
         if t in used_t or j in used_j:

@@ -40,6 +40,7 @@ elsewhere; the signed size error), the verdicts of cmx's changes, and the target
 Targets (issue 37): R ≥ Otava's, P ≥ 0.9, size error ≤ 2 points, A/A ≤ 1 false change per 100
 series-nights. Exit status 1 when cmx misses one of them overall.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,8 @@ TARGET_P, TARGET_SIZE, TARGET_AA = 0.9, 2.0, 1.0
 class Scenario:
     family: str
     name: str
-    levels: np.ndarray                  # the true level of each night
-    changes: list[int]                  # the first night of each new level
+    levels: np.ndarray  # the true level of each night
+    changes: list[int]  # the first night of each new level
     ramp: tuple[int, int] | None = None  # (first, last) night of a ramp: one change, matched anywhere in it
 
     def true_pct(self, i: int) -> float:
@@ -101,8 +102,8 @@ def scenarios(n: int) -> list[Scenario]:
     out.append(Scenario("3-night dip", "1000>700x3>1000", *steps((mid, 700), (mid + 3, BASE))))
     first, last = third, third + 7
     ramp = np.full(n, BASE)
-    ramp[first:last + 1] = BASE - 150 * np.arange(1, 9) / 8
-    ramp[last + 1:] = BASE - 150
+    ramp[first : last + 1] = BASE - 150 * np.arange(1, 9) / 8
+    ramp[last + 1 :] = BASE - 150
     out.append(Scenario("ramp", "1000>850 over 8", ramp, [first], (first, last)))
     out.append(Scenario("outlier night", "1 night -30%", *steps((mid, 700), (mid + 1, BASE))))
     out.append(Scenario("A/A", "flat", np.full(n, BASE), []))
@@ -147,14 +148,34 @@ def write_db(path: Path, hs: list[History]) -> None:
     with db.connect(path) as con:
         con.execute("BEGIN")
         for night in range(nights):
-            db.record_sweep(con, f"n{night:03d}", EXPERIMENT, "cp.yaml", "throughput", "", "inv", {}, {"revision": 1},
-                            tags={"night": str(night)}, planned=sum(h.runs for h in hs))
+            db.record_sweep(
+                con,
+                f"n{night:03d}",
+                EXPERIMENT,
+                "cp.yaml",
+                "throughput",
+                "",
+                "inv",
+                {},
+                {"revision": 1},
+                tags={"night": str(night)},
+                planned=sum(h.runs for h in hs),
+            )
         for k, h in enumerate(hs):
             for repeat in range(1, h.runs + 1):
                 run_id = f"r000-{k}-{repeat}"
-                db.record_run_start(con, experiment=EXPERIMENT, sweep_id="n000", run_id=run_id, cell_id=f"h{k:05d}",
-                                    repeat=repeat, workload="throughput", dims={"history": k},
-                                    params={"mode": "stream"}, warmup_s=0)
+                db.record_run_start(
+                    con,
+                    experiment=EXPERIMENT,
+                    sweep_id="n000",
+                    run_id=run_id,
+                    cell_id=f"h{k:05d}",
+                    repeat=repeat,
+                    workload="throughput",
+                    dims={"history": k},
+                    params={"mode": "stream"},
+                    warmup_s=0,
+                )
                 db.record_run_end(con, run_id, "ok", None, {})
         con.execute(f"""INSERT INTO run_starts BY NAME
             SELECT s.* REPLACE ('n' || lpad(t.n::VARCHAR, 3, '0') AS sweep_id,
@@ -167,8 +188,12 @@ def write_db(path: Path, hs: list[History]) -> None:
         night = "CAST(substr(sweep_id, 2) AS INTEGER)"
         con.execute(f"UPDATE sweeps SET started_at = to_timestamp({T0} + 3600 * {night})")
         con.execute(f"UPDATE run_starts SET started_at = to_timestamp({T0} + 3600 * {night} + repeat)")
-        ids = [f"r{night:03d}-{k}-{repeat}" for night in range(nights) for k, h in enumerate(hs)
-               for repeat in range(1, h.runs + 1)]
+        ids = [
+            f"r{night:03d}-{k}-{repeat}"
+            for night in range(nights)
+            for k, h in enumerate(hs)
+            for repeat in range(1, h.runs + 1)
+        ]
         vals = [float(v) for night in range(nights) for h in hs for v in h.values[night]]
         con.execute(f"INSERT INTO metrics SELECT unnest(?), '{METRIC}', unnest(?), ''", [ids, vals])
         con.execute("COMMIT")
@@ -195,16 +220,19 @@ def run_cmx(hs: list[History], tmp: Path) -> float:
 
 def run_otava(hs: list[History], window: int, pvalue: float, magnitude: float) -> tuple[float, str]:
     """Each history's changes by Otava on its per-night medians (in place); (seconds, otava's version)."""
-    found, took, version = otava_ref.change_points([[float(np.median(v)) for v in h.values] for h in hs],
-                                                   window, pvalue, magnitude)
+    found, took, version = otava_ref.change_points(
+        [[float(np.median(v)) for v in h.values] for h in hs], window, pvalue, magnitude
+    )
     for h, cps in zip(hs, found, strict=True):
         h.found["otava"] = [(i, pct, "") for i, pct in cps]
     return took, version
 
 
 def table(title: str, groups: dict, order: list) -> list[str]:
-    head = f"  {'':22} {'true':>5} | {'cmx: P':>6} {'R':>5} {'size':>5} {'A/A':>5} | {'b/w: P':>6} {'R':>5} " \
-           f"{'size':>5} {'A/A':>5} | {'otava P':>7} {'R':>5} {'size':>5} {'A/A':>5}"
+    head = (
+        f"  {'':22} {'true':>5} | {'cmx: P':>6} {'R':>5} {'size':>5} {'A/A':>5} | {'b/w: P':>6} {'R':>5} "
+        f"{'size':>5} {'A/A':>5} | {'otava P':>7} {'R':>5} {'size':>5} {'A/A':>5}"
+    )
     lines = [title, head]
     for group in [*order, None]:
         if group not in groups:
@@ -226,16 +254,22 @@ def table(title: str, groups: dict, order: list) -> list[str]:
 
 def errors(groups: dict, order: list) -> list[str]:
     """cmx's misses, false changes and signed size error per family: what to look at when tuning."""
-    lines = [("cmx's errors (both night noises): true changes missed; false changes (on the latest night, near: "
-              "2-3 nights from a true one, other); size error: mean |…| and signed (reported − true), % points")]
+    lines = [
+        (
+            "cmx's errors (both night noises): true changes missed; false changes (on the latest night, near: "
+            "2-3 nights from a true one, other); size error: mean |…| and signed (reported − true), % points"
+        )
+    ]
     for group in [*order, None]:
         if group in groups:
             s = groups[group]["cmx"]
             size = f"{_mean(s.size_err):5.1f} {_mean(s.bias):+6.1f}" if s.size_err else f"{'-':>5} {'-':>6}"
             false = s.reported - s.matched
-            lines.append(f"  {'overall' if group is None else group:22} missed {s.true - s.matched:4d}/{s.true:<4d}"
-                         f" false {false:4d}/{s.reported:<4d} (latest {s.false_last:3d}, near {s.false_near:3d}, "
-                         f"other {false - s.false_last - s.false_near:3d})  size {size}")
+            lines.append(
+                f"  {'overall' if group is None else group:22} missed {s.true - s.matched:4d}/{s.true:<4d}"
+                f" false {false:4d}/{s.reported:<4d} (latest {s.false_last:3d}, near {s.false_near:3d}, "
+                f"other {false - s.false_last - s.false_near:3d})  size {size}"
+            )
     return lines
 
 
@@ -254,11 +288,15 @@ def targets(overall: dict) -> tuple[list[str], bool]:
     r_otava = otava.matched / otava.true if otava and otava.true else None
     size = float(_mean(cmx.size_err)) if cmx.size_err else 0.0
     aa = 100 * cmx.aa_false / cmx.aa_nights if cmx.aa_nights else 0.0
-    checks = [(f"P {p:.2f} ≥ {TARGET_P}", p >= TARGET_P),
-              (f"R {r:.2f} ≥ otava's {r_otava:.2f}" if r_otava is not None else f"R {r:.2f} (no otava)",
-               r_otava is None or r >= r_otava),
-              (f"size {size:.1f} ≤ {TARGET_SIZE:g} points", size <= TARGET_SIZE),
-              (f"A/A {aa:.2f} ≤ {TARGET_AA:g} per 100 series-nights", aa <= TARGET_AA)]
+    checks = [
+        (f"P {p:.2f} ≥ {TARGET_P}", p >= TARGET_P),
+        (
+            f"R {r:.2f} ≥ otava's {r_otava:.2f}" if r_otava is not None else f"R {r:.2f} (no otava)",
+            r_otava is None or r >= r_otava,
+        ),
+        (f"size {size:.1f} ≤ {TARGET_SIZE:g} points", size <= TARGET_SIZE),
+        (f"A/A {aa:.2f} ≤ {TARGET_AA:g} per 100 series-nights", aa <= TARGET_AA),
+    ]
     line = "targets (cmx, all changes): " + "; ".join(f"{what} {'met' if ok else 'MISSED'}" for what, ok in checks)
     return [line], all(ok for _, ok in checks)
 
@@ -285,19 +323,29 @@ def main() -> int:
     if not args.no_otava:
         try:
             otava_s, version = run_otava(hs, args.otava_window, args.otava_pvalue, args.otava_magnitude)
-            otava_note = (f"otava {version}: compute_change_points(per-night medians, window_len={args.otava_window}, "
-                          f"max_pvalue={args.otava_pvalue:g}, min_magnitude={args.otava_magnitude:g}) {otava_s:.1f} s")
+            otava_note = (
+                f"otava {version}: compute_change_points(per-night medians, window_len={args.otava_window}, "
+                f"max_pvalue={args.otava_pvalue:g}, min_magnitude={args.otava_magnitude:g}) {otava_s:.1f} s"
+            )
         except (OSError, RuntimeError, subprocess.CalledProcessError, ValueError) as exc:
             otava_note = f"otava: unavailable ({exc})"
     order = list(dict.fromkeys(h.scenario.family for h in hs))
     n_runs = sum(h.runs for h in hs) * args.nights
-    out = [(f"change points, known answers: {len(hs)} histories ({seeds} seed(s) × {len(order)} families × "
+    out = [
+        (
+            f"change points, known answers: {len(hs)} histories ({seeds} seed(s) × {len(order)} families × "
             f"runs {'/'.join(map(str, RUNS))} × noise {'/'.join(f'{c:.0%}' for c in CVS)} × night noise "
-            f"{'/'.join(f'{c:.1%}' for c in NIGHT_CVS)}), {args.nights} nights, {n_runs:,} runs"),
-           (f"cmx ({Path(trend_mod.__file__).parent.parent}): trend() {cmx_s:.1f} s (writing {write_s:.1f} s); "
-            f"{otava_note}"),
-           ("P precision, R recall, size mean |reported − true| change in % points, A/A false changes per 100 "
-            "series-nights; b/w: cmx's changes of verdict better/worse only")]
+            f"{'/'.join(f'{c:.1%}' for c in NIGHT_CVS)}), {args.nights} nights, {n_runs:,} runs"
+        ),
+        (
+            f"cmx ({Path(trend_mod.__file__).parent.parent}): trend() {cmx_s:.1f} s (writing {write_s:.1f} s); "
+            f"{otava_note}"
+        ),
+        (
+            "P precision, R recall, size mean |reported − true| change in % points, A/A false changes per 100 "
+            "series-nights; b/w: cmx's changes of verdict better/worse only"
+        ),
+    ]
     for night_cv in NIGHT_CVS:
         part = [h for h in hs if h.night_cv == night_cv]
         out += table(f"night-level noise {night_cv:.1%}:", scores(part, lambda h: h.scenario.family), order)
@@ -306,9 +354,11 @@ def main() -> int:
     out += errors(scores(hs, lambda h: h.scenario.family), order)
     overall = scores(hs, lambda h: None)[None]
     lines, met = targets(overall)
-    out += [f"cmx verdicts of its changes: {verdict_counts(hs)}", *lines,
-            f"total {time.monotonic() - t_start:.1f} s; load average {os.getloadavg()[0]:.1f} "
-            f"on {os.cpu_count()} cores"]
+    out += [
+        f"cmx verdicts of its changes: {verdict_counts(hs)}",
+        *lines,
+        f"total {time.monotonic() - t_start:.1f} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+    ]
     text = "\n".join(out)
     print(text)
     if args.save:

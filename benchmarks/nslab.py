@@ -9,6 +9,7 @@ the namespaces reach no package index).
 ``--inventory <the lab's>`` is appended to the command; the inventory is printed first. Each
 brokers host's cluster files (broker rabbitmq-cluster) go under the dir the lab removes at its end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,24 @@ def main() -> int:
         return 2
     root = Path(tempfile.mkdtemp(prefix="cmx-nslab-"))
     with NetHosts(root / "net", args.hosts) as net:
-        groups = {g: [h for h in getattr(args, g).split(",") if h]
-                  for g in ("brokers", "workers", "drivers", "backends")}
-        hostvars = {h.name: {"rabbitmq_cluster_base_dir": f"/var/lib/cmx-rabbitmq/test{net.tag}-{h.name}/cluster"}
-                    for h in net.hosts}
-        inv = net.inventory(root / "lab.yml", {g: hs for g, hs in groups.items() if hs}, workdir_root=root / "hosts",
-                            seeded=True, hostvars=hostvars)
-        layout = ", ".join(f"{h.name} {h.address} ({', '.join(g for g, hs in groups.items() if h.name in hs) or '-'})"
-                           for h in net.hosts)
+        groups = {
+            g: [h for h in getattr(args, g).split(",") if h] for g in ("brokers", "workers", "drivers", "backends")
+        }
+        hostvars = {
+            h.name: {"rabbitmq_cluster_base_dir": f"/var/lib/cmx-rabbitmq/test{net.tag}-{h.name}/cluster"}
+            for h in net.hosts
+        }
+        inv = net.inventory(
+            root / "lab.yml",
+            {g: hs for g, hs in groups.items() if hs},
+            workdir_root=root / "hosts",
+            seeded=True,
+            hostvars=hostvars,
+        )
+        layout = ", ".join(
+            f"{h.name} {h.address} ({', '.join(g for g, hs in groups.items() if h.name in hs) or '-'})"
+            for h in net.hosts
+        )
         print(f"# hosts: {layout}; bridge {net.bridge}; inventory {inv}", flush=True)
         return subprocess.run(command + ["--inventory", str(inv)], timeout=4 * 3600).returncode
 

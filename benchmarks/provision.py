@@ -19,6 +19,7 @@ that floor is n / cores times one host's time (4 x for 8 hosts on 2 cores), abov
 The line under the fresh hosts prints that floor and how close the run came to it: near 1 x, the
 hosts were set up in parallel and the rest is CPU that lab machines each bring their own of.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,14 @@ def provision_hosts(inv_path: Path, hosts: list[str], work_dir: Path) -> tuple[f
     inv = load_inventory(inv_path, secrets_dir=work_dir)
     cpu0, t0 = busy_cpu_s(), time.monotonic()
     results = {}
-    provision(inv, hosts, work_dir, {}, on_result=lambda name, r: results.setdefault(name, r),
-              conns=connections(inv_path, hosts))
+    provision(
+        inv,
+        hosts,
+        work_dir,
+        {},
+        on_result=lambda name, r: results.setdefault(name, r),
+        conns=connections(inv_path, hosts),
+    )
     return time.monotonic() - t0, results.get("provision.yml"), busy_cpu_s() - cpu0
 
 
@@ -72,18 +79,46 @@ def first_run_after(inv: Path, work: Path, hosts: list[str]) -> tuple[float, flo
     """Launch ``cmx run`` of a one-run sweep on the hosts (a worker on each); (seconds from launch
     to its first run's start, whole wall time)."""
     exp = work / "second.yaml"
-    exp.write_text(json.dumps({"name": "provision-bench", "repeats": 1,
-                               "workload": {"name": "throughput", "params": {"tasks": 50, "mode": "backlog"}},
-                               "fixed": {"broker": "redis", "backend": "none", "pool": "threads",
-                                         "concurrency": 1, "machines": len(hosts) - 1},
-                               "limits": {"run_timeout": "3m"}}))
+    exp.write_text(
+        json.dumps(
+            {
+                "name": "provision-bench",
+                "repeats": 1,
+                "workload": {"name": "throughput", "params": {"tasks": 50, "mode": "backlog"}},
+                "fixed": {
+                    "broker": "redis",
+                    "backend": "none",
+                    "pool": "threads",
+                    "concurrency": 1,
+                    "machines": len(hosts) - 1,
+                },
+                "limits": {"run_timeout": "3m"},
+            }
+        )
+    )
     db = work / "results" / "cmx.duckdb"
     venv = REPO / ".venv" / "bin" / "python"
     launched = time.time()
     t0 = time.monotonic()
-    proc = subprocess.run([str(venv if venv.exists() else sys.executable), "-m", "cmx.cli.main", "run", str(exp),
-                           "--db", str(db), "--inventory", str(inv)], cwd=REPO, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=1800)
+    proc = subprocess.run(
+        [
+            str(venv if venv.exists() else sys.executable),
+            "-m",
+            "cmx.cli.main",
+            "run",
+            str(exp),
+            "--db",
+            str(db),
+            "--inventory",
+            str(inv),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=1800,
+    )
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         sys.exit(f"cmx run failed ({proc.returncode}): {proc.stdout[-1500:]} {proc.stderr[-1500:]}")
@@ -108,8 +143,9 @@ def main() -> None:
     wheels = tmp / "controller"
     try:
         with NetHosts(tmp / "one", 1) as net:
-            inv = net.inventory(tmp / "one.yml", {g: ["h1"] for g in ("brokers", "drivers", "workers")},
-                                workdir_root=tmp / "one-hosts")
+            inv = net.inventory(
+                tmp / "one.yml", {g: ["h1"] for g in ("brokers", "drivers", "workers")}, workdir_root=tmp / "one-hosts"
+            )
             from cmx.engine.hosts.provision import prepare
 
             prepare(wheels)  # the controller's part (once per content), untimed
@@ -122,25 +158,36 @@ def main() -> None:
             inv = net.inventory(tmp / "many.yml", groups, workdir_root=tmp / "many-hosts")
             fresh, _, fresh_cpu = provision_hosts(inv, names[1:], wheels)
             again, result, _ = provision_hosts(inv, names[1:], wheels)
-            print(f"{n} fresh hosts:           {fresh:7.1f} s   {fresh / one:5.2f} x one host "
-                  f"(target at most {FRESH_RATIO:g} x: {'met' if fresh <= FRESH_RATIO * one else 'NOT met'}; "
-                  f"{load()})", flush=True)
+            print(
+                f"{n} fresh hosts:           {fresh:7.1f} s   {fresh / one:5.2f} x one host "
+                f"(target at most {FRESH_RATIO:g} x: {'met' if fresh <= FRESH_RATIO * one else 'NOT met'}; "
+                f"{load()})",
+                flush=True,
+            )
             # The hosts share this machine's cores: n hosts' CPU cannot take less than this.
             cores = os.cpu_count() or 1
             bound = n * one_cpu / cores
-            print(f"  {fresh_cpu:5.1f} CPU s ({fresh_cpu / n:4.2f} a host, one alone {one_cpu:4.2f}); "
-                  f"on {cores} shared cores {n} hosts of one's CPU take at least {bound:5.1f} s: "
-                  f"{fresh / bound:4.2f} x that bound", flush=True)
-            ran = "no playbook ran" if result is None else \
-                f"provision.yml ran, {sum(c for _, c in result.changed_per_host)} task(s) changed"
+            print(
+                f"  {fresh_cpu:5.1f} CPU s ({fresh_cpu / n:4.2f} a host, one alone {one_cpu:4.2f}); "
+                f"on {cores} shared cores {n} hosts of one's CPU take at least {bound:5.1f} s: "
+                f"{fresh / bound:4.2f} x that bound",
+                flush=True,
+            )
+            ran = (
+                "no playbook ran"
+                if result is None
+                else f"provision.yml ran, {sum(c for _, c in result.changed_per_host)} task(s) changed"
+            )
             print(f"{n} hosts again (checked): {again:7.1f} s   {ran} ({load()})", flush=True)
             provision_hosts(inv, names[:1], wheels)
             cmx_work = tmp / "sweep"
             cmx_work.mkdir()
             first_run_after(inv, cmx_work, names)  # the first sweep: provisions the broker's host too
             wait, wall = first_run_after(inv, cmx_work, names)
-            print(f"second sweep on {n + 1} hosts: first run {wait:5.1f} s after launch (whole sweep {wall:.1f} s; "
-                  f"target at most {SECOND_SWEEP_S:g} s: {'met' if wait <= SECOND_SWEEP_S else 'NOT met'}; {load()})")
+            print(
+                f"second sweep on {n + 1} hosts: first run {wait:5.1f} s after launch (whole sweep {wall:.1f} s; "
+                f"target at most {SECOND_SWEEP_S:g} s: {'met' if wait <= SECOND_SWEEP_S else 'NOT met'}; {load()})"
+            )
     finally:
         if args.keep:
             print(f"kept {tmp}")

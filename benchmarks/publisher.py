@@ -17,6 +17,7 @@ payload) once by each method, in a shuffled order, into an emptied queue:
 
 Printed: median rate of each method over the rounds, min-max, and fast / raw with the target.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,12 @@ class Redis:
         pub = publisher_for(app, TASK, PAYLOAD, None, stream=False)
         self.key, self.client = pub.key, pub.client
         stamp = repr(time.time()).encode()
-        self.messages = [(pub.template % {b"id": str(uuid.uuid4()).encode(), b"tag": str(uuid.uuid4()).encode(),
-                                          b"intended": b""}).replace(SENT_TOKEN.encode(), stamp) for _ in range(n)]
+        self.messages = [
+            (
+                pub.template % {b"id": str(uuid.uuid4()).encode(), b"tag": str(uuid.uuid4()).encode(), b"intended": b""}
+            ).replace(SENT_TOKEN.encode(), stamp)
+            for _ in range(n)
+        ]
         self._pub = pub
 
     def purge(self) -> None:
@@ -79,7 +84,7 @@ class Redis:
         msgs, client = self.messages, self.client
         for i in range(0, len(msgs), PIPELINE):
             pipe = client.pipeline(transaction=False)
-            for m in msgs[i:i + PIPELINE]:
+            for m in msgs[i : i + PIPELINE]:
                 pipe.lpush(self.key, m)
             pipe.execute()
 
@@ -109,10 +114,17 @@ class Amqp:
         for _ in range(n):
             task_id = str(uuid.uuid4())
             h = {**headers, "id": task_id, "root_id": task_id}
-            self.props.append(pika.BasicProperties(
-                content_type=props.get("content_type"), content_encoding=props.get("content_encoding"),
-                delivery_mode=props.get("delivery_mode"), priority=props.get("priority"),
-                correlation_id=task_id, reply_to=props.get("reply_to"), headers=h))
+            self.props.append(
+                pika.BasicProperties(
+                    content_type=props.get("content_type"),
+                    content_encoding=props.get("content_encoding"),
+                    delivery_mode=props.get("delivery_mode"),
+                    priority=props.get("priority"),
+                    correlation_id=task_id,
+                    reply_to=props.get("reply_to"),
+                    headers=h,
+                )
+            )
         channel.close()
         conn.release()
         self.kombu = app.connection_for_write()
@@ -155,8 +167,11 @@ def bench_broker(broker: str, n: int, repeats: int, seed: int) -> dict[str, list
             for _ in range(n_celery):
                 task.apply_async(PAYLOAD, producer=producer)
 
-    methods = {"fast": (lambda: publish_backlog(app, TASK, PAYLOAD, n, "bench"), n),
-               "raw": (side.raw, n), "celery": (celery, n_celery)}
+    methods = {
+        "fast": (lambda: publish_backlog(app, TASK, PAYLOAD, n, "bench"), n),
+        "raw": (side.raw, n),
+        "celery": (celery, n_celery),
+    }
     rates: dict[str, list[float]] = {m: [] for m in methods}
     rng = random.Random(seed)
     try:
@@ -188,8 +203,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     met = True
-    print(f"publish rate, {args.tasks} messages (celery: {max(1, args.tasks // 5)}), median of {args.repeats} "
-          f"interleaved rounds (tasks/s):")
+    print(
+        f"publish rate, {args.tasks} messages (celery: {max(1, args.tasks // 5)}), median of {args.repeats} "
+        f"interleaved rounds (tasks/s):"
+    )
     for broker in args.brokers.split(","):
         rates = bench_broker(broker, args.tasks, args.repeats, args.seed)
         med = {m: statistics.median(v) for m, v in rates.items()}
@@ -197,8 +214,10 @@ def main() -> None:
             print(f"  {broker:<9} {m:<7} {med[m]:9.0f}   ({min(v):.0f}-{max(v):.0f})")
         ratio = med["fast"] / med["raw"]
         met &= ratio >= TARGET
-        print(f"  {broker:<9} fast / raw = {100 * ratio:.0f} %  (target ≥ {100 * TARGET:.0f} %: "
-              f"{'met' if ratio >= TARGET else 'MISSED'});  fast / celery = {med['fast'] / med['celery']:.1f}×")
+        print(
+            f"  {broker:<9} fast / raw = {100 * ratio:.0f} %  (target ≥ {100 * TARGET:.0f} %: "
+            f"{'met' if ratio >= TARGET else 'MISSED'});  fast / celery = {med['fast'] / med['celery']:.1f}×"
+        )
     sys.exit(0 if met else 1)
 
 

@@ -20,6 +20,7 @@ Printed: each figure's wall time, the CPU seconds it used (all threads; on a bus
 time grows, CPU time much less), its target and wall / target (≤ 1 is met). Exit status 1 when
 a target is missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,13 +57,15 @@ def write_artifacts(art: Path, tasks: int) -> None:
     for i in range(EXEC_FILES):
         queries[f"exec-{201 + i}.csv"] = (
             f"SELECT id, 'cmx.throughput.noop', 'w1', {201 + i}, {T0} + g * 1e-5, {T0} + g * 1e-5 + 0.02, "
-            f"{T0} + g * 1e-5 + 0.021, 'SUCCESS', 0 FROM g WHERE g % {EXEC_FILES} = {i}")
+            f"{T0} + g * 1e-5 + 0.021, 'SUCCESS', 0 FROM g WHERE g % {EXEC_FILES} = {i}"
+        )
     for name, q in queries.items():
         kind = name.split("-")[0]
         names = ", ".join(f"c{j} AS {h}" for j, h in enumerate(HEADERS[kind]))
         cols = ", ".join(f"c{j}" for j in range(len(HEADERS[kind])))
-        con.execute(f"COPY (SELECT {names} FROM (SELECT * FROM ({q}) AS s({cols}))) TO '{host / name}' "
-                    f"(HEADER, DELIMITER ',')")
+        con.execute(
+            f"COPY (SELECT {names} FROM (SELECT * FROM ({q}) AS s({cols}))) TO '{host / name}' (HEADER, DELIMITER ',')"
+        )
     con.close()
 
 
@@ -78,8 +81,11 @@ def time_ingest(path: Path, art: Path, run_id: str, tasks: int) -> tuple[float, 
 
 
 def line(what: str, took: float, cpu: float, target: float | None) -> bool:
-    verdict = "" if target is None else (f"target {target:.0f} s   ratio {took / target:4.2f}  "
-                                         f"{'met' if took <= target else 'MISSED'}")
+    verdict = (
+        ""
+        if target is None
+        else (f"target {target:.0f} s   ratio {took / target:4.2f}  {'met' if took <= target else 'MISSED'}")
+    )
     print(f"  {what:<58} {took:6.2f} s  (cpu {cpu:5.2f} s)   {verdict}")
     return target is None or took <= target
 
@@ -102,17 +108,20 @@ def report_rounds(big: Path, tmp: Path, before: str | None, rounds: int) -> tupl
     was, now = [], []
     for _ in range(max(1, rounds)):
         if old is not None:
-            was.append(timed_cli("report", "big", "--db", str(big), "--out", str(tmp / "out-before"),
-                                 pythonpath=old)[:2])
+            was.append(
+                timed_cli("report", "big", "--db", str(big), "--out", str(tmp / "out-before"), pythonpath=old)[:2]
+            )
         now.append(timed_cli("report", "big", "--db", str(big), "--out", str(tmp / "out"))[:2])
     med = lambda runs, i: statistics.median(r[i] for r in runs)  # noqa: E731
     if was:
         ratios = sorted(n[1] / w[1] for w, n in zip(was, now))
         print(f"cmx report, {len(now)} rounds in turn, before {before} / after this checkout (median of the rounds):")
-        print(f"  before: wall {med(was, 0):6.2f} s  cpu {med(was, 1):5.2f} s   "
-              f"after: wall {med(now, 0):6.2f} s  cpu {med(now, 1):5.2f} s   "
-              f"cpu after/before per round: median {statistics.median(ratios):4.2f} "
-              f"({ratios[0]:4.2f}-{ratios[-1]:4.2f})")
+        print(
+            f"  before: wall {med(was, 0):6.2f} s  cpu {med(was, 1):5.2f} s   "
+            f"after: wall {med(now, 0):6.2f} s  cpu {med(now, 1):5.2f} s   "
+            f"cpu after/before per round: median {statistics.median(ratios):4.2f} "
+            f"({ratios[0]:4.2f}-{ratios[-1]:4.2f})"
+        )
     return med(now, 0), med(now, 1)
 
 
@@ -134,18 +143,29 @@ def main() -> None:
         t = time.perf_counter()
         write_artifacts(tmp / "artifacts" / "big-run", args.tasks)
         write_artifacts(tmp / "artifacts" / "run", args.run_tasks)
-        print(f"wrote the artifacts of two runs, {args.tasks:,} and {args.run_tasks:,} tasks (pub, recv, "
-              f"{EXEC_FILES} exec files) in {time.perf_counter() - t:.1f} s")
+        print(
+            f"wrote the artifacts of two runs, {args.tasks:,} and {args.run_tasks:,} tasks (pub, recv, "
+            f"{EXEC_FILES} exec files) in {time.perf_counter() - t:.1f} s"
+        )
         took, cpu = report_rounds(big, tmp, args.before, args.rounds)
         print(f"database of {args.tasks:,} task rows:")
         ok &= line(f"cmx report over its {args.runs} runs (process start incl.)", took, cpu, REPORT_TARGET_S)
-        ok &= line(f"ingest of a {args.run_tasks:,}-task run into it",
-                   *time_ingest(big, tmp / "artifacts" / "run", "run", args.run_tasks), INGEST_TARGET_S)
+        ok &= line(
+            f"ingest of a {args.run_tasks:,}-task run into it",
+            *time_ingest(big, tmp / "artifacts" / "run", "run", args.run_tasks),
+            INGEST_TARGET_S,
+        )
         print(f"stress: one run of {args.tasks:,} tasks:")
-        line("ingest into an empty database", *time_ingest(tmp / "empty.duckdb", tmp / "artifacts" / "big-run",
-                                                           "big-run", args.tasks), None)
-        line(f"ingest into the database of {args.tasks:,} task rows",
-             *time_ingest(big, tmp / "artifacts" / "big-run", "big-run", args.tasks), None)
+        line(
+            "ingest into an empty database",
+            *time_ingest(tmp / "empty.duckdb", tmp / "artifacts" / "big-run", "big-run", args.tasks),
+            None,
+        )
+        line(
+            f"ingest into the database of {args.tasks:,} task rows",
+            *time_ingest(big, tmp / "artifacts" / "big-run", "big-run", args.tasks),
+            None,
+        )
     sys.exit(0 if ok else 1)
 
 

@@ -20,6 +20,7 @@ Printed per pool: the median consume rate of each side, the overhead
 within it but the interval is not (on a busy machine the interval is wide;
 more repeats or tasks narrow it), "yes (interval)" when the whole interval is, "no" otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,26 +42,38 @@ POOLS = "prefork,threads,gevent,eventlet,solo"
 
 def run_sweep(args, tmp: Path) -> Path:
     pools = args.pools.split(",")
-    doc = {"name": "stamping-bench", "repeats": args.repeats,
-           "workload": {"name": "throughput", "params": {"tasks": args.tasks, "mode": "backlog",
-                                                          "publisher": "fast"}},
-           "fixed": {"broker": args.broker, "backend": "none", "concurrency": args.concurrency},
-           "matrix": {"pool": [p for p in pools if p != "solo"] or ["solo"], "params.stamping": [True, False]},
-           # solo runs one task at a time: its cells ask for concurrency 1.
-           "exclude": [{"pool": "solo"}] if pools == ["solo"] else [],
-           "include": [{"pool": "solo", "concurrency": 1, "params.stamping": s} for s in (True, False)]
-                      if "solo" in pools else [],
-           "limits": {"run_timeout": "5m"}, "on_error": "continue"}
+    doc = {
+        "name": "stamping-bench",
+        "repeats": args.repeats,
+        "workload": {"name": "throughput", "params": {"tasks": args.tasks, "mode": "backlog", "publisher": "fast"}},
+        "fixed": {"broker": args.broker, "backend": "none", "concurrency": args.concurrency},
+        "matrix": {"pool": [p for p in pools if p != "solo"] or ["solo"], "params.stamping": [True, False]},
+        # solo runs one task at a time: its cells ask for concurrency 1.
+        "exclude": [{"pool": "solo"}] if pools == ["solo"] else [],
+        "include": [{"pool": "solo", "concurrency": 1, "params.stamping": s} for s in (True, False)]
+        if "solo" in pools
+        else [],
+        "limits": {"run_timeout": "5m"},
+        "on_error": "continue",
+    }
     exp = tmp / "stamping.yaml"
     exp.write_text(json.dumps(doc, indent=2))  # JSON is YAML
     db = tmp / "results" / "cmx.duckdb"
-    cmd = [sys.executable, "-m", "cmx.cli.main", "run", str(exp), "--db", str(db),
-           "--shuffle", str(args.seed)]
+    cmd = [sys.executable, "-m", "cmx.cli.main", "run", str(exp), "--db", str(db), "--shuffle", str(args.seed)]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=6 * 3600)
-    print(f"sweep: {len(pools) * 2 * args.repeats} runs in {time.monotonic() - t0:.0f} s "
-          f"({args.tasks} no-op tasks each, {args.broker}, concurrency {args.concurrency}, shuffle seed {args.seed})")
+    proc = subprocess.run(
+        cmd,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=6 * 3600,
+    )
+    print(
+        f"sweep: {len(pools) * 2 * args.repeats} runs in {time.monotonic() - t0:.0f} s "
+        f"({args.tasks} no-op tasks each, {args.broker}, concurrency {args.concurrency}, shuffle seed {args.seed})"
+    )
     if proc.returncode not in (0, 1):
         sys.exit(f"cmx run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return db
@@ -93,8 +106,9 @@ def report(db: Path, pools: list[str]) -> bool:
             FROM ticks JOIN runs r USING (run_id) WHERE r.status = 'ok'
             GROUP BY r.run_id, r.pool, r."params.stamping"
             """).fetchall()
-        bad = con.execute("SELECT pool, \"params.stamping\", status, count(*) FROM runs WHERE status <> 'ok' "
-                          "GROUP BY ALL").fetchall()
+        bad = con.execute(
+            "SELECT pool, \"params.stamping\", status, count(*) FROM runs WHERE status <> 'ok' GROUP BY ALL"
+        ).fetchall()
     for pool, stamping, status, n in bad:
         print(f"  ! {n} run(s) {pool} stamping={stamping}: {status}")
     rates: dict[tuple[str, bool], list[float]] = {}
@@ -113,18 +127,27 @@ def report(db: Path, pools: list[str]) -> bool:
             all_met = False
             continue
         pct, lo, hi = overhead(on, off)
-        met = ("yes (interval)" if hi <= TARGET_PCT else
-               "median only (interval too wide to tell)" if pct <= TARGET_PCT else "no")
+        met = (
+            "yes (interval)"
+            if hi <= TARGET_PCT
+            else "median only (interval too wide to tell)"
+            if pct <= TARGET_PCT
+            else "no"
+        )
         all_met &= met != "no"
-        print(f"  {pool:<9}{statistics.median(on):9.0f}{statistics.median(off):9.0f}  {min(len(on), len(off)):>3}  "
-              f"{pct:8.1f} %  [{lo:6.1f}, {hi:6.1f}] %  {met}")
+        print(
+            f"  {pool:<9}{statistics.median(on):9.0f}{statistics.median(off):9.0f}  {min(len(on), len(off)):>3}  "
+            f"{pct:8.1f} %  [{lo:6.1f}, {hi:6.1f}] %  {met}"
+        )
     print("workers' CPU seconds per 1000 tasks (whole run; median):")
     for pool in pools:
         on, off = cpu_s.get((pool, True), []), cpu_s.get((pool, False), [])
         if on and off:
             c_on, c_off = statistics.median(on), statistics.median(off)
-            print(f"  {pool:<9} on {c_on:6.3f}  off {c_off:6.3f}  stamping {1000 * (c_on - c_off):6.1f} µs/task "
-                  f"({100 * (c_on / c_off - 1):5.1f} % of the workers' CPU)")
+            print(
+                f"  {pool:<9} on {c_on:6.3f}  off {c_off:6.3f}  stamping {1000 * (c_on - c_off):6.1f} µs/task "
+                f"({100 * (c_on / c_off - 1):5.1f} % of the workers' CPU)"
+            )
     return all_met
 
 

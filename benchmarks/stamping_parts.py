@@ -25,6 +25,7 @@ Printed: per variant the median CPU µs per task and consume rate over the round
 each against ``off`` (target of issue #11: stamping ≤ 2 % of the consume rate). Batches differ from
 each other by up to ~20 µs/task on a 2-core VM even when idle: compare variants within one run only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,9 +69,15 @@ def trial(pool: str, variant: str, n: int, rows_dir: str, queue: str, role: str)
 
     task_cls = "celery.app.task:Task" if variant == "signals" else instrument.StampedTask
     app = Celery("parts", broker=BROKER, set_as_current=True, task_cls=task_cls)
-    app.conf.update(task_default_queue=queue, task_queues=(Queue(queue),), task_ignore_result=True,
-                    worker_prefetch_multiplier=4, worker_enable_remote_control=False,
-                    worker_hijack_root_logger=False, worker_redirect_stdouts=False)
+    app.conf.update(
+        task_default_queue=queue,
+        task_queues=(Queue(queue),),
+        task_ignore_result=True,
+        worker_prefetch_multiplier=4,
+        worker_enable_remote_control=False,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+    )
     done = {"k": 0}
 
     @app.task(name="parts.noop", shared=False)
@@ -93,16 +100,28 @@ def trial(pool: str, variant: str, n: int, rows_dir: str, queue: str, role: str)
             for _ in range(n):
                 noop.apply_async(("x" * 64,), producer=producer)
         return
-    app.Worker(pool=pool, concurrency=1 if pool == "solo" else 4, without_gossip=True, without_mingle=True,
-               without_heartbeat=True, loglevel="WARNING", queues=[queue]).start()
+    app.Worker(
+        pool=pool,
+        concurrency=1 if pool == "solo" else 4,
+        without_gossip=True,
+        without_mingle=True,
+        without_heartbeat=True,
+        loglevel="WARNING",
+        queues=[queue],
+    ).start()
 
 
 def run_trial(pool: str, variant: str, n: int) -> tuple[float, float] | None:
     queue = f"cmx-stamping-parts.{uuid.uuid4().hex[:12]}"
     with tempfile.TemporaryDirectory(prefix="cmx-stamping-parts-") as rows_dir:  # the recorder's files
         for role in ("publish", "consume"):
-            proc = subprocess.run([sys.executable, __file__, "--trial", pool, variant, str(n), rows_dir, queue, role],
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--trial", pool, variant, str(n), rows_dir, queue, role],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=600,
+            )
             if proc.returncode != 0:
                 break
     m = re.search(r"rate ([\d.]+) cpu ([\d.]+)", proc.stdout)
@@ -128,8 +147,12 @@ def main() -> None:
         trial(sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:])
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pool", default="solo", choices=("solo", "threads", "gevent", "eventlet"),
-                    help="prefork runs tasks in child processes: benchmarks/stamping.py measures it")
+    ap.add_argument(
+        "--pool",
+        default="solo",
+        choices=("solo", "threads", "gevent", "eventlet"),
+        help="prefork runs tasks in child processes: benchmarks/stamping.py measures it",
+    )
     # Many short trials beat few long ones: each process's hash seed and memory layout move its
     # rate by a few %, and only more processes average that out.
     ap.add_argument("--rounds", type=int, default=16)
@@ -154,8 +177,10 @@ def main() -> None:
                     got[v].append(r)
     finally:
         _clean()
-    print(f"{args.pool}: {args.rounds} rounds x {len(variants)} variants of {args.tasks} no-op tasks "
-          f"(redis, shuffled, seed {args.seed}) in {time.monotonic() - t0:.0f} s; medians:")
+    print(
+        f"{args.pool}: {args.rounds} rounds x {len(variants)} variants of {args.tasks} no-op tasks "
+        f"(redis, shuffled, seed {args.seed}) in {time.monotonic() - t0:.0f} s; medians:"
+    )
     base_rate = statistics.median(r for r, _ in got["off"]) if got["off"] else float("nan")
     base_cpu = statistics.median(c for _, c in got["off"]) if got["off"] else float("nan")
     print(f"  {'variant':<10}{'n':>3}{'rate/s':>9}{'cpu µs/task':>13}{'+cpu µs':>9}{'rate cost':>11}")
@@ -164,8 +189,10 @@ def main() -> None:
             continue
         rate, cpu = statistics.median(r for r, _ in got[v]), statistics.median(c for _, c in got[v])
         cost = 100 * (1 - rate / base_rate)
-        print(f"  {v:<10}{len(got[v]):>3}{rate:9.0f}{cpu:13.1f}{cpu - base_cpu:9.1f}{cost:10.1f} %"
-              + (f"  (target ≤ {TARGET_PCT:g} %: {'met' if cost <= TARGET_PCT else 'not met'})" if v == "full" else ""))
+        print(
+            f"  {v:<10}{len(got[v]):>3}{rate:9.0f}{cpu:13.1f}{cpu - base_cpu:9.1f}{cost:10.1f} %"
+            + (f"  (target ≤ {TARGET_PCT:g} %: {'met' if cost <= TARGET_PCT else 'not met'})" if v == "full" else "")
+        )
 
 
 if __name__ == "__main__":

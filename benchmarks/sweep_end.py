@@ -11,6 +11,7 @@ matrix (30 × 4 × 40) and a year of a large one (365 × 20 × 10). Each size: t
 (median, min and max of 5 nights in a row), and the first sweep after an upgrade of cmx (nothing
 cached: the whole history computed once, said on the terminal).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,15 +61,18 @@ def main() -> int:
     ap.add_argument("--save", action="store_true", help="also write benchmarks/measured/sweep-end-DATE.txt")
     args = ap.parse_args()
     stats.summarize([1.0, 2.0, 3.0])  # scipy imported, as by the sweep's summary
-    lines = [f"a sweep's end for its history, in process (target {TARGET_S} s), 5 nights in a row each:",
-             f"  {'nights × cells × metrics':<26}{'median s':>9}{'min':>7}{'max':>7}   first after an upgrade"]
+    lines = [
+        f"a sweep's end for its history, in process (target {TARGET_S} s), 5 nights in a row each:",
+        f"  {'nights × cells × metrics':<26}{'median s':>9}{'min':>7}{'max':>7}   first after an upgrade",
+    ]
     met = True
     for nights, cells, metrics in SIZES:
         ends, upgrade = measure(nights, cells, metrics)
         med = statistics.median(ends)
         met &= med <= TARGET_S
-        lines.append(f"  {f'{nights} × {cells} × {metrics}':<26}{med:>9.2f}{min(ends):>7.2f}{max(ends):>7.2f}"
-                     f"   {upgrade:.1f} s")
+        lines.append(
+            f"  {f'{nights} × {cells} × {metrics}':<26}{med:>9.2f}{min(ends):>7.2f}{max(ends):>7.2f}   {upgrade:.1f} s"
+        )
     lines.append(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     text = "\n".join(lines)
     print(text)

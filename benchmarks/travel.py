@@ -15,6 +15,7 @@
 Printed: each figure's wall time, the CPU seconds of the cmx process, the target and whether it
 was met. Exit status 1 when a target is missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,17 +39,28 @@ CMX = [str(Path(sys.executable).with_name("cmx"))]
 def build(path: Path, runs: int, run_tasks: int) -> None:
     """``runs`` runs (2 brokers × pools × concurrency × 2 repeats, cut to fit) of one sweep, s1."""
     cells = runs // 2  # repeats
-    pools = GRID_POOLS[:max(1, min(len(GRID_POOLS), cells // (2 * len(GRID_CONCURRENCY))))]
-    conc = GRID_CONCURRENCY[:max(1, cells // (2 * len(pools)))]
+    pools = GRID_POOLS[: max(1, min(len(GRID_POOLS), cells // (2 * len(GRID_CONCURRENCY))))]
+    conc = GRID_CONCURRENCY[: max(1, cells // (2 * len(pools)))]
     build_grid(path, experiment="nightly", repeats=2, tasks_per_run=run_tasks, pools=pools, concurrency=conc)
     with db.connect(path) as con:
         # As a real run's rows: a uuid per task and stamps that differ (Parquet compresses the
         # grid's repeated ids and round numbers far better than it would a night's tasks).
-        con.execute("UPDATE tasks SET task_id = uuid()::VARCHAR, sent_at = sent_at + random() * 1e-3, "
-                    "received_at = received_at + random() * 1e-3, started_at = started_at + random() * 1e-3, "
-                    "finished_at = finished_at + random() * 1e-2, pid = 100 + (random() * 4)::INTEGER")
-        db.record_sweep(con, "s1", "nightly", "nightly.yaml", "throughput", "", "inventory/local.yml",
-                        {"name": "nightly"}, provenance={"cmx_version": "bench"})
+        con.execute(
+            "UPDATE tasks SET task_id = uuid()::VARCHAR, sent_at = sent_at + random() * 1e-3, "
+            "received_at = received_at + random() * 1e-3, started_at = started_at + random() * 1e-3, "
+            "finished_at = finished_at + random() * 1e-2, pid = 100 + (random() * 4)::INTEGER"
+        )
+        db.record_sweep(
+            con,
+            "s1",
+            "nightly",
+            "nightly.yaml",
+            "throughput",
+            "",
+            "inventory/local.yml",
+            {"name": "nightly"},
+            provenance={"cmx_version": "bench"},
+        )
 
 
 def second_night(path: Path) -> None:
@@ -56,11 +68,17 @@ def second_night(path: Path) -> None:
     with db.connect(path) as con:
         con.execute("BEGIN")
         for table, key in travel.keyed_tables(con).items():
-            cols = [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
-                                              "ORDER BY column_index", [table]).fetchall()]
+            cols = [
+                c
+                for (c,) in con.execute(
+                    "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table]
+                ).fetchall()
+            ]
             new = ", ".join({"sweep_id": "'s2'", "run_id": "'n2-' || run_id"}.get(c, f'"{c}"') for c in cols)
-            con.execute(f'INSERT INTO "{table}" SELECT {new} FROM "{table}" WHERE '
-                        f'"{key}" IN (SELECT {key} FROM {"sweeps" if key == "sweep_id" else "run_starts"})')
+            con.execute(
+                f'INSERT INTO "{table}" SELECT {new} FROM "{table}" WHERE '
+                f'"{key}" IN (SELECT {key} FROM {"sweeps" if key == "sweep_id" else "run_starts"})'
+            )
         con.execute("COMMIT")
 
 

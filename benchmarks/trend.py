@@ -15,6 +15,7 @@ equal it byte for byte. Printed side by side: wall and CPU seconds, wall / targe
 ratio to the old way on the same data, and the load the machine was under; exit status 1 when the
 read-back or the nightly ``cmx trend`` misses the target.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,18 @@ TARGET_S = 2.0
 def fill(path: Path, sweeps: int, cells: int, metrics: int, repeats: int) -> None:
     names = [m for m in metricdefs.METRICS if metricdefs.METRICS[m].better.value != "neither"][:metrics]
     with db.connect(path) as con:
-        db.record_run_start(con, experiment="seed", sweep_id="seed", run_id="seed", cell_id="seed", repeat=1,
-                            workload="throughput", dims={"pool": "solo", "concurrency": 1}, params={}, warmup_s=0)
+        db.record_run_start(
+            con,
+            experiment="seed",
+            sweep_id="seed",
+            run_id="seed",
+            cell_id="seed",
+            repeat=1,
+            workload="throughput",
+            dims={"pool": "solo", "concurrency": 1},
+            params={},
+            warmup_s=0,
+        )
         con.execute(f"""INSERT INTO sweeps (sweep_id, experiment, workload, started_at, revision, tags, planned)
             SELECT 'n' || lpad(i::VARCHAR, 3, '0'), 'bench', 'throughput',
                    to_timestamp(1700000000 + 86400 * i), 1, json_object('night', i), {cells * repeats}
@@ -51,13 +62,18 @@ def fill(path: Path, sweeps: int, cells: int, metrics: int, repeats: int) -> Non
                    'throughput', json_object('pool', 'solo', 'concurrency', c), '{{}}', 0,
                    to_timestamp(1700000000 + 86400 * i + 60 * c + r)
             FROM range({sweeps}) a(i), range({cells}) b(c), range(1, {repeats + 1}) d(r)""")
-        con.execute("INSERT INTO run_ends SELECT run_id, 'ok', NULL, started_at, '{}' FROM run_starts "
-                    "WHERE experiment = 'bench'")
-        con.execute(f"""INSERT INTO metrics
+        con.execute(
+            "INSERT INTO run_ends SELECT run_id, 'ok', NULL, started_at, '{}' FROM run_starts "
+            "WHERE experiment = 'bench'"
+        )
+        con.execute(
+            f"""INSERT INTO metrics
             SELECT s.run_id, m.name, (1000 + (hash(s.run_id || m.name) % 40000) / 1000)
                    * CASE WHEN m.k = 0 AND s.sweep_id >= 'n{sweeps // 2:03d}' THEN 0.8 ELSE 1 END, ''
             FROM run_starts s, (SELECT unnest(?::VARCHAR[]) AS name, generate_subscripts(?::VARCHAR[], 1) - 1 AS k) m
-            WHERE s.experiment = 'bench'""", [names, names])
+            WHERE s.experiment = 'bench'""",
+            [names, names],
+        )
 
 
 def _child_cpu() -> float:
@@ -107,13 +123,18 @@ def add_night(path: Path, sweeps: int, cells: int, metrics: int, repeats: int) -
                    json_object('pool', 'solo', 'concurrency', c), '{{}}', 0,
                    to_timestamp(1700000000 + 86400 * {sweeps} + 60 * c + r)
             FROM range({cells}) b(c), range(1, {repeats + 1}) d(r)""")
-        con.execute(f"INSERT INTO run_ends SELECT run_id, 'ok', NULL, started_at, '{{}}' FROM run_starts "
-                    f"WHERE sweep_id = 'n{sweeps:03d}'")
-        con.execute(f"""INSERT INTO metrics
+        con.execute(
+            f"INSERT INTO run_ends SELECT run_id, 'ok', NULL, started_at, '{{}}' FROM run_starts "
+            f"WHERE sweep_id = 'n{sweeps:03d}'"
+        )
+        con.execute(
+            f"""INSERT INTO metrics
             SELECT s.run_id, m.name, (1000 + (hash(s.run_id || m.name) % 40000) / 1000)
                    * CASE WHEN m.k = 0 THEN 0.8 ELSE 1 END, ''
             FROM run_starts s, (SELECT unnest(?::VARCHAR[]) AS name, generate_subscripts(?::VARCHAR[], 1) - 1 AS k) m
-            WHERE s.sweep_id = 'n{sweeps:03d}'""", [names, names])
+            WHERE s.sweep_id = 'n{sweeps:03d}'""",
+            [names, names],
+        )
 
 
 def main() -> int:
@@ -150,19 +171,25 @@ def main() -> int:
             rows, _ = trend_mod._rows(con, "bench", 1, "sweep", (), None)
             read = time.monotonic() - t0
     values = sum(len(r[-1]) for r in rows)
-    print(f"cmx trend over {args.sweeps} sweeps × {args.cells} cells × {args.metrics} metrics "
-          f"({points:,} points, {values:,} run values), target {TARGET_S:g} s, `cmx trend bench --format json`:")
+    print(
+        f"cmx trend over {args.sweeps} sweeps × {args.cells} cells × {args.metrics} metrics "
+        f"({points:,} points, {values:,} run values), target {TARGET_S:g} s, `cmx trend bench --format json`:"
+    )
     print(f"  {'':40} {'wall s':>8} {'CPU s':>8} {'wall / target':>14} {'vs old way':>11}")
-    for what, wall, cpu, base in (("old way: computed (empty cache)", cold, cold_cpu, cold),
-                                  ("read back (the same sweeps again)", warm, warm_cpu, cold),
-                                  ("old way, one night more (empty cache)", cold2, cold2_cpu, cold2),
-                                  ("  that night's sweep end (in cmx run)", end, end_cpu, cold2),
-                                  ("nightly: cmx trend after that sweep", nightly, nightly_cpu, cold2),
-                                  ("old way, a night imported (empty cache)", cold3, cold3_cpu, cold3),
-                                  ("a night imported: cmx trend computes it", imported, imported_cpu, cold3)):
+    for what, wall, cpu, base in (
+        ("old way: computed (empty cache)", cold, cold_cpu, cold),
+        ("read back (the same sweeps again)", warm, warm_cpu, cold),
+        ("old way, one night more (empty cache)", cold2, cold2_cpu, cold2),
+        ("  that night's sweep end (in cmx run)", end, end_cpu, cold2),
+        ("nightly: cmx trend after that sweep", nightly, nightly_cpu, cold2),
+        ("old way, a night imported (empty cache)", cold3, cold3_cpu, cold3),
+        ("a night imported: cmx trend computes it", imported, imported_cpu, cold3),
+    ):
         print(f"  {what:40} {wall:8.2f} {cpu:8.2f} {wall / TARGET_S:14.2f} {wall / base:10.2f}x")
-    print(f"  in process: reading the runs grouped per point {read:.2f} s; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"  in process: reading the runs grouped per point {read:.2f} s; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     return 0 if max(warm, nightly) <= TARGET_S else 1
 
 

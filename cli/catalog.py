@@ -1,5 +1,6 @@
 """``cmx workloads``: every built-in workload and every user workload class found in a folder,
 with each param's type, default and description (from the params models themselves)."""
+
 from __future__ import annotations
 
 import types
@@ -62,8 +63,10 @@ def _doc(cls: type) -> str:
 
 
 def builtins() -> list[Entry]:
-    return [Entry(name, "built-in", _doc(registry.WORKLOADS[name]), params_of(registry.WORKLOADS[name]))
-            for name in registry.names()]
+    return [
+        Entry(name, "built-in", _doc(registry.WORKLOADS[name]), params_of(registry.WORKLOADS[name]))
+        for name in registry.names()
+    ]
 
 
 def discover(folder: Path) -> tuple[list[Entry], list[str]]:
@@ -79,7 +82,12 @@ def discover(folder: Path) -> tuple[list[Entry], list[str]]:
             problems.append(f"{path}: {type(exc).__name__}: {exc}".splitlines()[0])
             continue
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Workload) and obj.__module__ == module.__name__ \
-                    and not getattr(obj, "__abstractmethods__", None) and hasattr(obj, "Params"):
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, Workload)
+                and obj.__module__ == module.__name__
+                and not getattr(obj, "__abstractmethods__", None)
+                and hasattr(obj, "Params")
+            ):
                 found.append(Entry(f"./{path.name}:{obj.__name__}", str(path), _doc(obj), params_of(obj)))
     return found, problems

@@ -1,4 +1,5 @@
 """Checks of an experiment against the inventory it will run on, before any host is touched."""
+
 from __future__ import annotations
 
 from cmx.engine.errors import InputError, Problem
@@ -42,8 +43,9 @@ def _hosts_view(inv: Inventory, cell: Cell) -> faults.HostsView:
     except (ValueError, NotImplementedError) as exc:
         place_problem = str(exc) or "its server cannot be restarted by cmx"
     worker = (inv.workers_for(cell.values["machines"]) or ("",))[0]
-    return faults.HostsView(service, provisioned, disposable, place_problem, worker,
-                            lambda: connections(inv.path, [worker])[worker].local)
+    return faults.HostsView(
+        service, provisioned, disposable, place_problem, worker, lambda: connections(inv.path, [worker])[worker].local
+    )
 
 
 def check_thresholds(exp: Experiment) -> None:
@@ -66,25 +68,41 @@ def check_thresholds(exp: Experiment) -> None:
         path = ("objective",) if direction is None else ("objective", direction)
         if metric not in metricdefs.METRICS:
             line, col = pos.of(path) if pos else (None, None)
-            problems.append(Problem(f"objective: unknown metric '{metric}'" + suggest(metric, metricdefs.METRICS),
-                                    exp.source, line, col))
+            problems.append(
+                Problem(
+                    f"objective: unknown metric '{metric}'" + suggest(metric, metricdefs.METRICS), exp.source, line, col
+                )
+            )
     # the objective's where constraints read as thresholds do
     rules = [(("thresholds", m), "thresholds", m, r) for m, r in exp.parsed_thresholds().items()]
     rules += [(("objective", "where", m), "objective.where", m, threshold_rules.parse(r)) for m, r in where.items()]
     for path, key, metric, rule in rules:
         if metric not in metricdefs.METRICS:
             line, col = pos.key(path) if pos else (None, None)
-            problems.append(Problem(f"{key}: unknown metric '{metric}'" + suggest(metric, list(metricdefs.METRICS))
-                                    + " (`cmx sql \"SELECT DISTINCT name FROM metrics\"` lists those stored)",
-                                    exp.source, line, col))
+            problems.append(
+                Problem(
+                    f"{key}: unknown metric '{metric}'"
+                    + suggest(metric, list(metricdefs.METRICS))
+                    + " (`cmx sql \"SELECT DISTINCT name FROM metrics\"` lists those stored)",
+                    exp.source,
+                    line,
+                    col,
+                )
+            )
             continue
         unit = metricdefs.METRICS[metric].unit
         if rule.unit and rule.unit_kind != unit:
             line, col = pos.of(path) if pos else (None, None)
-            problems.append(Problem(f"{key}.{metric}: unit '{rule.unit}' does not fit {metric}, which is in "
-                                    f"{unit}; give a bare number" + (" or a size (512MiB)" if unit == "bytes" else
-                                                                      " or a duration (2s)" if unit == "s" else ""),
-                                    exp.source, line, col))
+            problems.append(
+                Problem(
+                    f"{key}.{metric}: unit '{rule.unit}' does not fit {metric}, which is in "
+                    f"{unit}; give a bare number"
+                    + (" or a size (512MiB)" if unit == "bytes" else " or a duration (2s)" if unit == "s" else ""),
+                    exp.source,
+                    line,
+                    col,
+                )
+            )
     if problems:
         raise InputError(problems)
 
@@ -97,8 +115,15 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
         wanted = max(c.values.get(dim, 1) for c in cells)
         if wanted > have:
             line, col = _where(exp, dim)
-            problems.append(Problem(f"{dim}: {wanted} asks for more hosts than group '{group}' of {inv.path} has "
-                                    f"({have}); add hosts or lower {dim}", exp.source, line, col))
+            problems.append(
+                Problem(
+                    f"{dim}: {wanted} asks for more hosts than group '{group}' of {inv.path} has "
+                    f"({have}); add hosts or lower {dim}",
+                    exp.source,
+                    line,
+                    col,
+                )
+            )
     for kind in sorted({c.values["broker"] for c in cells}):
         try:
             inv.broker_url(kind)
@@ -120,9 +145,15 @@ def check_against_inventory(exp: Experiment, cells: list[Cell], inv: Inventory) 
     keeps_none = [name for name in kinds.BACKENDS if name not in keeping]
     if workload.needs_backend and any(c.values["backend"] in keeps_none for c in cells):
         line, col = _where(exp, "backend")
-        problems.append(Problem(f"workload {workload.name} waits for task results: set backend to "
-                                f"{', '.join(keeping[:-1])} or {keeping[-1]} (not {' or '.join(keeps_none)})",
-                                exp.source, line, col))
+        problems.append(
+            Problem(
+                f"workload {workload.name} waits for task results: set backend to "
+                f"{', '.join(keeping[:-1])} or {keeping[-1]} (not {' or '.join(keeps_none)})",
+                exp.source,
+                line,
+                col,
+            )
+        )
     try:
         if workload.service_module:
             inv.service_host()

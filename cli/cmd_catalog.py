@@ -1,4 +1,5 @@
 """``cmx schema``, ``cmx workloads`` and ``cmx init``: what an experiment file can say, and a start."""
+
 from __future__ import annotations
 
 import sys
@@ -33,8 +34,11 @@ def schema_command(
 
 @app.command("workloads")
 def workloads_command(
-    folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to look for your workload classes "
-                                "(the .py files beside your experiments)."),
+    folder: Path = typer.Option(
+        Path("experiments"),
+        "--dir",
+        help="Where to look for your workload classes (the .py files beside your experiments).",
+    ),
 ):
     """List the built-in workloads and your workload classes, with each param's type, default and description.
 
@@ -62,9 +66,13 @@ def workloads_command(
 def init_command(
     name: str = typer.Argument(..., help="The experiment's name (letters, digits, '_', '-')."),
     folder: Path = typer.Option(Path("experiments"), "--dir", help="Where to write the files."),
-    from_profile: Path = typer.Option(None, "--from-profile", metavar="FILE",
-                                      help="A profile cmx capture wrote: sweep pools × concurrency × prefetch "
-                                           "for that traffic (workload replay) instead."),
+    from_profile: Path = typer.Option(
+        None,
+        "--from-profile",
+        metavar="FILE",
+        help="A profile cmx capture wrote: sweep pools × concurrency × prefetch "
+        "for that traffic (workload replay) instead.",
+    ),
 ):
     """Write experiments/NAME.yaml and experiments/NAME_tasks.py, a benchmark of your own tasks that runs as it is.
 
@@ -85,5 +93,3 @@ def init_command(
     except InputError as exc:
         fail(exc)
     out.print(f"wrote {experiment} and {tasks}; next: cmx run {experiment} --smoke", highlight=False, markup=False)
-
-

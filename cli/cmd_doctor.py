@@ -1,4 +1,5 @@
 """``cmx doctor`` (can a sweep run here?) and ``cmx services up`` (start this machine's services)."""
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,10 @@ def _needs(exp, cells, inv):
     brokers = frozenset(c.values["broker"] for c in cells)
     backends = frozenset(c.values["backend"] for c in cells)
     workload = registry.get(exp.workload.name)
-    hosts = [*inv.workers_for(max(c.values["machines"] for c in cells)),
-             *inv.drivers_for(max(c.values.get("drivers", 1) for c in cells))]
+    hosts = [
+        *inv.workers_for(max(c.values["machines"] for c in cells)),
+        *inv.drivers_for(max(c.values.get("drivers", 1) for c in cells)),
+    ]
     if workload.service_module or workload.needs_database:
         hosts += inv.hosts_of("services")[:1]
     hosts += [h for hs in inv.services_to_provision(set(brokers), set(backends)).values() for h in hs]
@@ -100,8 +103,11 @@ def doctor(
         print(dr.scrub(dr.line(check, unicode), secrets), flush=True)
     code = dr.exit_code(checks)
     failed = sum(c.state == dr.FAIL for c in checks)
-    summary = f"{inv.path}: a sweep can run" if code == 0 else \
-        f"{inv.path}: {failed} check(s) failed: a sweep would not run (fix them, then `cmx doctor` again)"
+    summary = (
+        f"{inv.path}: a sweep can run"
+        if code == 0
+        else f"{inv.path}: {failed} check(s) failed: a sweep would not run (fix them, then `cmx doctor` again)"
+    )
     print(summary + (f" ({exp.source})" if exp else ""))
     raise typer.Exit(code)
 
@@ -124,5 +130,8 @@ def services_up():
         err.print(f"services up: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     names = ", ".join(s.name for s in localservices.LOCAL)
-    print(f"services up: started {', '.join(started)}; {names} answer on loopback" if started
-          else f"services up: {names} already answer on loopback; nothing to start")
+    print(
+        f"services up: started {', '.join(started)}; {names} answer on loopback"
+        if started
+        else f"services up: {names} already answer on loopback; nothing to start"
+    )

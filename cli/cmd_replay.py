@@ -1,5 +1,6 @@
 """``cmx capture`` and ``cmx profile show``: record a Celery fleet's task events, then summarise them
 (cmx.engine.replay)."""
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,24 @@ app.add_typer(profile_app, name="profile")
 @app.command("capture")
 def capture_cmd(
     out_path: Path = typer.Option(..., "--out", metavar="FILE", help="The profile to write (Parquet)."),
-    broker: str = typer.Option(None, "--broker", metavar="URL",
-                               help="Broker URL without a password; else $CMX_CAPTURE_BROKER_URL."),
-    duration: str = typer.Option("10m", "--duration", metavar="TIME",
-                                 help="How long to listen: 600, 600s, 10m, 1h (as durations in an experiment file)."),
+    broker: str = typer.Option(
+        None, "--broker", metavar="URL", help="Broker URL without a password; else $CMX_CAPTURE_BROKER_URL."
+    ),
+    duration: str = typer.Option(
+        "10m",
+        "--duration",
+        metavar="TIME",
+        help="How long to listen: 600, 600s, 10m, 1h (as durations in an experiment file).",
+    ),
     queue: list[str] = typer.Option([], "--queue", metavar="Q", help="Keep only tasks of this queue (repeat)."),
     keep_args: bool = typer.Option(False, "--keep-args", help="Store args/kwargs content (sizes otherwise)."),
-    arrivals: str = typer.Option("sent", "--arrivals", metavar="SOURCE",
-                                 help="When a task arrived: sent (task-sent where producers send it, else "
-                                      "task-received) or received (task-received: no producer-side event needed)."),
+    arrivals: str = typer.Option(
+        "sent",
+        "--arrivals",
+        metavar="SOURCE",
+        help="When a task arrived: sent (task-sent where producers send it, else "
+        "task-received) or received (task-received: no producer-side event needed).",
+    ),
 ):
     """Record what a Celery fleet runs, from its task events, into a profile.
 
@@ -86,8 +96,16 @@ def show_cmd(
 
     tables.show(out, table, keep=1)
     sources = sorted({s for r in rows for s in (r["arrival_source"] or "-").split("+")})
-    out.print(f"arrivals from: {', '.join(sources)} (sent: task-sent events; received: task-received, without the "
-              f"queue wait before it)", markup=False, highlight=False)
+    out.print(
+        f"arrivals from: {', '.join(sources)} (sent: task-sent events; received: task-received, without the "
+        f"queue wait before it)",
+        markup=False,
+        highlight=False,
+    )
     kinds = profile.canvas_kinds(path)
-    out.print(f"as replayed: {kinds['single']:,} single tasks, {kinds['chain']:,} with the tasks they spawned "
-              f"(chains), {kinds['chord']:,} chords (inferred: docs/replay.md)", markup=False, highlight=False)
+    out.print(
+        f"as replayed: {kinds['single']:,} single tasks, {kinds['chain']:,} with the tasks they spawned "
+        f"(chains), {kinds['chord']:,} chords (inferred: docs/replay.md)",
+        markup=False,
+        highlight=False,
+    )

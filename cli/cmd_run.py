@@ -1,4 +1,5 @@
 """``cmx validate``, ``cmx plan`` and ``cmx run``: from an experiment file to stored runs."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,13 @@ from cmx.analysis import views
 from cmx.engine.results import db
 
 
-def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = True,
-          results_dir: Path = db.DEFAULT_DB.parent, max_cells: Optional[int] = None):
+def _load(
+    file: Path,
+    inventory: Optional[Path] = None,
+    need_inventory: bool = True,
+    results_dir: Path = db.DEFAULT_DB.parent,
+    max_cells: Optional[int] = None,
+):
     """Experiment, cells and (optionally) inventory, all validated before any host is touched."""
     from cmx.cli.checks import check_against_inventory, check_thresholds
     from cmx.engine.model.load import load_experiment
@@ -36,8 +42,13 @@ def _load(file: Path, inventory: Optional[Path] = None, need_inventory: bool = T
     if need_inventory:
         path = choose_inventory(inventory, exp.inventory, file)
         if uses_builtin(inventory, exp.inventory):
-            err.print(f"{file}: no inventory named (--inventory, inventory:, ./inventory/local.yml): using the "
-                      f"built-in localhost inventory, {path}", markup=False, highlight=False, soft_wrap=True)
+            err.print(
+                f"{file}: no inventory named (--inventory, inventory:, ./inventory/local.yml): using the "
+                f"built-in localhost inventory, {path}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         inv = load_inventory(path, secrets_dir=results_dir)
         check_against_inventory(exp, cells, inv)
     return exp, cells, inv
@@ -81,8 +92,9 @@ def _warn_pitfalls(file: Path, cells) -> None:
 @app.command()
 def plan(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
-    as_json: bool = typer.Option(False, "--json", metavar="",
-                                 help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'),
+    as_json: bool = typer.Option(
+        False, "--json", metavar="", help='Print {"experiment", "repeats", "cells": [{"cell_id", "params"}]}.'
+    ),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
 ):
     """Show the cells an experiment expands to (matrix × zip − exclude + include)."""
@@ -99,72 +111,112 @@ def plan(
     from cmx.engine.model.cells import value_text
 
     dims = varying_dimensions(cells) or sorted(cells[0].values)
-    table = Table(title=f"{exp.name}: {len(cells)} cells × {exp.repeats_text()} = "
-                        f"{'at most ' if exp.racing else ''}{len(cells) * exp.max_repeats} runs",
-                  title_justify="left")
+    table = Table(
+        title=f"{exp.name}: {len(cells)} cells × {exp.repeats_text()} = "
+        f"{'at most ' if exp.racing else ''}{len(cells) * exp.max_repeats} runs",
+        title_justify="left",
+    )
     table.add_column("cell_id")
     for d in dims:
         table.add_column(d)
     for c in cells:
-        table.add_row(c.cell_id, *[Text(value_text(c.values[d]) if d in c.values else "–")  # data, never markup
-                                   for d in dims])
+        table.add_row(
+            c.cell_id,
+            *[
+                Text(value_text(c.values[d]) if d in c.values else "–")  # data, never markup
+                for d in dims
+            ],
+        )
     out.print(table)
     same = {k: v for k, v in cells[0].values.items() if k not in dims}
     if same:
-        out.print("same in every cell: " + ", ".join(f"{k}={v}" for k, v in same.items()), highlight=False,
-                  markup=False)
+        out.print(
+            "same in every cell: " + ", ".join(f"{k}={v}" for k, v in same.items()), highlight=False, markup=False
+        )
 
 
-@app.command(help=(
-    "Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.\n\n"
-    "Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is "
-    "measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned "
-    "has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is "
-    "resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures "
-    "every run anew). Ctrl-C (or SIGTERM) stops the current "
-    "run's processes on every host, stores it as interrupted, "
-    "and keeps the rest (exit 130). A changed definition is refused unless --new-revision.\n\n"
-    "When the experiment has history (two sweeps or more of "
-    "its revision), the sweep's end computes it as `cmx trend` "
-    "does (its statistics are kept, so the next `cmx trend` "
-    "reads them back) and says which metrics changed at this "
-    "sweep, that night.\n\n"
-    "Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as "
-    "`cmx validate` says them; the report repeats them).\n\n"
-    "Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep "
-    "ends; a table of what held follows the summary.\n\n"
-    "Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing "
-    "ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3."
-))
+@app.command(
+    help=(
+        "Run the sweep: provision the hosts once, then start, drive, stop and ingest every run.\n\n"
+        "Each finished sweep is one point of history: run again (each night from cron, say), the same experiment is "
+        "measured again as a new sweep, one point more for `cmx trend`. A sweep is finished when every run it planned "
+        "has an end: ok, failed or timed out. An unfinished one (Ctrl-C, a killed controller, on_error: abort) is "
+        "resumed instead: its runs stored as ok are skipped and the rest run, as the same point (--no-resume measures "
+        "every run anew). Ctrl-C (or SIGTERM) stops the current "
+        "run's processes on every host, stores it as interrupted, "
+        "and keeps the rest (exit 130). A changed definition is refused unless --new-revision.\n\n"
+        "When the experiment has history (two sweeps or more of "
+        "its revision), the sweep's end computes it as `cmx trend` "
+        "does (its statistics are kept, so the next `cmx trend` "
+        "reads them back) and says which metrics changed at this "
+        "sweep, that night.\n\n"
+        "Cells that walk into one of Celery's known traps get a warning line each on stderr before the first run (as "
+        "`cmx validate` says them; the report repeats them).\n\n"
+        "Thresholds (`thresholds:` in the experiment) are checked per cell on the median of its ok runs when the sweep "
+        "ends; a table of what held follows the summary.\n\n"
+        "Exit codes: 0 every run ok and every threshold held, 1 some runs failed or timed out, 2 bad input (nothing "
+        "ran), 3 a threshold crossed, 130 interrupted. When several apply, the first of 2, 130, 1, 3."
+    )
+)
 def run(
     file: Path = typer.Argument(..., help="An experiment YAML file."),
     inventory: Optional[Path] = INVENTORY_OPTION,
     db_path: Path = RUN_DB_OPTION,
-    only: Optional[str] = typer.Option(None, "--only", help="Run only matching cells: a cell-id glob, or "
-                                       "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4)."),
-    no_resume: bool = typer.Option(False, "--no-resume", metavar="",
-                                   help="Measure again even when the latest sweep was interrupted: a new sweep of "
-                                   "every run, its ok runs not skipped."),
-    new_revision: bool = typer.Option(False, "--new-revision", metavar="",
-                                      help="The experiment's definition changed since its runs in --db: store this "
-                                      "sweep's runs as its next revision, apart from the earlier ones (cmx run "
-                                      "refuses a changed definition without it)."),
-    shuffle: Optional[int] = typer.Option(None, "--shuffle", metavar="SEED", help="Randomise the order of the "
-                                          "cells within each round of repeats (same SEED, same order); each run's "
-                                          "position is stored as run_starts.seq."),
+    only: Optional[str] = typer.Option(
+        None,
+        "--only",
+        help="Run only matching cells: a cell-id glob, or "
+        "dim=value globs, comma-separated, all must match (pool=gevent,concurrency=4).",
+    ),
+    no_resume: bool = typer.Option(
+        False,
+        "--no-resume",
+        metavar="",
+        help="Measure again even when the latest sweep was interrupted: a new sweep of "
+        "every run, its ok runs not skipped.",
+    ),
+    new_revision: bool = typer.Option(
+        False,
+        "--new-revision",
+        metavar="",
+        help="The experiment's definition changed since its runs in --db: store this "
+        "sweep's runs as its next revision, apart from the earlier ones (cmx run "
+        "refuses a changed definition without it).",
+    ),
+    shuffle: Optional[int] = typer.Option(
+        None,
+        "--shuffle",
+        metavar="SEED",
+        help="Randomise the order of the "
+        "cells within each round of repeats (same SEED, same order); each run's "
+        "position is stored as run_starts.seq.",
+    ),
     max_cells: Optional[int] = MAX_CELLS_OPTION,
-    tag: list[str] = typer.Option([], "--tag", help="KEY=VALUE stored with the sweep (repeatable); "
-                                  "`cmx status`, `cmx report` and `cmx compare` select by it with --tag."),
+    tag: list[str] = typer.Option(
+        [],
+        "--tag",
+        help="KEY=VALUE stored with the sweep (repeatable); "
+        "`cmx status`, `cmx report` and `cmx compare` select by it with --tag.",
+    ),
     note: Optional[str] = typer.Option(None, "--note", help="A note stored with the sweep."),
-    smoke_mode: bool = typer.Option(False, "--smoke", metavar="",
-                                    help="Each cell once at a tiny size with a short timeout, into "
-                                    "results/smoke.duckdb unless --db is given: catches configuration errors "
-                                    "before a long sweep."),
+    smoke_mode: bool = typer.Option(
+        False,
+        "--smoke",
+        metavar="",
+        help="Each cell once at a tiny size with a short timeout, into "
+        "results/smoke.duckdb unless --db is given: catches configuration errors "
+        "before a long sweep.",
+    ),
     wide: bool = WIDE_OPTION,
-    host_wait: float = typer.Option(3600.0, "--host-wait", metavar="SECONDS", min=0,
-                                    help="How long to wait while another sweep started from this machine uses "
-                                    "one of this sweep's hosts with the same cmx_workdir (one line names it); "
-                                    "then exit 2. Two sweeps never share a host's work dir at once."),
+    host_wait: float = typer.Option(
+        3600.0,
+        "--host-wait",
+        metavar="SECONDS",
+        min=0,
+        help="How long to wait while another sweep started from this machine uses "
+        "one of this sweep's hosts with the same cmx_workdir (one line names it); "
+        "then exit 2. Two sweeps never share a host's work dir at once.",
+    ),
 ):
     from cmx.engine.plan.matrix import cells_for_only
     from cmx.engine.plan.planner import plan as plan_runs
@@ -181,6 +233,7 @@ def run(
         exp, cells, inv = _load(file, inventory, results_dir=Path(db_path).parent, max_cells=max_cells)
         if smoke_mode:
             from cmx.engine.plan.smoke import smoke
+
             exp, cells = smoke(exp, cells)
         digest = definition_hash(exp, cells)  # of every cell, whatever --only selects
         if only:
@@ -273,4 +326,3 @@ def _provenance(exp, inv, digest: str, revision: int) -> dict:
 
 def _raise_keyboard_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
-

@@ -1,4 +1,5 @@
 """``cmx trend``: an experiment's metrics across its sweeps (or tag values), with the changes found."""
+
 from __future__ import annotations
 
 import enum
@@ -22,36 +23,51 @@ class TrendFormat(str, enum.Enum):
     json = "json"
 
 
-@app.command(help=(
-    "Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change "
-    "points.\n\n"
-    "Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). "
-    f"{TREND_RULE.rstrip('.')}. "  # the rule as analysis/rules.py words it, for every page that states it
-    "The latest point is always compared with the runs since the last change before it, so a regression shows the "
-    "night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, "
-    "governor: the fingerprint compare warns of), stderr "
-    "names each fact and the point it changed at; a change whose "
-    "two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never "
-    "hides one).\n\n"
-    "Exit codes: 0; 1 with --fail-on when a headline metric's latest point is worse (or undecided, with "
-    "inconclusive); 2 bad input."
-))
+@app.command(
+    help=(
+        "Per cell and metric, one point per sweep (or tag value): n, median and its 95 % interval; and the change "
+        "points.\n\n"
+        "Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). "
+        f"{TREND_RULE.rstrip('.')}. "  # the rule as analysis/rules.py words it, for every page that states it
+        "The latest point is always compared with the runs since the last change before it, so a regression shows the "
+        "night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, "
+        "governor: the fingerprint compare warns of), stderr "
+        "names each fact and the point it changed at; a change whose "
+        "two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never "
+        "hides one).\n\n"
+        "Exit codes: 0; 1 with --fail-on when a headline metric's latest point is worse (or undecided, with "
+        "inconclusive); 2 bad input."
+    )
+)
 def trend(
     experiment: str = typer.Argument(..., help="The experiment's name."),
-    by: str = typer.Option("sweep", "--by", help="One point per sweep, or per value of a tag (`tag.KEY`, from "
-                           "`cmx run --tag KEY=VALUE`), in the order the sweeps ran."),
+    by: str = typer.Option(
+        "sweep",
+        "--by",
+        help="One point per sweep, or per value of a tag (`tag.KEY`, from "
+        "`cmx run --tag KEY=VALUE`), in the order the sweeps ran.",
+    ),
     metric: list[str] = typer.Option([], "--metric", "-m", metavar="M", help="Only this metric (repeatable)."),
-    only: Optional[str] = typer.Option(None, "--only", metavar="SELECTOR", help="Only cells matching DIM=VALUE,… "
-                                       "(all must match; tag.KEY=VALUE for sweeps run with that tag)."),
+    only: Optional[str] = typer.Option(
+        None,
+        "--only",
+        metavar="SELECTOR",
+        help="Only cells matching DIM=VALUE,… (all must match; tag.KEY=VALUE for sweeps run with that tag).",
+    ),
     fmt: TrendFormat = typer.Option(TrendFormat.table, "--format", "-f", help="Output format."),
-    revision: Optional[int] = typer.Option(None, "--revision", min=1, help="The experiment's revision "
-                                           "(default: the latest)."),
+    revision: Optional[int] = typer.Option(
+        None, "--revision", min=1, help="The experiment's revision (default: the latest)."
+    ),
     db_path: Path = DB_OPTION,
-    fail_on: Optional[str] = typer.Option(None, "--fail-on", metavar="worse[,inconclusive]",
-                                          help="`worse`: exit 1 when a headline metric's latest point is shown worse "
-                                          "(a nightly CI gate); `worse,inconclusive`: also when its latest point "
-                                          "shows neither worse nor alright. A gate whose latest point has too few "
-                                          "runs to show anything says so on stderr."),
+    fail_on: Optional[str] = typer.Option(
+        None,
+        "--fail-on",
+        metavar="worse[,inconclusive]",
+        help="`worse`: exit 1 when a headline metric's latest point is shown worse "
+        "(a nightly CI gate); `worse,inconclusive`: also when its latest point "
+        "shows neither worse nor alright. A gate whose latest point has too few "
+        "runs to show anything says so on stderr.",
+    ),
     wide: bool = WIDE_OPTION,
 ):
     from cmx.analysis import gate
@@ -81,9 +97,12 @@ def trend(
         err.print(f"trend: {cannot} (--fail-on {fail_on})", markup=False, highlight=False, soft_wrap=True)
     failed = gate.failures(judged, fails_on)
     if failed:
-        err.print(f"trend: {'; '.join(failed)} at the latest point (--fail-on {fail_on})", markup=False,
-                  highlight=False, soft_wrap=True)
+        err.print(
+            f"trend: {'; '.join(failed)} at the latest point (--fail-on {fail_on})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
     if cannot and gate.INCONCLUSIVE in fails_on:
         raise typer.Exit(1)
-

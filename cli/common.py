@@ -1,5 +1,6 @@
 """What every ``cmx`` command shares: the Typer app, the consoles, common options, and the one way
 bad input ends a command (one line per problem, exit 2). The commands live in ``cmd_*.py``."""
+
 from __future__ import annotations
 
 import os
@@ -13,10 +14,12 @@ from cmx.engine.errors import InputError
 from cmx.engine.results import db
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
     help="celery-matrix: sweep real Celery deployments defined in YAML and query the results in SQL.\n\n"
-         "Typical session: [bold]cmx validate[/bold] FILE, [bold]cmx plan[/bold] FILE, [bold]cmx run[/bold] FILE, "
-         "then [bold]cmx status[/bold] and [bold]cmx sql[/bold] \"SELECT …\".",
+    "Typical session: [bold]cmx validate[/bold] FILE, [bold]cmx plan[/bold] FILE, [bold]cmx run[/bold] FILE, "
+    "then [bold]cmx status[/bold] and [bold]cmx sql[/bold] \"SELECT …\".",
 )
 # Not a terminal (CI logs, pipes): COLUMNS, else wide enough that the summary table stays readable
 # (cli/tables.py fits every table to this width).
@@ -25,14 +28,27 @@ err = Console(stderr=True)
 
 WIDE_OPTION = typer.Option(False, "--wide", help=WIDE_HELP)
 DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file).")
-INVENTORY_OPTION = typer.Option(None, "--inventory", "-i", help="The Ansible inventory (file or folder). Without "
-                                "it: the experiment's `inventory:` (relative to the experiment file), else "
-                                "./inventory/local.yml, else the built-in localhost inventory (said on stderr).")
-MAX_CELLS_OPTION = typer.Option(None, "--max-cells", min=1, help="Refuse a matrix of more cells than this "
-                                "(default 10,000: a guard against a typo that multiplies the sweep).")
-RUN_DB_OPTION = typer.Option(db.DEFAULT_DB, "--db", help="The results database (DuckDB file). Its directory also "
-                             "holds the sweep's artifacts/, shipped code and generated .secrets.json (keep it out "
-                             "of git).")
+INVENTORY_OPTION = typer.Option(
+    None,
+    "--inventory",
+    "-i",
+    help="The Ansible inventory (file or folder). Without "
+    "it: the experiment's `inventory:` (relative to the experiment file), else "
+    "./inventory/local.yml, else the built-in localhost inventory (said on stderr).",
+)
+MAX_CELLS_OPTION = typer.Option(
+    None,
+    "--max-cells",
+    min=1,
+    help="Refuse a matrix of more cells than this (default 10,000: a guard against a typo that multiplies the sweep).",
+)
+RUN_DB_OPTION = typer.Option(
+    db.DEFAULT_DB,
+    "--db",
+    help="The results database (DuckDB file). Its directory also "
+    "holds the sweep's artifacts/, shipped code and generated .secrets.json (keep it out "
+    "of git).",
+)
 
 
 def _print_version(value: bool) -> None:
@@ -48,8 +64,14 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, metavar="",
-                                 help="Print the version (and the git commit when run from a checkout) and exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        metavar="",
+        help="Print the version (and the git commit when run from a checkout) and exit.",
+    ),
 ) -> None:
     pass
 
@@ -61,4 +83,3 @@ def fail(exc: Exception) -> None:
     else:
         err.print(f"error: {exc}", markup=False, highlight=False, emoji=False, soft_wrap=True)
     raise typer.Exit(2)
-

@@ -10,6 +10,7 @@ per group: :mod:`~cmx.cli.cmd_run` (validate, plan, run), :mod:`~cmx.cli.cmd_res
 :mod:`~cmx.cli.cmd_doctor` (doctor, services up).
 Importing them registers the commands, in the order ``cmx --help`` lists them.
 """
+
 from __future__ import annotations
 
 import sys
@@ -36,6 +37,7 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     kinds: list[type[BaseException]] = [getattr(typer, "TyperException", None)]
     try:
         import click
+
         kinds.append(click.ClickException)
     except ImportError:
         pass
@@ -53,8 +55,7 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "cmx"
         hint = f" (see {command} --help)" if ctx is not None else ""
-        err.print(str(Problem(f"{exc.format_message()}{hint}", command)), markup=False, highlight=False,
-                  soft_wrap=True)
+        err.print(str(Problem(f"{exc.format_message()}{hint}", command)), markup=False, highlight=False, soft_wrap=True)
         sys.exit(getattr(exc, "exit_code", 2))
     except typer.Abort:
         err.print("interrupted")

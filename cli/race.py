@@ -7,6 +7,7 @@ the database holds, so a resumed race goes on where it stopped); only their runs
 run. It stops when the race is decided, at ``max``, or at the budget (``limits.max_runs``, runs
 of this sweep point; ``limits.max_time``, since this invocation's first run), and says why.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,15 +18,16 @@ from cmx.engine.results import db
 
 
 class Race:
-    def __init__(self, exp, db_path: Path, revision: int, sweep, cells: list[str], skipped: int = 0,
-                 now=time.monotonic):
+    def __init__(
+        self, exp, db_path: Path, revision: int, sweep, cells: list[str], skipped: int = 0, now=time.monotonic
+    ):
         self.exp, self.db_path, self.revision, self.sweep = exp, Path(db_path), revision, sweep
         self.cells = sorted(cells)  # every cell races, also one whose runs a resume found all stored
         self.level = stats.race_alpha(exp.racing.min, exp.racing.max)
         self.skipped, self.now = skipped, now
         self.decision: racing.Decision | None = None
         self.objective = ""
-        self.ended = ""     # why the race ended: decided, max reached, a budget
+        self.ended = ""  # why the race ended: decided, max reached, a budget
         self.ran = 0
 
     def _decide(self, cells: list[str]) -> racing.Decision:
@@ -34,8 +36,9 @@ class Race:
         point = self.sweep.resumes or self.sweep.sweep_id
         try:
             with db.connect(self.db_path, read_only=True) as con:
-                self.decision, self.objective = racing.decide(con, self.exp.name, self.revision, point, cells,
-                                                              self.level)
+                self.decision, self.objective = racing.decide(
+                    con, self.exp.name, self.revision, point, cells, self.level
+                )
         except RecommendError as exc:  # no objective to race on (a metric without a direction): every cell runs
             if self.decision is None:
                 self.sweep.handler.stage(None, f"race: {exc}; every cell gets its {self.exp.racing.max} runs")
@@ -68,9 +71,12 @@ class Race:
                 batch = [run for run in batch if run.cell.cell_id in decision.contenders]
                 left = len(decision.contenders) * (r.max - repeat + 1)
                 self.sweep.handler.retotal(self.ran + left)
-                self.sweep.handler.stage(None, f"race after {repeat - 1} runs a cell: {len(decision.contenders)} of "
-                                               f"{len(cells)} cells still race on {self.objective}; at most {left} "
-                                               f"runs to go")
+                self.sweep.handler.stage(
+                    None,
+                    f"race after {repeat - 1} runs a cell: {len(decision.contenders)} of "
+                    f"{len(cells)} cells still race on {self.objective}; at most {left} "
+                    f"runs to go",
+                )
             for run in batch:
                 why = self._budget(started)
                 if why:
@@ -91,9 +97,13 @@ class Race:
         if d is None or d.best is None:
             return f"race: undecided: {self.ended or 'no run of it ended ok'}"
         if d.decided:
-            return (f"race: decided on {self.objective}: {label(d.best)} is the best; every other cell was shown "
-                    f"worse (or out of the objective's where) after {self.skipped + self.ran} runs, of at most "
-                    f"{len(d.contenders) + len(d.out)} cells × {self.exp.racing.max}")
+            return (
+                f"race: decided on {self.objective}: {label(d.best)} is the best; every other cell was shown "
+                f"worse (or out of the objective's where) after {self.skipped + self.ran} runs, of at most "
+                f"{len(d.contenders) + len(d.out)} cells × {self.exp.racing.max}"
+            )
         tied = [label(c) for c in d.contenders if c != d.best]
-        return (f"race: undecided on {self.objective}: {self.ended}; {label(d.best)} leads, not told apart from "
-                f"{len(tied)} cell(s): {'; '.join(tied)}")
+        return (
+            f"race: undecided on {self.objective}: {self.ended}; {label(d.best)} leads, not told apart from "
+            f"{len(tied)} cell(s): {'; '.join(tied)}"
+        )

@@ -5,6 +5,7 @@ Without ``--db``, an experiment that only `cmx run --smoke` has run yet (cmx ini
 the README's install flow) is read from the smoke database, results/smoke.duckdb, and the command
 says so in one line on stderr; `cmx status` reads it when the default database holds no run at all.
 A ``--db`` given is always the one read."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -22,8 +23,9 @@ def _has_runs(path: Path, experiments: Iterable[str] | None) -> bool:
     with db.connect(path, read_only=True) as con:
         if experiments is None:
             return con.execute("SELECT count(*) FROM runs").fetchone()[0] > 0
-        return all(con.execute("SELECT count(*) FROM runs WHERE experiment = ?", [e]).fetchone()[0] > 0
-                   for e in experiments)
+        return all(
+            con.execute("SELECT count(*) FROM runs WHERE experiment = ?", [e]).fetchone()[0] > 0 for e in experiments
+        )
 
 
 def results_db(db_path: Path, *experiments: str, doing: str = "reading") -> Path:

@@ -3,6 +3,7 @@
 The tasks module is plain Celery (``shared_task``), the experiment uses the built-in ``tasks``
 workload; both are meant to be edited into the user's own benchmark.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,9 @@ def init(name: str, folder: Path) -> tuple[Path, Path]:
         if path.exists():
             raise InputError(Problem("already exists: choose another NAME or remove it", str(path)))
     schema = Path(COMMITTED).resolve()
-    schema_line = (f"# yaml-language-server: $schema={os.path.relpath(schema, folder.resolve())}\n"
-                   if schema.exists() else "")
+    schema_line = (
+        f"# yaml-language-server: $schema={os.path.relpath(schema, folder.resolve())}\n" if schema.exists() else ""
+    )
     folder.mkdir(parents=True, exist_ok=True)
     experiment.write_text(EXPERIMENT.format(name=name, module=module, path=experiment, schema_line=schema_line))
     tasks.write_text(TASKS.format(name=name))
@@ -114,17 +116,28 @@ def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
         raise InputError(Problem("already exists: choose another NAME or remove it", str(experiment)))
     busy = sum((r["rate_per_s"] or 0) * (r["runtime_p50"] or 0) for r in rows)
     base = max(1, math.ceil(round(busy, 6)))  # rounded: 4.0 + 2.0 must not ceil to 7
-    span = max((r["tasks"] / r["rate_per_s"]) for r in rows if r["rate_per_s"]) if any(
-        r["rate_per_s"] for r in rows) else 0
+    span = (
+        max((r["tasks"] / r["rate_per_s"]) for r in rows if r["rate_per_s"])
+        if any(r["rate_per_s"] for r in rows)
+        else 0
+    )
     schema = Path(COMMITTED).resolve()
-    schema_line = (f"# yaml-language-server: $schema={os.path.relpath(schema, folder.resolve())}\n"
-                   if schema.exists() else "")
+    schema_line = (
+        f"# yaml-language-server: $schema={os.path.relpath(schema, folder.resolve())}\n" if schema.exists() else ""
+    )
     folder.mkdir(parents=True, exist_ok=True)
-    experiment.write_text(FROM_PROFILE.format(
-        name=name, path=experiment, schema_line=schema_line,
-        profile=os.path.relpath(profile.resolve(), folder.resolve()), profile_name=profile.name,
-        busy=busy, concurrency=[base, 2 * base, 4 * base],
-        backend=REDIS if canvas_kinds(profile).get("chord") else "none",
-        timeout=f"{max(5, math.ceil(3 * span / 60))}m",
-        summary=", ".join(f"{r['name']} {r['tasks']:,}" for r in rows[:5]) + (" …" if len(rows) > 5 else "")))
+    experiment.write_text(
+        FROM_PROFILE.format(
+            name=name,
+            path=experiment,
+            schema_line=schema_line,
+            profile=os.path.relpath(profile.resolve(), folder.resolve()),
+            profile_name=profile.name,
+            busy=busy,
+            concurrency=[base, 2 * base, 4 * base],
+            backend=REDIS if canvas_kinds(profile).get("chord") else "none",
+            timeout=f"{max(5, math.ceil(3 * span / 60))}m",
+            summary=", ".join(f"{r['name']} {r['tasks']:,}" for r in rows[:5]) + (" …" if len(rows) > 5 else ""),
+        )
+    )
     return experiment

@@ -1,6 +1,7 @@
 """What ``cmx run`` says once a sweep's runs are stored: its thresholds checked on its point (stored
 in ``threshold_checks``), and, when the experiment has history, that history's statistics computed
 as ``cmx trend`` would and the changes at this sweep said that night."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,13 @@ def check_point_thresholds(exp, cells, sweep, db_path: Path, varying: list[str])
     from cmx.analysis.thresholds import check, render
 
     with views.connect(db_path) as con:
-        checks = check(con, db.point_sweeps(con, sweep.resumes or sweep.sweep_id), [c.cell_id for c in cells],
-                       dict(exp.thresholds), exp.parsed_thresholds())
+        checks = check(
+            con,
+            db.point_sweeps(con, sweep.resumes or sweep.sweep_id),
+            [c.cell_id for c in cells],
+            dict(exp.thresholds),
+            exp.parsed_thresholds(),
+        )
         db.record_threshold_checks(con, sweep.sweep_id, [c.row() for c in checks])
     out.print(render(checks, labels_of(cells, varying)))
     return sum(not c.held for c in checks)
@@ -30,8 +36,10 @@ def labels_of(cells, varying: list[str]) -> dict[str, str]:
     """Each cell as the summary names it: its varying dimensions (its id when none vary)."""
     from cmx.engine.model.cells import value_text
 
-    return {c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
-            for c in cells}
+    return {
+        c.cell_id: " ".join(f"{k}={value_text(c.values[k])}" for k in varying if k in c.values) or c.cell_id
+        for c in cells
+    }
 
 
 #: Seconds the sweep's end computes its history before it says it is doing so.
@@ -62,12 +70,20 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
     worker.start()
     worker.join(HISTORY_NOTICE_S)
     if worker.is_alive():  # a history no sweep's end computed before (an upgrade of cmx, an imported one)
-        out.print(f"history: computing the statistics of {experiment}'s history once (later sweeps read them back)…",
-                  markup=False, highlight=False, soft_wrap=True)
+        out.print(
+            f"history: computing the statistics of {experiment}'s history once (later sweeps read them back)…",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         worker.join()
     if "error" in done:
-        err.print(f"warning: the history of {experiment} was not computed: {done['error']}", markup=False,
-                  highlight=False, soft_wrap=True)
+        err.print(
+            f"warning: the history of {experiment} was not computed: {done['error']}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     res = done.get("res")
     if res is None:
@@ -75,15 +91,21 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
     from cmx.engine.results.metricdefs import HEADLINE
 
     points = max(len(s.ats) for s in res.series)
-    changed = [f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
-               f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
-               for s, c in latest_verdicts(res, (HEADLINE,))]
+    changed = [
+        f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
+        f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
+        for s, c in latest_verdicts(res, (HEADLINE,))
+    ]
     others = len(latest_verdicts(res)) - len(changed)
     said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no headline change at this sweep"
     if others:
         said += f" ({others} change(s) of other metrics: not gating)"
-    out.print(f"history: {points} points of {experiment} (revision {revision}); {said}. `cmx trend {experiment}` "
-              f"shows them.", markup=False, highlight=False, soft_wrap=True)
+    out.print(
+        f"history: {points} points of {experiment} (revision {revision}); {said}. `cmx trend {experiment}` shows them.",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _signed(value: float | None, spec: str) -> str:

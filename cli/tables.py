@@ -12,6 +12,7 @@ fits it to the console's width instead of letting rich squeeze it.
 The console's width is the terminal's, or ``COLUMNS``, or :data:`LOG_WIDTH` where there is no
 terminal (a log gets the same table a terminal of that width would).
 """
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -84,14 +85,18 @@ def fit(table: Table, width: int, keep: int | None = None, wide: bool = False) -
         gone = table.columns.pop()
         left.append(_plain(gone.header))
     if left:
-        note = Text(f"{len(left)} column(s) left out to fit {width} columns ({', '.join(reversed(left))}): "
-                    "--wide shows every column", style="yellow")
+        note = Text(
+            f"{len(left)} column(s) left out to fit {width} columns ({', '.join(reversed(left))}): "
+            "--wide shows every column",
+            style="yellow",
+        )
         caption = table.caption
         if caption is None:
             table.caption = note
         else:
-            table.caption = Text.assemble(caption if isinstance(caption, Text) else Text.from_markup(caption),
-                                          "\n", note)
+            table.caption = Text.assemble(
+                caption if isinstance(caption, Text) else Text.from_markup(caption), "\n", note
+            )
     return table
 
 
@@ -106,7 +111,8 @@ def show(console: Console, table: Table, keep: int | None = None, wide: bool = F
     fit(table, console.width, keep=keep, wide=wide)
     if wide:
         width = max(console.width, natural_width(table))
-        Console(file=console.file, width=width, force_terminal=console.is_terminal,
-                no_color=console.no_color).print(table)
+        Console(file=console.file, width=width, force_terminal=console.is_terminal, no_color=console.no_color).print(
+            table
+        )
     else:
         console.print(table)

@@ -1,4 +1,5 @@
 """Errors that reach the user: bad input is reported as ``FILE:LINE:COL: message`` and exits 2."""
+
 from __future__ import annotations
 
 import difflib

@@ -6,6 +6,7 @@ matrix, ``repeats: 1000000000000``) must be refused in well under a second, at i
 column, before any host is provisioned, instead of exhausting memory or failing hours later.
 The numbers are far above anything the reference studies need; each names what it protects.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,22 +57,26 @@ MAX_PARAM = {
     "queries": 1_000_000,
     "client_threads": 10_000,
     "inner_workers": 10_000,
-    "payload_bytes": 64 * 1024 * 1024,   # one task message; brokers cap messages near here
-    "size_mb": 64 * 1024,                # memory a unit allocates (64 GiB)
-    "rate": 10_000_000.0,                # tasks per second
+    "payload_bytes": 64 * 1024 * 1024,  # one task message; brokers cap messages near here
+    "size_mb": 64 * 1024,  # memory a unit allocates (64 GiB)
+    "rate": 10_000_000.0,  # tasks per second
 }
 #: Any other integer param.
 MAX_INT_PARAM = 10**12
 
 
 def file_too_big(size: int) -> str:
-    return (f"the file is {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} "
-            f"(an experiment or inventory is a few KB): is this the right file?")
+    return (
+        f"the file is {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} "
+        f"(an experiment or inventory is a few KB): is this the right file?"
+    )
 
 
 def too_many_cells(count: int, cap: int) -> str:
-    return (f"the matrix expands to {count:,} cells, over the limit of {cap:,}: "
-            f"narrow it, or pass --max-cells {count} if you really mean it")
+    return (
+        f"the matrix expands to {count:,} cells, over the limit of {cap:,}: "
+        f"narrow it, or pass --max-cells {count} if you really mean it"
+    )
 
 
 def _number(value: Any) -> bool:
@@ -146,6 +151,7 @@ def count_cells(data: dict) -> tuple[int, tuple]:
     if isinstance(include, list):
         count += len(include)
     return count, where
+
 
 # --------------------------------------------------------------------------- package versions
 

@@ -8,6 +8,7 @@ system, and pip installs wheels unzipped. Nothing is ever written under ``ROOT``
 be read-only and shared, a checkout is somebody's working tree; what a sweep makes goes to its
 results folder (the ``--db``'s).
 """
+
 from __future__ import annotations
 
 import os

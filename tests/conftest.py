@@ -1,4 +1,5 @@
 """Shared test helpers: run the real `cmx` CLI, write experiments, read the results database."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ CMX = [sys.executable, "-m", "cmx.cli.main"]
 def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run the real CLI as a user would, from the repository (the user's workspace)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([*CMX, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env=env)
+    return subprocess.run(
+        [*CMX, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
+    )
 
 
 def write(path: Path, body: str) -> Path:
@@ -30,8 +32,9 @@ def write(path: Path, body: str) -> Path:
     return path
 
 
-def local_inventory(path: Path, workdir: Path, *, brokers: dict | None = None, backends: dict | None = None,
-                    seeded: bool = True) -> Path:
+def local_inventory(
+    path: Path, workdir: Path, *, brokers: dict | None = None, backends: dict | None = None, seeded: bool = True
+) -> Path:
     """An inventory of this machine alone, over Ansible's local connection with the controller's own
     Python (``ansible_playbook_python``) for Ansible and the hosts' venvs, its work dir ``workdir``:
     localhost in brokers (with the host variables ``brokers``), workers and drivers, and in backends
@@ -45,12 +48,20 @@ def local_inventory(path: Path, workdir: Path, *, brokers: dict | None = None, b
     def group(name: str, hostvars: dict | None) -> str:
         return f"    {name}: {{hosts: {{localhost: {json.dumps(hostvars) if hostvars else ''}}}}}"
 
-    lines = ["all:", "  vars:", "    ansible_connection: local",
-             '    ansible_python_interpreter: "{{ ansible_playbook_python }}"',
-             '    python_env_interpreter: "{{ ansible_playbook_python }}"', f"    cmx_workdir: {workdir}",
-             "  children:", group("brokers", brokers or {}),
-             *([group("backends", backends)] if backends is not None else []),
-             group("workers", None), group("drivers", None), ""]
+    lines = [
+        "all:",
+        "  vars:",
+        "    ansible_connection: local",
+        '    ansible_python_interpreter: "{{ ansible_playbook_python }}"',
+        '    python_env_interpreter: "{{ ansible_playbook_python }}"',
+        f"    cmx_workdir: {workdir}",
+        "  children:",
+        group("brokers", brokers or {}),
+        *([group("backends", backends)] if backends is not None else []),
+        group("workers", None),
+        group("drivers", None),
+        "",
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     return path
@@ -99,8 +110,16 @@ def run_processes(db: Path | None = None) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "cwd"]):
         where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
-        if not any(s in where for s in ("cmx.workloads.app.worker", "cmx.workloads.host.sampler",
-                                        "cmx.workloads.app.driver", "multiprocessing", "/runs/")):
+        if not any(
+            s in where
+            for s in (
+                "cmx.workloads.app.worker",
+                "cmx.workloads.host.sampler",
+                "cmx.workloads.app.driver",
+                "multiprocessing",
+                "/runs/",
+            )
+        ):
             continue
         if run_ids is None or any(r in where for r in run_ids):
             found.append(p)
@@ -124,8 +143,11 @@ def driving(workdir: Path) -> set[str]:
     found = set()
     for p in psutil.process_iter(["cmdline", "cwd"]):
         cwd = p.info["cwd"] or ""
-        if ("cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or []) and cwd.startswith(str(workdir))
-                and (Path(cwd) / "driver.pid").exists()):
+        if (
+            "cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or [])
+            and cwd.startswith(str(workdir))
+            and (Path(cwd) / "driver.pid").exists()
+        ):
             found.add(Path(cwd).name)
     return found
 

@@ -14,6 +14,7 @@ shebang), and Python finds the venv by the ``pyvenv.cfg`` beside that link. The 
 template's byte code, so every copy shares it; a process that writes byte code replaces the file
 (a new inode), so no copy ever changes the template.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,11 +61,23 @@ def _template(interpreter: str) -> Path:
 def local_inventory(path: Path, workdir: Path, interpreter: str = sys.executable) -> Path:
     """An inventory of this machine alone (every group), Ansible's local connection, its work dir
     ``workdir``, venvs made from ``interpreter``."""
-    path.write_text("\n".join([
-        "all:", "  vars:", "    ansible_connection: local", f"    ansible_python_interpreter: {sys.executable}",
-        f"    python_env_interpreter: {interpreter}", f"    cmx_workdir: {workdir}",
-        "  children:", "    brokers: {hosts: {localhost: }}", "    workers: {hosts: {localhost: }}",
-        "    drivers: {hosts: {localhost: }}", ""]))
+    path.write_text(
+        "\n".join(
+            [
+                "all:",
+                "  vars:",
+                "    ansible_connection: local",
+                f"    ansible_python_interpreter: {sys.executable}",
+                f"    python_env_interpreter: {interpreter}",
+                f"    cmx_workdir: {workdir}",
+                "  children:",
+                "    brokers: {hosts: {localhost: }}",
+                "    workers: {hosts: {localhost: }}",
+                "    drivers: {hosts: {localhost: }}",
+                "",
+            ]
+        )
+    )
     return path
 
 
@@ -84,8 +97,12 @@ def seed(workdirs, interpreter: str) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         for name in PARTS:
             if not (workdir / name).exists():  # hard links; a copy where they cannot be (another filesystem)
-                if subprocess.run(["cp", "-al", str(template / name), str(workdir / name)],
-                                  capture_output=True).returncode != 0:
+                if (
+                    subprocess.run(
+                        ["cp", "-al", str(template / name), str(workdir / name)], capture_output=True
+                    ).returncode
+                    != 0
+                ):
                     shutil.rmtree(workdir / name, ignore_errors=True)
                     subprocess.run(["cp", "-a", str(template / name), str(workdir / name)], check=True)
 

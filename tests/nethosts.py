@@ -5,6 +5,7 @@ no package index; they share this machine's filesystem, which is why every file 
 lives under a per-host work dir. Traffic goes only to these addresses. Needs root, iproute2 and
 openssh-server (`.ci/run` installs it).
 """
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,12 @@ def _free_tag() -> int:
     start = os.getpid() % 200
     for k in range(200):
         tag = (start + k) % 200 + 20
-        if tag not in _TAKEN and f"cmxbr{tag}" not in links and f"cmx{tag}v" not in links \
-                and f"cmx{tag}h" not in spaces:
+        if (
+            tag not in _TAKEN
+            and f"cmxbr{tag}" not in links
+            and f"cmx{tag}v" not in links
+            and f"cmx{tag}h" not in spaces
+        ):
             _TAKEN.add(tag)
             return tag
     raise RuntimeError("no free test-host tag: leftover cmx* links or namespaces (ip -o link; ip netns)")
@@ -102,16 +107,30 @@ class NetHosts:
             hostkey = self.root / f"{h.name}_host_key"
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hostkey))
             conf = self.root / f"{h.name}_sshd_config"
-            conf.write_text("\n".join([
-                f"ListenAddress {h.address}", "Port 22", f"HostKey {hostkey}", f"PidFile {self.root}/{h.name}_sshd.pid",
-                "StrictModes no", "UsePAM no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-                "PermitRootLogin prohibit-password", f"AuthorizedKeysFile {self.root}/authorized_keys",
-                "Subsystem sftp internal-sftp", "LogLevel ERROR",
-                # Each ssh command runs this machine's root shell set-up (~/.bashrc): where it has
-                # pyenv, that takes pyenv's rehash lock and waits up to 60 s for it, so one session
-                # cut off while it held the lock (a killed controller, a stopped test) left every
-                # later login hanging (seen 2026-11-26). No wait: a held lock skips the rehash.
-                "SetEnv PYENV_REHASH_TIMEOUT=0", ""]))
+            conf.write_text(
+                "\n".join(
+                    [
+                        f"ListenAddress {h.address}",
+                        "Port 22",
+                        f"HostKey {hostkey}",
+                        f"PidFile {self.root}/{h.name}_sshd.pid",
+                        "StrictModes no",
+                        "UsePAM no",
+                        "PasswordAuthentication no",
+                        "KbdInteractiveAuthentication no",
+                        "PermitRootLogin prohibit-password",
+                        f"AuthorizedKeysFile {self.root}/authorized_keys",
+                        "Subsystem sftp internal-sftp",
+                        "LogLevel ERROR",
+                        # Each ssh command runs this machine's root shell set-up (~/.bashrc): where it has
+                        # pyenv, that takes pyenv's rehash lock and waits up to 60 s for it, so one session
+                        # cut off while it held the lock (a killed controller, a stopped test) left every
+                        # later login hanging (seen 2026-11-26). No wait: a held lock skips the rehash.
+                        "SetEnv PYENV_REHASH_TIMEOUT=0",
+                        "",
+                    ]
+                )
+            )
             sh("ip", "netns", "exec", h.ns, SSHD, "-f", str(conf))
         for h in self.hosts:
             self._wait_ssh(h)
@@ -146,8 +165,14 @@ class NetHosts:
         out = subprocess.run(["ip", "netns", "pids", h.ns], capture_output=True, text=True).stdout
         return [int(p) for p in out.split()]
 
-    def inventory(self, path: Path, groups: dict[str, list[str]], workdir_root: Path, seeded: bool = False,
-                  hostvars: dict[str, dict[str, str]] | None = None) -> Path:
+    def inventory(
+        self,
+        path: Path,
+        groups: dict[str, list[str]],
+        workdir_root: Path,
+        seeded: bool = False,
+        hostvars: dict[str, dict[str, str]] | None = None,
+    ) -> Path:
         """An Ansible inventory (YAML) for these hosts; ``groups`` maps a group to host names.
         ``seeded``: the grouped hosts' work dirs hold a provisioned venv already (tests/hostseed.py),
         for tests whose subject is not provisioning. ``hostvars``: more variables of a host."""
@@ -156,19 +181,26 @@ class NetHosts:
             from tests.hostseed import seed
 
             seed(sorted({workdir_root / n for names in groups.values() for n in names if n in by_name}), HOST_PYTHON)
-        lines = ["all:", "  vars:", "    ansible_user: root",
-                 f"    ansible_ssh_private_key_file: {self.key}",
-                 "    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                 "-o LogLevel=ERROR",
-                 "    ansible_python_interpreter: /usr/bin/python3",
-                 f"    python_env_interpreter: {HOST_PYTHON}",
-                 "  hosts:"]
+        lines = [
+            "all:",
+            "  vars:",
+            "    ansible_user: root",
+            f"    ansible_ssh_private_key_file: {self.key}",
+            "    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+            "-o LogLevel=ERROR",
+            "    ansible_python_interpreter: /usr/bin/python3",
+            f"    python_env_interpreter: {HOST_PYTHON}",
+            "  hosts:",
+        ]
         for h in self.hosts:
-            lines += [f"    {h.name}:", f"      ansible_host: {h.address}",
-                      f"      cmx_workdir: {workdir_root}/{h.name}",
-                      f"      postgres_data_dir: {self.postgres_dir(h)}",
-                      f"      rabbitmq_base_dir: /var/lib/cmx-rabbitmq/test{self.tag}-{h.name}",
-                      f"      rabbitmq_nodename: cmx-test{self.tag}-{h.name}@localhost"]
+            lines += [
+                f"    {h.name}:",
+                f"      ansible_host: {h.address}",
+                f"      cmx_workdir: {workdir_root}/{h.name}",
+                f"      postgres_data_dir: {self.postgres_dir(h)}",
+                f"      rabbitmq_base_dir: /var/lib/cmx-rabbitmq/test{self.tag}-{h.name}",
+                f"      rabbitmq_nodename: cmx-test{self.tag}-{h.name}@localhost",
+            ]
             lines += [f"      {k}: {v}" for k, v in (hostvars or {}).get(h.name, {}).items()]
         lines.append("  children:")
         for group, names in groups.items():

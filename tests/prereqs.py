@@ -3,6 +3,7 @@
 `make test` installs what the multi-host and browser tests need (.ci/test-deps); when something is
 still missing the test fails saying what, unless the user opts out with CMX_ALLOW_SKIP=1 (then it
 is skipped, and `pytest -ra` lists it)."""
+
 from __future__ import annotations
 
 import os
@@ -18,5 +19,7 @@ def require(missing: str | None) -> None:
         return
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(f"{missing} ({OPT_OUT}=1)")
-    pytest.fail(f"{missing}: run .ci/test-deps (as root) to install it, or set {OPT_OUT}=1 to skip "
-                "this test knowingly", pytrace=False)
+    pytest.fail(
+        f"{missing}: run .ci/test-deps (as root) to install it, or set {OPT_OUT}=1 to skip this test knowingly",
+        pytrace=False,
+    )

@@ -8,6 +8,7 @@ A user's own workload class imports ``Workload`` and ``WorkloadParams`` from
 ``cmx.workloads.catalog.base``; ``cmx.workloads.base``, where earlier releases documented them, is
 still that module (:data:`MOVED`, imported only when asked for), so a user's file keeps working.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -10,6 +10,7 @@ code. An unknown marker fails the build.
 
 Run alone, it prints one part: ``.venv/bin/python docs/hooks/gen_reference.py cli``.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 # --- cli -------------------------------------------------------------------------------------
 
+
 def command_paths() -> list[list[str]]:
     """Every command of ``cmx`` as its words (``["run"]``, ``["services", "up"]``), in --help order."""
     import typer.main
@@ -57,8 +59,13 @@ def help_text(words: list[str]) -> str:
 
     from cmx.cli.main import app
 
-    result = CliRunner().invoke(app, [*words, "--help"], prog_name="cmx", color=False,
-                                env={"COLUMNS": HELP_WIDTH, "NO_COLOR": "1", "TERM": "dumb"})
+    result = CliRunner().invoke(
+        app,
+        [*words, "--help"],
+        prog_name="cmx",
+        color=False,
+        env={"COLUMNS": HELP_WIDTH, "NO_COLOR": "1", "TERM": "dumb"},
+    )
     if result.exit_code != 0:
         raise RuntimeError(f"cmx {' '.join(words)} --help exited {result.exit_code}: {result.output}")
     return "\n".join(line.rstrip() for line in result.output.strip("\n").splitlines())
@@ -72,6 +79,7 @@ def cli() -> str:
 
 
 # --- schema ----------------------------------------------------------------------------------
+
 
 def _type(spec: dict) -> str:
     """A short human form of a JSON Schema type: ``integer ≥ 1``, ``one of: redis, rabbitmq``."""
@@ -87,8 +95,11 @@ def _type(spec: dict) -> str:
     kind = spec.get("type", "any")
     if kind == "array":
         return f"list of {_type(spec.get('items', {}))}"
-    bounds = [f"{sign} {spec[k]}" for k, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"),
-                                                   ("maximum", "≤"), ("exclusiveMaximum", "<")) if k in spec]
+    bounds = [
+        f"{sign} {spec[k]}"
+        for k, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+        if k in spec
+    ]
     if "pattern" in spec and kind == "string" and not bounds:
         bounds = ["(a duration: `10m`, `5s`, `250ms`)"] if "ms|h|m|s" in spec["pattern"] else []
     return " ".join([kind, *bounds])
@@ -101,9 +112,15 @@ def _default(spec: dict) -> str:
 def _properties(obj: dict, defaults: dict | None = None) -> str:
     """A table of an object's keys; ``defaults`` gives those the schema does not (the dimensions')."""
     defaults = defaults or {}
-    rows = [[f"`{name}`", _type(spec),
-             _default(spec) or (f"`{json.dumps(defaults[name])}`" if name in defaults else ""),
-             spec.get("description", "")] for name, spec in obj.get("properties", {}).items()]
+    rows = [
+        [
+            f"`{name}`",
+            _type(spec),
+            _default(spec) or (f"`{json.dumps(defaults[name])}`" if name in defaults else ""),
+            spec.get("description", ""),
+        ]
+        for name, spec in obj.get("properties", {}).items()
+    ]
     return _table(["key", "type", "default", "meaning"], rows)
 
 
@@ -114,18 +131,42 @@ def schema() -> str:
 
     s = experiment_schema()
     defs = s["$defs"]
-    parts = ["## Top-level keys", "", _properties(s), "",
-             "## `workload`", "", _properties(defs["WorkloadSpec"]), "",
-             "## `repeats` as a race", "", _properties(defs["Racing"]), "",
-             "## `limits`", "", defs["Limits"].get("description", ""), "", _properties(defs["Limits"]), "",
-             "## Dimensions", "",
-             "The keys of `fixed`, `matrix`, `zip`, `exclude` and `include`: each built-in dimension, and "
-             "the name patterns for workload params, Celery settings, worker switches and package versions "
-             "(`matrix` and `zip` take a non-empty list of the value; `exclude` a value or a list of them).", "",
-             _properties(defs["cmx_fixed"], {d.name: d.default for d in DIMENSIONS}), "",
-             _table(["key pattern", "type", "meaning"],
-                    [[f"`{p}`", _type(v) if set(v) - {"description"} else "any", v.get("description", "")]
-                     for p, v in defs["cmx_fixed"]["patternProperties"].items()]), ""]
+    parts = [
+        "## Top-level keys",
+        "",
+        _properties(s),
+        "",
+        "## `workload`",
+        "",
+        _properties(defs["WorkloadSpec"]),
+        "",
+        "## `repeats` as a race",
+        "",
+        _properties(defs["Racing"]),
+        "",
+        "## `limits`",
+        "",
+        defs["Limits"].get("description", ""),
+        "",
+        _properties(defs["Limits"]),
+        "",
+        "## Dimensions",
+        "",
+        "The keys of `fixed`, `matrix`, `zip`, `exclude` and `include`: each built-in dimension, and "
+        "the name patterns for workload params, Celery settings, worker switches and package versions "
+        "(`matrix` and `zip` take a non-empty list of the value; `exclude` a value or a list of them).",
+        "",
+        _properties(defs["cmx_fixed"], {d.name: d.default for d in DIMENSIONS}),
+        "",
+        _table(
+            ["key pattern", "type", "meaning"],
+            [
+                [f"`{p}`", _type(v) if set(v) - {"description"} else "any", v.get("description", "")]
+                for p, v in defs["cmx_fixed"]["patternProperties"].items()
+            ],
+        ),
+        "",
+    ]
     for name in registry.names():
         ref = registry.WORKLOADS[name].Params.__name__
         parts += [f"## `workload.params` of `{name}`", "", _properties(defs[ref]), ""]
@@ -134,18 +175,22 @@ def schema() -> str:
 
 # --- metrics ---------------------------------------------------------------------------------
 
+
 def metrics() -> str:
     from cmx.engine.results.metricdefs import METRICS, group_of
 
-    rows = [[f"`{m.name}`", m.unit, m.better.value, group_of(m.name) if m.group else "", m.label, m.description]
-            for m in METRICS.values()]
+    rows = [
+        [f"`{m.name}`", m.unit, m.better.value, group_of(m.name) if m.group else "", m.label, m.description]
+        for m in METRICS.values()
+    ]
     return _table(["metric", "unit", "better", "group", "label", "what it measures"], rows)
 
 
 # --- SQL views and the database --------------------------------------------------------------
 
-_CREATES = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(VIEW|TABLE|MACRO)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
-                      re.I)
+_CREATES = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(VIEW|TABLE|MACRO)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I
+)
 
 
 def _header(text: str) -> str:
@@ -169,8 +214,9 @@ _ROOT = _root()
 
 
 def sql_files() -> list[Path]:
-    return (sorted((_ROOT / "analysis" / "sql").glob("*.sql"))
-            + sorted((_ROOT / "engine" / "results" / "sql").glob("*.sql")))
+    return sorted((_ROOT / "analysis" / "sql").glob("*.sql")) + sorted(
+        (_ROOT / "engine" / "results" / "sql").glob("*.sql")
+    )
 
 
 def _columns() -> dict[str, list[tuple[str, str]]]:
@@ -178,8 +224,10 @@ def _columns() -> dict[str, list[tuple[str, str]]]:
     from cmx.analysis import views
 
     with tempfile.TemporaryDirectory() as tmp, views.connect(Path(tmp) / "ref.duckdb") as con:
-        rows = con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() "
-                           "WHERE NOT internal ORDER BY table_name, column_index").fetchall()
+        rows = con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE NOT internal ORDER BY table_name, column_index"
+        ).fetchall()
     out: dict[str, list[tuple[str, str]]] = {}
     for table, column, kind in rows:
         out.setdefault(table, []).append((column, kind))
@@ -214,6 +262,7 @@ PARTS = {"cli": cli, "schema": schema, "metrics": metrics, "sql-views": sql_view
 
 def fill(markdown: str, where: str = "") -> str:
     """The page with every marker replaced by its part."""
+
     def part(match: re.Match) -> str:
         name = match.group(1)
         if name not in PARTS:

@@ -8,6 +8,7 @@ its first task: workloads/runtime/workerevents.py) per run, for :meth:`Agents.ev
 every agent every ``PING_EVERY_S`` so that its lease holds.
 If the controller dies, the agents' stdin ends and they stop everything they started.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,13 @@ class _Pending:
 
 
 class Agent:
-    def __init__(self, conn: Connection, argv: list[str], log: Path,
-                 on_event: Callable[[str, dict], None] = lambda run_id, event: None):
+    def __init__(
+        self,
+        conn: Connection,
+        argv: list[str],
+        log: Path,
+        on_event: Callable[[str, dict], None] = lambda run_id, event: None,
+    ):
         self.conn, self.argv, self.log, self.on_event = conn, argv, log, on_event
         self.proc: subprocess.Popen | None = None
         self._pending: dict[int, _Pending] = {}
@@ -65,8 +71,15 @@ class Agent:
         except OSError:  # a full or read-only results disk: the agent's own words are an aid only
             err = subprocess.DEVNULL
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         start_new_session=True, env=env, cwd="/")
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+                env=env,
+                cwd="/",
+            )
         finally:
             if err is not subprocess.DEVNULL:
                 err.close()
@@ -207,8 +220,9 @@ class Agent:
             self.proc.wait(5)
 
 
-def wait(pending: _Pending, timeout: float, cancel: Callable[[], bool] | None = None,
-         tick: Callable[[], None] | None = None) -> dict:
+def wait(
+    pending: _Pending, timeout: float, cancel: Callable[[], bool] | None = None, tick: Callable[[], None] | None = None
+) -> dict:
     """The answer; AgentLost when the agent went away, TimeoutError after ``timeout`` s,
     InterruptedError as soon as ``cancel()`` is true. ``tick()`` is called while waiting, every 50 ms."""
     deadline = time.monotonic() + timeout
@@ -243,8 +257,9 @@ class Agents:
             if h in self.agents and self.agents[h].alive:
                 continue
             conn = self.conns[h]
-            agent = Agent(conn, conn.agent_command(self.lib_key, self.lease_s), self.log_dir / f"{h}.log",
-                          self._on_event)
+            agent = Agent(
+                conn, conn.agent_command(self.lib_key, self.lease_s), self.log_dir / f"{h}.log", self._on_event
+            )
             try:
                 agent.start()
             except OSError as exc:

@@ -1,4 +1,5 @@
 """Running our playbooks through ansible-runner, with secrets kept off disk and failures named."""
+
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ from typing import Any, Callable
 
 from cmx.engine.hosts.outcome import Failure, Outcome
 from cmx.engine.paths import PLAYBOOKS, ROLES
+
 #: Ansible's own ssh_args plus keepalives: a host that drops off the network mid-run (its
 #: link down, powered off) ends its persistent SSH connection within 15 s, so the next task on
 #: it fails as unreachable instead of hanging on the dead connection until the playbook's
@@ -48,13 +50,25 @@ def _failure(event: dict) -> Failure:
     msg = res.get("stderr") or res.get("msg") or res.get("stdout") or "no message"
     if "censored" in res:  # a no_log task: its arguments held secrets, so does its output
         msg = "failed; not logged as its arguments hold secrets"
-    return Failure(host=data.get("host", "?"), task=data.get("task", "?"), message=_one_line(msg),
-                   unreachable=event.get("event") == "runner_on_unreachable", timed_out=bool(res.get("timedout")))
+    return Failure(
+        host=data.get("host", "?"),
+        task=data.get("task", "?"),
+        message=_one_line(msg),
+        unreachable=event.get("event") == "runner_on_unreachable",
+        timed_out=bool(res.get("timedout")),
+    )
 
 
-def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[str, Any],
-                 secrets: dict[str, str], timeout: float | None = None,
-                 cancel: Callable[[], bool] | None = None, forks: int = 0) -> PlaybookResult:
+def run_playbook(
+    name: str,
+    inventory: Path,
+    private_dir: Path,
+    extravars: dict[str, Any],
+    secrets: dict[str, str],
+    timeout: float | None = None,
+    cancel: Callable[[], bool] | None = None,
+    forks: int = 0,
+) -> PlaybookResult:
     """Run ``engine/hosts/playbooks/<name>`` against ``inventory``. ``secrets`` reach the playbook as
     environment variables only. ansible-runner writes that environment (``artifacts/*/command``)
     and the job events to its private data dir, so that dir is a private temporary one (0700),
@@ -101,10 +115,18 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
     (tmp / "owner.pid").write_text(str(os.getpid()))
     try:
         r = ansible_runner.run(
-            private_data_dir=str(tmp), playbook=str(PLAYBOOKS / name), inventory=str(inventory.resolve()),
-            extravars=extravars, envvars=envvars, suppress_env_files=True, quiet=True,
-            timeout=int(timeout) if timeout else None, cancel_callback=cancel or (lambda: False),
-            event_handler=on_event, rotate_artifacts=0, ident=name.removesuffix(".yml"),
+            private_data_dir=str(tmp),
+            playbook=str(PLAYBOOKS / name),
+            inventory=str(inventory.resolve()),
+            extravars=extravars,
+            envvars=envvars,
+            suppress_env_files=True,
+            quiet=True,
+            timeout=int(timeout) if timeout else None,
+            cancel_callback=cancel or (lambda: False),
+            event_handler=on_event,
+            rotate_artifacts=0,
+            ident=name.removesuffix(".yml"),
         )
         out = tmp / "artifacts" / name.removesuffix(".yml") / "stdout"
         if out.exists():
@@ -114,9 +136,14 @@ def run_playbook(name: str, inventory: Path, private_dir: Path, extravars: dict[
                 (private_dir / "stdout").unlink(missing_ok=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return PlaybookResult(status=r.status, rc=r.rc if r.rc is not None else -1, failures=tuple(failures),
-                          seconds=time.monotonic() - start, changed=tuple(changed),
-                           changed_per_host=_changed_per_host(stats))
+    return PlaybookResult(
+        status=r.status,
+        rc=r.rc if r.rc is not None else -1,
+        failures=tuple(failures),
+        seconds=time.monotonic() - start,
+        changed=tuple(changed),
+        changed_per_host=_changed_per_host(stats),
+    )
 
 
 def _reports_change(event: dict) -> bool:

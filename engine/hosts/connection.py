@@ -8,6 +8,7 @@ built from ``ansible_host``, ``ansible_port``, ``ansible_user``, ``ansible_ssh_p
 sudo), read and templated by Ansible itself. The command line holds no secret: those travel on
 the agent's stdin.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,10 +21,24 @@ from cmx.engine.errors import InputError, Problem
 #: Seconds ssh may take to connect (BatchMode: never a prompt).
 CONNECT_TIMEOUT_S = 10
 #: The variables read here, templated by Ansible (``{{ ansible_playbook_python }}`` and the like).
-_VARS = ("ansible_connection", "ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file",
-         "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_become", "ansible_become_user",
-         "ansible_become_method", "ansible_password", "ansible_ssh_pass", "cmx_workdir", "cmx_keep_host_files",
-         "celery_worker_ready_timeout", "python_env_interpreter")
+_VARS = (
+    "ansible_connection",
+    "ansible_host",
+    "ansible_port",
+    "ansible_user",
+    "ansible_ssh_private_key_file",
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+    "ansible_become",
+    "ansible_become_user",
+    "ansible_become_method",
+    "ansible_password",
+    "ansible_ssh_pass",
+    "cmx_workdir",
+    "cmx_keep_host_files",
+    "celery_worker_ready_timeout",
+    "python_env_interpreter",
+)
 #: The names of this machine itself (a host or a URL named so is reached without SSH).
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
@@ -47,21 +62,42 @@ class Connection:
         """The argv that starts this host's agent (through ssh unless local)."""
         python = f"{self.workdir}/venv/bin/python"
         env = [f"PYTHONPATH={self.workdir}/lib/{lib_key}", "PYTHONDONTWRITEBYTECODE=1", f"CMX_HOST={self.host}"]
-        agent = [python, "-m", "cmx.workloads.host.agent", "--host", self.host, "--workdir", self.workdir,
-                 "--lease", f"{lease_s:g}"]
+        agent = [
+            python,
+            "-m",
+            "cmx.workloads.host.agent",
+            "--host",
+            self.host,
+            "--workdir",
+            self.workdir,
+            "--lease",
+            f"{lease_s:g}",
+        ]
         remote = ["env", *env, *agent]
         if self.local:
             return ["sudo", "-n", "-u", self.become_user, "--", *remote] if self.become_user else remote
         command = shlex.join(remote)
         if self.become_user:  # sudo resets the environment: keep the address the clock is measured against
-            command = (f"sudo -n -u {shlex.quote(self.become_user)} -- env SSH_CLIENT=\"$SSH_CLIENT\" "
-                       f"SSH_CONNECTION=\"$SSH_CONNECTION\" {command}")
+            command = (
+                f"sudo -n -u {shlex.quote(self.become_user)} -- env SSH_CLIENT=\"$SSH_CLIENT\" "
+                f"SSH_CONNECTION=\"$SSH_CONNECTION\" {command}"
+            )
         return [*self.ssh_argv(), command]
 
     def ssh_argv(self) -> list[str]:
         """``ssh … -- ADDRESS``: the command line that reaches this host (a remote command follows)."""
-        ssh = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
-               "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+        ssh = [
+            "ssh",
+            "-T",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=3",
+        ]
         ssh += ["-p", str(self.port)] if self.port else []
         ssh += ["-l", self.user] if self.user else []
         ssh += ["-i", os.path.expanduser(self.key_file)] if self.key_file else []
@@ -92,9 +128,13 @@ def connections(inventory_path: Path, hosts: list[str]) -> dict[str, Connection]
                 try:
                     vals[key] = plain(templar.template(hv[key]))
                 except Exception as exc:  # an undefined variable in a template, a vault without password
-                    raise InputError(Problem(f"host '{name}': cannot read {key}: "
-                                             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
-                                             str(inventory_path))) from None
+                    raise InputError(
+                        Problem(
+                            f"host '{name}': cannot read {key}: "
+                            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                            str(inventory_path),
+                        )
+                    ) from None
         found[name] = _connection(name, vals, str(inventory_path))
     return found
 
@@ -102,34 +142,55 @@ def connections(inventory_path: Path, hosts: list[str]) -> dict[str, Connection]
 def _connection(name: str, vals: dict, where: str) -> Connection:
     workdir = str(vals.get("cmx_workdir") or f"/var/tmp/cmx/{name}")
     become = _true(vals.get("ansible_become"))
-    common = {"keep_files": _true(vals.get("cmx_keep_host_files")),
-              "interpreter": str(vals.get("python_env_interpreter") or "python3"),
-              "worker_ready_timeout": _seconds(name, "celery_worker_ready_timeout",
-                                               vals.get("celery_worker_ready_timeout", 60), where)}
+    common = {
+        "keep_files": _true(vals.get("cmx_keep_host_files")),
+        "interpreter": str(vals.get("python_env_interpreter") or "python3"),
+        "worker_ready_timeout": _seconds(
+            name, "celery_worker_ready_timeout", vals.get("celery_worker_ready_timeout", 60), where
+        ),
+    }
     if become and str(vals.get("ansible_become_method") or "sudo") != "sudo":
-        raise InputError(Problem(f"host '{name}': the cmx agent becomes another user with sudo only "
-                                 f"(ansible_become_method is {vals['ansible_become_method']})", where))
+        raise InputError(
+            Problem(
+                f"host '{name}': the cmx agent becomes another user with sudo only "
+                f"(ansible_become_method is {vals['ansible_become_method']})",
+                where,
+            )
+        )
     become_user = str(vals.get("ansible_become_user") or "root") if become else None
     conn = vals.get("ansible_connection")
     address = str(vals.get("ansible_host") or name)
     if conn == "local" or (conn is None and address in LOOPBACK):
         return Connection(name, True, workdir, become_user=become_user, **common)
     if conn not in (None, "ssh", "smart", "paramiko", "paramiko_ssh"):
-        raise InputError(Problem(f"host '{name}': ansible_connection {conn} is not supported by the cmx agent "
-                                 "(local or ssh)", where))
+        raise InputError(
+            Problem(f"host '{name}': ansible_connection {conn} is not supported by the cmx agent (local or ssh)", where)
+        )
     if vals.get("ansible_password") or vals.get("ansible_ssh_pass"):
-        raise InputError(Problem(f"host '{name}': the cmx agent connects with ssh keys only (BatchMode), but the "
-                                 "inventory gives a password: use ansible_ssh_private_key_file or an ssh agent",
-                                 where))
+        raise InputError(
+            Problem(
+                f"host '{name}': the cmx agent connects with ssh keys only (BatchMode), but the "
+                "inventory gives a password: use ansible_ssh_private_key_file or an ssh agent",
+                where,
+            )
+        )
     args: list[str] = []
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         if vals.get(key):
             args += shlex.split(str(vals[key]))
     port = vals.get("ansible_port")
-    return Connection(name, False, workdir, address=address, port=int(port) if port else None,
-                      user=str(vals["ansible_user"]) if vals.get("ansible_user") else None,
-                      key_file=str(vals["ansible_ssh_private_key_file"]) if vals.get("ansible_ssh_private_key_file")
-                      else None, ssh_args=tuple(args), become_user=become_user, **common)
+    return Connection(
+        name,
+        False,
+        workdir,
+        address=address,
+        port=int(port) if port else None,
+        user=str(vals["ansible_user"]) if vals.get("ansible_user") else None,
+        key_file=str(vals["ansible_ssh_private_key_file"]) if vals.get("ansible_ssh_private_key_file") else None,
+        ssh_args=tuple(args),
+        become_user=become_user,
+        **common,
+    )
 
 
 def _true(value) -> bool:
@@ -142,6 +203,7 @@ def _seconds(host: str, key: str, value, where: str) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if not 0 < seconds <= 3600:
-        raise InputError(Problem(f"host '{host}': {key} must be a number of seconds (up to 3600), got {value!r}",
-                                 where))
+        raise InputError(
+            Problem(f"host '{host}': {key} must be a number of seconds (up to 3600), got {value!r}", where)
+        )
     return seconds

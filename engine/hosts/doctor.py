@@ -7,6 +7,7 @@ backend URLs with their credentials, RabbitMQ's management API (the sampler's pr
 workloads/host/connprobes.py), the workload's PostgreSQL. URLs are printed redacted, and every
 line is scrubbed of the inventory's passwords besides.
 """
+
 from __future__ import annotations
 
 import threading
@@ -97,15 +98,30 @@ def run_all(tasks: list[Task]) -> list[Check]:
     # nothing). So it is imported here, before the checks' threads start.
     from kombu import Connection  # noqa: F401
 
-    threads = [threading.Thread(target=work, args=(i, t), daemon=True, name=f"cmx-doctor-{i}")
-               for i, t in enumerate(tasks)]
+    threads = [
+        threading.Thread(target=work, args=(i, t), daemon=True, name=f"cmx-doctor-{i}") for i, t in enumerate(tasks)
+    ]
     started = time.monotonic()
     for t in threads:
         t.start()
     for thread, task in zip(threads, tasks):
         thread.join(max(0.0, started + task.bound_s - time.monotonic()))
-    return [c for i, task in enumerate(tasks) for c in (results[i] or [
-        Check(task.what, task.where, FAIL, f"no answer within {task.bound_s:g} s", "see that it is up and reachable")])]
+    return [
+        c
+        for i, task in enumerate(tasks)
+        for c in (
+            results[i]
+            or [
+                Check(
+                    task.what,
+                    task.where,
+                    FAIL,
+                    f"no answer within {task.bound_s:g} s",
+                    "see that it is up and reachable",
+                )
+            ]
+        )
+    ]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -114,6 +130,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------------- services
+
 
 def _fix(url: str, var: str, inv_path: str) -> str:
     """Where the URL is this machine's: the exact commands that start it; else where to look."""
@@ -124,8 +141,10 @@ def _fix(url: str, var: str, inv_path: str) -> str:
         port = parts.port or service.schemes[parts.scheme]
         if port == local.port:
             return f"start it: `cmx services up` (runs: {localservices.command_text(local)})"
-        return (f"nothing answers on port {port}: `cmx services up` starts {local.name} on "
-                f"127.0.0.1:{local.port}; point {var} in {inv_path} there")
+        return (
+            f"nothing answers on port {port}: `cmx services up` starts {local.name} on "
+            f"127.0.0.1:{local.port}; point {var} in {inv_path} there"
+        )
     return f"is it running, and is {var} in {inv_path} right?"
 
 
@@ -137,8 +156,15 @@ def url_task(what: str, url: str, var: str, inv_path: str, probe: Callable[[], N
             probe()
         except Exception as exc:
             cause = exc.__cause__ or exc
-            return [Check(what, where, FAIL, f"does not answer: {type(cause).__name__}: {_first_line(cause)}",
-                          _fix(url, var, inv_path))]
+            return [
+                Check(
+                    what,
+                    where,
+                    FAIL,
+                    f"does not answer: {type(cause).__name__}: {_first_line(cause)}",
+                    _fix(url, var, inv_path),
+                )
+            ]
         return [Check(what, where, OK, "answers")]
 
     return Task(what, where, SERVICE_BOUND_S, run)
@@ -199,8 +225,18 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
             if url:
                 tasks.append(url_task(f"{target} {name}", url, var, path, probe(url)))
             else:  # a sweep starts its own (its role): nothing to reach yet
-                tasks.append(Task(f"{target} {name}", inv.hosts_of(group)[0], 1.0, lambda t=target, n=name, g=group: [
-                    Check(f"{t} {n}", inv.hosts_of(g)[0], OK, f"no {var} for it: the sweep starts its own there")]))
+                tasks.append(
+                    Task(
+                        f"{target} {name}",
+                        inv.hosts_of(group)[0],
+                        1.0,
+                        lambda t=target, n=name, g=group: [
+                            Check(
+                                f"{t} {n}", inv.hosts_of(g)[0], OK, f"no {var} for it: the sweep starts its own there"
+                            )
+                        ],
+                    )
+                )
     tasks += part_tasks(inv, needs)
     database = _database_url(inv)
     if needs.database or (needs.database is None and database):
@@ -208,9 +244,22 @@ def service_tasks(inv: Inventory, needs: Needs) -> list[Task]:
             tasks.append(url_task("database", database, "database_url", path, _backend_probe(database)))
         else:
             host = (inv.hosts_of("services") or ("group 'services'",))[0]
-            tasks.append(Task("database", host, 1.0, lambda: [Check(
-                "database", host, FAIL, "the workload queries a database and none is given",
-                f"give database_url to a host of group 'services' in {path}")]))
+            tasks.append(
+                Task(
+                    "database",
+                    host,
+                    1.0,
+                    lambda: [
+                        Check(
+                            "database",
+                            host,
+                            FAIL,
+                            "the workload queries a database and none is given",
+                            f"give database_url to a host of group 'services' in {path}",
+                        )
+                    ],
+                )
+            )
     return tasks
 
 
@@ -222,16 +271,32 @@ def part_tasks(inv: Inventory, needs: Needs) -> list[Task]:
     brokers = inv.hosts_of("brokers")
     for server in servers.SERVERS.values():
         given = [u for u in _urls(inv, BROKER) if urlsplit(u).scheme in server.schemes]
-        used = any(kinds.BROKERS[b].service == server.name for b in needs.brokers) if needs.brokers is not None \
+        used = (
+            any(kinds.BROKERS[b].service == server.name for b in needs.brokers)
+            if needs.brokers is not None
             else bool(given)
+        )
         for part in server.parts if used else ():
             url = inv.hostvars.get(brokers[0], {}).get(part.var) if brokers else None
             if url:
                 tasks.append(url_task(part.label, url, part.var, path, lambda p=part, u=url: p.check(u)))
             elif given:
-                tasks.append(Task(part.label, redact(given[0]), 1.0, lambda p=part, g=given: [Check(
-                    p.label, redact(g[0]), WARN, f"no {p.var}: {p.without}",
-                    f"give {p.var} for the brokers host in {path}")]))
+                tasks.append(
+                    Task(
+                        part.label,
+                        redact(given[0]),
+                        1.0,
+                        lambda p=part, g=given: [
+                            Check(
+                                p.label,
+                                redact(g[0]),
+                                WARN,
+                                f"no {p.var}: {p.without}",
+                                f"give {p.var} for the brokers host in {path}",
+                            )
+                        ],
+                    )
+                )
     return tasks
 
 

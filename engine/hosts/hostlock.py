@@ -12,6 +12,7 @@ address (or ``local``) and work dir: the kernel releases them when the holding c
 however it dies, so a killed sweep never leaves a host locked. They order sweeps started from one
 controller machine; sweeps from two controller machines on one host are not ordered by them.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -69,14 +70,18 @@ class HostLocks:
                 break
             except BlockingIOError:
                 if not said:
-                    self.say(f"cmx: host '{host}' ({k.split(':', 1)[1] if k.startswith('local:') else k}) is in use by "
-                             f"{_holder(path)}; waiting for it to end (at most {self.wait_s:g} s)")
+                    self.say(
+                        f"cmx: host '{host}' ({k.split(':', 1)[1] if k.startswith('local:') else k}) is in use by "
+                        f"{_holder(path)}; waiting for it to end (at most {self.wait_s:g} s)"
+                    )
                     said = True
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise HostError(f"host '{host}' is still in use by {_holder(path)} after {self.wait_s:g} s: "
-                                    "run again when it ends, give this sweep its own cmx_workdir, or raise "
-                                    "--host-wait") from None
+                    raise HostError(
+                        f"host '{host}' is still in use by {_holder(path)} after {self.wait_s:g} s: "
+                        "run again when it ends, give this sweep its own cmx_workdir, or raise "
+                        "--host-wait"
+                    ) from None
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({**self.owner, "pid": os.getpid(), "since": time.strftime("%H:%M:%S")}).encode(), 0)
@@ -95,7 +100,8 @@ class HostLocks:
 def _holder(path: Path) -> str:
     try:
         o = json.loads(path.read_text())
-        return (f"the sweep of '{o.get('experiment')}' (pid {o.get('pid')}, results {o.get('db')}, "
-                f"since {o.get('since')})")
+        return (
+            f"the sweep of '{o.get('experiment')}' (pid {o.get('pid')}, results {o.get('db')}, since {o.get('since')})"
+        )
     except (OSError, ValueError):
         return "another sweep"

@@ -3,6 +3,7 @@
 Parsed by Ansible's own ``InventoryManager`` (YAML or INI, the user's connection variables as they
 are). Host groups: ``brokers``, ``backends``, ``workers``, ``drivers``, ``services``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -97,8 +98,12 @@ class Inventory:
     def service_host(self) -> str:
         hosts = self.hosts_of("services")
         if not hosts:
-            raise InputError(Problem("the workload needs a host in group 'services' (its HTTP service or database "
-                                     "runs there)", str(self.path)))
+            raise InputError(
+                Problem(
+                    "the workload needs a host in group 'services' (its HTTP service or database runs there)",
+                    str(self.path),
+                )
+            )
         return hosts[0]
 
     def address(self, host: str) -> str:
@@ -110,8 +115,13 @@ class Inventory:
         host = self.service_host()
         url = self.hostvars.get(host, {}).get("database_url")
         if not url:
-            raise InputError(Problem(f"host '{host}' of group 'services' has no database_url (the workload queries a "
-                                     "database: give e.g. postgresql://user:pass@host:5432/db)", str(self.path)))
+            raise InputError(
+                Problem(
+                    f"host '{host}' of group 'services' has no database_url (the workload queries a "
+                    "database: give e.g. postgresql://user:pass@host:5432/db)",
+                    str(self.path),
+                )
+            )
         return str(url)
 
     def backend_url(self, kind: str) -> str | None:
@@ -131,9 +141,13 @@ class Inventory:
             return url
         if kinds.TARGETS[target][kind].provisionable:
             return servers.service_of(target, kind).provisioned_url(self, group, kinds.TARGETS[target][kind].db)
-        raise InputError(Problem(
-            f"host '{host}' of group '{group}' has no {var} for {kind} (give one whose scheme is "
-            f"{' or '.join(s + '://' for s in schemes)}, as a string or in a list)", str(self.path)))
+        raise InputError(
+            Problem(
+                f"host '{host}' of group '{group}' has no {var} for {kind} (give one whose scheme is "
+                f"{' or '.join(s + '://' for s in schemes)}, as a string or in a list)",
+                str(self.path),
+            )
+        )
 
 
 def _password(service: servers.Server, hostvars: dict[str, dict[str, Any]], groups: dict, secrets_dir: Path) -> str:
@@ -168,9 +182,14 @@ def _yaml_files(path: Path) -> list[Path]:
     found = [path] if path.is_file() and path.suffix in (".yml", ".yaml") else []
     for root in roots:
         if root.is_dir():
-            found += sorted(p for p in root.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()
-                            and not any(part.startswith(".") for part in p.relative_to(root).parts))
-    return found[:limits.MAX_INVENTORY_FILES]
+            found += sorted(
+                p
+                for p in root.rglob("*")
+                if p.suffix in (".yml", ".yaml")
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            )
+    return found[: limits.MAX_INVENTORY_FILES]
 
 
 def choose_inventory(option: Path | None, in_file: str | None, experiment_file: str | Path) -> Path:
@@ -214,8 +233,13 @@ def _missing_in_file(in_file: str, path: Path, experiment_file: str | Path) -> P
         line, col = load_yaml(experiment_file)[1].of(("inventory",))
     except InputError:
         pass
-    return Problem(f"inventory: {path} not found (a relative inventory is found from the experiment file's "
-                   "folder, or else from the current folder)", str(experiment_file), line, col)
+    return Problem(
+        f"inventory: {path} not found (a relative inventory is found from the experiment file's "
+        "folder, or else from the current folder)",
+        str(experiment_file),
+        line,
+        col,
+    )
 
 
 def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inventory:
@@ -241,17 +265,27 @@ def load_inventory(path: Path | str, secrets_dir: Path = Path("results")) -> Inv
     groups = {g: tuple(h.name for h in manager.groups[g].get_hosts()) for g in GROUPS if g in manager.groups}
     missing = [g for g in REQUIRED_GROUPS if not groups.get(g)]
     if missing:
-        raise InputError(Problem(f"inventory has no hosts in group(s) {', '.join(missing)} "
-                                 f"(every sweep needs brokers, workers and drivers)", str(path)))
+        raise InputError(
+            Problem(
+                f"inventory has no hosts in group(s) {', '.join(missing)} "
+                f"(every sweep needs brokers, workers and drivers)",
+                str(path),
+            )
+        )
     variables = VariableManager(loader=loader, inventory=manager)
     hostvars = {}
     for host in manager.list_hosts("all"):
         try:
             hv = variables.get_vars(host=host)
         except Exception as exc:  # a vaulted vars file without its password, a bad vars file
-            raise InputError(Problem(f"cannot read the variables of host '{host.name}': "
-                                     f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
-                                     str(path))) from None
-        hostvars[host.name] = {k: check(str(path), host.name, k, hv[k]) for k in VARIABLES
-                               if k in hv and hv[k] is not None}
+            raise InputError(
+                Problem(
+                    f"cannot read the variables of host '{host.name}': "
+                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                    str(path),
+                )
+            ) from None
+        hostvars[host.name] = {
+            k: check(str(path), host.name, k, hv[k]) for k in VARIABLES if k in hv and hv[k] is not None
+        }
     return Inventory(path=path, groups=groups, hostvars=hostvars, secrets_dir=secrets_dir)

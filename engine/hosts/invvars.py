@@ -8,6 +8,7 @@ Python value, and checked for type and URL syntax, so that ``broker_url: 12345``
 ``broker_url: true`` or ``redis://:pw@[::1`` is a one-line error naming host and variable
 instead of a traceback (or a run that fails after provisioning).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,8 +22,12 @@ from cmx.workloads.servers.registry import SERVERS
 #: false. Each server declares its own (workloads/servers/: ``inventory_variables``: its
 #: ``<service>_password`` and ``<service>_port``, and what else it reads).
 VARIABLES: dict[str, str] = {
-    "broker_url": "urls", "backend_url": "urls", "database_url": "url",
-    "cmx_workdir": "text", "ansible_host": "text", "cmx_service_port": "port",
+    "broker_url": "urls",
+    "backend_url": "urls",
+    "database_url": "url",
+    "cmx_workdir": "text",
+    "ansible_host": "text",
+    "cmx_service_port": "port",
     # A broker given by URL that restart_broker may restart (its place: the server's variables).
     "cmx_disposable": "flag",
     **{name: kind for server in SERVERS.values() for name, kind in server.inventory_variables.items()},
@@ -43,12 +48,21 @@ def vault_loader():
     password_file = C.config.get_config_value("DEFAULT_VAULT_PASSWORD_FILE")
     identities = C.config.get_config_value("DEFAULT_VAULT_IDENTITY_LIST") or []
     try:
-        secrets = CLI.setup_vault_secrets(loader, vault_ids=list(identities),
-                                          vault_password_files=[password_file] if password_file else [],
-                                          ask_vault_pass=False, auto_prompt=False, initialize_context=False)
+        secrets = CLI.setup_vault_secrets(
+            loader,
+            vault_ids=list(identities),
+            vault_password_files=[password_file] if password_file else [],
+            ask_vault_pass=False,
+            auto_prompt=False,
+            initialize_context=False,
+        )
     except Exception as exc:  # Ansible's errors: a missing or unreadable password file
-        raise InputError(Problem(f"cannot read the vault password file: {_first_line(exc)}",
-                                 str(password_file or "ANSIBLE_VAULT_IDENTITY_LIST"))) from None
+        raise InputError(
+            Problem(
+                f"cannot read the vault password file: {_first_line(exc)}",
+                str(password_file or "ANSIBLE_VAULT_IDENTITY_LIST"),
+            )
+        ) from None
     loader.set_vault_secrets(secrets)
     # Encrypted values decrypt through a process-wide context that Ansible lets be set only once.
     context = VaultSecretsContext.current(optional=True)
@@ -115,6 +129,7 @@ def url_problem(url: str) -> str | None:
 
 def check(file: str, host: str, name: str, raw: Any) -> Any:
     """The plain, checked value of cmx variable ``name`` on ``host``; InputError naming both."""
+
     def refuse(message: str) -> InputError:
         return InputError(Problem(f"host '{host}': {name} {message}", file))
 
@@ -125,14 +140,20 @@ def check(file: str, host: str, name: str, raw: Any) -> Any:
         raise refuse(f"is vault-encrypted and cannot be decrypted ({_first_line(exc)}): {hint}") from None
     kind = VARIABLES[name]
     if kind == "port":
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
-                or not 0 < int(value) < 65536:
+        if (
+            isinstance(value, bool)
+            or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit()))
+            or not 0 < int(value) < 65536
+        ):
             got = _what(value) if not isinstance(value, str) else repr(value)
             raise refuse(f"must be a port number (1-65535), got {got}")
         return int(value)
     if kind == "count":
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())) \
-                or not 0 < int(value) < 100:
+        if (
+            isinstance(value, bool)
+            or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit()))
+            or not 0 < int(value) < 100
+        ):
             got = _what(value) if not isinstance(value, str) else repr(value)
             raise refuse(f"must be a whole number from 1 to 99, got {got}")
         return int(value)
@@ -153,8 +174,12 @@ def check(file: str, host: str, name: str, raw: Any) -> Any:
                 raise refuse(f"item {index} {problem}")
         return value
     if not isinstance(value, str):
-        want = {"urls": "a URL string (or a list of them)", "url": "a URL string",
-                "secret": "a string (quote it)", "text": "a string"}[kind]
+        want = {
+            "urls": "a URL string (or a list of them)",
+            "url": "a URL string",
+            "secret": "a string (quote it)",
+            "text": "a string",
+        }[kind]
         shown = "a value" if kind == "secret" else _what(value)  # never echo a password
         raise refuse(f"must be {want}, got {shown}")
     if kind in ("url", "urls"):

@@ -6,6 +6,7 @@ starts those that do not answer; ``cmx doctor`` names the same commands as the f
 them does not answer. How each is started here is its server module's ``local``
 (workloads/servers/); this module runs them.
 """
+
 from __future__ import annotations
 
 import os
@@ -80,8 +81,10 @@ def up(say: Callable[[str], None]) -> list[str]:
         deadline = time.monotonic() + service.wait_s
         while not answers(service.port):
             if time.monotonic() > deadline:
-                raise HostError(f"{service.name} did not come up on 127.0.0.1:{service.port} within "
-                                f"{service.wait_s} s (started with: {command_text(service)})")
+                raise HostError(
+                    f"{service.name} did not come up on 127.0.0.1:{service.port} within "
+                    f"{service.wait_s} s (started with: {command_text(service)})"
+                )
             time.sleep(1)
         started.append(service.name)
     return started
@@ -89,8 +92,14 @@ def up(say: Callable[[str], None]) -> list[str]:
 
 def _run(service: LocalService, argv: list[str]) -> None:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=COMMAND_TIMEOUT_S, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=COMMAND_TIMEOUT_S,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise HostError(f"{service.name}: `{shlex.join(argv)}` failed: {exc}") from None
     if proc.returncode != 0:

@@ -1,6 +1,7 @@
 """What a step on the hosts came to, whichever way it ran: a playbook (engine/hosts/ansible.py) or
 a round trip to the hosts' agents (engine/run/runsteps.py). engine/run/runstatus.py decides a
 run's status from it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

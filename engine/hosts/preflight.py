@@ -1,4 +1,5 @@
 """Before the first run: every broker and backend the sweep uses must answer, or nothing runs."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
@@ -31,8 +32,10 @@ def check_broker(url: str, timeout: float = 5.0) -> None:
         with Connection(url_, connect_timeout=timeout, transport_options=options) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
     except Exception as exc:
-        raise HostError(f"broker {redact(url)} does not answer: {type(exc).__name__}: {exc} "
-                        "(is it running? is broker_url in the inventory right?)".replace("\n", " ")) from exc
+        raise HostError(
+            f"broker {redact(url)} does not answer: {type(exc).__name__}: {exc} "
+            "(is it running? is broker_url in the inventory right?)".replace("\n", " ")
+        ) from exc
 
 
 def check_backend(kind: str, url: str, timeout: float = 5.0) -> None:
@@ -48,6 +51,8 @@ def check_server(service: str, url: str, name: str | None = None, timeout: float
     try:
         servers.get(service).ping(url, timeout)
     except Exception as exc:
-        raise HostError(f"{name or service} backend {redact(url)} does not answer: {type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
-                        "(is it running? is backend_url in the inventory right?)") from exc
+        raise HostError(
+            f"{name or service} backend {redact(url)} does not answer: {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
+            "(is it running? is backend_url in the inventory right?)"
+        ) from exc

@@ -4,6 +4,7 @@ Hosts may reach no package index, so the controller downloads every wheel the ho
 to its own versions), installs them once (engine/hosts/wheelhouse.py), and the ``python_env`` role
 unpacks that environment on each host.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +22,7 @@ from cmx.engine.hosts.inventory import Inventory
 from cmx.engine.hosts.wheelhouse import host_needs, house_name, python_version, site_archive, workloads_archive
 from cmx.engine.paths import HOST_REQUIREMENTS, user_cache
 from cmx.workloads.servers import registry as servers
+
 #: Wheelhouses and what is installed from them, by content, for every results folder: a new
 #: one's first sweep downloads, installs and compiles nothing (~10 s).
 WHEELHOUSES = user_cache("wheelhouse")
@@ -94,8 +96,10 @@ def _service_vars(services: dict[str, list[str]], inventory: Inventory | None = 
     parameters, and, when starting (``inventory``), what each server's role needs of the
     inventory besides (a set spread over its hosts: its layout)."""
     names = [name for name in servers.SERVERS if name in services]  # the registry's order
-    out: dict[str, Any] = {"cmx_services": [{"name": name, "hosts": list(services[name])} for name in names],
-                           "cmx_service_hosts": ",".join(sorted({h for hosts in services.values() for h in hosts}))}
+    out: dict[str, Any] = {
+        "cmx_services": [{"name": name, "hosts": list(services[name])} for name in names],
+        "cmx_service_hosts": ",".join(sorted({h for hosts in services.values() for h in hosts})),
+    }
     for name in names:
         out.update(servers.get(name).role_vars)
         if inventory is not None:
@@ -142,8 +146,13 @@ def _wheelhouses(work_dir: Path) -> Path:
     return WHEELHOUSES if os.access(WHEELHOUSES, os.W_OK) else work_dir / "wheelhouse"
 
 
-def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
-            version_sets: list[dict[str, str]] | None = None, workload_needs: tuple[str, ...] = ()) -> Shipment:
+def prepare(
+    work_dir: Path,
+    user_code: dict[str, Path] | None = None,
+    requirements: list[str] | None = None,
+    version_sets: list[dict[str, str]] | None = None,
+    workload_needs: tuple[str, ...] = (),
+) -> Shipment:
     """Build (or find, by content) everything the hosts get: a HostError before any host is touched
     when a wheelhouse cannot be built. ``workload_needs``: the workload's own host packages."""
     pins = host_requirements(workload_needs) + list(requirements or [])  # the user's tasks' own, as written
@@ -151,17 +160,23 @@ def prepare(work_dir: Path, user_code: dict[str, Path] | None = None, requiremen
     site = site_archive(houses, pins)
     envs, chosen = {}, {}
     for versions in version_sets or []:
-        (name, env), = environment_archives(houses, pins, [versions]).items()
+        ((name, env),) = environment_archives(houses, pins, [versions]).items()
         envs[name], chosen[version_set_key(versions)] = env, name
     lib = workloads_archive(work_dir / "wheelhouse", user_code).resolve()
     needs = host_needs([houses / house_name(pins), *(houses / name for name in envs)])  # envs: by house name
-    return Shipment(site.resolve(), tuple(pins), tuple(envs.values()), chosen, lib,
-                    content_key(site, pins, lib, list(envs)), needs)
+    return Shipment(
+        site.resolve(), tuple(pins), tuple(envs.values()), chosen, lib, content_key(site, pins, lib, list(envs)), needs
+    )
 
 
-def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, shipment: Shipment,
-                    held: set[str] = frozenset(),
-                    on_result: Callable[[str, PlaybookResult], None] | None = None) -> list[str]:
+def provision_hosts(
+    inventory: Inventory,
+    hosts: list[str],
+    work_dir: Path,
+    shipment: Shipment,
+    held: set[str] = frozenset(),
+    on_result: Callable[[str, PlaybookResult], None] | None = None,
+) -> list[str]:
     """Make ``hosts`` ready (venv with the pinned dependencies, the workloads package, one more
     environment per ``package.*`` version set) with ``provision.yml``, all at once; the hosts in
     ``held`` were seen holding the shipment's key (:func:`cmx.engine.hosts.reach.survey`) and are
@@ -170,7 +185,9 @@ def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, ship
     if not todo:
         return []
     result = run_playbook(
-        "provision.yml", inventory.path, work_dir / "ansible" / "provision",
+        "provision.yml",
+        inventory.path,
+        work_dir / "ansible" / "provision",
         extravars={
             "cmx_hosts": ",".join(todo),
             "python_env_site": str(shipment.site),
@@ -191,9 +208,13 @@ def provision_hosts(inventory: Inventory, hosts: list[str], work_dir: Path, ship
     return todo
 
 
-def start_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
-                   on_result: Callable[[str, PlaybookResult], None] | None = None,
-                   cancel: Callable[[], bool] | None = None) -> None:
+def start_services(
+    inventory: Inventory,
+    services: dict[str, list[str]],
+    work_dir: Path,
+    on_result: Callable[[str, PlaybookResult], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> None:
     """Start the servers the sweep provisions itself (where the inventory gives no URL for a kind it uses).
     Their roles need nothing of provision.yml's, so a sweep runs this beside it. ``cancel()`` true:
     the playbook is stopped (the sweep then stops what it started)."""
@@ -202,19 +223,31 @@ def start_services(inventory: Inventory, services: dict[str, list[str]], work_di
     # Each service is its role's name (workloads/vocab/kinds.py); its password reaches the role
     # from the controller's environment.
     secrets = {servers.get(service).password_env: inventory.password(service) for service in services}
-    started = run_playbook("services.yml", inventory.path, work_dir / "ansible" / "services",
-                           extravars=_service_vars(services, inventory), secrets=secrets, cancel=cancel)
+    started = run_playbook(
+        "services.yml",
+        inventory.path,
+        work_dir / "ansible" / "services",
+        extravars=_service_vars(services, inventory),
+        secrets=secrets,
+        cancel=cancel,
+    )
     if on_result:
         on_result("services.yml", started)
     if not started.ok:
         raise HostError(f"provisioning {', '.join(services)} failed: {started.summary()}")
 
 
-def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: dict[str, list[str]],
-              user_code: dict[str, Path] | None = None, requirements: list[str] | None = None,
-              on_result: Callable[[str, PlaybookResult], None] | None = None,
-              version_sets: list[dict[str, str]] | None = None,
-              conns: dict[str, Connection] | None = None) -> tuple[str, dict[str, str]]:
+def provision(
+    inventory: Inventory,
+    hosts: list[str],
+    work_dir: Path,
+    services: dict[str, list[str]],
+    user_code: dict[str, Path] | None = None,
+    requirements: list[str] | None = None,
+    on_result: Callable[[str, PlaybookResult], None] | None = None,
+    version_sets: list[dict[str, str]] | None = None,
+    conns: dict[str, Connection] | None = None,
+) -> tuple[str, dict[str, str]]:
     """:func:`prepare`, then :func:`provision_hosts` beside :func:`start_services`. With ``conns``
     (the hosts' connections) a host already holding the content key is only checked: one round
     trip each, all at once. Returns the key of the shipped code (playbooks put ``lib/<key>`` on
@@ -234,8 +267,12 @@ def provision(inventory: Inventory, hosts: list[str], work_dir: Path, services: 
 
 
 @contextmanager
-def services_beside(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
-                    on_result: Callable[[str, PlaybookResult], None] | None = None) -> Iterator[None]:
+def services_beside(
+    inventory: Inventory,
+    services: dict[str, list[str]],
+    work_dir: Path,
+    on_result: Callable[[str, PlaybookResult], None] | None = None,
+) -> Iterator[None]:
     """:func:`start_services` in a thread while the body sets up the hosts (and starts their
     agents): the two playbooks' start-up and round trips overlap. Its HostError is raised when the
     body ends; a body that raised (Ctrl-C, a host that failed) cancels it and waits for it to end
@@ -260,18 +297,29 @@ def version_set_key(versions: dict[str, str]) -> str:
     return ",".join(f"{n}={v}" for n, v in sorted(versions.items()))
 
 
-def stop_services(inventory: Inventory, services: dict[str, list[str]], work_dir: Path,
-                  on_result: Callable[[str, PlaybookResult], None] | None = None) -> str | None:
+def stop_services(
+    inventory: Inventory,
+    services: dict[str, list[str]],
+    work_dir: Path,
+    on_result: Callable[[str, PlaybookResult], None] | None = None,
+) -> str | None:
     """Stop what :func:`provision` started for the sweep; a one-line warning if that failed
     (the sweep's results are stored either way)."""
     # Each server's parameters and secrets reach its stop as they reached its start: a set's layout
     # (where its members run) and its password (a RabbitMQ cluster's tools need the nodes' cookie).
     secrets = {servers.get(service).password_env: inventory.password(service) for service in services}
-    result = run_playbook("services_stop.yml", inventory.path, work_dir / "ansible" / "services_stop",
-                          extravars=_service_vars(services, inventory), secrets=secrets)
+    result = run_playbook(
+        "services_stop.yml",
+        inventory.path,
+        work_dir / "ansible" / "services_stop",
+        extravars=_service_vars(services, inventory),
+        secrets=secrets,
+    )
     if on_result:
         on_result("services_stop.yml", result)
     if result.ok:
         return None
-    return (f"stopping the services the sweep started ({', '.join(services)}) failed: {result.summary()} "
-            f"(see {work_dir / 'ansible' / 'services_stop'})")
+    return (
+        f"stopping the services the sweep started ({', '.join(services)}) failed: {result.summary()} "
+        f"(see {work_dir / 'ansible' / 'services_stop'})"
+    )

@@ -7,6 +7,7 @@ each bounded by ssh's own connect timeout (engine/hosts/connection.py) plus a ma
 round trip reads the content key the host was provisioned with, so a host that holds the
 sweep's is checked by it, not run through a playbook (engine/hosts/provision.py).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -34,8 +35,9 @@ def _ask(conn: Connection, files: list[str]) -> tuple[str | None, str]:
     else:
         argv = [*conn.ssh_argv(), command]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=CONNECT_TIMEOUT_S + MARGIN_S)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=CONNECT_TIMEOUT_S + MARGIN_S
+        )
     except (subprocess.TimeoutExpired, OSError) as exc:
         if conn.local:  # this machine always answers; its key unread, it is provisioned as before
             return None, ""
@@ -50,8 +52,9 @@ def _ask(conn: Connection, files: list[str]) -> tuple[str | None, str]:
     return f"ssh {conn.address}: {last}", ""
 
 
-def survey(conns: Mapping[str, Connection],
-           files: Callable[[Connection], list[str]] = lambda conn: []) -> tuple[dict[str, str], dict[str, str]]:
+def survey(
+    conns: Mapping[str, Connection], files: Callable[[Connection], list[str]] = lambda conn: []
+) -> tuple[dict[str, str], dict[str, str]]:
     """One round trip per host, every host at once: ({host: why} of those that do not answer,
     {host: the text of its ``files(conn)``} of those that do; provisioning reads the content key
     a host holds so: engine/hosts/provision.py)."""
@@ -59,8 +62,7 @@ def survey(conns: Mapping[str, Connection],
         return {}, {}
     with ThreadPoolExecutor(max_workers=min(len(conns), 32)) as pool:
         found = dict(zip(conns, pool.map(lambda c: _ask(c, files(c)), conns.values())))
-    return ({h: why for h, (why, _) in found.items() if why},
-            {h: text for h, (why, text) in found.items() if not why})
+    return ({h: why for h, (why, _) in found.items() if why}, {h: text for h, (why, text) in found.items() if not why})
 
 
 def blocked(needs: Mapping[str, Iterable[str]], lost: Mapping[str, str]) -> dict[str, str]:

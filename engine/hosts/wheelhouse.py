@@ -9,6 +9,7 @@ unpacks the result into its own venv (``roles/python_env``). That is what pip wo
 the host's Python has the wheelhouse's X.Y (the role asserts it) and the wheels are the
 controller's platform's, as they were when hosts ran pip themselves.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,8 +59,19 @@ def build_wheelhouse(root: Path, pins: list[str]) -> Path:
     part.mkdir(parents=True)
     try:
         links = ["--find-links", str(cache_dir())] if cache_dir().is_dir() else []
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-               "--only-binary=:all:", *links, "-d", str(part), *pins]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            *links,
+            "-d",
+            str(part),
+            *pins,
+        ]
         _pip(cmd, house)
         extra = _patch_release_requirements(part)
         if extra:
@@ -85,10 +97,14 @@ def _pip(cmd: list[str], house: Path, installing: bool = False) -> None:
         conflict = [ln.strip() for ln in lines if "conflict is caused by" in ln or " depends on " in ln]
         last = "; ".join(conflict[:4]) if conflict else lines[-1]
         if installing:
-            raise HostError(f"installing the wheelhouse {house} for the hosts failed: {last} "
-                            "(pip 22.3 or newer installs with --python)")
-        raise HostError(f"building the wheelhouse in {house} failed: {last} "
-                        "(the controller needs a package index or a pip cache holding these wheels)")
+            raise HostError(
+                f"installing the wheelhouse {house} for the hosts failed: {last} "
+                "(pip 22.3 or newer installs with --python)"
+            )
+        raise HostError(
+            f"building the wheelhouse in {house} failed: {last} "
+            "(the controller needs a package index or a pip cache holding these wheels)"
+        )
 
 
 def _patch_release_requirements(house: Path) -> list[str]:
@@ -152,14 +168,30 @@ def site_archive(root: Path, pins: list[str]) -> Path:
         return archive
     with tempfile.TemporaryDirectory(prefix=f"{house.name}.site-", dir=root) as scratch:
         venv = Path(scratch) / "venv"
-        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                              capture_output=True, text=True)
+        made = subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True
+        )
         if made.returncode != 0:
             last = (made.stderr.strip() or "venv failed").splitlines()[-1]
             raise HostError(f"making a scratch venv in {scratch} failed: {last}")
-        _pip([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
-              "--disable-pip-version-check", "--no-index", "--no-deps", "--no-compile",
-              *map(str, sorted(house.glob("*.whl")))], house, installing=True)
+        _pip(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(venv / "bin" / "python"),
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                *map(str, sorted(house.glob("*.whl"))),
+            ],
+            house,
+            installing=True,
+        )
         site = venv / "lib" / f"python{python_version()}" / "site-packages"
         # Every core; a file that does not compile (a package's test data) is never imported by a run.
         subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(site)], capture_output=True)

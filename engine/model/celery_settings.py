@@ -7,6 +7,7 @@ Python counts ``True`` as the integer 1, and Celery itself would take either sil
 string turns ``task_acks_late`` on). Settings a dimension or the harness owns are refused with
 what to use instead (``cmx.workloads.runtime.spec.OWNED_SETTINGS``, the one table the app factory reads too).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,18 +22,25 @@ PREFIX = "celery."
 # Where Celery's declared type is narrower than what Celery really accepts (it declares the
 # type of the default, and some defaults are None): the types we check instead.
 _TYPE_FIXES: dict[str, tuple[str, ...]] = {
-    "task_default_priority": ("int",),              # declared 'string'; a priority is 0-255
+    "task_default_priority": ("int",),  # declared 'string'; a priority is 0-255
     "task_default_delivery_mode": ("int", "string"),  # 2 or 'persistent'
     "cassandra_port": ("int", "string"),
-    "beat_cron_starting_deadline": ("int",),        # declared as the class int, not 'int'
-    "result_compression": ("string",),              # declared 'str'
-    "security_key_password": ("string",),           # declared 'bytes': YAML gives a string
+    "beat_cron_starting_deadline": ("int",),  # declared as the class int, not 'int'
+    "result_compression": ("string",),  # declared 'str'
+    "security_key_password": ("string",),  # declared 'bytes': YAML gives a string
 }
 
 #: How each type reads in a message.
-_WORDS = {"bool": "a boolean (true or false)", "int": "an integer", "float": "a number",
-          "string": "a string", "dict": "a mapping", "list": "a list", "tuple": "a list",
-          "any": "a JSON value"}
+_WORDS = {
+    "bool": "a boolean (true or false)",
+    "int": "an integer",
+    "float": "a number",
+    "string": "a string",
+    "dict": "a mapping",
+    "list": "a list",
+    "tuple": "a list",
+    "any": "a JSON value",
+}
 
 
 @lru_cache(maxsize=1)
@@ -56,10 +64,12 @@ def known_settings() -> frozenset[str]:
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` (``celery.SETTING``) is not a dimension, or None when it is."""
-    setting = name[len(PREFIX):]
+    setting = name[len(PREFIX) :]
     if setting not in _table():
-        return (f"unknown Celery setting '{name}' (use a lowercase setting name such as "
-                f"celery.task_acks_late)" + suggest(setting, _table(), PREFIX))
+        return (
+            f"unknown Celery setting '{name}' (use a lowercase setting name such as "
+            f"celery.task_acks_late)" + suggest(setting, _table(), PREFIX)
+        )
     return owned_setting_problem(setting)
 
 
@@ -92,7 +102,7 @@ def _fits(kind: str, value: Any) -> bool:
 def check_value(name: str, value: Any) -> Any:
     """``value`` unchanged when it has the type Celery declares for ``name`` (``celery.SETTING``);
     else ValueError with a one-line message. Assumes ``name`` passed :func:`name_problem`."""
-    setting = name[len(PREFIX):]
+    setting = name[len(PREFIX) :]
     types, nullable = _table()[setting]
     if (value is None and nullable) or any(_fits(kind, value) for kind in types):
         problem = owned_key_problem(setting, value)

@@ -5,6 +5,7 @@ cells in the same order with the same ids. It sits with the model because valida
 its cells (an include that repeats one, params valid together); the plan stage
 (engine/plan) reads the cells, never the reverse.
 """
+
 from __future__ import annotations
 
 import copy

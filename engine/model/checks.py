@@ -5,6 +5,7 @@ These checks are the only ones these sections get (the pydantic model checks the
 file: engine/model/load.py), so they are tolerant of wrong shapes and find every problem in one
 pass, each as an :class:`Issue` that the loader turns into ``FILE:LINE:COL: message``.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,8 +102,7 @@ class Checker:
     def claim(self, path: tuple, name: str, where: str) -> None:
         """A dimension may be set in only one of fixed, matrix and the zip groups."""
         if name in self.set_in:
-            self.add(path, f"'{name}' is set in both {self.set_in[name]} and {where}: keep one",
-                     at_key=True)
+            self.add(path, f"'{name}' is set in both {self.set_in[name]} and {where}: keep one", at_key=True)
         else:
             self.set_in[name] = where
 
@@ -110,8 +110,9 @@ class Checker:
         """Check a dimension's list of values; their canonical JSON (None where invalid)."""
         if not isinstance(values, list):
             example = values if isinstance(values, str) else json.dumps(values, default=str)
-            self.add(path, f"dimension '{name}' in {section} must be a list of values, "
-                           f"e.g. {name}: [{example}]", shape=True)
+            self.add(
+                path, f"dimension '{name}' in {section} must be a list of values, e.g. {name}: [{example}]", shape=True
+            )
             return []
         if not values:
             self.add(path, f"dimension '{name}' has no values: give at least one or remove it")
@@ -123,8 +124,9 @@ class Checker:
                 continue
             # In a zip group a value may recur (the tuples differ); in the matrix it would repeat cells.
             if canon in seen and section == "matrix":
-                self.add(path + (index,), f"dimension '{name}' lists {canon} twice "
-                                          f"(items {seen[canon] + 1} and {index + 1})")
+                self.add(
+                    path + (index,), f"dimension '{name}' lists {canon} twice (items {seen[canon] + 1} and {index + 1})"
+                )
             else:
                 seen[canon] = index
         return canons
@@ -144,8 +146,11 @@ class Checker:
                 if registry.is_user_class(name):  # the user's class: say why it did not load
                     self.add(("workload", "name"), str(exc.args[0]))
                     return
-                self.add(("workload", "name"), f"unknown workload '{name}' "
-                         f"(known: {', '.join(registry.names())})" + suggest(name, registry.names()))
+                self.add(
+                    ("workload", "name"),
+                    f"unknown workload '{name}' "
+                    f"(known: {', '.join(registry.names())})" + suggest(name, registry.names()),
+                )
         params = spec.get("params", {})
         if not isinstance(params, dict):
             self.add(("workload", "params"), "workload.params must be a mapping of param: value")
@@ -156,9 +161,12 @@ class Checker:
             path = ("workload", "params", key)
             if not isinstance(key, str) or key not in self.params.model_fields:
                 known = list(self.params.model_fields)
-                self.add(path, f"unknown param '{key}' for workload '{self.workload}' "
-                               f"(known: {', '.join(sorted(known))})" + suggest(str(key), known),
-                         at_key=True)
+                self.add(
+                    path,
+                    f"unknown param '{key}' for workload '{self.workload}' "
+                    f"(known: {', '.join(sorted(known))})" + suggest(str(key), known),
+                    at_key=True,
+                )
             else:
                 self.check_value(path, f"params.{key}", value)
 
@@ -169,8 +177,11 @@ class Checker:
         given = given if isinstance(given, dict) else {}
         for field, info in self.params.model_fields.items():
             if info.is_required() and field not in given and f"params.{field}" not in self.set_in:
-                self.add(("workload",), f"workload '{self.workload}' needs param '{field}': set it "
-                                        f"in workload.params or as dimension params.{field}")
+                self.add(
+                    ("workload",),
+                    f"workload '{self.workload}' needs param '{field}': set it "
+                    f"in workload.params or as dimension params.{field}",
+                )
 
     def check_fixed(self) -> None:
         fixed = self.data.get("fixed", {})
@@ -181,8 +192,7 @@ class Checker:
             if self.check_name(("fixed", name), name):
                 self.claim(("fixed", name), name, "fixed")
                 if isinstance(value, list) and name in BY_NAME:
-                    self.add(("fixed", name), f"fixed takes one value for '{name}'; "
-                                              f"to vary it, move it to matrix")
+                    self.add(("fixed", name), f"fixed takes one value for '{name}'; to vary it, move it to matrix")
                 else:
                     self.check_value(("fixed", name), name, value)
 
@@ -204,8 +214,11 @@ class Checker:
         for number, group in enumerate(groups, 1):
             path = ("zip", number - 1)
             if not isinstance(group, dict) or not group:
-                self.add(path, f"zip #{number} must be a non-empty mapping of dimension: [values]",
-                         shape=not isinstance(group, dict))
+                self.add(
+                    path,
+                    f"zip #{number} must be a non-empty mapping of dimension: [values]",
+                    shape=not isinstance(group, dict),
+                )
                 continue
             canons = {}
             for name, values in group.items():
@@ -227,8 +240,11 @@ class Checker:
             if None in item:
                 return  # an invalid value: reported by check_values_list
             if item in seen:
-                self.add(path, f"zip #{number} repeats item {seen[item] + 1} at item {index + 1} "
-                               f"(same value for every dimension): it would run the same cells twice")
+                self.add(
+                    path,
+                    f"zip #{number} repeats item {seen[item] + 1} at item {index + 1} "
+                    f"(same value for every dimension): it would run the same cells twice",
+                )
             else:
                 seen[item] = index
 
@@ -241,24 +257,31 @@ class Checker:
             path = (section, number - 1)
             if not isinstance(rule, dict) or not rule:
                 what = "drop every cell" if section == "exclude" else "add nothing new"
-                self.add(path, f"{section} #{number} must be a non-empty mapping of dimension: value "
-                               f"(an empty one would {what})", shape=not isinstance(rule, dict))
+                self.add(
+                    path,
+                    f"{section} #{number} must be a non-empty mapping of dimension: value (an empty one would {what})",
+                    shape=not isinstance(rule, dict),
+                )
                 continue
             for name, value in rule.items():
                 if not self.check_name(path + (name,), name):
                     continue
                 if section == "exclude":
-                    if name not in BY_NAME and name not in self.set_in \
-                            and name.removeprefix("params.") not in self.workload_params():
-                        self.add(path + (name,), f"exclude #{number} names '{name}', which no cell "
-                                 f"sets, so it can never match: set it in fixed/matrix/zip or drop it",
-                                 at_key=True)
+                    if (
+                        name not in BY_NAME
+                        and name not in self.set_in
+                        and name.removeprefix("params.") not in self.workload_params()
+                    ):
+                        self.add(
+                            path + (name,),
+                            f"exclude #{number} names '{name}', which no cell "
+                            f"sets, so it can never match: set it in fixed/matrix/zip or drop it",
+                            at_key=True,
+                        )
                         continue
                     # A list in an exclude rule means "any of these values".
                     items = value if isinstance(value, list) else [value]
                     for index, item in enumerate(items):
-                        self.check_value(path + (name,) + ((index,) if isinstance(value, list) else ()),
-                                         name, item)
+                        self.check_value(path + (name,) + ((index,) if isinstance(value, list) else ()), name, item)
                 else:
                     self.check_value(path + (name,), name, value)
-

@@ -6,6 +6,7 @@ choices, bounds and defaults); ``params.*`` are typed by the workload's ``Params
 ``celery.*`` by Celery's own table (engine/model/celery_settings.py), ``worker.*`` are booleans,
 ``package.*`` are version specs (whether the registry has the version: engine/model/packages.py).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -34,8 +35,9 @@ def check_builtin(d: Dimension, value: Any) -> Any:
         return faults.canonical(value)
     if d.type == "choice":
         if not isinstance(value, str) or value not in d.choices:
-            raise ValueError(f"unknown {d.name} {value!r} (choose from {', '.join(d.choices)})"
-                             + suggest(str(value), d.choices))
+            raise ValueError(
+                f"unknown {d.name} {value!r} (choose from {', '.join(d.choices)})" + suggest(str(value), d.choices)
+            )
         return value
     # YAML 1.1 reads yes/no/on/off as booleans, which Python counts as ints: refuse them.
     if d.type == "integer":
@@ -73,29 +75,34 @@ def name_problem(name: Any, params: type[WorkloadParams] | None) -> str | None:
     if name in BY_NAME:
         return None
     if name.startswith("params."):
-        field = name[len("params."):]
+        field = name[len("params.") :]
         if params is None or field in params.model_fields:
             return None
         known = ", ".join(sorted(params.model_fields))
-        return (f"unknown workload param '{name}' (known: {known})"
-                + suggest(field, list(params.model_fields), "params."))
+        return f"unknown workload param '{name}' (known: {known})" + suggest(
+            field, list(params.model_fields), "params."
+        )
     if name.startswith("worker."):
-        flag = name[len("worker."):]
+        flag = name[len("worker.") :]
         if flag in FLAG_NAMES:
             return None
-        return (f"unknown worker flag '{name}' (known: {', '.join('worker.' + f for f in FLAG_NAMES)})"
-                + suggest(flag, list(FLAG_NAMES), "worker."))
+        return f"unknown worker flag '{name}' (known: {', '.join('worker.' + f for f in FLAG_NAMES)})" + suggest(
+            flag, list(FLAG_NAMES), "worker."
+        )
     if name.startswith("celery."):
         return celery_settings.name_problem(name)  # typed from Celery's table; owned ones refused
     if name.startswith(PACKAGE_PREFIX):
-        package = name[len(PACKAGE_PREFIX):]
+        package = name[len(PACKAGE_PREFIX) :]
         if package in VERSIONED:
             return None
-        return (f"unknown package '{name}' (a version can be chosen of: "
-                f"{', '.join(PACKAGE_PREFIX + p for p in VERSIONED)})"
-                + suggest(package, list(VERSIONED), PACKAGE_PREFIX))
-    return (f"unknown dimension '{name}' (built-ins: {', '.join(BY_NAME)}; "
-            f"or params.NAME / celery.SETTING / worker.FLAG / package.NAME)" + suggest(name, list(BY_NAME)))
+        return (
+            f"unknown package '{name}' (a version can be chosen of: "
+            f"{', '.join(PACKAGE_PREFIX + p for p in VERSIONED)})" + suggest(package, list(VERSIONED), PACKAGE_PREFIX)
+        )
+    return (
+        f"unknown dimension '{name}' (built-ins: {', '.join(BY_NAME)}; "
+        f"or params.NAME / celery.SETTING / worker.FLAG / package.NAME)" + suggest(name, list(BY_NAME))
+    )
 
 
 def check_version_spec(name: str, value: Any) -> str:
@@ -116,8 +123,9 @@ def check_version_spec(name: str, value: Any) -> str:
             if not text:
                 raise InvalidSpecifier(text)
     except (InvalidVersion, InvalidSpecifier):
-        raise ValueError(f"{name}: {value!r} is neither a version (5.5.3) nor a version "
-                         f"specifier (>=5.5,<5.6)") from None
+        raise ValueError(
+            f"{name}: {value!r} is neither a version (5.5.3) nor a version specifier (>=5.5,<5.6)"
+        ) from None
     return text
 
 
@@ -135,7 +143,7 @@ def normalise_value(name: str, value: Any, params: type[WorkloadParams] | None) 
     if name in BY_NAME:
         return check_builtin(BY_NAME[name], value)
     if name.startswith("params.") and params is not None:
-        adapter = _param_adapter(params, name[len("params."):])
+        adapter = _param_adapter(params, name[len("params.") :])
         try:
             return adapter.dump_python(adapter.validate_python(value), mode="json")
         except ValidationError as exc:

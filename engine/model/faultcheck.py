@@ -7,6 +7,7 @@ form is checked by workloads/faults/values.py ``parse``): each a one-line proble
   inventory: a broker the sweep provisions or one marked disposable, a worker host reached over
   SSH). The servers declare their capabilities (workloads/servers/).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,8 +37,10 @@ def cell_problem(values: dict[str, Any]) -> str | None:
             return f"fault {fault.text()}: {fault.kind} is not injected by this cmx yet (supported: {supported})"
         machines = int(values.get("machines") or 1)
         if fault.target == faults.WORKER and fault.host != faults.ALL and int(fault.host) > machines:
-            return (f"fault {fault.text()}: it strikes the run's worker host {fault.host}, but this cell "
-                    f"runs on {machines} (machines: {machines})")
+            return (
+                f"fault {fault.text()}: it strikes the run's worker host {fault.host}, but this cell "
+                f"runs on {machines} (machines: {machines})"
+            )
         why = kind.check(fault, cell)
         if why:
             return why

@@ -7,6 +7,7 @@ the top level, ``workload`` and ``limits``; the dimension sections (``fixed``, `
 alone and handed to the model as they are. The cells are expanded once, and the checks that need
 them (an include that repeats a cell, params valid together, the user's code) share them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,26 +41,29 @@ def _dotted(path: tuple) -> str:
 
 def _pydantic_issues(exc: ValidationError) -> list[Issue]:
     issues = []
-    for error in exc.errors()[:limits.MAX_PROBLEMS]:
+    for error in exc.errors()[: limits.MAX_PROBLEMS]:
         loc = tuple(error["loc"])
         if loc[:1] == ("repeats",) and loc[1:2] in (("race",), ("fixed",)):  # the union's tag, not a key of the file
             loc = loc[:1] + loc[2:]
         if "[key]" in loc:  # a dict key of the wrong type: point at the key
-            loc = loc[:loc.index("[key]")]
-            issues.append(Issue(loc, f"{_dotted(loc[:-1])}: keys must be strings, got {loc[-1]!r}",
-                                at_key=True))
+            loc = loc[: loc.index("[key]")]
+            issues.append(Issue(loc, f"{_dotted(loc[:-1])}: keys must be strings, got {loc[-1]!r}", at_key=True))
             continue
         parent, last = loc[:-1], loc[-1] if loc else None
         where = f" in {_dotted(parent)}" if parent else ""
         if error["type"] == "extra_forbidden":
             allowed = ALLOWED_KEYS.get(parent, [])
-            issues.append(Issue(loc, f"unknown key '{last}'{where} (allowed: {', '.join(allowed)})"
-                                + suggest(str(last), allowed), at_key=True))
+            issues.append(
+                Issue(
+                    loc,
+                    f"unknown key '{last}'{where} (allowed: {', '.join(allowed)})" + suggest(str(last), allowed),
+                    at_key=True,
+                )
+            )
         elif error["type"] == "missing":
             issues.append(Issue(loc, f"missing required key '{last}'{where}"))
         elif loc == ("name",) and error["type"] == "string_pattern_mismatch":
-            issues.append(Issue(loc, "name: use letters, digits, '_', '.' and '-', "
-                                     "starting with a letter or digit"))
+            issues.append(Issue(loc, "name: use letters, digits, '_', '.' and '-', starting with a letter or digit"))
         else:
             issues.append(Issue(loc, f"{_dotted(loc)}: {pydantic_message(error)}"))
     return issues
@@ -93,8 +97,7 @@ def _with_sections(head: Experiment | None, data: dict) -> Experiment:
 def _expandable(checker: Checker, data: dict) -> bool:
     """The sections have the shape expansion needs (whatever is wrong with their values)."""
     spec = data.get("workload")
-    return not checker.malformed and not checker.full and isinstance(spec, dict) \
-        and isinstance(spec.get("name"), str)
+    return not checker.malformed and not checker.full and isinstance(spec, dict) and isinstance(spec.get("name"), str)
 
 
 def _include_issues(product: list[Cell], included: list[Cell]) -> list[Issue]:
@@ -105,8 +108,9 @@ def _include_issues(product: list[Cell], included: list[Cell]) -> list[Issue]:
         if cell.cell_id in first:
             where = first[cell.cell_id]
             already = "already in the matrix" if where == "the matrix" else f"already added by {where}"
-            issues.append(Issue(("include", number - 1),
-                                f"include #{number} repeats cell {cell.cell_id} {already}: remove it"))
+            issues.append(
+                Issue(("include", number - 1), f"include #{number} repeats cell {cell.cell_id} {already}: remove it")
+            )
         else:
             first[cell.cell_id] = f"include #{number}"
     return issues
@@ -137,8 +141,12 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
     params pass the workload's own rules (its validators see all params together, so a single
     value can be fine and a combination not: sleep_max_s below sleep_min_s)."""
     if not cells:
-        return [Issue(("exclude",) if exp.exclude else (), "the exclude rules drop every cell: nothing "
-                      "would run; narrow a rule or remove it")]
+        return [
+            Issue(
+                ("exclude",) if exp.exclude else (),
+                "the exclude rules drop every cell: nothing would run; narrow a rule or remove it",
+            )
+        ]
     workload = registry.get(exp.workload.name)
     params = workload.Params
     issues, seen = [], set()
@@ -147,20 +155,25 @@ def _cell_issues(exp: Experiment, cells: list[Cell], data: dict) -> list[Issue]:
         if fault and fault not in seen:
             seen.add(fault)
             issues.append(Issue(_fault_path(data, cell.values.get("fault")), fault))
-        queues = servers.queue_type_problem(cell.values.get("broker"), cell.values.get("queue_type", CLASSIC),
-                                            cell.values.get("delivery_limit", 0))
+        queues = servers.queue_type_problem(
+            cell.values.get("broker"), cell.values.get("queue_type", CLASSIC), cell.values.get("delivery_limit", 0)
+        )
         if queues and queues not in seen:
             seen.add(queues)
             name = "delivery_limit" if queues.startswith("delivery_limit") else "queue_type"
             issues.append(Issue(_value_path(data, name, cell.values.get(name), prefix=""), queues))
-        given = {k[len("params."):]: v for k, v in cell.values.items() if k.startswith("params.")}
+        given = {k[len("params.") :]: v for k, v in cell.values.items() if k.startswith("params.")}
         try:
             valid = params.model_validate(given)
             why = workload.split_problem(valid) if cell.values.get("drivers", 1) > 1 else None
             if why and why not in seen:  # several drivers for a driver that cannot be split
                 seen.add(why)
-                issues.append(Issue(_value_path(data, "drivers", cell.values["drivers"], prefix=""),
-                                    f"drivers: {cell.values['drivers']} (cell {cell.cell_id}): {why}"))
+                issues.append(
+                    Issue(
+                        _value_path(data, "drivers", cell.values["drivers"], prefix=""),
+                        f"drivers: {cell.values['drivers']} (cell {cell.cell_id}): {why}",
+                    )
+                )
         except ValidationError as exc:
             for error in exc.errors():
                 field = str(error["loc"][0]) if error["loc"] else ""
@@ -184,9 +197,13 @@ def _alias_issues(exp: Experiment, data: dict) -> list[Issue]:
         own = kinds.BROKERS[broker].queue_type if isinstance(broker, str) and broker in kinds.BROKERS else None
         if own and asked is not None and asked != own and (broker, asked) not in seen:
             seen.add((broker, asked))
-            issues.append(Issue(_value_path(data, "queue_type", asked, prefix=""),
-                                f"queue_type {asked}: broker {broker} is {kinds.BROKERS[broker].service} with {own} "
-                                f"queues; for {asked} queues use broker {kinds.BROKERS[broker].service}"))
+            issues.append(
+                Issue(
+                    _value_path(data, "queue_type", asked, prefix=""),
+                    f"queue_type {asked}: broker {broker} is {kinds.BROKERS[broker].service} with {own} "
+                    f"queues; for {asked} queues use broker {kinds.BROKERS[broker].service}",
+                )
+            )
     return issues
 
 
@@ -201,8 +218,12 @@ def _fault_path(data: dict, value: Any) -> tuple:
         except ValueError:
             return False
 
-    places = [("fixed",), ("matrix",), *[("zip", i) for i in range(len(data.get("zip") or []))],
-              *[(s, i) for s in ("include",) for i in range(len(data.get(s) or []))]]
+    places = [
+        ("fixed",),
+        ("matrix",),
+        *[("zip", i) for i in range(len(data.get("zip") or []))],
+        *[(s, i) for s in ("include",) for i in range(len(data.get(s) or []))],
+    ]
     first = None
     for path in places:
         node = data
@@ -299,8 +320,7 @@ def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS)
 
     issues: list[Issue] = []
     if "source" in data:
-        issues.append(Issue(("source",), f"unknown key 'source' (allowed: "
-                                         f"{', '.join(ALLOWED_KEYS[()])})", at_key=True))
+        issues.append(Issue(("source",), f"unknown key 'source' (allowed: {', '.join(ALLOWED_KEYS[()])})", at_key=True))
         data = {k: v for k, v in data.items() if k != "source"}
 
     checker = Checker(data)
@@ -333,7 +353,8 @@ def load_experiment(path: str | Path, max_cells: int = limits.DEFAULT_MAX_CELLS)
         problems = [_to_problem(file, positions, i) for i in issues]
         problems.sort(key=lambda p: (p.line or 0, p.col or 0))
         if len(problems) >= limits.MAX_PROBLEMS:  # the checks stopped looking: say so
-            problems = problems[:limits.MAX_PROBLEMS] + [
-                Problem(f"... and maybe more problems: fix these {limits.MAX_PROBLEMS} first", file)]
+            problems = problems[: limits.MAX_PROBLEMS] + [
+                Problem(f"... and maybe more problems: fix these {limits.MAX_PROBLEMS} first", file)
+            ]
         raise InputError(problems)
     return experiment

@@ -7,6 +7,7 @@ by earlier checks; the sweep's wheelhouses), then on the package index by
 ``cmx validate`` asks the index once per version, and a controller offline still validates
 (and builds its environments from, engine/hosts/provision.py) the versions it has seen.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,17 +73,34 @@ def resolve(name: str, spec: str, dirs: Iterable[Path] = ()) -> tuple[str, Path]
     if exact and here:
         return here
     cache.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--retries", "0", "--timeout", "10", "-d", str(cache),
-           *[arg for d in dirs if d.is_dir() for arg in ("--find-links", str(d))], _requirement(name, spec)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--retries",
+        "0",
+        "--timeout",
+        "10",
+        "-d",
+        str(cache),
+        *[arg for d in dirs if d.is_dir() for arg in ("--find-links", str(d))],
+        _requirement(name, spec),
+    ]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limits.PACKAGE_LOOKUP_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=limits.PACKAGE_LOOKUP_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         if here:
             return here
-        raise ValueError(f"package.{name}: looking up {name} {spec} on the package index took more than "
-                         f"{limits.PACKAGE_LOOKUP_TIMEOUT_S:g}s, and no wheel of it is on this machine") from None
+        raise ValueError(
+            f"package.{name}: looking up {name} {spec} on the package index took more than "
+            f"{limits.PACKAGE_LOOKUP_TIMEOUT_S:g}s, and no wheel of it is on this machine"
+        ) from None
     found = _best(name, spec, [cache])
     if proc.returncode == 0 and found:
         return found
@@ -98,8 +116,10 @@ def _why(name: str, spec: str, stderr: str) -> str:
         newest = ", ".join(reversed(versions[-5:])) if versions else "none"
         return f"no version {spec} of {name} on the package index or in the wheelhouse (newest: {newest})"
     last = (stderr.strip().splitlines() or ["pip failed"])[-1].removeprefix("ERROR: ")
-    return (f"{name} {spec} is not in the wheelhouse and the package index did not answer: {last[:200]} "
-            f"(cache: {cache_dir()})")
+    return (
+        f"{name} {spec} is not in the wheelhouse and the package index did not answer: {last[:200]} "
+        f"(cache: {cache_dir()})"
+    )
 
 
 def requires(wheel: Path) -> list[str]:

@@ -5,6 +5,7 @@ and the shipped experiment under ``experiments/pitfalls/`` that shows its effect
 is a warning, never an error: measuring a trap on purpose is legitimate (the pitfall experiments
 themselves match their own rules).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -63,8 +64,9 @@ def _visibility(values: Mapping[str, Any]) -> str | None:
         return None
     ahead = max((_number(values, p) for p in SCHEDULE_PARAMS), default=0.0)
     options = values.get("celery.broker_transport_options") or {}
-    timeout = _number(options if isinstance(options, Mapping) else {}, "visibility_timeout",
-                      DEFAULT_VISIBILITY_TIMEOUT_S)
+    timeout = _number(
+        options if isinstance(options, Mapping) else {}, "visibility_timeout", DEFAULT_VISIBILITY_TIMEOUT_S
+    )
     if ahead > timeout:
         return f"Redis broker with tasks scheduled {ahead:g}s ahead, beyond visibility_timeout {timeout:g}s"
     return None
@@ -77,8 +79,10 @@ def _heartbeat(values: Mapping[str, Any]) -> str | None:
     if values.get("pool") in pools.GREEN and server and server.heartbeats and beat > 0:
         why = f"{values['pool']} pool with broker heartbeat {beat:g}s on {server.product}"
         if beat <= 2 * GREEN_LOOP_WAIT_S:
-            why += (f"; at {2 * GREEN_LOOP_WAIT_S:g}s or less the broker's heartbeat frames keep the worker's "
-                    "loop waiting for ever, so it never starts consuming")
+            why += (
+                f"; at {2 * GREEN_LOOP_WAIT_S:g}s or less the broker's heartbeat frames keep the worker's "
+                "loop waiting for ever, so it never starts consuming"
+            )
         return why
     return None
 
@@ -92,8 +96,10 @@ def _prefetch(values: Mapping[str, Any]) -> str | None:
 
 
 def _max_tasks_per_child(values: Mapping[str, Any]) -> str | None:
-    if values.get("pool", BY_NAME["pool"].default) in pools.PER_CHILD_LIMITS \
-            and values.get("celery.worker_max_tasks_per_child") == 1:
+    if (
+        values.get("pool", BY_NAME["pool"].default) in pools.PER_CHILD_LIMITS
+        and values.get("celery.worker_max_tasks_per_child") == 1
+    ):
         return "celery.worker_max_tasks_per_child 1 on prefork (a new child process per task)"
     return None
 
@@ -110,21 +116,36 @@ def _chord_size(values: Mapping[str, Any]) -> str | None:
     backend = values.get("backend", BY_NAME["backend"].default)
     largest = max(_chord_headers(values))
     if backend != "none" and largest >= LARGE_CHORD_HEADER:  # no chord runs without a backend
-        return (f"a chord of {largest:g} header tasks on the {backend} result backend: its callback waits "
-                "until the backend has counted every header result")
+        return (
+            f"a chord of {largest:g} header tasks on the {backend} result backend: its callback waits "
+            "until the backend has counted every header result"
+        )
     return None
 
 
 PITFALLS: tuple[Pitfall, ...] = (
     Pitfall("prefetch-hol", "Prefetch head-of-line blocking", "experiments/pitfalls/prefetch-hol.yaml", _prefetch),
-    Pitfall("max-tasks-per-child", "worker_max_tasks_per_child forks per N tasks",
-            "experiments/pitfalls/max-tasks-per-child.yaml", _max_tasks_per_child),
-    Pitfall("visibility-timeout", "Redis visibility timeout vs ETA/countdown",
-            "experiments/pitfalls/visibility-timeout.yaml", _visibility),
-    Pitfall("gevent-heartbeat", "Broker heartbeats under gevent/eventlet with blocking work",
-            "experiments/pitfalls/gevent-heartbeat.yaml", _heartbeat),
-    Pitfall("chord-size", "Large chord headers on a result backend",
-            "experiments/pitfalls/chord-size.yaml", _chord_size),
+    Pitfall(
+        "max-tasks-per-child",
+        "worker_max_tasks_per_child forks per N tasks",
+        "experiments/pitfalls/max-tasks-per-child.yaml",
+        _max_tasks_per_child,
+    ),
+    Pitfall(
+        "visibility-timeout",
+        "Redis visibility timeout vs ETA/countdown",
+        "experiments/pitfalls/visibility-timeout.yaml",
+        _visibility,
+    ),
+    Pitfall(
+        "gevent-heartbeat",
+        "Broker heartbeats under gevent/eventlet with blocking work",
+        "experiments/pitfalls/gevent-heartbeat.yaml",
+        _heartbeat,
+    ),
+    Pitfall(
+        "chord-size", "Large chord headers on a result backend", "experiments/pitfalls/chord-size.yaml", _chord_size
+    ),
 )
 
 
@@ -146,6 +167,8 @@ def warnings(cells: Iterable[Any]) -> list[str]:
         if pitfall.name in hits:
             found = hits[pitfall.name]
             ids = ", ".join(c for c, _ in found[:3]) + (", ..." if len(found) > 3 else "")
-            out.append(f"{len(found)} of {len(cells)} cells walk into '{pitfall.title}' ({found[0][1]}; "
-                       f"cells {ids}): {pitfall.experiment} shows the effect")
+            out.append(
+                f"{len(found)} of {len(cells)} cells walk into '{pitfall.title}' ({found[0][1]}; "
+                f"cells {ids}): {pitfall.experiment} shows the effect"
+            )
     return out

@@ -2,6 +2,7 @@
 checked per cell when a sweep ends. Here: what one threshold is and how it reads (pure); the metric
 names and units are checked against the metric registry by cli/checks.py (the model room
 does not reach the results room), and the check on the runs is analysis/thresholds.py's."""
+
 from __future__ import annotations
 
 import operator
@@ -12,8 +13,17 @@ from dataclasses import dataclass
 OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 #: Units a threshold's number may carry, by the kind of metric unit they fit (metricdefs' units);
 #: `cmx recommend --where` reads the same (analysis/units.py).
-SIZES = {"B": 1, "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4,
-         "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
+SIZES = {
+    "B": 1,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "TiB": 1024**4,
+}
 DURATIONS = {"µs": 1e-6, "us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 UNIT_KINDS = {**{u: "bytes" for u in SIZES}, **{u: "s" for u in DURATIONS}}
 _OPS = "|".join(re.escape(o) for o in sorted(OPERATORS, key=len, reverse=True))
@@ -26,7 +36,7 @@ FORM = "an operator among >=, <=, >, <, == and a number, with an optional unit (
 @dataclass(frozen=True)
 class Threshold:
     op: str
-    value: float             # in the metric's stored unit (bytes, seconds) when a unit was given
+    value: float  # in the metric's stored unit (bytes, seconds) when a unit was given
     unit: str | None = None  # the unit as written (None: a bare number)
 
     @property

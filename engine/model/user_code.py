@@ -6,6 +6,7 @@ with the workloads package, each under ``cmx_user/<its own name>`` (workloads/ca
 They are checked before any host is touched: the file exists, it imports, the task is there.
 The tasks module is imported in a subprocess with a time bound, never in cmx's own process.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -91,8 +92,10 @@ def _profile_source(base: Path, profile: str) -> Path:
     """The replay workload's profile file; ValueError naming where it was looked for."""
     path = base / profile
     if not path.is_file():
-        raise ValueError(f"params.profile: no profile {profile} next to the experiment (looked for {path}; "
-                         "write one with cmx capture --out)")
+        raise ValueError(
+            f"params.profile: no profile {profile} next to the experiment (looked for {path}; "
+            "write one with cmx capture --out)"
+        )
     return path
 
 
@@ -115,8 +118,14 @@ def check_replay(exp, cells) -> list[tuple[str, Any, str]]:
             continue
         unknown = [n for n in params.get("names") or () if n not in recorded]
         if unknown:
-            problems.append(("names", params.get("names"), f"params.names: {', '.join(map(repr, unknown))} not in "
-                             f"the profile (it recorded: {', '.join(recorded[:10]) or 'no task'})"))
+            problems.append(
+                (
+                    "names",
+                    params.get("names"),
+                    f"params.names: {', '.join(map(repr, unknown))} not in "
+                    f"the profile (it recorded: {', '.join(recorded[:10]) or 'no task'})",
+                )
+            )
     return list({p[2]: p for p in problems}.values())
 
 
@@ -141,16 +150,29 @@ def check_tasks(exp, cells) -> list[tuple[str, Any, str]]:
             bad_modules.add(module)  # until it passes: one line per bad module, not one per cell
             name = usercode.module_name(module)
             if _module_source(base, module) is None:
-                problems.append(("module", module, f"params.module: no {module} next to the experiment "
-                                 f"(looked for {base / module}: a .py file or a folder with __init__.py)"))
+                problems.append(
+                    (
+                        "module",
+                        module,
+                        f"params.module: no {module} next to the experiment "
+                        f"(looked for {base / module}: a .py file or a folder with __init__.py)",
+                    )
+                )
                 continue
             if not name.isidentifier() or name in usercode.RESERVED:
-                problems.append(("module", module, f"params.module: {name!r} cannot be a module name "
-                                 "(use letters, digits and _, and not workloads, engine, celery…)"))
+                problems.append(
+                    (
+                        "module",
+                        module,
+                        f"params.module: {name!r} cannot be a module name "
+                        "(use letters, digits and _, and not workloads, engine, celery…)",
+                    )
+                )
                 continue
             if importlib.util.find_spec(name) is not None and _installed_elsewhere(name, base):
-                problems.append(("module", module, f"params.module: an installed module is also called {name!r}; "
-                                 "rename yours"))
+                problems.append(
+                    ("module", module, f"params.module: an installed module is also called {name!r}; rename yours")
+                )
                 continue
             bad_modules.discard(module)
         error, where = _import_in_subprocess(params, base)
@@ -174,9 +196,15 @@ def _import_in_subprocess(params: dict, base: Path) -> tuple[str | None, str]:
 
     env = {**os.environ, "PYTHONPATH": str(ENGINE_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        proc = subprocess.run([sys.executable, "-c", check_script(), json.dumps(params), str(base)],
-                              capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S, cwd=str(base),
-                              env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", check_script(), json.dumps(params), str(base)],
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+            cwd=str(base),
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return f"it did not finish importing within {IMPORT_TIMEOUT_S:g} s", ""
     lines = proc.stdout.strip().splitlines()

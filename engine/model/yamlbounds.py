@@ -7,6 +7,7 @@ hundred bytes becomes 10^9 nodes), and lets Python raise plain ValueErrors for s
 found in time proportional to the file's size (itself capped), before anything is constructed.
 The caps live in ``cmx.engine.limits``.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ from cmx.engine import limits
 from cmx.engine.errors import InputError, Problem
 
 # What YAML 1.1 (and PyYAML's reader) accepts; anything else is refused with where it is.
-_NOT_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+_NOT_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 #: Longest integer literal: Python refuses to convert over 4,300 digits (with a ValueError).
@@ -50,17 +51,17 @@ def read_text(path: str | Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        good = data[:exc.start].decode("utf-8", errors="replace")
+        good = data[: exc.start].decode("utf-8", errors="replace")
         line, col = _line_col(good, len(good))
-        raise InputError(Problem(f"byte 0x{data[exc.start]:02x} is not UTF-8: save the file as UTF-8",
-                                 file, line, col)) from None
+        raise InputError(
+            Problem(f"byte 0x{data[exc.start]:02x} is not UTF-8: save the file as UTF-8", file, line, col)
+        ) from None
     bad = _NOT_PRINTABLE.search(text)
     if bad:
         line, col = _line_col(text, bad.start())
         char = bad.group()
         what = "a NUL byte" if char == "\0" else f"control character U+{ord(char):04X}"
-        raise InputError(Problem(f"{what} is not allowed in YAML: remove it (is this a text file?)",
-                                 file, line, col))
+        raise InputError(Problem(f"{what} is not allowed in YAML: remove it (is this a text file?)", file, line, col))
     return text
 
 
@@ -89,8 +90,14 @@ def _check_depth(text: str, file: str) -> None:
             depth += 1
             if depth > limits.MAX_DEPTH:
                 mark = event.start_mark
-                raise InputError(Problem(f"nested more than {limits.MAX_DEPTH} levels deep: an experiment "
-                                         f"or inventory needs a handful", file, mark.line + 1, mark.column + 1))
+                raise InputError(
+                    Problem(
+                        f"nested more than {limits.MAX_DEPTH} levels deep: an experiment or inventory needs a handful",
+                        file,
+                        mark.line + 1,
+                        mark.column + 1,
+                    )
+                )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 
@@ -110,8 +117,9 @@ def check_nodes(loader: yaml.SafeLoader, root: Node, file: str, finite: bool) ->
         if key in size:
             return size[key]  # an alias of a node already measured: counted again, not walked
         if key in active:
-            raise _problem(file, node, "an alias refers to a node that contains it (a recursive "
-                                       "anchor): expand it by hand")
+            raise _problem(
+                file, node, "an alias refers to a node that contains it (a recursive anchor): expand it by hand"
+            )
         active.add(key)
         total = 1
         if isinstance(node, SequenceNode):
@@ -124,8 +132,12 @@ def check_nodes(loader: yaml.SafeLoader, root: Node, file: str, finite: bool) ->
             _check_scalar(loader, node, file, finite)
         active.discard(key)
         if total > limits.MAX_EXPANDED_NODES:
-            raise _problem(file, node, f"this value expands to more than {limits.MAX_EXPANDED_NODES:,} "
-                                       f"values through its aliases (*name): write it out, or use fewer aliases")
+            raise _problem(
+                file,
+                node,
+                f"this value expands to more than {limits.MAX_EXPANDED_NODES:,} "
+                f"values through its aliases (*name): write it out, or use fewer aliases",
+            )
         size[key] = total
         return total
 
@@ -139,8 +151,9 @@ def _check_scalar(loader: yaml.SafeLoader, node: ScalarNode, file: str, finite: 
         try:
             loader.construct_yaml_timestamp(node)
         except (ValueError, OverflowError) as exc:
-            raise _problem(file, node, f"{node.value!r} reads as a date but is not one ({exc}): "
-                                       f"quote it to make it a string") from None
+            raise _problem(
+                file, node, f"{node.value!r} reads as a date but is not one ({exc}): quote it to make it a string"
+            ) from None
     if node.tag == _FLOAT_TAG and finite:
         value = loader.construct_yaml_float(node)
         if not math.isfinite(value):

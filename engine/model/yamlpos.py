@@ -3,6 +3,7 @@
 A *path* is a tuple of mapping keys and list indexes from the document root, e.g.
 ``("matrix", "pool", 2)`` is the third value of ``matrix.pool``. Lines and columns are 1-based.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -88,9 +89,11 @@ def _duplicate_keys(loader: yaml.SafeLoader, root: Node, file: str) -> list[Prob
                     continue
                 if key in first:
                     line, _ = _pos(first[key])
-                    problems.append(_problem(
-                        file, f"duplicate key {key!r} (first given on line {line}): keep one",
-                        key_node.start_mark))
+                    problems.append(
+                        _problem(
+                            file, f"duplicate key {key!r} (first given on line {line}): keep one", key_node.start_mark
+                        )
+                    )
                 else:
                     first[key] = key_node.start_mark
         elif isinstance(node, SequenceNode):
@@ -161,11 +164,9 @@ def load_yaml(path: str | Path) -> tuple[dict, Positions]:
     """
     with _composed(path, finite=True) as (loader, root, file):
         if root is None:
-            raise InputError(Problem("the file is empty: expected a mapping (name: ..., workload: ...)",
-                                     file, 1, 1))
+            raise InputError(Problem("the file is empty: expected a mapping (name: ..., workload: ...)", file, 1, 1))
         if not isinstance(root, MappingNode):
-            raise InputError(Problem("the top level must be a mapping (name: ..., workload: ...)",
-                                     file, 1, 1))
+            raise InputError(Problem("the top level must be a mapping (name: ..., workload: ...)", file, 1, 1))
         # Constructing flattens << merges in place, so positions are walked afterwards.
         data = loader.construct_document(root)
         positions = _walk(loader, root)

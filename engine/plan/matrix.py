@@ -3,6 +3,7 @@
 The cells themselves come from the model (engine/model/cells.py): planning depends on the model,
 never the reverse.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,6 @@ def cells_for_only(cells: list[Cell], glob: str) -> list[Cell]:
 
     def selected(cell: Cell) -> bool:
         strings = set().union(*(_spellings(n, v) for n, v in cell.values.items()))
-        return all(fnmatchcase(cell.cell_id, p) or any(fnmatchcase(s, p) for s in strings)
-                   for p in patterns)
+        return all(fnmatchcase(cell.cell_id, p) or any(fnmatchcase(s, p) for s in strings) for p in patterns)
 
     return [cell for cell in cells if selected(cell)]

@@ -1,4 +1,5 @@
 """The planner: cells become runs (one per cell and repeat), and the plan ``cmx plan --json`` prints."""
+
 from __future__ import annotations
 
 import random
@@ -25,8 +26,9 @@ def _short_uuid() -> str:
     return uuid4().hex[:8]
 
 
-def plan(exp: Experiment, cells: list[Cell], new_id: Callable[[], str] = _short_uuid,
-         shuffle: int | None = None) -> list[Run]:
+def plan(
+    exp: Experiment, cells: list[Cell], new_id: Callable[[], str] = _short_uuid, shuffle: int | None = None
+) -> list[Run]:
     """The runs of a sweep, repeat-major: repeat 1 of every cell, then repeat 2, ...
 
     Repeat-major spreads each cell's repeats over the sweep, so a slow spell on a noisy
@@ -43,8 +45,15 @@ def plan(exp: Experiment, cells: list[Cell], new_id: Callable[[], str] = _short_
         if rng is not None:
             rng.shuffle(order)
         for cell in order:
-            runs.append(Run(run_id=f"{cell.cell_id}-{repeat}-{new_id()}", experiment=exp.name, cell=cell,
-                            repeat=repeat, seq=len(runs) + 1))
+            runs.append(
+                Run(
+                    run_id=f"{cell.cell_id}-{repeat}-{new_id()}",
+                    experiment=exp.name,
+                    cell=cell,
+                    repeat=repeat,
+                    seq=len(runs) + 1,
+                )
+            )
     return runs
 
 

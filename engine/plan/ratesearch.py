@@ -17,6 +17,7 @@ of the highest step such that it and every step before it was *sustained*:
 Each fraction run then publishes at fraction × that rate (stored as ``target_rate``). The search
 is one bounded run: ``ramp_steps × ramp_step_s`` seconds at most, plus the drain of its last step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ GROWTH_SHARE = 0.25
 @dataclass(frozen=True)
 class Step:
     index: int
-    rate: float          # the step's target rate, tasks/s
+    rate: float  # the step's target rate, tasks/s
     sent: int
     finished: int
     p99_s: float | None
@@ -53,16 +54,24 @@ def search_cell(workload: str, cell: Cell) -> Cell:
 
 def stored_max(con, experiment: str, search_cell_id: str) -> float | None:
     """The latest ok search run's ``max_sustainable_rate`` for that cell, if any."""
-    row = con.execute("""
+    row = con.execute(
+        """
         SELECT m.value FROM runs r JOIN metrics m USING (run_id)
         WHERE r.experiment = ? AND r.cell_id = ? AND r.status = 'ok' AND m.name = 'max_sustainable_rate'
-        ORDER BY r.started_at DESC LIMIT 1""", [experiment, search_cell_id]).fetchone()
+        ORDER BY r.started_at DESC LIMIT 1""",
+        [experiment, search_cell_id],
+    ).fetchone()
     return row[0] if row else None
 
 
 def _facts(con, run_id: str) -> dict[str, float]:
-    return dict(con.execute("SELECT name, value FROM metrics WHERE run_id = ? AND name IN "
-                            "('ramp_steps_run', 'ramp_start_rate', 'ramp_factor', 'ramp_step_s')", [run_id]).fetchall())
+    return dict(
+        con.execute(
+            "SELECT name, value FROM metrics WHERE run_id = ? AND name IN "
+            "('ramp_steps_run', 'ramp_start_rate', 'ramp_factor', 'ramp_step_s')",
+            [run_id],
+        ).fetchall()
+    )
 
 
 def steps(con, run_id: str) -> list[Step]:
@@ -72,7 +81,8 @@ def steps(con, run_id: str) -> list[Step]:
     if len(f) < 4:
         return []
     n_steps, start, factor, step_s = int(f[M.RAMP_STEPS_RUN]), f[M.RAMP_START_RATE], f[M.RAMP_FACTOR], f[M.RAMP_STEP_S]
-    rows = con.execute("""
+    rows = con.execute(
+        """
         WITH t AS (
             SELECT intended_at, state, finished_at - intended_at AS latency_s,
                 CAST(floor((intended_at - min(intended_at) OVER ()) / ?) AS INTEGER) AS step
@@ -84,7 +94,9 @@ def steps(con, run_id: str) -> list[Step]:
             count(*) FILTER (WHERE state NOT IN ('LOST', 'UNSEEN') AND latency_s IS NOT NULL) AS finished,
             quantile_cont(latency_s, 0.99) AS p99,
             median(latency_s) FILTER (WHERE pos >= 0.75) - median(latency_s) FILTER (WHERE pos <= 0.25) AS growth
-        FROM r GROUP BY step ORDER BY step""", [step_s, run_id]).fetchall()
+        FROM r GROUP BY step ORDER BY step""",
+        [step_s, run_id],
+    ).fetchall()
     by_step = {r[0]: r for r in rows}
     first_p99 = by_step.get(0, (0, 0, 0, None, None))[3]
     out = []
@@ -93,7 +105,7 @@ def steps(con, run_id: str) -> list[Step]:
         ok = bool(sent) and finished == sent and p99 is not None and first_p99 is not None
         ok = ok and p99 <= max(P99_RUNAWAY * first_p99, first_p99 + P99_SLACK_S)
         ok = ok and (growth is None or growth < GROWTH_SHARE * step_s)
-        out.append(Step(k, start * factor ** k, sent, finished, p99, growth, ok))
+        out.append(Step(k, start * factor**k, sent, finished, p99, growth, ok))
     return out
 
 
@@ -109,14 +121,20 @@ def judge(con, run_id: str) -> tuple[float | None, str]:
         best = s
     if best is None:
         s = found[0]
-        return None, (f"not even the first step ({s.rate:,.0f}/s) was sustained (p99 {s.p99_s}, {s.finished} of "
-                      f"{s.sent} finished): lower params.rate")
+        return None, (
+            f"not even the first step ({s.rate:,.0f}/s) was sustained (p99 {s.p99_s}, {s.finished} of "
+            f"{s.sent} finished): lower params.rate"
+        )
     if best is found[-1]:
-        return best.rate, (f"every step was sustained, up to {best.rate:,.0f}/s: the cell may sustain more "
-                           "(raise ramp_steps or ramp_factor)")
+        return best.rate, (
+            f"every step was sustained, up to {best.rate:,.0f}/s: the cell may sustain more "
+            "(raise ramp_steps or ramp_factor)"
+        )
     nxt = found[best.index + 1]
-    return best.rate, (f"{best.rate:,.0f}/s sustained; {nxt.rate:,.0f}/s was not (p99 {nxt.p99_s or 0:.3f} s, "
-                       f"{nxt.finished} of {nxt.sent} finished)")
+    return best.rate, (
+        f"{best.rate:,.0f}/s sustained; {nxt.rate:,.0f}/s was not (p99 {nxt.p99_s or 0:.3f} s, "
+        f"{nxt.finished} of {nxt.sent} finished)"
+    )
 
 
 def after_ingest(con, run_id: str, params: dict) -> str | None:

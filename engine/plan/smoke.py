@@ -5,6 +5,7 @@ given value, anything else replaced by it), so a smoke sweep catches configurati
 broker the inventory lacks, a task that raises, a pool that will not start) in minutes before a
 long sweep. Shrunk cells get ids of their own; by default they go to a database of their own.
 """
+
 from __future__ import annotations
 
 from types import MappingProxyType

@@ -4,6 +4,7 @@ Listens only: Celery's own event receiver (``app.events.Receiver``) binds its ow
 queue; nothing is published or consumed on the user's queues. Args/kwargs are kept as sizes unless
 ``keep_args``. The broker URL's password never reaches the profile or a log.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,11 +21,33 @@ NO_EVENTS_AFTER = 10.0
 #: Seconds one connection attempt to the broker may take, and how many more attempts follow.
 CONNECT_TIMEOUT_S = 4.0
 CONNECT_RETRIES = 2
-NO_EVENTS_HINT = ("no task events within 10 s: start workers with -E (worker_send_task_events = True), and "
-                  "for send times set task_send_sent_event = True on producers, then capture again")
-COLUMNS = ("uuid", "name", "queue", "routing_key", "sent", "received", "started", "succeeded", "failed",
-           "retries", "runtime", "eta", "expires", "parent_id", "root_id", "args_bytes", "kwargs_bytes",
-           "args", "kwargs", "arrival", "arrival_source")
+NO_EVENTS_HINT = (
+    "no task events within 10 s: start workers with -E (worker_send_task_events = True), and "
+    "for send times set task_send_sent_event = True on producers, then capture again"
+)
+COLUMNS = (
+    "uuid",
+    "name",
+    "queue",
+    "routing_key",
+    "sent",
+    "received",
+    "started",
+    "succeeded",
+    "failed",
+    "retries",
+    "runtime",
+    "eta",
+    "expires",
+    "parent_id",
+    "root_id",
+    "args_bytes",
+    "kwargs_bytes",
+    "args",
+    "kwargs",
+    "arrival",
+    "arrival_source",
+)
 #: Where a task's arrival (the time replay sends it at) is read from, first found first:
 #: ``sent`` the producer's task-sent (needs task_send_sent_event), ``received`` the worker's task-received.
 ARRIVALS = {"sent": ("sent", "received", "started"), "received": ("received", "started")}
@@ -33,16 +56,23 @@ ARRIVALS = {"sent": ("sent", "received", "started"), "received": ("received", "s
 BATCH_S = 0.05
 #: At the end (time up or Ctrl-C) the events already on their way are read for at most this long.
 FINAL_WAIT_S, FINAL_LONGEST_S = 0.2, 2.0
-_TIME_OF = {"task-sent": "sent", "task-received": "received", "task-started": "started",
-            "task-succeeded": "succeeded", "task-failed": "failed"}
+_TIME_OF = {
+    "task-sent": "sent",
+    "task-received": "received",
+    "task-started": "started",
+    "task-succeeded": "succeeded",
+    "task-failed": "failed",
+}
 
 
 def broker_url(argv_url: str | None) -> str:
     """The URL to listen on: argv (without a password) or $CMX_CAPTURE_BROKER_URL. A password on argv is refused."""
     if argv_url:
         if urlsplit(argv_url).password:
-            raise InputError(f"--broker: a password on the command line is refused (it shows in ps and shell "
-                             f"history); put the URL in ${ENV_URL} instead")
+            raise InputError(
+                f"--broker: a password on the command line is refused (it shows in ps and shell "
+                f"history); put the URL in ${ENV_URL} instead"
+            )
         return argv_url
     url = os.environ.get(ENV_URL)
     if not url:
@@ -93,8 +123,9 @@ class Recorder:
                     row[key] = str(event[key])
 
     def rows(self) -> list[dict]:
-        keep = [r for r in self.tasks.values()
-                if not self.queues or r.get("queue", r.get("routing_key")) in self.queues]
+        keep = [
+            r for r in self.tasks.values() if not self.queues or r.get("queue", r.get("routing_key")) in self.queues
+        ]
         return [with_arrival({c: r.get(c) for c in COLUMNS}, self.arrivals) for r in keep]
 
 
@@ -123,23 +154,47 @@ def write_profile(rows: list[dict], out: Path) -> int:
         con = duckdb.connect()
         try:
             picked = ", ".join(f"CAST(json->>{i} AS {_TYPE.get(c, 'DOUBLE')}) AS {c}" for i, c in enumerate(COLUMNS))
-            source = (f"(SELECT {picked} FROM read_json('{lines}', format='newline_delimited', "
-                      f"columns={{'json': 'JSON'}}, records=false))" if rows else
-                      f"(SELECT * FROM (VALUES ({', '.join('NULL::' + _TYPE.get(c, 'DOUBLE') for c in COLUMNS)})) "
-                      f"t({', '.join(COLUMNS)}) WHERE false)")
+            source = (
+                f"(SELECT {picked} FROM read_json('{lines}', format='newline_delimited', "
+                f"columns={{'json': 'JSON'}}, records=false))"
+                if rows
+                else f"(SELECT * FROM (VALUES ({', '.join('NULL::' + _TYPE.get(c, 'DOUBLE') for c in COLUMNS)})) "
+                f"t({', '.join(COLUMNS)}) WHERE false)"
+            )
             con.execute(f"COPY (SELECT * FROM {source} ORDER BY arrival) TO '{out}' (FORMAT parquet)")
         finally:
             con.close()
     return len(rows)
 
 
-_TYPE = {c: "VARCHAR" for c in ("uuid", "name", "queue", "routing_key", "eta", "expires", "parent_id",
-                                "root_id", "args", "kwargs", "arrival_source")}
+_TYPE = {
+    c: "VARCHAR"
+    for c in (
+        "uuid",
+        "name",
+        "queue",
+        "routing_key",
+        "eta",
+        "expires",
+        "parent_id",
+        "root_id",
+        "args",
+        "kwargs",
+        "arrival_source",
+    )
+}
 _TYPE |= {"retries": "INTEGER", "args_bytes": "BIGINT", "kwargs_bytes": "BIGINT"}
 
 
-def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), keep_args: bool = False,
-            progress=sys.stderr, arrivals: str = "sent") -> int:
+def capture(
+    url: str,
+    out: Path,
+    duration: float,
+    queues: tuple[str, ...] = (),
+    keep_args: bool = False,
+    progress=sys.stderr,
+    arrivals: str = "sent",
+) -> int:
     """The loop behind ``cmx capture``: read events in batches (:func:`_read_batch`), print events/s each
     second, stop on time or Ctrl-C."""
     import socket
@@ -156,8 +211,12 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
     try:
         with app.connection_for_read() as conn:
             try:  # bounded: a broker that does not answer ends the capture with one line, exit 2
-                conn.ensure_connection(max_retries=CONNECT_RETRIES, interval_start=0.5, interval_step=0.5,
-                                       timeout=CONNECT_TIMEOUT_S * (CONNECT_RETRIES + 1))
+                conn.ensure_connection(
+                    max_retries=CONNECT_RETRIES,
+                    interval_start=0.5,
+                    interval_step=0.5,
+                    timeout=CONNECT_TIMEOUT_S * (CONNECT_RETRIES + 1),
+                )
             except (OperationalError, OSError, *conn.connection_errors) as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputError(f"--broker: cannot reach {redact(url)} ({reason})") from None
@@ -176,9 +235,13 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
                         raise InputError(NO_EVENTS_HINT)
                     if now - last >= 1.0:
                         rate = (rec.events - seen) / (now - last)
-                        print(f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
-                              f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s", end="", file=progress,
-                              flush=True)
+                        print(
+                            f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
+                            f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s",
+                            end="",
+                            file=progress,
+                            flush=True,
+                        )
                         last, seen = now, rec.events
             except KeyboardInterrupt:
                 pass
@@ -192,8 +255,10 @@ def capture(url: str, out: Path, duration: float, queues: tuple[str, ...] = (), 
     print("", file=progress)
     unknown = sum(1 for r in rec.tasks.values() if r.get("queue", r.get("routing_key")) is None)
     if queues and unknown:
-        print(f"{unknown:,} tasks had no queue (only task-sent events name it) and were left out by --queue",
-              file=progress)
+        print(
+            f"{unknown:,} tasks had no queue (only task-sent events name it) and were left out by --queue",
+            file=progress,
+        )
     return write_profile(rec.rows(), out)
 
 

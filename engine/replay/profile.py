@@ -1,4 +1,5 @@
 """Summarise a captured profile per task name (DuckDB reads the Parquet)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,8 +42,21 @@ def summary(path: Path) -> list[dict]:
         peaks = dict(con.execute(_PEAK.format(arrival=arrival), [str(path)]).fetchall())
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
-    order = ("name", "queue", "tasks", "rate_per_s", "peak_per_s", "runtime_p50", "runtime_p95", "runtime_p99",
-             "payload_bytes", "retry_share", "failed_share", "with_parent", "arrival_source")
+    order = (
+        "name",
+        "queue",
+        "tasks",
+        "rate_per_s",
+        "peak_per_s",
+        "runtime_p50",
+        "runtime_p95",
+        "runtime_p99",
+        "payload_bytes",
+        "retry_share",
+        "failed_share",
+        "with_parent",
+        "arrival_source",
+    )
     return [{k: (peaks.get(r["name"]) if k == "peak_per_s" else r[k]) for k in order} for r in rows]
 
 

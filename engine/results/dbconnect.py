@@ -2,6 +2,7 @@
 did not write or a newer cmx wrote, upgrading an older one (cmx.engine.results.migrate), and the views
 of the results every connection has (``runs``, ``task_times``). ``cmx.engine.results.db`` is the
 module callers import: it re-exports :func:`connect` beside the records a sweep writes."""
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,18 @@ SQL_DIR = Path(__file__).with_name("sql")
 
 #: Columns of ``runs`` before the dimension columns. ``revision`` (from the run's sweep) tells
 #: runs of one experiment under different definitions apart.
-RUN_COLUMNS = ("experiment", "run_id", "cell_id", "repeat", "status", "error", "started_at", "finished_at", "workload",
-               "revision")
+RUN_COLUMNS = (
+    "experiment",
+    "run_id",
+    "cell_id",
+    "repeat",
+    "status",
+    "error",
+    "started_at",
+    "finished_at",
+    "workload",
+    "revision",
+)
 #: Built-in dimensions come first among the dimension columns, in the registry's order.
 BUILTIN_ORDER = tuple(d.name for d in DIMENSIONS)
 
@@ -46,9 +57,13 @@ def install_result_views(con, temporary: bool = False) -> None:
 
 
 @contextmanager
-def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, sandboxed: bool = False,
-            prepare: Callable[[duckdb.DuckDBPyConnection, bool], None] | None = None
-            ) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(
+    path: Path | str,
+    read_only: bool = False,
+    wait_s: float = 30.0,
+    sandboxed: bool = False,
+    prepare: Callable[[duckdb.DuckDBPyConnection, bool], None] | None = None,
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the database, creating its schema if needed; waits while another process writes.
     A file cmx did not write is refused untouched (cmx.engine.results.dbfile); ``sandboxed``: the connection
     can read the database and nothing else (``cmx sql``). ``prepare(con, temporary)`` runs on a
@@ -80,10 +95,20 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
                 time.sleep(0.2)
                 continue
             if locked:
-                raise InputError(Problem(f"another process has held it for over {wait_s:.0f} s (a sweep "
-                                         "writing to it?): wait for it, or pass another --db", str(path)))
-            raise InputError(Problem(f"cannot open it as a results database ({_first_line(exc)}): "
-                                     "pass --db with a DuckDB file that cmx wrote", str(path))) from None
+                raise InputError(
+                    Problem(
+                        f"another process has held it for over {wait_s:.0f} s (a sweep "
+                        "writing to it?): wait for it, or pass another --db",
+                        str(path),
+                    )
+                )
+            raise InputError(
+                Problem(
+                    f"cannot open it as a results database ({_first_line(exc)}): "
+                    "pass --db with a DuckDB file that cmx wrote",
+                    str(path),
+                )
+            ) from None
     if read_only and _older(con, path):
         # Written by an older cmx: upgrade it once (additions only: cmx.engine.results.migrate), then
         # read it as this cmx wrote it.
@@ -95,9 +120,14 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
             root = exc
             while root.__context__ is not None:  # the error of the write itself, under its wrappers
                 root = root.__context__
-            raise InputError(Problem(f"written by an older cmx: this one adds its columns once, but cannot write "
-                                     f"it ({_first_line(root)}): copy it somewhere writable and pass --db with the "
-                                     "copy", str(path))) from None
+            raise InputError(
+                Problem(
+                    f"written by an older cmx: this one adds its columns once, but cannot write "
+                    f"it ({_first_line(root)}): copy it somewhere writable and pass --db with the "
+                    "copy",
+                    str(path),
+                )
+            ) from None
         con = duckdb.connect(str(path), read_only=True, config=dbfile.CONFIG)
     checked = False  # every check passed on a writable connection: it may be reopened without them
     with _holding(path, con, remember=lambda: checked):
@@ -105,13 +135,23 @@ def connect(path: Path | str, read_only: bool = False, wait_s: float = 30.0, san
             try:
                 migrate.upgrade(con)
             except duckdb.Error as exc:
-                raise InputError(Problem(f"not a cmx results database, or a newer one ({_first_line(exc)}): "
-                                         "pass --db with a file that cmx wrote", str(path))) from None
+                raise InputError(
+                    Problem(
+                        f"not a cmx results database, or a newer one ({_first_line(exc)}): "
+                        "pass --db with a file that cmx wrote",
+                        str(path),
+                    )
+                ) from None
             if not _has_view(con, "runs") or not _has_column(con, "runs", "revision"):
                 refresh_runs_view(con)
         elif not _has_view(con, "runs"):
-            raise InputError(Problem("not a cmx results database (it has no runs view): run a sweep into "
-                                     "it, or pass --db with a file that cmx wrote", str(path)))
+            raise InputError(
+                Problem(
+                    "not a cmx results database (it has no runs view): run a sweep into "
+                    "it, or pass --db with a file that cmx wrote",
+                    str(path),
+                )
+            )
         if _has_view(con, "runs"):
             # Stored when writable, for this connection only when read-only.
             install_result_views(con, temporary=read_only)
@@ -141,8 +181,10 @@ def _holding(path: Path, con: duckdb.DuckDBPyConnection, remember: Callable[[], 
 
 
 def _write_failed(path: Path, exc: Exception) -> HostError:
-    return HostError(f"{path}: cannot write the results database ({_first_line(exc)}): free space "
-                     f"there, then `cmx run` again resumes; runs already stored are kept")
+    return HostError(
+        f"{path}: cannot write the results database ({_first_line(exc)}): free space "
+        f"there, then `cmx run` again resumes; runs already stored are kept"
+    )
 
 
 #: The files this process opened for writing through every check (ours, not newer, upgraded, views
@@ -211,8 +253,9 @@ _WRITE_FAILURES = ("No space left on device", "Disk quota exceeded", "Read-only 
 def _cannot_write(exc: Exception) -> bool:
     """A full or read-only disk under the database (also when a view or the schema was being
     written): one line for the user, not a traceback or a misleading 'not a cmx database'."""
-    return isinstance(exc, (duckdb.IOException, duckdb.TransactionException)) or \
-        any(text in str(exc) for text in _WRITE_FAILURES)
+    return isinstance(exc, (duckdb.IOException, duckdb.TransactionException)) or any(
+        text in str(exc) for text in _WRITE_FAILURES
+    )
 
 
 def _first_line(exc: Exception) -> str:
@@ -224,14 +267,20 @@ def _has_view(con, name: str) -> bool:
 
 
 def _has_column(con, table: str, column: str) -> bool:
-    return bool(con.execute("SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
-                            [table, column]).fetchone())
+    return bool(
+        con.execute(
+            "SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = ?", [table, column]
+        ).fetchone()
+    )
 
 
 def _column_type(json_types: set[str]) -> str:
     """The SQL type of a dimension column from the JSON types its values have had."""
-    for ctype, fits in (("BIGINT", {"BIGINT", "UBIGINT"}), ("DOUBLE", {"BIGINT", "UBIGINT", "DOUBLE"}),
-                        ("BOOLEAN", {"BOOLEAN"})):
+    for ctype, fits in (
+        ("BIGINT", {"BIGINT", "UBIGINT"}),
+        ("DOUBLE", {"BIGINT", "UBIGINT", "DOUBLE"}),
+        ("BOOLEAN", {"BOOLEAN"}),
+    ):
         if json_types <= fits:
             return ctype
     return "VARCHAR"  # strings, lists, or a mix: JSON text for lists, the string otherwise

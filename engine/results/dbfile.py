@@ -6,6 +6,7 @@ sqlite extension over the network, and another tool's DuckDB file was altered by
 file is opened read-only first to see that cmx wrote it, and no connection may install or load
 extensions. ``cmx sql`` also gets no file system (no COPY TO, read_text, ATTACH, INSTALL, LOAD).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,14 +26,24 @@ SANDBOX = ("SET enable_external_access = false", "SET lock_configuration = true"
 #: Tables only cmx creates: a DuckDB file with tables but none of these is someone else's.
 OURS = ("cmx_schema", "run_starts")
 
-_KNOWN = ((b"SQLite format 3\0", "a SQLite database"), (b"PAR1", "a Parquet file"),
-          (b"PK\x03\x04", "a zip file"), (b"\x89PNG", "a PNG image"), (b"%PDF", "a PDF"))
+_KNOWN = (
+    (b"SQLite format 3\0", "a SQLite database"),
+    (b"PAR1", "a Parquet file"),
+    (b"PK\x03\x04", "a zip file"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF"),
+)
 
 
 def _refuse(path: Path, what: str) -> InputError:
-    return InputError(Problem(f"cannot open it as a results database: it is {what} (not a cmx results "
-                              "database), left untouched; pass --db with a DuckDB file that cmx wrote, or a new "
-                              "path", str(path)))
+    return InputError(
+        Problem(
+            f"cannot open it as a results database: it is {what} (not a cmx results "
+            "database), left untouched; pass --db with a DuckDB file that cmx wrote, or a new "
+            "path",
+            str(path),
+        )
+    )
 
 
 def check_header(path: Path, read_only: bool) -> bool:
@@ -53,7 +64,7 @@ def check_header(path: Path, read_only: bool) -> bool:
         if read_only:
             raise InputError(Problem("an empty file: no results here yet (run a sweep into it first)", str(path)))
         return True
-    if head[MAGIC_OFFSET:MAGIC_OFFSET + len(MAGIC)] != MAGIC:
+    if head[MAGIC_OFFSET : MAGIC_OFFSET + len(MAGIC)] != MAGIC:
         what = next((name for magic, name in _KNOWN if head.startswith(magic)), "not a DuckDB file")
         raise _refuse(path, what)
     return False
@@ -65,8 +76,12 @@ def check_ours(path: Path) -> dict[str, int]:
     duckdb.Error when the file is locked, for the caller to wait and retry."""
     con = duckdb.connect(str(path), read_only=True, config=CONFIG)
     try:
-        tables = {name for (name,) in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary").fetchall()}
+        tables = {
+            name
+            for (name,) in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary"
+            ).fetchall()
+        }
         views = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal AND NOT temporary").fetchone()[0]
         found = migrate.versions(con)
     finally:
@@ -93,9 +108,13 @@ def refusal(exc: duckdb.Error) -> Problem:
     """The one-line answer to a statement DuckDB refused or could not run."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, duckdb.PermissionException) or "configuration has been locked" in first:
-        return Problem("refused: cmx sql reads the results database only (no files, COPY TO, read_csv/"
-                       f"read_text, ATTACH, INSTALL or LOAD; copy the .duckdb file for that): {first}", "query")
+        return Problem(
+            "refused: cmx sql reads the results database only (no files, COPY TO, read_csv/"
+            f"read_text, ATTACH, INSTALL or LOAD; copy the .duckdb file for that): {first}",
+            "query",
+        )
     if "read-only mode" in first:
-        return Problem(f"refused: cmx sql does not change the results database (they are append-only): {first}",
-                       "query")
+        return Problem(
+            f"refused: cmx sql does not change the results database (they are append-only): {first}", "query"
+        )
     return Problem(first, "query")

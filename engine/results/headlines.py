@@ -9,6 +9,7 @@ runs of built-in workloads filled in once, when it is upgraded (and runs importe
 export, when they arrive); a run of a user's class stored then has no row, and analysis shows every
 judged metric for it, as it did for any workload it did not know.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ def of_workload(workload: Workload, params: dict[str, Any]) -> tuple[tuple[str, 
 
 def _builtin(name: str) -> Workload | None:
     from cmx.workloads.catalog import registry  # never a user's file: that is the runner's to load
+
     cls = registry.WORKLOADS.get(name)
     return cls() if cls is not None else None
 

@@ -5,6 +5,7 @@ code wrote (``pub-PID.csv``, ``recv-PID.csv``, ``exec-PID.csv``, ``samples.csv``
 ``connections.csv``, ``server_memory.csv``, ``sampler.json``, ``noise.json``, ``facts.json``, ``worker.json``,
 ``driver.json``).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,24 +18,67 @@ from cmx.engine.results.metricdefs import over_drivers, unit_of
 from cmx.workloads.vocab import metrics as M
 
 CSV_COLUMNS = {
-    "pub": {"task_id": "VARCHAR", "name": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
-            "intended_at": "DOUBLE", "sent_at": "DOUBLE"},
+    "pub": {
+        "task_id": "VARCHAR",
+        "name": "VARCHAR",
+        "host": "VARCHAR",
+        "pid": "INTEGER",
+        "intended_at": "DOUBLE",
+        "sent_at": "DOUBLE",
+    },
     "recv": {"task_id": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER", "received_at": "DOUBLE"},
-    "exec": {"task_id": "VARCHAR", "name": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER", "sent_at": "DOUBLE",
-             "started_at": "DOUBLE", "finished_at": "DOUBLE", "state": "VARCHAR", "redelivered": "INTEGER"},
-    "samples": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "ts": "DOUBLE", "rss_bytes": "BIGINT",
-                "pss_bytes": "BIGINT", "cpu_percent": "DOUBLE"},
+    "exec": {
+        "task_id": "VARCHAR",
+        "name": "VARCHAR",
+        "host": "VARCHAR",
+        "pid": "INTEGER",
+        "sent_at": "DOUBLE",
+        "started_at": "DOUBLE",
+        "finished_at": "DOUBLE",
+        "state": "VARCHAR",
+        "redelivered": "INTEGER",
+    },
+    "samples": {
+        "host": "VARCHAR",
+        "pid": "INTEGER",
+        "role": "VARCHAR",
+        "ts": "DOUBLE",
+        "rss_bytes": "BIGINT",
+        "pss_bytes": "BIGINT",
+        "cpu_percent": "DOUBLE",
+    },
     "peaks": {"host": "VARCHAR", "pid": "INTEGER", "role": "VARCHAR", "name": "VARCHAR", "vmhwm_bytes": "BIGINT"},
-    "connections": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "count": "INTEGER",
-                    "client": "VARCHAR"},
-    "server_memory": {"host": "VARCHAR", "role": "VARCHAR", "kind": "VARCHAR", "ts": "DOUBLE", "node": "VARCHAR",
-                      "used_bytes": "BIGINT"},
+    "connections": {
+        "host": "VARCHAR",
+        "role": "VARCHAR",
+        "kind": "VARCHAR",
+        "ts": "DOUBLE",
+        "count": "INTEGER",
+        "client": "VARCHAR",
+    },
+    "server_memory": {
+        "host": "VARCHAR",
+        "role": "VARCHAR",
+        "kind": "VARCHAR",
+        "ts": "DOUBLE",
+        "node": "VARCHAR",
+        "used_bytes": "BIGINT",
+    },
     "queue": {"ts": "DOUBLE", "depth": "BIGINT"},
     "sample_marks": {"host": "VARCHAR", "name": "VARCHAR", "ts": "DOUBLE"},
     "broker_lost": {"host": "VARCHAR", "pid": "INTEGER", "ts": "DOUBLE"},
-    "faults": {"idx": "INTEGER", "fault": "VARCHAR", "kind": "VARCHAR", "host": "VARCHAR", "pid": "INTEGER",
-               "task_id": "VARCHAR", "struck_at": "DOUBLE", "ended_at": "DOUBLE", "error": "VARCHAR",
-               "method": "VARCHAR"},
+    "faults": {
+        "idx": "INTEGER",
+        "fault": "VARCHAR",
+        "kind": "VARCHAR",
+        "host": "VARCHAR",
+        "pid": "INTEGER",
+        "task_id": "VARCHAR",
+        "struck_at": "DOUBLE",
+        "ended_at": "DOUBLE",
+        "error": "VARCHAR",
+        "method": "VARCHAR",
+    },
 }
 
 
@@ -80,12 +124,15 @@ def _stage(con, kind: str, files: list[Path]) -> None:
             present = {k: cols.get(k, "VARCHAR") for k in header}
         spec = "{" + ", ".join(f"'{k}': '{v}'" for k, v in present.items()) + "}"
         names = ", ".join(k for k in present if k in cols)
-        con.execute(f"INSERT INTO stage_{kind} ({names}) SELECT {names} "
-                    f"FROM read_csv(?, header = true, columns = {spec})", [paths])
+        con.execute(
+            f"INSERT INTO stage_{kind} ({names}) SELECT {names} FROM read_csv(?, header = true, columns = {spec})",
+            [paths],
+        )
 
 
-def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo],
-               drivers: tuple[str, ...] = ()) -> Ingested:
+def ingest_run(
+    con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str, HostInfo], drivers: tuple[str, ...] = ()
+) -> Ingested:
     """Insert everything of one run into the database and compute its metrics (one transaction).
     ``drivers``: the run's driver hosts, the leading one first (its driver.json is the run's)."""
     host_dirs = [art_dir / h for h in sorted(hosts) if (art_dir / h).is_dir()]
@@ -105,23 +152,30 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
         for d in host_dirs:  # each sample with the driver host that took it: its clock moves it
             if (d / "queue.csv").exists():
                 _stage(con, "queue", [d / "queue.csv"])
-                con.execute("INSERT INTO main.queue_depth (run_id, ts, depth, host) "
-                            "SELECT ?, ts, depth, ? FROM temp.stage_queue", [run_id, d.name])
+                con.execute(
+                    "INSERT INTO main.queue_depth (run_id, ts, depth, host) "
+                    "SELECT ?, ts, depth, ? FROM temp.stage_queue",
+                    [run_id, d.name],
+                )
         out.driver = _drivers_json(art_dir, drivers, host_dirs)
         clock_host = drivers[0] if drivers else next((d.name for d in host_dirs if (d / "driver.json").exists()), None)
         # A fault run's faults, one row per host struck, each with the workload's clock start and the
         # drive's end (the leading driver's, on its host's clock).
         _stage(con, "faults", [d / "faults.csv" for d in host_dirs if (d / "faults.csv").exists()])
         cols = ", ".join(CSV_COLUMNS["faults"])
-        con.execute(f"INSERT INTO main.faults (run_id, {cols}, clock_at, clock_host, drive_end_at) "
-                    f"SELECT ? AS run_id, {cols}, ? AS clock_at, ? AS clock_host, ? AS drive_end_at "
-                    "FROM temp.stage_faults",
-                    [run_id, out.driver.get("consuming_at"), clock_host, out.driver.get("drive_ended_at")])
+        con.execute(
+            f"INSERT INTO main.faults (run_id, {cols}, clock_at, clock_host, drive_end_at) "
+            f"SELECT ? AS run_id, {cols}, ? AS clock_at, ? AS clock_host, ? AS drive_end_at "
+            "FROM temp.stage_faults",
+            [run_id, out.driver.get("consuming_at"), clock_host, out.driver.get("drive_ended_at")],
+        )
         _insert_hosts(con, run_id, host_dirs, hosts, out.driver)
         _insert_packages(con, run_id, host_dirs)
         _insert_broker_queues(con, run_id, host_dirs)
-        rows = [(name, value, None) for name, value in
-                con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()]
+        rows = [
+            (name, value, None)
+            for name, value in con.execute(sql("metrics.sql"), {"run_id": run_id, "warmup_s": warmup_s}).fetchall()
+        ]
         own = _driver_metrics(art_dir, drivers)
         extra = [(name, value, unit) for name, value, unit in out.driver.get("metrics", [])]
         extra = [(name, _over_drivers(name, value, own, drivers), unit) for name, value, unit in extra]
@@ -131,8 +185,10 @@ def ingest_run(con, run_id: str, art_dir: Path, warmup_s: float, hosts: dict[str
             extra.append((M.PUBLISH_RATE_MIN_DRIVER, min(rates.get(h) or 0.0 for h in drivers), "tasks/s"))
             own += [(h, M.PUBLISH_RATE, rates.get(h), "tasks/s") for h in drivers]
         if own:
-            con.executemany("INSERT INTO driver_metrics VALUES (?, ?, ?, ?, ?)",
-                            [(run_id, h, name, value, unit_of(name, unit)) for h, name, value, unit in own])
+            con.executemany(
+                "INSERT INTO driver_metrics VALUES (?, ?, ?, ?, ?)",
+                [(run_id, h, name, value, unit_of(name, unit)) for h, name, value, unit in own],
+            )
         for name, value, reported in [*rows, *extra]:
             out.metrics[name] = value
             con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, name, value, unit_of(name, reported)])
@@ -156,13 +212,15 @@ def not_run(con, run_id: str, lost_before_queue: int = 0) -> dict[str, float | N
         return {}
     unrun = row[0]
     if lost_before_queue and unrun == lost_before_queue:  # the broker's doing: lost, every one
-        con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, M.TASKS_NOT_RUN, 0.0,
-                                                                unit_of(M.TASKS_NOT_RUN, None)])
+        con.execute(
+            "INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, M.TASKS_NOT_RUN, 0.0, unit_of(M.TASKS_NOT_RUN, None)]
+        )
         return {M.TASKS_NOT_RUN: 0.0}
     if unrun:
         con.execute("UPDATE metrics SET value = NULL WHERE run_id = ? AND name = ?", [run_id, M.TASKS_LOST])
-    con.execute("INSERT INTO metrics VALUES (?, ?, ?, ?)",
-                [run_id, M.TASKS_NOT_RUN, unrun, unit_of(M.TASKS_NOT_RUN, None)])
+    con.execute(
+        "INSERT INTO metrics VALUES (?, ?, ?, ?)", [run_id, M.TASKS_NOT_RUN, unrun, unit_of(M.TASKS_NOT_RUN, None)]
+    )
     return {M.TASKS_LOST: None if unrun else 0.0, M.TASKS_NOT_RUN: unrun}
 
 
@@ -175,8 +233,10 @@ def _drivers_json(art_dir: Path, drivers: tuple[str, ...], host_dirs: list[Path]
     for host in drivers[1:]:
         other = _read_json(art_dir / host / "driver.json")
         if lead.get("status", "ok") == "ok" and other.get("status") != "ok":
-            lead |= {"status": other.get("status") or "failed",
-                     "error": f"the driver on {host}: {other.get('error') or 'left no driver.json'}"}
+            lead |= {
+                "status": other.get("status") or "failed",
+                "error": f"the driver on {host}: {other.get('error') or 'left no driver.json'}",
+            }
     return lead
 
 
@@ -185,12 +245,16 @@ def _driver_metrics(art_dir: Path, drivers: tuple[str, ...]) -> list[tuple[str, 
     itself in its driver.json (one driver: the run's own metrics say it all)."""
     if len(drivers) < 2:
         return []
-    return [(h, name, value, unit) for h in drivers
-            for name, value, unit in _read_json(art_dir / h / "driver.json").get("metrics", [])]
+    return [
+        (h, name, value, unit)
+        for h in drivers
+        for name, value, unit in _read_json(art_dir / h / "driver.json").get("metrics", [])
+    ]
 
 
-def _over_drivers(name: str, value: float | None, own: list[tuple[str, str, float, str]],
-                  drivers: tuple[str, ...]) -> float | None:
+def _over_drivers(
+    name: str, value: float | None, own: list[tuple[str, str, float, str]], drivers: tuple[str, ...]
+) -> float | None:
     """The run's value of a metric each driver reports of its own share: the sum over the drivers
     for a count (metricdefs ``over_drivers``), else the leading driver's as reported. A sum is
     unknown (None) unless every driver reported its part: a partial sum would pass for the whole."""
@@ -202,8 +266,11 @@ def _over_drivers(name: str, value: float | None, own: list[tuple[str, str, floa
 
 def _heartbeat(host_dirs: list[Path]) -> list[tuple[str, float, str]]:
     """The broker heartbeat the workers' connections negotiated (lowest over workers)."""
-    beats = [w[M.HEARTBEAT_NEGOTIATED_S] for d in host_dirs
-             if (w := _read_json(d / "worker.json")).get(M.HEARTBEAT_NEGOTIATED_S) is not None]
+    beats = [
+        w[M.HEARTBEAT_NEGOTIATED_S]
+        for d in host_dirs
+        if (w := _read_json(d / "worker.json")).get(M.HEARTBEAT_NEGOTIATED_S) is not None
+    ]
     return [(M.HEARTBEAT_NEGOTIATED_S, float(min(beats)), "s")] if beats else []
 
 
@@ -222,28 +289,50 @@ def _insert_hosts(con, run_id: str, host_dirs: list[Path], hosts: dict[str, Host
     for d in host_dirs:
         f = _read_json(d / "facts.json")
         info = hosts.get(d.name, HostInfo(groups=()))
-        con.execute("""INSERT INTO hosts (run_id, host, groups, cpu_model, cores, memory_bytes, kernel, python, celery,
+        con.execute(
+            """INSERT INTO hosts (run_id, host, groups, cpu_model, cores, memory_bytes, kernel, python, celery,
                                           kombu, broker_version, clock_offset_s, clock_uncertainty_s, hostname,
                                           governor, backend_version)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", [
-            run_id, d.name, ",".join(info.groups), f.get("cpu_model"), f.get("cores"), f.get("memory_bytes"),
-            f.get("kernel"), f.get("python"), f.get("celery"), f.get("kombu"), driver.get("broker_version"),
-            f.get("clock_offset_s"), f.get("clock_uncertainty_s"), f.get("hostname"), f.get("governor"),
-            driver.get("backend_version")])
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                run_id,
+                d.name,
+                ",".join(info.groups),
+                f.get("cpu_model"),
+                f.get("cores"),
+                f.get("memory_bytes"),
+                f.get("kernel"),
+                f.get("python"),
+                f.get("celery"),
+                f.get("kombu"),
+                driver.get("broker_version"),
+                f.get("clock_offset_s"),
+                f.get("clock_uncertainty_s"),
+                f.get("hostname"),
+                f.get("governor"),
+                driver.get("backend_version"),
+            ],
+        )
 
 
 def _insert_broker_queues(con, run_id: str, host_dirs: list[Path]) -> None:
     """The type the broker itself gave the run's queues, as each driver read it back (driver.json)."""
-    rows = [(run_id, d.name, q.get("queue"), q.get("type"), q.get("source"))
-            for d in host_dirs for q in (_read_json(d / "driver.json").get("queues") or [])]
+    rows = [
+        (run_id, d.name, q.get("queue"), q.get("type"), q.get("source"))
+        for d in host_dirs
+        for q in (_read_json(d / "driver.json").get("queues") or [])
+    ]
     if rows:
         con.executemany("INSERT INTO broker_queues VALUES (?, ?, ?, ?, ?)", rows)
 
 
 def _insert_packages(con, run_id: str, host_dirs: list[Path]) -> None:
     """The versions each worker and driver process reported of itself (worker.json, driver.json)."""
-    rows = [(run_id, d.name, role, name, version)
-            for d in host_dirs for role in ("worker", "driver")
-            for name, version in (_read_json(d / f"{role}.json").get("packages") or {}).items()]
+    rows = [
+        (run_id, d.name, role, name, version)
+        for d in host_dirs
+        for role in ("worker", "driver")
+        for name, version in (_read_json(d / f"{role}.json").get("packages") or {}).items()
+    ]
     if rows:
         con.executemany("INSERT INTO packages VALUES (?, ?, ?, ?, ?)", rows)

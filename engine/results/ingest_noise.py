@@ -14,6 +14,7 @@ Per host, over its sampler's window:
 
 A host without ``noise.json`` (artifacts of an older cmx) or without a counter (no PSI) has no value.
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@ column, so databases and queries of today's ``worker_config`` read on unchanged.
 Apart from :mod:`cmx.engine.results.ingest` because it needs the run's worker hosts, which only the runner
 knows (a host of the ``workers`` group may be a broker host that ran no worker in this run).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ def ingest_workers(con, run_id: str, art_dir: Path, workers: tuple[str, ...], dr
         configs = _read_json(art_dir / driver_host / "worker_config.json")
         for node, config in sorted(configs.items()):
             host = node.split("@", 1)[-1]
-            con.executemany("INSERT INTO worker_config VALUES (?, ?, ?, ?, ?)",
-                            [[run_id, host, node, key, json.dumps(value)] for key, value in sorted(config.items())])
+            con.executemany(
+                "INSERT INTO worker_config VALUES (?, ?, ?, ?, ?)",
+                [[run_id, host, node, key, json.dumps(value)] for key, value in sorted(config.items())],
+            )
         metrics: dict[str, float] = {}
         if len(set(workers)) > 1:
             (share,) = con.execute("SELECT min(share) FROM host_tasks WHERE run_id = ?", [run_id]).fetchone()

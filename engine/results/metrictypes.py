@@ -1,5 +1,6 @@
 """What a metric's definition holds (:class:`MetricDef`), which direction of it is better, and the
 groups results are shown in. The table of every metric cmx computes is ``metricdefs.METRICS``."""
+
 from __future__ import annotations
 
 import enum

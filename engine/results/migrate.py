@@ -13,6 +13,7 @@ When: on every writable open (``db.connect``). A read-only open (``cmx status``,
 views read the new columns, and a second reader finds it current. A database that a newer cmx
 wrote (a table at a version this cmx does not know) is refused before anything writes to it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,47 +47,86 @@ STEPS: tuple[Step, ...] = (
     # invocation meant to execute; `resumes` = the sweep id of the interrupted sweep it continues
     # (NULL when it starts a point of its own). A sweep is finished when each planned run has an
     # end that is ok, failed or timeout; `cmx run` resumes only an unfinished one (db.resume_point).
-    Step("sweeps", 2, 3, "ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS planned INTEGER; "
-                         "ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS resumes VARCHAR"),
+    Step(
+        "sweeps",
+        2,
+        3,
+        "ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS planned INTEGER; "
+        "ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS resumes VARCHAR",
+    ),
     # Thresholds (`thresholds:`) checked per cell when a sweep ends, on the median of the cell's ok
     # runs of that sweep's point (median NULL: no ok run has the metric, so it is not held).
-    Step("threshold_checks", 0, 1, "CREATE TABLE IF NOT EXISTS threshold_checks (sweep_id VARCHAR, "
-                                   "cell_id VARCHAR, metric VARCHAR, op VARCHAR, value DOUBLE, median DOUBLE, "
-                                   "n INTEGER, held BOOLEAN)"),
+    Step(
+        "threshold_checks",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS threshold_checks (sweep_id VARCHAR, "
+        "cell_id VARCHAR, metric VARCHAR, op VARCHAR, value DOUBLE, median DOUBLE, "
+        "n INTEGER, held BOOLEAN)",
+    ),
     # When each host's sampler read PSS of every watched process for a mark of the run (that host's
     # clock, as samples.ts): 'clock' as the workload's clock started, 'drain' once its work drained
     # (workloads/runtime/runmarks.py). Peak PSS metrics read only samples between a host's two marks.
-    Step("sample_marks", 0, 1, "CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, "
-                               "name VARCHAR, ts DOUBLE)"),
+    Step(
+        "sample_marks",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS sample_marks (run_id VARCHAR, host VARCHAR, name VARCHAR, ts DOUBLE)",
+    ),
     # The environment fingerprint (cmx.analysis.fingerprint): the hosts' CPU frequency governor and
     # the result backend's server version, and the package versions each worker and driver ran with.
-    Step("hosts", 1, 2, "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS governor VARCHAR; "
-                        "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS backend_version VARCHAR"),
-    Step("packages", 0, 1, "CREATE TABLE IF NOT EXISTS packages "
-                           "(run_id VARCHAR, host VARCHAR, role VARCHAR, name VARCHAR, version VARCHAR)"),
+    Step(
+        "hosts",
+        1,
+        2,
+        "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS governor VARCHAR; "
+        "ALTER TABLE hosts ADD COLUMN IF NOT EXISTS backend_version VARCHAR",
+    ),
+    Step(
+        "packages",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS packages "
+        "(run_id VARCHAR, host VARCHAR, role VARCHAR, name VARCHAR, version VARCHAR)",
+    ),
     # The faults a run injected (the `fault` dimension: workloads/host/faultinject.py), each as its
     # host recorded it: when it struck and ended (that host's clock), the process and the task it
     # hit, why it failed; and the workload's clock start (`clock_at`, on `clock_host`'s clock).
     # Read through the view fault_times (task_times.sql), which puts them on the controller's clock.
-    Step("faults", 0, 1, "CREATE TABLE IF NOT EXISTS faults (run_id VARCHAR, idx INTEGER, fault VARCHAR, "
-                         "kind VARCHAR, host VARCHAR, pid INTEGER, task_id VARCHAR, struck_at DOUBLE, ended_at DOUBLE, "
-                         "error VARCHAR, clock_at DOUBLE, clock_host VARCHAR)"),
+    Step(
+        "faults",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS faults (run_id VARCHAR, idx INTEGER, fault VARCHAR, "
+        "kind VARCHAR, host VARCHAR, pid INTEGER, task_id VARCHAR, struck_at DOUBLE, ended_at DOUBLE, "
+        "error VARCHAR, clock_at DOUBLE, clock_host VARCHAR)",
+    ),
     # Several drivers (issue 29): each queue-depth sample names the driver host that took it, so
     # queue_depth_times moves it by that host's clock offset (NULL in rows stored before: the
     # view falls back on the run's publisher, as it did).
     Step("queue_depth", 1, 2, "ALTER TABLE queue_depth ADD COLUMN IF NOT EXISTS host VARCHAR"),
     # What each driver host reported of itself (its driver.json's metrics: publish_behind…), and
     # its publish rate, per run and host; `metrics` holds the run's whole (metricdefs.over_drivers).
-    Step("driver_metrics", 0, 1, "CREATE TABLE IF NOT EXISTS driver_metrics (run_id VARCHAR, host VARCHAR, "
-                                 "name VARCHAR, value DOUBLE, unit VARCHAR)"),
+    Step(
+        "driver_metrics",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS driver_metrics (run_id VARCHAR, host VARCHAR, "
+        "name VARCHAR, value DOUBLE, unit VARCHAR)",
+    ),
     # A fault run's end (issue 39): when its leading driver stopped waiting (its faults over and
     # limits.settle without a completion, or the run's timeout), on `clock_host`'s clock as
     # `clock_at`; the stall_s of a run whose tasks never all finished runs to it (metrics.sql).
     Step("faults", 1, 2, "ALTER TABLE faults ADD COLUMN IF NOT EXISTS drive_end_at DOUBLE"),
     # The noise group per run and host (engine/results/ingest_noise.py): the host's load from outside
     # the run; `metrics` holds the worst host's value of each.
-    Step("host_noise", 0, 1, "CREATE TABLE IF NOT EXISTS host_noise (run_id VARCHAR, host VARCHAR, "
-                             "name VARCHAR, value DOUBLE, unit VARCHAR)"),
+    Step(
+        "host_noise",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS host_noise (run_id VARCHAR, host VARCHAR, "
+        "name VARCHAR, value DOUBLE, unit VARCHAR)",
+    ),
     # How a partition_worker cut the worker host off (issue 39): `nftables`, `iptables` (packets
     # dropped silently) or `route` (a blackhole route, where no packet filter exists: sends fail at
     # once); NULL for other kinds and in rows stored before.
@@ -94,12 +134,20 @@ STEPS: tuple[Step, ...] = (
     # Each time a worker of a fault run noticed its broker connection broken (its consumer's
     # "Connection to broker lost": workloads/runtime/instrument.py, broker_lost.csv), on its host's clock;
     # read through broker_lost_times (task_times.sql); the first after the fault is detect_s.
-    Step("broker_lost", 0, 1, "CREATE TABLE IF NOT EXISTS broker_lost (run_id VARCHAR, host VARCHAR, pid INTEGER, "
-                              "ts DOUBLE)"),
+    Step(
+        "broker_lost",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS broker_lost (run_id VARCHAR, host VARCHAR, pid INTEGER, ts DOUBLE)",
+    ),
     # A racing sweep (repeats: {min, max}) that ended before running every run it planned: decided,
     # at its max or at a budget (`how`, cli/race.py). Such a sweep is finished, not resumable.
-    Step("sweep_ends", 0, 1, "CREATE TABLE IF NOT EXISTS sweep_ends (sweep_id VARCHAR, ended_at TIMESTAMPTZ, "
-                             "how VARCHAR)"),
+    Step(
+        "sweep_ends",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS sweep_ends (sweep_id VARCHAR, ended_at TIMESTAMPTZ, how VARCHAR)",
+    ),
     # What each run's workload calls its headline (issue 41: analysis reads it here, never a workload
     # class): engine/results/headlines.py. Runs of built-in workloads stored before are filled in
     # when this step is applied (:data:`AFTER`).
@@ -107,14 +155,24 @@ STEPS: tuple[Step, ...] = (
     # What type the broker itself gave the run's queue (issue 42: RabbitMQ's classic or quorum), as the
     # driver read it back (the management API, else AMQP): a run whose queue is not what its cell
     # asks fails saying so; this is what ran.
-    Step("broker_queues", 0, 1, "CREATE TABLE IF NOT EXISTS broker_queues (run_id VARCHAR, host VARCHAR, "
-                                "queue VARCHAR, type VARCHAR, source VARCHAR)"),
+    Step(
+        "broker_queues",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS broker_queues (run_id VARCHAR, host VARCHAR, "
+        "queue VARCHAR, type VARCHAR, source VARCHAR)",
+    ),
     # The memory the broker or backend said it used (issue 42: a cluster's nodes are several
     # processes, on several hosts), by its own accounting, per node that answered each probe tick
     # of the sampler (server_memory.csv: RabbitMQ's /api/nodes mem_used, Redis INFO used_memory);
     # the host that asked, on its clock. No rows where the server cannot say: its metrics are NULL.
-    Step("server_memory", 0, 1, "CREATE TABLE IF NOT EXISTS server_memory (run_id VARCHAR, host VARCHAR, "
-                                "role VARCHAR, kind VARCHAR, ts DOUBLE, node VARCHAR, used_bytes BIGINT)"),
+    Step(
+        "server_memory",
+        0,
+        1,
+        "CREATE TABLE IF NOT EXISTS server_memory (run_id VARCHAR, host VARCHAR, "
+        "role VARCHAR, kind VARCHAR, ts DOUBLE, node VARCHAR, used_bytes BIGINT)",
+    ),
 )
 #: What is computed, not declared, once a step has been applied: (table, to_version) -> fill(con).
 AFTER = {("run_headlines", 1): headlines.backfill}
@@ -161,8 +219,11 @@ def refuse_newer(found: dict[str, int], path: Path | str) -> None:
     """InputError (exit 2) for a database written by a newer cmx; nothing is written to it."""
     reason = newer_reason(found)
     if reason:
-        raise InputError(Problem(f"written by a newer cmx ({reason}): open it with that cmx or a later one; "
-                                 "left untouched", str(path)))
+        raise InputError(
+            Problem(
+                f"written by a newer cmx ({reason}): open it with that cmx or a later one; left untouched", str(path)
+            )
+        )
 
 
 def pending(found: dict[str, int]) -> bool:

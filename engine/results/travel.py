@@ -15,6 +15,7 @@ inserted by column name and read NULL in the columns added since, as an upgraded
 an export from a newer cmx (a table version this cmx does not know) is refused before the target
 is opened.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,9 @@ SWEEPS_OF = "SELECT sweep_id, experiment FROM sweeps UNION SELECT sweep_id, expe
 class Manifest:
     experiment: str
     cmx_version: str
-    versions: dict[str, int]       # every cmx_schema entry of the exporting database
+    versions: dict[str, int]  # every cmx_schema entry of the exporting database
     sweeps: list[str]
-    rows: dict[str, int]           # table -> rows exported (each table's file: TABLE.parquet)
+    rows: dict[str, int]  # table -> rows exported (each table's file: TABLE.parquet)
     folder: Path = field(default=Path("."))
 
     def file(self, table: str) -> Path:
@@ -56,9 +57,9 @@ class Manifest:
 
 @dataclass
 class Imported:
-    added: list[str]               # sweep ids inserted
-    skipped: list[str]             # sweep ids the database held already
-    rows: dict[str, int]           # table -> rows inserted
+    added: list[str]  # sweep ids inserted
+    skipped: list[str]  # sweep ids the database held already
+    rows: dict[str, int]  # table -> rows inserted
 
 
 def keyed_tables(con) -> dict[str, str]:
@@ -91,21 +92,36 @@ def export(db_path: Path | str, experiment: str, out: Path | str, cmx_version: s
     (nothing written) for an unknown experiment or an ``out`` that exists and is not empty."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(Problem("exists and is not an empty folder: give --out a new folder (an export is "
-                                 "never written over another)", str(out)))
+        raise InputError(
+            Problem(
+                "exists and is not an empty folder: give --out a new folder (an export is never written over another)",
+                str(out),
+            )
+        )
     with db.connect(db_path, read_only=True) as con:
-        sweeps = [s for (s,) in con.execute(f"SELECT sweep_id FROM ({SWEEPS_OF}) WHERE experiment = ? ORDER BY 1",
-                                            [experiment]).fetchall()]
+        sweeps = [
+            s
+            for (s,) in con.execute(
+                f"SELECT sweep_id FROM ({SWEEPS_OF}) WHERE experiment = ? ORDER BY 1", [experiment]
+            ).fetchall()
+        ]
         if not sweeps:
             known = [e for (e,) in con.execute(f"SELECT DISTINCT experiment FROM ({SWEEPS_OF}) ORDER BY 1").fetchall()]
-            raise InputError(Problem(f"no sweep of experiment '{experiment}' here (experiments: "
-                                     f"{', '.join(known) or 'none'})" + suggest(experiment, known), str(db_path)))
+            raise InputError(
+                Problem(
+                    f"no sweep of experiment '{experiment}' here (experiments: "
+                    f"{', '.join(known) or 'none'})" + suggest(experiment, known),
+                    str(db_path),
+                )
+            )
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             con.execute("CREATE TEMP TABLE travel_sweeps AS SELECT unnest(?::VARCHAR[]) AS sweep_id", [sweeps])
-            con.execute("CREATE TEMP TABLE travel_runs AS SELECT DISTINCT run_id FROM run_starts "
-                        "WHERE sweep_id IN (SELECT sweep_id FROM travel_sweeps)")
+            con.execute(
+                "CREATE TEMP TABLE travel_runs AS SELECT DISTINCT run_id FROM run_starts "
+                "WHERE sweep_id IN (SELECT sweep_id FROM travel_sweeps)"
+            )
             manifest = Manifest(experiment, cmx_version, migrate.versions(con), sweeps, {}, stage)
             for table, key in keyed_tables(con).items():
                 ids = "travel_sweeps" if key == "sweep_id" else "travel_runs"
@@ -124,10 +140,16 @@ def export(db_path: Path | str, experiment: str, out: Path | str, cmx_version: s
 
 
 def _write_manifest(m: Manifest) -> None:
-    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "cmx_version": m.cmx_version,
-            "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "experiment": m.experiment,
-            "sweeps": m.sweeps, "versions": dict(sorted(m.versions.items())),
-            "tables": {t: {"file": m.file(t).name, "rows": n, "version": m.versions.get(t)} for t, n in m.rows.items()}}
+    body = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "cmx_version": m.cmx_version,
+        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "experiment": m.experiment,
+        "sweeps": m.sweeps,
+        "versions": dict(sorted(m.versions.items())),
+        "tables": {t: {"file": m.file(t).name, "rows": n, "version": m.versions.get(t)} for t, n in m.rows.items()},
+    }
     (m.folder / MANIFEST).write_text(json.dumps(body, indent=2) + "\n")
 
 
@@ -139,8 +161,9 @@ def read_manifest(folder: Path | str) -> Manifest:
         raise InputError(Problem(f"{what}: give the folder `cmx export --out` wrote", str(folder)))
     path = folder / MANIFEST
     if not path.is_file():
-        raise InputError(Problem(f"not a cmx export (no {MANIFEST}): give the folder `cmx export --out` wrote",
-                                 str(folder)))
+        raise InputError(
+            Problem(f"not a cmx export (no {MANIFEST}): give the folder `cmx export --out` wrote", str(folder))
+        )
     try:
         body = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -148,15 +171,21 @@ def read_manifest(folder: Path | str) -> Manifest:
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise InputError(Problem(f"not a cmx export manifest (no \"format\": \"{FORMAT}\")", str(path)))
     if not isinstance(body.get("format_version"), int) or body["format_version"] > FORMAT_VERSION:
-        raise InputError(Problem(f"export format {body.get('format_version')!r} is newer than this cmx reads "
-                                 f"({FORMAT_VERSION}): import it with the cmx that wrote it "
-                                 f"({body.get('cmx_version')}) or a later one; nothing imported", str(path)))
+        raise InputError(
+            Problem(
+                f"export format {body.get('format_version')!r} is newer than this cmx reads "
+                f"({FORMAT_VERSION}): import it with the cmx that wrote it "
+                f"({body.get('cmx_version')}) or a later one; nothing imported",
+                str(path),
+            )
+        )
     try:
         versions = {str(t): int(v) for t, v in body["versions"].items()}
         rows = {str(t): int(spec["rows"]) for t, spec in body["tables"].items()}
         sweeps = [str(s) for s in body["sweeps"]]
-        manifest = Manifest(str(body["experiment"]), str(body.get("cmx_version") or "unknown"), versions, sweeps,
-                            rows, folder)
+        manifest = Manifest(
+            str(body["experiment"]), str(body.get("cmx_version") or "unknown"), versions, sweeps, rows, folder
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(Problem(f"not a cmx export manifest (bad or missing {exc})", str(path))) from None
     _check_versions(manifest, path)
@@ -177,8 +206,13 @@ def _check_versions(m: Manifest, path: Path) -> None:
             raise InputError(Problem(f"table {table} has no version in the manifest", str(path)))
     reason = migrate.newer_reason(m.versions)
     if reason:
-        raise InputError(Problem(f"exported by a newer cmx ({m.cmx_version}: {reason}): import it with that cmx "
-                                 "or a later one; nothing imported", str(path)))
+        raise InputError(
+            Problem(
+                f"exported by a newer cmx ({m.cmx_version}: {reason}): import it with that cmx "
+                "or a later one; nothing imported",
+                str(path),
+            )
+        )
 
 
 def import_export(folder: Path | str, db_path: Path | str) -> Imported:
@@ -202,50 +236,70 @@ def _read(con, m: Manifest, table: str, what: str) -> duckdb.DuckDBPyRelation:
     try:
         return con.execute(f"SELECT {what} FROM read_parquet({_literal(m.file(table))})")
     except duckdb.Error as exc:
-        raise InputError(Problem(f"cannot read it as Parquet ({db._first_line(exc)}); export it again",
-                                 str(m.file(table)))) from None
+        raise InputError(
+            Problem(f"cannot read it as Parquet ({db._first_line(exc)}); export it again", str(m.file(table)))
+        ) from None
 
 
 def _insert(con, m: Manifest, tables: dict[str, str]) -> Imported:
     for table, n in m.rows.items():
         found = _read(con, m, table, "count(*)").fetchone()[0]
         if found != n:
-            raise InputError(Problem(f"holds {found} rows, the manifest says {n}: export it again",
-                                     str(m.file(table))))
+            raise InputError(Problem(f"holds {found} rows, the manifest says {n}: export it again", str(m.file(table))))
     try:
         incoming = con.execute(f"""SELECT sweep_id, experiment, workload FROM read_parquet({_literal(m.file('sweeps'))})
                                    UNION SELECT sweep_id, experiment, workload
                                    FROM read_parquet({_literal(m.file('run_starts'))})""").fetchall()
     except duckdb.Error as exc:
-        raise InputError(Problem(f"not a cmx export: its sweeps or runs do not read ({db._first_line(exc)})",
-                                 str(m.folder))) from None
+        raise InputError(
+            Problem(f"not a cmx export: its sweeps or runs do not read ({db._first_line(exc)})", str(m.folder))
+        ) from None
     stray = sorted({e for _, e, _ in incoming} - {m.experiment})
     if stray:
-        raise InputError(Problem(f"holds sweeps of {', '.join(stray)}, not only of {m.experiment}: not an "
-                                 "export cmx wrote", str(m.folder)))
-    present = {s for (s,) in con.execute(f"SELECT sweep_id FROM ({SWEEPS_OF}) WHERE sweep_id IN (SELECT unnest(?))",
-                                         [[s for s, _, _ in incoming]]).fetchall()}
+        raise InputError(
+            Problem(
+                f"holds sweeps of {', '.join(stray)}, not only of {m.experiment}: not an export cmx wrote",
+                str(m.folder),
+            )
+        )
+    present = {
+        s
+        for (s,) in con.execute(
+            f"SELECT sweep_id FROM ({SWEEPS_OF}) WHERE sweep_id IN (SELECT unnest(?))", [[s for s, _, _ in incoming]]
+        ).fetchall()
+    }
     added = sorted({s for s, _, _ in incoming} - present)
     skipped = sorted({s for s, _, _ in incoming} & present)
     if not added:
         return Imported([], skipped, {})
-    workload = con.execute("SELECT workload FROM run_starts WHERE experiment = ? AND workload NOT IN "
-                           "(SELECT unnest(?)) LIMIT 1", [m.experiment, sorted({w for _, _, w in incoming})]).fetchone()
+    workload = con.execute(
+        "SELECT workload FROM run_starts WHERE experiment = ? AND workload NOT IN (SELECT unnest(?)) LIMIT 1",
+        [m.experiment, sorted({w for _, _, w in incoming})],
+    ).fetchone()
     if workload:
-        raise InputError(Problem(f"experiment name '{m.experiment}' is taken here by sweeps of workload "
-                                 f"'{workload[0]}', the export's are of another: import into another --db",
-                                 str(m.folder)))
+        raise InputError(
+            Problem(
+                f"experiment name '{m.experiment}' is taken here by sweeps of workload "
+                f"'{workload[0]}', the export's are of another: import into another --db",
+                str(m.folder),
+            )
+        )
     con.execute("CREATE OR REPLACE TEMP TABLE travel_sweeps AS SELECT unnest(?::VARCHAR[]) AS sweep_id", [added])
     _check_revisions(con, m)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE travel_runs AS SELECT DISTINCT run_id
                     FROM read_parquet({_literal(m.file('run_starts'))})
                     WHERE sweep_id IN (SELECT sweep_id FROM travel_sweeps)""")
-    clash = con.execute("SELECT run_id FROM run_starts WHERE run_id IN (SELECT run_id FROM travel_runs) "
-                        "LIMIT 1").fetchone()
+    clash = con.execute(
+        "SELECT run_id FROM run_starts WHERE run_id IN (SELECT run_id FROM travel_runs) LIMIT 1"
+    ).fetchone()
     if clash:
-        raise InputError(Problem(f"run {clash[0]} of a new sweep is already here under another sweep: the two "
-                                 "databases share run ids, so their rows cannot be told apart; nothing imported",
-                                 str(m.folder)))
+        raise InputError(
+            Problem(
+                f"run {clash[0]} of a new sweep is already here under another sweep: the two "
+                "databases share run ids, so their rows cannot be told apart; nothing imported",
+                str(m.folder),
+            )
+        )
     rows = {}
     for table in sorted(m.rows):
         key = tables[table]
@@ -253,10 +307,12 @@ def _insert(con, m: Manifest, tables: dict[str, str]) -> Imported:
         try:
             rows[table] = con.execute(
                 f'INSERT INTO "{table}" BY NAME SELECT * FROM read_parquet({_literal(m.file(table))}) '
-                f'WHERE "{key}" IN (SELECT {key} FROM {ids})').fetchone()[0]
+                f'WHERE "{key}" IN (SELECT {key} FROM {ids})'
+            ).fetchone()[0]
         except duckdb.Error as exc:
-            raise InputError(Problem(f"does not fit table {table} ({db._first_line(exc)}); nothing imported",
-                                     str(m.file(table)))) from None
+            raise InputError(
+                Problem(f"does not fit table {table} ({db._first_line(exc)}); nothing imported", str(m.file(table)))
+            ) from None
     headlines.backfill(con)  # runs of an export from a cmx that did not store them
     return Imported(added, skipped, rows)
 
@@ -274,7 +330,12 @@ def _check_revisions(con, m: Manifest) -> None:
         WHERE i.sweep_id IN (SELECT sweep_id FROM travel_sweeps) LIMIT 1""").fetchone()
     if clash:
         sweep, revision, theirs, ours = clash
-        raise InputError(Problem(f"sweep {sweep} is revision {revision} of '{m.experiment}' under another definition "
-                                 f"({theirs[:12]}) than this database's revision {revision} ({ours[:12]}): their "
-                                 "runs would be pooled; import into another --db, or run one machine's experiment "
-                                 "under another name; nothing imported", str(m.folder)))
+        raise InputError(
+            Problem(
+                f"sweep {sweep} is revision {revision} of '{m.experiment}' under another definition "
+                f"({theirs[:12]}) than this database's revision {revision} ({ours[:12]}): their "
+                "runs would be pooled; import into another --db, or run one machine's experiment "
+                "under another name; nothing imported",
+                str(m.folder),
+            )
+        )

@@ -8,6 +8,7 @@ driver what it hit. An agent that cannot be reached is told to the driver as the
 so the run fails saying so instead of waiting. :class:`FaultScheduler` is a tick of the drive's
 wait (engine/run/runsteps.py), never blocking.
 """
+
 from __future__ import annotations
 
 import time
@@ -41,9 +42,19 @@ def broker_place(inventory: Inventory, broker: str) -> dict:
 class FaultScheduler:
     """Sends the run's faults once its clock started; records what could not be sent."""
 
-    def __init__(self, agents: Agents, run_id: str, faults: tuple[Fault, ...], driver: str,
-                 workers: tuple[str, ...], targets: dict[str, str], restart_s: float, ready_timeout: float,
-                 shutdown_timeout: float, broker: dict | None = None):
+    def __init__(
+        self,
+        agents: Agents,
+        run_id: str,
+        faults: tuple[Fault, ...],
+        driver: str,
+        workers: tuple[str, ...],
+        targets: dict[str, str],
+        restart_s: float,
+        ready_timeout: float,
+        shutdown_timeout: float,
+        broker: dict | None = None,
+    ):
         self.agents, self.run_id, self.faults, self.driver = agents, run_id, faults, driver
         #: the run's worker hosts, in order (a worker fault's TARGET N is the Nth)
         self.workers = tuple(workers)
@@ -58,8 +69,10 @@ class FaultScheduler:
     def __call__(self) -> None:
         if self.sent:
             return
-        clock = next((e for e in self.agents.events(self.run_id)
-                      if e.get("kind") == CLOCK and e.get("host") == self.driver), None)
+        clock = next(
+            (e for e in self.agents.events(self.run_id) if e.get("kind") == CLOCK and e.get("host") == self.driver),
+            None,
+        )
         if clock is None:
             return
         self.sent = True
@@ -73,10 +86,17 @@ class FaultScheduler:
             for host in hosts:
                 try:  # the delay left when this request goes: several hosts are told one after another
                     delay = max(fault.at_s - age - (time.monotonic() - seen), 0.0)
-                    self.agents[host].request("fault", run_id=self.run_id, index=index, fault=fault.text(),
-                                              delay_s=delay, restart_s=self.restart_s,
-                                              ready_timeout=self.ready_timeout, shutdown_timeout=self.shutdown_timeout,
-                                              **self._broker_part(fault))
+                    self.agents[host].request(
+                        "fault",
+                        run_id=self.run_id,
+                        index=index,
+                        fault=fault.text(),
+                        delay_s=delay,
+                        restart_s=self.restart_s,
+                        ready_timeout=self.ready_timeout,
+                        shutdown_timeout=self.shutdown_timeout,
+                        **self._broker_part(fault),
+                    )
                 except (AgentLost, KeyError) as exc:
                     self._failed(index, fault, host, f"the cmx agent on {host} cannot be reached: {exc}")
 
@@ -93,9 +113,10 @@ class FaultScheduler:
         """The node of the run's broker set a fault with a ``:N`` strikes (the Nth)."""
         nodes = self.broker.get("nodes") or []
         if not 1 <= int(fault.host) <= len(nodes):
-            raise ValueError(f"fault {fault.text()} strikes node {fault.host} of the run's broker, which has "
-                             f"{len(nodes)} the sweep provisioned" + ("" if nodes else " (none: a set given by URL "
-                                                                      "is never struck)"))
+            raise ValueError(
+                f"fault {fault.text()} strikes node {fault.host} of the run's broker, which has "
+                f"{len(nodes)} the sweep provisioned" + ("" if nodes else " (none: a set given by URL is never struck)")
+            )
         return nodes[int(fault.host) - 1]
 
     def _broker_part(self, fault: Fault) -> dict:
@@ -110,8 +131,14 @@ class FaultScheduler:
 
     def _failed(self, index: int, fault: Fault, host: str, why: str) -> None:
         self.problems.append(f"fault {fault.text()} on {host}: {why}")
-        event = {"kind": FAULT_END, "host": host, "at": time.time(), "index": index, "fault": fault.text(),
-                 "error": why}
+        event = {
+            "kind": FAULT_END,
+            "host": host,
+            "at": time.time(),
+            "index": index,
+            "fault": fault.text(),
+            "error": why,
+        }
         try:
             self.agents[self.driver].request("tell", run_id=self.run_id, events=[event])
         except AgentLost:  # the drive's own wait says so

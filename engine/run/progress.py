@@ -4,14 +4,14 @@ say the ETA in one form, the time left (`span`):
 
     [3/12] broker=redis pool=threads #1 ok in 17.2 s · ETA 3 min 20 s
 """
+
 from __future__ import annotations
 
 import time
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from cmx.engine.plan.planner import Run
@@ -57,9 +57,16 @@ class ProgressBar:
         self.varying = varying
         self.now = now
         self.first_start: float | None = None  # the ETA counts from the first run's start, as the lines do
-        self.progress = Progress(TextColumn("[bold]runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 _EtaColumn(self), TextColumn("{task.description}", markup=False),
-                                 console=console, transient=False)
+        self.progress = Progress(
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            _EtaColumn(self),
+            TextColumn("{task.description}", markup=False),
+            console=console,
+            transient=False,
+        )
         self.task = None
 
     def __enter__(self):

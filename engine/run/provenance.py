@@ -5,6 +5,7 @@ that produced it. The definition hash also splits an experiment's runs into *rev
 under a different definition are never pooled with the earlier ones (as pyperf refuses to merge
 runs whose metadata differ).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,10 +49,16 @@ def git_state(repo: Path | None = None, timeout: float = GIT_TIMEOUT_S) -> tuple
         if not is_checkout():
             return None, None
         repo = ROOT
+
     def git(*args: str) -> str | None:
         try:
-            proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                ["git", "-C", str(repo), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return proc.stdout if proc.returncode == 0 else None
@@ -118,9 +125,10 @@ def inventory_hash(inv: Inventory) -> str:
             return [clean(key, v) for v in value]
         return value
 
-    hostvars = {host: {k: clean(k, v) for k, v in sorted(vars_.items())
-                       if not any(s in k.lower() for s in _SECRET_KEYS)}
-                for host, vars_ in inv.hostvars.items()}
+    hostvars = {
+        host: {k: clean(k, v) for k, v in sorted(vars_.items()) if not any(s in k.lower() for s in _SECRET_KEYS)}
+        for host, vars_ in inv.hostvars.items()
+    }
     return _sha256({"groups": {g: list(h) for g, h in inv.groups.items()}, "hostvars": hostvars})
 
 
@@ -144,24 +152,34 @@ def revision_for(con, exp: Experiment, digest: str, db_path: Path | str, new_rev
     unchanged, the next one with ``new_revision``. A changed definition without ``new_revision``
     raises InputError: its runs would be pooled with runs of another definition. A revision none
     of whose sweeps stored a run (provisioning failed, say) takes the changed definition as it is."""
-    rows = con.execute("""
+    rows = con.execute(
+        """
         SELECT coalesce(revision, 1), definition_hash, definition FROM sweeps WHERE experiment = ?
-        ORDER BY coalesce(revision, 1) DESC, started_at DESC LIMIT 1""", [exp.name]).fetchall()
+        ORDER BY coalesce(revision, 1) DESC, started_at DESC LIMIT 1""",
+        [exp.name],
+    ).fetchall()
     if not rows:
         return 1
     latest, stored, definition = rows[0]
     if new_revision:
         return latest + 1
-    has_runs = con.execute("""
+    has_runs = con.execute(
+        """
         SELECT count(*) FROM run_starts s JOIN sweeps w USING (sweep_id)
-        WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?""", [exp.name, latest]).fetchone()[0]
+        WHERE w.experiment = ? AND coalesce(w.revision, 1) = ?""",
+        [exp.name, latest],
+    ).fetchone()[0]
     if not has_runs:
         return latest
     if stored is None:  # a sweep stored before definition hashes
         stored = stored_definition_hash(json.loads(definition) if isinstance(definition, str) else definition)
     if stored == digest:
         return latest
-    raise InputError(Problem(
-        f"experiment '{exp.name}' has runs in {db_path} under another definition (revision {latest}): "
-        f"pass --new-revision to start revision {latest + 1} beside them, or give the experiment "
-        "another name, or pass another --db", exp.source))
+    raise InputError(
+        Problem(
+            f"experiment '{exp.name}' has runs in {db_path} under another definition (revision {latest}): "
+            f"pass --new-revision to start revision {latest + 1} beside them, or give the experiment "
+            "another name, or pass another --db",
+            exp.source,
+        )
+    )

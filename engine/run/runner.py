@@ -2,6 +2,7 @@
 stop + fetch ▶ ingest, each step a round trip to the hosts' agents (engine/run/runsteps.py).
 A run's start is stored before it runs and its end after, so a crash still leaves a record.
 Progress goes to a :class:`SweepHandler` (the CLI's progress bar is one), never to print()."""
+
 from __future__ import annotations
 
 import signal
@@ -76,13 +77,20 @@ def run_label(run: Run, varying: list[str]) -> str:
     return f"{shown} #{run.repeat}"
 
 
-
 class Sweep:
     """Executes the runs of one experiment against one inventory, storing each in the database."""
 
-    def __init__(self, exp: Experiment, inventory: Inventory, db_path: Path, results_dir: Path,
-                 handler: SweepHandler, stop_grace_s: float = 5.0, tags: dict[str, str] | None = None,
-                 note: str | None = None):
+    def __init__(
+        self,
+        exp: Experiment,
+        inventory: Inventory,
+        db_path: Path,
+        results_dir: Path,
+        handler: SweepHandler,
+        stop_grace_s: float = 5.0,
+        tags: dict[str, str] | None = None,
+        note: str | None = None,
+    ):
         self.exp = exp
         self.inventory = inventory
         self.db_path = db_path
@@ -113,8 +121,15 @@ class Sweep:
         return run_targets(self.inventory, self.exp.workload.name, run.cell.values)
 
     def spec(self, run: Run, targets: RunTargets) -> RunSpec:
-        return run_spec(self.exp, self.inventory, run, targets, self.agents.conns, self.environments,
-                        self.target_rates.get(run.run_id))
+        return run_spec(
+            self.exp,
+            self.inventory,
+            run,
+            targets,
+            self.agents.conns,
+            self.environments,
+            self.target_rates.get(run.run_id),
+        )
 
     def secrets(self, run: Run) -> dict[str, str]:
         return run_secrets(self.exp, self.inventory, run)
@@ -124,11 +139,22 @@ class Sweep:
         """Run everything, in order; stops early on abort or Ctrl-C (raising Interrupted)."""
         self.handler.sweep_started(len(runs), skipped)
         with db.connect(self.db_path) as con:
-            db.record_sweep(con, self.sweep_id, self.exp.name, self.exp.source, self.exp.workload.name,
-                            self.exp.description, str(self.inventory.path),
-                            self.exp.model_dump(mode="json", by_alias=True), self.provenance,
-                            shuffle_seed=self.shuffle_seed, tags=self.tags, note=self.note,
-                            planned=len(runs), resumes=self.resumes)
+            db.record_sweep(
+                con,
+                self.sweep_id,
+                self.exp.name,
+                self.exp.source,
+                self.exp.workload.name,
+                self.exp.description,
+                str(self.inventory.path),
+                self.exp.model_dump(mode="json", by_alias=True),
+                self.provenance,
+                shuffle_seed=self.shuffle_seed,
+                tags=self.tags,
+                note=self.note,
+                planned=len(runs),
+                resumes=self.resumes,
+            )
             db.record_controller(con, self.sweep_id, *controller_identity())
         if not runs:
             return []
@@ -137,8 +163,11 @@ class Sweep:
             self.targets(run)
         conns = connections(self.inventory.path, sorted({h for run in runs for h in self.targets(run).hosts}))
         # One sweep at a time on a host's work dir: a second one waits here, saying for whom (issue 43).
-        locks = HostLocks({"experiment": self.exp.name, "db": str(self.db_path), "sweep": self.sweep_id},
-                          self.host_wait_s, say=lambda line: print(line, file=sys.stderr, flush=True))
+        locks = HostLocks(
+            {"experiment": self.exp.name, "db": str(self.db_path), "sweep": self.sweep_id},
+            self.host_wait_s,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
         locks.acquire(conns)
         try:
             return self._execute_on(runs, conns)
@@ -148,11 +177,17 @@ class Sweep:
     def _execute_on(self, runs: list[Run], conns: dict) -> list[RunOutcome]:
         """Provision the hosts (their locks held), run everything, stop what the sweep started."""
         from cmx.engine.model.user_code import sources
+
         user_code = sources(self.exp, list({r.cell.cell_id: r.cell for r in runs}.values()))
         # One environment per package.* version set (workloads/vocab/dimensions.py), built beside the venv.
         version_sets = {version_set_key(v): v for r in runs if (v := package_versions(r.cell.values))}
-        shipment = prepare(self.results_dir, user_code, list(self.exp.workload.requirements),
-                           list(version_sets.values()), registry.get(self.exp.workload.name).host_requirements)
+        shipment = prepare(
+            self.results_dir,
+            user_code,
+            list(self.exp.workload.requirements),
+            list(version_sets.values()),
+            registry.get(self.exp.workload.name).host_requirements,
+        )
         # One round trip per host, all at once: a host down now fails the runs that need it and the
         # others go on; a host holding the shipment's key is not provisioned again (engine/hosts/reach.py).
         lost, keys = survey(conns, shipment.key_files)
@@ -163,8 +198,9 @@ class Sweep:
             return self._execute_provisioned(runs)
         held = {h for h in hosts if shipment.held_by(keys.get(h, ""))}
         self.handler.stage(None, f"provisioning {len(hosts)} host(s)" + (f" ({len(held)} checked)" if held else ""))
-        services = self.inventory.services_to_provision({r.cell.values["broker"] for r in live},
-                                                        {r.cell.values["backend"] for r in live})
+        services = self.inventory.services_to_provision(
+            {r.cell.values["broker"] for r in live}, {r.cell.values["backend"] for r in live}
+        )
         try:
             # Inside: a provisioning that failed half-way (one server of several up) is stopped too.
             with services_beside(self.inventory, services, self.results_dir):
@@ -174,8 +210,10 @@ class Sweep:
                 self.agents = Agents(conns, self.lib_key, self.results_dir / "agents")
                 failed = self.agents.start(hosts)
             if failed:
-                raise HostError("starting the cmx agent failed: "
-                                + "; ".join(f"{h}: unreachable: {why}" for h, why in failed.items()))
+                raise HostError(
+                    "starting the cmx agent failed: "
+                    + "; ".join(f"{h}: unreachable: {why}" for h, why in failed.items())
+                )
             return self._execute_provisioned(runs)
         finally:
             if self.agents is not None:
@@ -197,11 +235,12 @@ class Sweep:
         # SIGTERM (timeout(1), CI runners, systemd) is handled as Ctrl-C: stop the run, store it.
         previous = {sig: signal.signal(sig, self._on_sigint) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            for run in (self.schedule(runs) if self.schedule else runs):
+            for run in self.schedule(runs) if self.schedule else runs:
                 if self._interrupted:
                     break
-                error = self.blocked.get(run.run_id) or (self._rate_for(run) if ratesearch.FRACTION in run.cell.values
-                                                         else None)
+                error = self.blocked.get(run.run_id) or (
+                    self._rate_for(run) if ratesearch.FRACTION in run.cell.values else None
+                )
                 outcome = self.execute_run(run) if error is None else self._refuse(run, error)
                 outcomes.append(outcome)
                 self.handler.run_finished(outcome)
@@ -223,26 +262,40 @@ class Sweep:
         if best is None and search.cell_id not in self._searched:
             self._searched.add(search.cell_id)
             search_run = Run(f"{search.cell_id}-1-{uuid.uuid4().hex[:8]}", run.experiment, search, 1)
-            self.handler.stage(None, f"finding the maximum sustainable rate of {run.cell.cell_id} (search run "
-                                     f"{search_run.run_id})")
+            self.handler.stage(
+                None, f"finding the maximum sustainable rate of {run.cell.cell_id} (search run {search_run.run_id})"
+            )
             outcome = self.execute_run(search_run)
             with db.connect(self.db_path) as con:
                 best = ratesearch.stored_max(con, run.experiment, search.cell_id)
-                how = (ratesearch.judge(con, search_run.run_id)[1] if best
-                       else f"{outcome.status.value}: {outcome.error}")
+                how = (
+                    ratesearch.judge(con, search_run.run_id)[1] if best else f"{outcome.status.value}: {outcome.error}"
+                )
             self.handler.stage(None, f"search run {search_run.run_id}: {how}")
         if best is None:
-            return (f"no maximum sustainable rate for this cell: its search run (cell {search.cell_id}) failed "
-                    "(see `cmx status`)")
+            return (
+                f"no maximum sustainable rate for this cell: its search run (cell {search.cell_id}) failed "
+                "(see `cmx status`)"
+            )
         self.target_rates[run.run_id] = best * float(run.cell.values[ratesearch.FRACTION])
         return None
 
     def _refuse(self, run: Run, error: str) -> RunOutcome:
         """Store a run that could not start as failed, with why."""
         with db.connect(self.db_path) as con:
-            db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
-                                cell_id=run.cell.cell_id, repeat=run.repeat, workload=self.exp.workload.name,
-                                dims=_dims(run), params={}, warmup_s=self.exp.limits.warmup, seq=run.seq or None)
+            db.record_run_start(
+                con,
+                experiment=run.experiment,
+                sweep_id=self.sweep_id,
+                run_id=run.run_id,
+                cell_id=run.cell.cell_id,
+                repeat=run.repeat,
+                workload=self.exp.workload.name,
+                dims=_dims(run),
+                params={},
+                warmup_s=self.exp.limits.warmup,
+                seq=run.seq or None,
+            )
             db.record_run_end(con, run.run_id, RunStatus.FAILED.value, error, {})
         return RunOutcome(run, RunStatus.FAILED, error)
 
@@ -257,33 +310,62 @@ class Sweep:
         art_dir.mkdir(parents=True, exist_ok=True)
         spec = self.spec(run, targets)
         with db.connect(self.db_path) as con:
-            db.record_run_start(con, experiment=run.experiment, sweep_id=self.sweep_id, run_id=run.run_id,
-                                cell_id=run.cell.cell_id, repeat=run.repeat, workload=spec.workload,
-                                dims=_dims(run), params=spec.params, warmup_s=spec.warmup_s, seq=run.seq or None,
-                                loaded=registry.get(self.exp.workload.name))
+            db.record_run_start(
+                con,
+                experiment=run.experiment,
+                sweep_id=self.sweep_id,
+                run_id=run.run_id,
+                cell_id=run.cell.cell_id,
+                repeat=run.repeat,
+                workload=spec.workload,
+                dims=_dims(run),
+                params=spec.params,
+                warmup_s=spec.warmup_s,
+                seq=run.seq or None,
+                loaded=registry.get(self.exp.workload.name),
+            )
         stages: dict[str, float] = {}
         run_t0 = time.monotonic()
         conns = self.agents.conns
 
         self.handler.stage(run, "start + drive")
-        faults = FaultScheduler(self.agents, run.run_id, spec.faults, targets.driver, targets.workers,
-                                {"broker": self.inventory.hosts_of("brokers")[0], "driver": targets.driver},
-                                restart_s=spec.fault_restart_s,
-                                ready_timeout=max(conns[h].worker_ready_timeout for h in targets.workers),
-                                shutdown_timeout=spec.run_timeout_s,
-                                broker=broker_place(self.inventory, run.cell.values["broker"]) if spec.faults else None)
+        faults = FaultScheduler(
+            self.agents,
+            run.run_id,
+            spec.faults,
+            targets.driver,
+            targets.workers,
+            {"broker": self.inventory.hosts_of("brokers")[0], "driver": targets.driver},
+            restart_s=spec.fault_restart_s,
+            ready_timeout=max(conns[h].worker_ready_timeout for h in targets.workers),
+            shutdown_timeout=spec.run_timeout_s,
+            broker=broker_place(self.inventory, run.cell.values["broker"]) if spec.faults else None,
+        )
         payloads = begin_payloads(self.exp, self.inventory, run, targets, spec, conns)
-        started = start_and_drive(self.agents, run.run_id, payloads, targets.drivers,
-                                  drive_timeout=spec.run_timeout_s + 30,
-                                  ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
-                                  cancel=lambda: self._interrupted, during=faults)
+        started = start_and_drive(
+            self.agents,
+            run.run_id,
+            payloads,
+            targets.drivers,
+            drive_timeout=spec.run_timeout_s + 30,
+            ready_timeout=max(conns[h].worker_ready_timeout for h in targets.hosts),
+            cancel=lambda: self._interrupted,
+            during=faults,
+        )
         stages.update(start_drive_stages(started))
 
         self.handler.stage(run, "stop + fetch")
         with ClockServer() as clock:  # hosts measure their clock offset against it while collecting
-            stopped = finish_and_collect(self.agents, run.run_id, list(targets.hosts), targets.driver,
-                                         self._stop_grace(started), clock.port,
-                                         {h: conns[h].keep_files for h in targets.hosts}, art_dir)
+            stopped = finish_and_collect(
+                self.agents,
+                run.run_id,
+                list(targets.hosts),
+                targets.driver,
+                self._stop_grace(started),
+                clock.port,
+                {h: conns[h].keep_files for h in targets.hosts},
+                art_dir,
+            )
         stages.update(stop_collect_stages(stopped))
         t0 = time.monotonic()
         collected, collect_error = unpack_artifacts(art_dir)
@@ -291,8 +373,20 @@ class Sweep:
 
         self.handler.stage(run, "ingest")
         hosts = {h: HostInfo(groups=self.inventory.groups_of(h), collected=h in collected) for h in targets.hosts}
-        status, error, metrics = store_run(self.db_path, run, spec, targets, art_dir, hosts, collect_error, started,
-                                           stopped, stages, interrupted=self._interrupted, run_t0=run_t0)
+        status, error, metrics = store_run(
+            self.db_path,
+            run,
+            spec,
+            targets,
+            art_dir,
+            hosts,
+            collect_error,
+            started,
+            stopped,
+            stages,
+            interrupted=self._interrupted,
+            run_t0=run_t0,
+        )
         self.agents.forget(run.run_id)
         return RunOutcome(run, status, error, metrics, stages)
 

@@ -5,6 +5,7 @@ or the drive step's own bound, engine/run/runsteps.py) and ``interrupted`` (Ctrl
 stored; ``running`` and ``abandoned`` are what ``cmx status`` says of a run without an end,
 depending on whether the sweep that started it is still alive.
 """
+
 from __future__ import annotations
 
 import enum
@@ -27,8 +28,15 @@ RUNNING, ABANDONED = "running", "abandoned"
 DRIVE_TASK = "Run the driver"
 
 
-def decide(*, interrupted: bool, started: Outcome, stopped: Outcome, driver: dict,
-           ingest_error: str | None, run_timeout_s: float) -> tuple[RunStatus, str | None]:
+def decide(
+    *,
+    interrupted: bool,
+    started: Outcome,
+    stopped: Outcome,
+    driver: dict,
+    ingest_error: str | None,
+    run_timeout_s: float,
+) -> tuple[RunStatus, str | None]:
     """The status and error of a run, from the typed outcome of each of its steps."""
     if interrupted:
         return RunStatus.INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); its processes were stopped on every host"

@@ -7,6 +7,7 @@ another host, and a busy or dead worker cannot say so itself.
 Each step's outcome is typed like a playbook's (status, failures naming host and step), which is
 what engine/run/runstatus.py decides a run's status from.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -51,9 +52,16 @@ def _lost(host: str, task: str, exc: Exception) -> Failure:
     return Failure(host, task, f"the cmx agent on {host} is gone: {exc}", unreachable=True)
 
 
-def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], drivers: tuple[str, ...],
-                    drive_timeout: float, ready_timeout: float, cancel: Callable[[], bool],
-                    during: Callable[[], None] = lambda: None) -> StepResult:
+def start_and_drive(
+    agents: Agents,
+    run_id: str,
+    payloads: dict[str, dict],
+    drivers: tuple[str, ...],
+    drive_timeout: float,
+    ready_timeout: float,
+    cancel: Callable[[], bool],
+    during: Callable[[], None] = lambda: None,
+) -> StepResult:
     """``begin`` on every host together; once all began, the drive on every driver host (the
     first leads: workloads/drive/drivers.py). Bounded by the hosts' own timeouts plus
     :data:`SLACK_S`; ``cancel()`` (Ctrl-C) ends the wait at once. ``during()`` is called while
@@ -61,8 +69,9 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
     t0 = time.monotonic()
     failures: list[Failure] = []
     lost = agents.start(list(payloads))  # an agent lost since the last run comes back
-    failures += [Failure(h, BEGIN_TASK, f"cannot reach the cmx agent: {why}", unreachable=True)
-                 for h, why in lost.items()]
+    failures += [
+        Failure(h, BEGIN_TASK, f"cannot reach the cmx agent: {why}", unreachable=True) for h, why in lost.items()
+    ]
     pending = {}
     for host, payload in payloads.items():
         if host in lost:
@@ -111,11 +120,22 @@ def start_and_drive(agents: Agents, run_id: str, payloads: dict[str, dict], driv
                     failures.append(_lost(driver, DRIVE_TASK, exc))
                     continue
                 if reply.get("timed_out"):
-                    failures.append(Failure(driver, DRIVE_TASK, f"the driver ran past {drive_timeout:g} s and was "
-                                            "stopped", timed_out=True))
+                    failures.append(
+                        Failure(
+                            driver,
+                            DRIVE_TASK,
+                            f"the driver ran past {drive_timeout:g} s and was stopped",
+                            timed_out=True,
+                        )
+                    )
                 elif not reply.get("ok") or reply.get("rc"):
-                    failures.append(Failure(driver, DRIVE_TASK, reply.get("error")
-                                            or f"the driver exited with code {reply.get('rc')} (see driver.log)"))
+                    failures.append(
+                        Failure(
+                            driver,
+                            DRIVE_TASK,
+                            reply.get("error") or f"the driver exited with code {reply.get('rc')} (see driver.log)",
+                        )
+                    )
             if drivers[0] in drives:  # the run ends when its leader does: not up to a turn later
                 drives[drivers[0]].done.wait(0.05)
             else:
@@ -139,7 +159,7 @@ class _Relay:
         self.sent = 0
 
     def __call__(self) -> None:
-        new = self.agents.events(self.run_id)[self.sent:]
+        new = self.agents.events(self.run_id)[self.sent :]
         if new:
             try:
                 self.agents[self.driver].request("tell", run_id=self.run_id, events=new)
@@ -151,15 +171,24 @@ class _Relay:
         return tuple(self.agents.events(self.run_id))
 
 
-def finish_and_collect(agents: Agents, run_id: str, hosts: list[str], driver: str, grace: float, clock_port: int,
-                       keep: dict[str, bool], art_dir: Path) -> StepResult:
+def finish_and_collect(
+    agents: Agents,
+    run_id: str,
+    hosts: list[str],
+    driver: str,
+    grace: float,
+    clock_port: int,
+    keep: dict[str, bool],
+    art_dir: Path,
+) -> StepResult:
     """``finish`` on every host together (stop, reset on the driver host, facts, pack); each pack
     comes back as soon as its host finished: moved from where it is for a local host, streamed by
     the agent otherwise. Every wait is bounded."""
     t0 = time.monotonic()
     lost = agents.start(hosts)  # a host that lost its agent still gets its run's processes stopped
-    failures = [Failure(h, FINISH_TASK, f"cannot reach the cmx agent: {why}", unreachable=True)
-                for h, why in lost.items()]
+    failures = [
+        Failure(h, FINISH_TASK, f"cannot reach the cmx agent: {why}", unreachable=True) for h, why in lost.items()
+    ]
     reports: dict[str, dict] = {}
 
     def one(host: str) -> list[Failure]:
@@ -167,9 +196,16 @@ def finish_and_collect(agents: Agents, run_id: str, hosts: list[str], driver: st
         target = art_dir / f"{host}.tgz"
         remote = not agent.conn.local  # its pack streams back with the finish's answer: one round trip
         try:
-            pending = agent.request("finish", dest=target if remote else None, run_id=run_id, grace=grace,
-                                    reset=host == driver, clock_port=clock_port, keep=keep.get(host, False),
-                                    send_pack=remote)
+            pending = agent.request(
+                "finish",
+                dest=target if remote else None,
+                run_id=run_id,
+                grace=grace,
+                reset=host == driver,
+                clock_port=clock_port,
+                keep=keep.get(host, False),
+                send_pack=remote,
+            )
             report = wait(pending, 600)
         except (AgentLost, TimeoutError) as exc:
             return [_lost(host, FINISH_TASK, exc)]
@@ -214,8 +250,9 @@ def stop_collect_stages(stopped: StepResult) -> dict[str, float]:
 def record_harness_overhead(con, run_id: str, wall_s: float) -> float:
     """Store and return the run's wall time minus the time its tasks were in flight (first sent
     to last finished, on the controller's clock: ``task_times``): what the harness cost this run."""
-    (in_flight,) = con.execute("SELECT max(finished_at) - min(sent_at) FROM task_times WHERE run_id = ?",
-                               [run_id]).fetchone()
+    (in_flight,) = con.execute(
+        "SELECT max(finished_at) - min(sent_at) FROM task_times WHERE run_id = ?", [run_id]
+    ).fetchone()
     value = max(wall_s - (in_flight or 0.0), 0.0)
     con.execute("INSERT INTO metrics VALUES (?, 'harness_overhead_s', ?, 's')", [run_id, value])
     return value

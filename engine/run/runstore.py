@@ -2,6 +2,7 @@
 workers' config), its status decided from its steps and what ingest found (engine/run/runstatus.py,
 then engine/run/placement.py), its end recorded with its stages' seconds, and ``run.json`` written
 beside its artifacts."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,21 @@ from cmx.workloads.runtime.spec import RunSpec
 from cmx.workloads.vocab import metrics as M
 
 
-def store_run(db_path: Path, run: Run, spec: RunSpec, targets: RunTargets, art_dir: Path, hosts: dict[str, HostInfo],
-              collect_error: str | None, started: StepResult, stopped: StepResult, stages: dict[str, float], *,
-              interrupted: bool, run_t0: float) -> tuple[RunStatus, str | None, dict]:
+def store_run(
+    db_path: Path,
+    run: Run,
+    spec: RunSpec,
+    targets: RunTargets,
+    art_dir: Path,
+    hosts: dict[str, HostInfo],
+    collect_error: str | None,
+    started: StepResult,
+    stopped: StepResult,
+    stages: dict[str, float],
+    *,
+    interrupted: bool,
+    run_t0: float,
+) -> tuple[RunStatus, str | None, dict]:
     """Ingest the run's artifacts in ``art_dir`` and store its end; its status, error and metrics.
     ``stages`` gains ``ingest``; ``run_t0``: when the run started (monotonic), for the harness's cost."""
     t0 = time.monotonic()
@@ -42,23 +55,42 @@ def store_run(db_path: Path, run: Run, spec: RunSpec, targets: RunTargets, art_d
             ingest_error = f"ingest failed: {type(exc).__name__}: {exc}".splitlines()[0]
         ingest_error = collect_error or ingest_error
         if driver.get("silent_worker_hosts"):  # say why a worker went silent, from its host's record
-            driver["error"] = (f"{driver.get('error')}: "
-                               + worker_causes(art_dir, driver["silent_worker_hosts"], driver.get("finished_at")))
-        status, error = decide_status(interrupted=interrupted, started=started, stopped=stopped, driver=driver,
-                                      ingest_error=ingest_error, run_timeout_s=spec.run_timeout_s)
-        status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir,
-                                          faulted=bool(spec.faults))
+            driver["error"] = f"{driver.get('error')}: " + worker_causes(
+                art_dir, driver["silent_worker_hosts"], driver.get("finished_at")
+            )
+        status, error = decide_status(
+            interrupted=interrupted,
+            started=started,
+            stopped=stopped,
+            driver=driver,
+            ingest_error=ingest_error,
+            run_timeout_s=spec.run_timeout_s,
+        )
+        status, error = placement.verdict(con, run.run_id, status, error, metrics, art_dir, faulted=bool(spec.faults))
         if status is not RunStatus.OK:  # what it never ran is not run, not lost
             metrics |= not_run(con, run.run_id, int(driver.get("lost_before_queue") or 0))
         stages["ingest"] = time.monotonic() - t0
         metrics[M.HARNESS_OVERHEAD_S] = record_harness_overhead(con, run.run_id, time.monotonic() - run_t0)
         db.record_run_end(con, run.run_id, status.value, error, stages)
     try:
-        write_atomic(art_dir / "run.json", json.dumps(
-            {"run_id": run.run_id, "experiment": run.experiment, "cell_id": run.cell.cell_id,
-             "repeat": run.repeat, "status": status.value, "error": error, "stage_seconds": stages,
-             "values": dict(run.cell.values), "finish": finish_reports(stopped),
-             "worker_events": list(started.worker_events)}, indent=2))
+        write_atomic(
+            art_dir / "run.json",
+            json.dumps(
+                {
+                    "run_id": run.run_id,
+                    "experiment": run.experiment,
+                    "cell_id": run.cell.cell_id,
+                    "repeat": run.repeat,
+                    "status": status.value,
+                    "error": error,
+                    "stage_seconds": stages,
+                    "values": dict(run.cell.values),
+                    "finish": finish_reports(stopped),
+                    "worker_events": list(started.worker_events),
+                },
+                indent=2,
+            ),
+        )
     except OSError:  # a full results disk: the database already holds the run's end
         pass
     return status, error, metrics

@@ -1,6 +1,7 @@
 """Which hosts do what in one run: its workers, its drivers, every host it touches, and what each
 host's sampler watches there (the run's pids, the ports of a broker or backend on that host).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,13 @@ def run_targets(inventory: Inventory, workload_name: str, vals: dict) -> RunTarg
     drivers = inventory.drivers_for(vals.get("drivers", 1))
     driver = drivers[0]
     hosts = list(dict.fromkeys([*workers, *drivers]))
-    args: dict[str, list[str]] = {h: ["--watch worker={run_dir}/worker.pid",  # the host's run dir
-                                      "--watch driver={run_dir}/driver.pid"] for h in hosts}
+    args: dict[str, list[str]] = {
+        h: [
+            "--watch worker={run_dir}/worker.pid",  # the host's run dir
+            "--watch driver={run_dir}/driver.pid",
+        ]
+        for h in hosts
+    }
     broker_host = inventory.hosts_of("brokers")[0]
     port = local_port(inventory, broker_host, inventory.broker_url(vals["broker"]))
     if port and not servers.service_of("broker", vals["broker"]).spread:  # a set's URL names sentinels, not its master
@@ -52,8 +58,13 @@ def run_targets(inventory: Inventory, workload_name: str, vals: dict) -> RunTarg
     for host in struck_node_hosts(inventory, vals):  # its agent strikes the node there
         args.setdefault(host, [])
     hosts = list(dict.fromkeys([*hosts, *args]))
-    return RunTargets(workers=workers, driver=driver, drivers=drivers, hosts=tuple(hosts),
-                      sampler_args={h: " ".join(a) for h, a in args.items()})
+    return RunTargets(
+        workers=workers,
+        driver=driver,
+        drivers=drivers,
+        hosts=tuple(hosts),
+        sampler_args={h: " ".join(a) for h, a in args.items()},
+    )
 
 
 def struck_node_hosts(inventory: Inventory, vals: dict) -> list[str]:
@@ -62,8 +73,9 @@ def struck_node_hosts(inventory: Inventory, vals: dict) -> list[str]:
     from cmx.engine.run.faultrun import broker_place
     from cmx.workloads.faults import parse
 
-    picks = [int(f.host) for f in parse(vals.get("fault") or "none")
-             if f.target != "worker" and f.definition.takes_target]
+    picks = [
+        int(f.host) for f in parse(vals.get("fault") or "none") if f.target != "worker" and f.definition.takes_target
+    ]
     nodes = (broker_place(inventory, vals["broker"]).get("nodes") or []) if picks else []
     return [nodes[n - 1]["host"] for n in picks if 1 <= n <= len(nodes)]
 

@@ -5,6 +5,7 @@
 Not collected by pytest (no test_ prefix). Figures are printed beside the ones DESIGN.md
 assumes (RSS ≈ 15 µs, PSS ≈ 4 ms for 200 MB, sampler within ~1 % of a core).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,8 +106,20 @@ def bench_sampler(tmp: Path, n: int, duration: float) -> dict:
     proc, pidfile = start_fleet(tmp, n, 50, 10)
     run_dir = tmp / f"run-{n}"
     try:
-        sampler = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(run_dir),
-                                    "--host", "bench", "--watch", f"worker={pidfile}"], cwd=ROOT)
+        sampler = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cmx.workloads.host.sampler",
+                "--run-dir",
+                str(run_dir),
+                "--host",
+                "bench",
+                "--watch",
+                f"worker={pidfile}",
+            ],
+            cwd=ROOT,
+        )
         time.sleep(duration)
         sampler.send_signal(signal.SIGTERM)
         if sampler.wait(timeout=30) != 0:
@@ -128,16 +141,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cmx-bench-") as tmp:
         bench_calls(Path(tmp))
         print(f"\nSampler's own CPU at default settings (interval 0.2 s, PSS every 5th tick), {args.duration:g} s each")
-        print(f"  {'watched':>7} {'ticks':>6} {'late':>5} {'PSS rounds':>10} {'of it PSS %':>11} "
-              f"{'steady CPU %':>12} {'incl. startup %':>15}  within {CPU_BUDGET_PERCENT:g} %?")
+        print(
+            f"  {'watched':>7} {'ticks':>6} {'late':>5} {'PSS rounds':>10} {'of it PSS %':>11} "
+            f"{'steady CPU %':>12} {'incl. startup %':>15}  within {CPU_BUDGET_PERCENT:g} %?"
+        )
         for n in (int(c) for c in args.counts.split(",")):
             s = bench_sampler(Path(tmp), n, args.duration)
             steady = 100 * (s["cpu_seconds"] - s["startup_cpu_seconds"]) / s["wall_seconds"]
             total = 100 * s["cpu_seconds"] / s["wall_seconds"]
             pss = 100 * s["pss_cpu_seconds"] / s["wall_seconds"]
             verdict = "yes" if steady <= CPU_BUDGET_PERCENT else "NO"
-            print(f"  {s['processes']:>7} {s['ticks']:>6} {s['late_ticks']:>5} {s['pss_rounds']:>10} {pss:>11.2f} "
-                  f"{steady:>12.2f} {total:>15.2f}  {verdict}")
+            print(
+                f"  {s['processes']:>7} {s['ticks']:>6} {s['late_ticks']:>5} {s['pss_rounds']:>10} {pss:>11.2f} "
+                f"{steady:>12.2f} {total:>15.2f}  {verdict}"
+            )
     return 0
 
 

@@ -5,6 +5,7 @@ by other tests and are never touched.
 The RabbitMQ node is a second node of the installed server (its own name, ports, dirs and pid
 file, the layout roles/rabbitmq gives a provisioned one); it boots in about 5 s.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,13 +41,15 @@ class PrivateRedis:
         # protected-mode off: reached on a test bridge (tests/nethosts.py), not only on loopback
         (self.root / "redis.conf").write_text(
             f"bind {self.bind}\nport {self.port}\nprotected-mode no\ndir {self.root}\npidfile {self.pidfile}\n"
-            f"logfile {self.root / 'redis.log'}\ndaemonize yes\nsave \"\"\nappendonly no\n")
+            f"logfile {self.root / 'redis.log'}\ndaemonize yes\nsave \"\"\nappendonly no\n"
+        )
         subprocess.run(["redis-server", str(self.root / "redis.conf")], check=True)
         wait_port(self.bind, self.port, True, 10)
 
     def stop(self) -> None:
-        subprocess.run(["redis-cli", "-h", self.bind, "-p", str(self.port), "shutdown", "nosave"],
-                       capture_output=True, timeout=10)
+        subprocess.run(
+            ["redis-cli", "-h", self.bind, "-p", str(self.port), "shutdown", "nosave"], capture_output=True, timeout=10
+        )
         wait_port(self.bind, self.port, False, 10)
 
     def restart(self) -> None:
@@ -71,14 +74,21 @@ class PrivateRabbitMQ:
         self.port, self.api_port, self.dist_port = free_port(), free_port(), free_port()
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
         self.api_url = f"http://guest:guest@127.0.0.1:{self.api_port}"
-        self.env = {**os.environ, "RABBITMQ_NODENAME": self.node, "RABBITMQ_MNESIA_BASE": f"{self.base}/mnesia",
-                    "RABBITMQ_LOG_BASE": f"{self.base}/log", "RABBITMQ_CONFIG_FILE": f"{self.base}/rabbitmq.conf",
-                    "RABBITMQ_ENABLED_PLUGINS_FILE": f"{self.base}/enabled_plugins",
-                    "RABBITMQ_PID_FILE": f"{self.base}/rabbitmq.pid", "RABBITMQ_DIST_PORT": str(self.dist_port)}
+        self.env = {
+            **os.environ,
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_MNESIA_BASE": f"{self.base}/mnesia",
+            "RABBITMQ_LOG_BASE": f"{self.base}/log",
+            "RABBITMQ_CONFIG_FILE": f"{self.base}/rabbitmq.conf",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": f"{self.base}/enabled_plugins",
+            "RABBITMQ_PID_FILE": f"{self.base}/rabbitmq.pid",
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+        }
 
     def _ctl(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-        return subprocess.run(["rabbitmqctl", "-q", "-n", self.node, *args], env=self.env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            ["rabbitmqctl", "-q", "-n", self.node, *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
 
     def start(self) -> None:
         subprocess.run(["rabbitmq-server", "-detached"], env=self.env, check=True, capture_output=True, timeout=60)
@@ -99,8 +109,10 @@ class PrivateRabbitMQ:
 
     def restart(self) -> None:
         """As a fault restarts a provisioned node: its server module, on this host."""
-        servers.get("rabbitmq").restart(Place(str(self.base), self.port, node=self.node,
-                                              env={"RABBITMQ_DIST_PORT": str(self.dist_port)}), timeout=120)
+        servers.get("rabbitmq").restart(
+            Place(str(self.base), self.port, node=self.node, env={"RABBITMQ_DIST_PORT": str(self.dist_port)}),
+            timeout=120,
+        )
         wait_port("127.0.0.1", self.port, True, 30)
 
     def __enter__(self) -> "PrivateRabbitMQ":
@@ -108,7 +120,8 @@ class PrivateRabbitMQ:
         self.base.mkdir(parents=True)
         (self.base / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = 127.0.0.1:{self.port}\nmanagement.tcp.ip = 127.0.0.1\n"
-            f"management.tcp.port = {self.api_port}\nloopback_users = none\n")
+            f"management.tcp.port = {self.api_port}\nloopback_users = none\n"
+        )
         (self.base / "enabled_plugins").write_text("[rabbitmq_management].\n")
         shutil.chown(self.base, "rabbitmq")
         for f in self.base.iterdir():

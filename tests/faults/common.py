@@ -1,6 +1,7 @@
 """What the fault tests share: `cmx run` in the background as a user starts it, a fault injected
 once a run is under way, and the checks every fault ends with (the database opens, nothing stored
 before is lost, the accounting adds up, no process of the run is left)."""
+
 from __future__ import annotations
 
 import os
@@ -19,17 +20,36 @@ from tests.results_fixture import add_run
 
 def cmx_run(exp: Path, db: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([*CMX, "run", str(exp), "--db", str(db), *args], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [*CMX, "run", str(exp), "--db", str(db), *args],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def run_killed_when(exp: Path, inv: Path, db: Path, struck: Callable[[], bool], bound: float = 600,
-                    what: str = "the fault struck", after: float = 0.0) -> None:
+def run_killed_when(
+    exp: Path,
+    inv: Path,
+    db: Path,
+    struck: Callable[[], bool],
+    bound: float = 600,
+    what: str = "the fault struck",
+    after: float = 0.0,
+) -> None:
     """`cmx run` SIGKILLed (a killed controller) once ``struck()`` says ``what`` happened, ``after``
     seconds later; it fails the test when the sweep ends first or ``bound`` seconds pass."""
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + bound
         while not struck():
@@ -61,15 +81,25 @@ def seed(db: Path, experiment: str) -> list[tuple]:
     """One run already stored (as an earlier sweep would have left it), to check it survives."""
     db.parent.mkdir(parents=True, exist_ok=True)
     with results_db.connect(db) as con:
-        add_run(con, experiment, f"earlier-{experiment}", {"pool": "solo"}, metrics={"consume_rate": 123.0},
-                tasks=[(f"t{i}", 1.0 + i, 2.0 + i, 3.0 + i, "SUCCESS") for i in range(5)])
+        add_run(
+            con,
+            experiment,
+            f"earlier-{experiment}",
+            {"pool": "solo"},
+            metrics={"consume_rate": 123.0},
+            tasks=[(f"t{i}", 1.0 + i, 2.0 + i, 3.0 + i, "SUCCESS") for i in range(5)],
+        )
     return stored(db, experiment)
 
 
 def stored(db: Path, experiment: str) -> list[tuple]:
     """The seeded run's row and its tasks: what must be there, unchanged, after the fault."""
-    return query(db, """SELECT r.run_id, r.status, count(t.task_id) FROM runs r LEFT JOIN tasks t USING (run_id)
-                        WHERE r.experiment = ? AND r.run_id = ? GROUP BY ALL""", [experiment, f"earlier-{experiment}"])
+    return query(
+        db,
+        """SELECT r.run_id, r.status, count(t.task_id) FROM runs r LEFT JOIN tasks t USING (run_id)
+                        WHERE r.experiment = ? AND r.run_id = ? GROUP BY ALL""",
+        [experiment, f"earlier-{experiment}"],
+    )
 
 
 class Fault(threading.Thread):
@@ -77,8 +107,14 @@ class Fault(threading.Thread):
     file ``worker_config.json`` in its run dir on ``driver_dir``: the workers are about to
     consume), then ``delay`` s later calls ``inject(run_id)`` once. ``at`` is when it did."""
 
-    def __init__(self, driver_dir: Path, delay: float, inject: Callable[[str], None], timeout: float = 600,
-                 which: Callable[[Path], bool] = lambda run_dir: True):
+    def __init__(
+        self,
+        driver_dir: Path,
+        delay: float,
+        inject: Callable[[str], None],
+        timeout: float = 600,
+        which: Callable[[Path], bool] = lambda run_dir: True,
+    ):
         super().__init__(daemon=True)
         self.which = which  # of the runs, the one to hit (given its run dir on the driver host)
         self.driver_dir, self.delay, self.inject, self.timeout = driver_dir, delay, inject, timeout
@@ -130,11 +166,15 @@ def assert_accounting(db: Path, run_id: str) -> dict[str, float]:
     unknown (NULL) when there are any (issue 43)."""
     m = metrics(db, run_id)
     ((status,),) = query(db, "SELECT status FROM runs WHERE run_id = ?", [run_id])
-    ((published, completed, lost, unseen),) = query(db, """
+    ((published, completed, lost, unseen),) = query(
+        db,
+        """
         SELECT count(DISTINCT task_id) FILTER (WHERE sent_at IS NOT NULL),
                count(DISTINCT task_id) FILTER (WHERE state NOT IN ('LOST', 'UNSEEN')),
                count(*) FILTER (WHERE state = 'LOST'), count(*) FILTER (WHERE state = 'UNSEEN')
-        FROM tasks WHERE run_id = ?""", [run_id])
+        FROM tasks WHERE run_id = ?""",
+        [run_id],
+    )
     assert not (lost and unseen), (lost, unseen)  # one run's unrun tasks are all one or the other
     assert (m["tasks_published"], m["tasks_completed"], m["tasks_unseen"]) == (published, completed, unseen), m
     if status != "ok" and not unseen:
@@ -177,7 +217,9 @@ def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tu
     hosts = tmp_path / "hosts"
     seed([hosts / "w1", hosts / "w2"], sys.executable)  # provisioned already: the subject is the fault
     extra = f", {w2_vars}" if w2_vars else ""
-    inv = write(tmp_path / "inv.yml", f"""
+    inv = write(
+        tmp_path / "inv.yml",
+        f"""
         all:
           vars:
             ansible_connection: local
@@ -191,5 +233,6 @@ def two_hosts(tmp_path: Path, workers: tuple[str, ...], w2_vars: str = "") -> tu
                                                    "amqp://guest:guest@127.0.0.1:5672//"]}}}}}}
             drivers: {{hosts: {{w1: }}}}
             workers: {{hosts: {{{", ".join(f"{w}: " for w in workers)}}}}}
-    """)
+    """,
+    )
     return inv, hosts

@@ -6,6 +6,7 @@ The broker is one of the test's own (tests/faults/brokers.py): a Redis without p
 sweep provisions one, and a second RabbitMQ node; the machine's shared servers are not touched.
 Real workers, real Ansible (this machine as the only host), real DuckDB.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,9 @@ EXPERIMENT = """
 def _inventory(path: Path, workdir: Path, broker_url: str, api_url: str | None) -> Path:
     seed_local(workdir)  # provisioned already (tests/hostseed.py): the subject is the restart
     api = f"\n                  rabbitmq_api_url: {api_url}" if api_url else ""
-    return write(path, f"""
+    return write(
+        path,
+        f"""
         all:
           vars:
             ansible_connection: local
@@ -53,7 +56,8 @@ def _inventory(path: Path, workdir: Path, broker_url: str, api_url: str | None) 
                   broker_url: {broker_url}{api}
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
-    """)
+    """,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +96,12 @@ def test_the_broker_restarted_mid_run(tmp_path, place, broker):
     common.assert_no_traceback(out, err)
     assert proc.returncode == 1 or proc.returncode == 0, out[-3000:] + err[-3000:]
 
-    runs = query(db, """SELECT "params.tasks", status, error, run_id, epoch(finished_at) FROM runs
-                        WHERE experiment = ? AND run_id NOT LIKE 'earlier-%' ORDER BY started_at""", [name])
+    runs = query(
+        db,
+        """SELECT "params.tasks", status, error, run_id, epoch(finished_at) FROM runs
+                        WHERE experiment = ? AND run_id NOT LIKE 'earlier-%' ORDER BY started_at""",
+        [name],
+    )
     assert [n for n, *_ in runs] == [1500, 100], runs
     (_, status, error, run_id, finished), (_, next_status, _, next_id, _) = runs
     assert run_id == fault.run_id

@@ -9,6 +9,7 @@ real SSH to two network-namespace hosts (tests/nethosts.py).
 
 3 kill points in CI; `pytest -m slow` runs 8 more per target.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,13 +34,21 @@ CELLS = 5
 DRIVE_S = 3.0  # each run streams for about this long
 #: What the fault may leave for at most this long on any host.
 GONE_WITHIN_S = 60.0
-CMX_PROCESS_MARKS = ("cmx.workloads.host.agent", "cmx.workloads.host.supervisor", "cmx.workloads.app.worker",
-                     "cmx.workloads.host.sampler", "cmx.workloads.app.driver", "celery")
+CMX_PROCESS_MARKS = (
+    "cmx.workloads.host.agent",
+    "cmx.workloads.host.supervisor",
+    "cmx.workloads.app.worker",
+    "cmx.workloads.host.sampler",
+    "cmx.workloads.app.driver",
+    "celery",
+)
 
 
 def _experiment(root: Path, repeats: int) -> Path:
     rate = 100
-    return write(root / "killed.yaml", f"""
+    return write(
+        root / "killed.yaml",
+        f"""
         name: killed
         repeats: {repeats}
         workload: {{name: throughput, params: {{tasks: {int(DRIVE_S * rate)}, mode: stream, rate: {rate}}}}}
@@ -47,7 +56,8 @@ def _experiment(root: Path, repeats: int) -> Path:
         matrix: {{pool: [threads, solo, prefork], concurrency: [1, 2]}}
         exclude: [{{pool: solo, concurrency: 2}}]
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
 
 
 def _points(seed: int, n: int) -> list[tuple[int, float]]:
@@ -58,8 +68,14 @@ def _points(seed: int, n: int) -> list[tuple[int, float]]:
 
 def _kill_mid_drive(exp: Path, inv: Path, db: Path, workdir: Path, which: int, after_s: float) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     seen: set[str] = set()
     deadline = time.monotonic() + 600
     try:
@@ -137,8 +153,9 @@ def _kill_and_resume(root: Path, inv: Path, workdir: Path, leftovers, points: li
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     per_run = query(db, "SELECT cell_id, repeat, count(*) FILTER (WHERE status = 'ok') FROM runs GROUP BY ALL")
     assert len(per_run) == CELLS * repeats and all(ok == 1 for *_, ok in per_run), per_run
-    without_end = query(db, "SELECT count(*) FROM run_starts s LEFT JOIN run_ends e USING (run_id) "
-                            "WHERE e.run_id IS NULL")[0][0]
+    without_end = query(
+        db, "SELECT count(*) FROM run_starts s LEFT JOIN run_ends e USING (run_id) WHERE e.run_id IS NULL"
+    )[0][0]
     assert without_end == len(points), per_run  # the killed runs, and only they
     row = _status_row(db)
     assert row["abandoned"] == str(len(points)) and row["ok"] == str(CELLS * repeats), row
@@ -148,7 +165,9 @@ def _kill_and_resume(root: Path, inv: Path, workdir: Path, leftovers, points: li
 
 def _local_inventory(root: Path, workdir: Path) -> Path:
     seed_local(workdir / "localhost")  # provisioned already (tests/hostseed.py): the subject is the kill
-    return write(root / "local.yml", f"""
+    return write(
+        root / "local.yml",
+        f"""
         all:
           vars:
             ansible_connection: local
@@ -159,23 +178,26 @@ def _local_inventory(root: Path, workdir: Path) -> Path:
             brokers: {{hosts: {{localhost: {{broker_url: "redis://127.0.0.1:6379/0"}}}}}}
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
-    """)
+    """,
+    )
 
 
 def _local(tmp_path: Path, points) -> None:
     workdir = tmp_path / "hosts"
-    _kill_and_resume(tmp_path, _local_inventory(tmp_path, workdir), workdir, lambda: _local_leftovers(workdir),
-                     points)
+    _kill_and_resume(tmp_path, _local_inventory(tmp_path, workdir), workdir, lambda: _local_leftovers(workdir), points)
 
 
 def _ssh(tmp_path: Path, points) -> None:
     require(missing())
     with NetHosts(tmp_path / "net", 2) as net:
         workdir = tmp_path / "hosts"
-        inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=workdir, seeded=True)
-        _kill_and_resume(tmp_path, inv, workdir, lambda: _namespace_leftovers(net) + _local_leftovers(workdir),
-                         points)
+        inv = net.inventory(
+            tmp_path / "lab.yml",
+            {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
+            workdir_root=workdir,
+            seeded=True,
+        )
+        _kill_and_resume(tmp_path, inv, workdir, lambda: _namespace_leftovers(net) + _local_leftovers(workdir), points)
 
 
 def test_killed_controller_leaves_nothing_on_this_machine_and_resume_completes(tmp_path):

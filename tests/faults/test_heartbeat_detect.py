@@ -11,6 +11,7 @@ TCP_USER_TIMEOUT 1 s, so the connection breaks 1 s after the worker first sends 
 - A busy worker with heartbeat 0 acks a task every 0.25 s: it notices within about a second.
 A detect_s read from the wrong log line, the wrong clock or the wrong run fails one of the three.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -27,9 +28,15 @@ STRIKE_S, CUT_S = 3, 12
 def measured(tmp_path_factory):
     root = tmp_path_factory.mktemp("heartbeat")
     with NetHosts(root / "net", 2) as net:
-        inv = net.inventory(root / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=root / "hosts", seeded=True)
-        exp = write(root / "heartbeat-detect.yaml", f"""
+        inv = net.inventory(
+            root / "lab.yml",
+            {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
+            workdir_root=root / "hosts",
+            seeded=True,
+        )
+        exp = write(
+            root / "heartbeat-detect.yaml",
+            f"""
             name: heartbeat-detect
             workload: {{name: concurrent_sleep, params: {{tasks: 2, sleep_s: 20.0}}}}
             fixed: {{broker: rabbitmq, backend: none, pool: threads, concurrency: 2, prefetch_multiplier: 1,
@@ -38,16 +45,20 @@ def measured(tmp_path_factory):
             include:
               - {{heartbeat: 0, params.tasks: 60, params.sleep_s: 0.5}}
             limits: {{run_timeout: 3m, settle: 10s}}
-        """)
+        """,
+        )
         db = root / "results" / "cmx.duckdb"
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1200)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        rows = query(db, """
+        rows = query(
+            db,
+            """
             SELECT r.heartbeat, r."params.tasks", r.status, max(m.value) FILTER (WHERE m.name = 'detect_s'),
                    max(m.value) FILTER (WHERE m.name = 'tasks_lost'),
                    max(m.value) FILTER (WHERE m.name = 'fault_at_s'),
                    (SELECT method FROM faults f WHERE f.run_id = r.run_id)
-            FROM runs r JOIN metrics m USING (run_id) GROUP BY ALL""")
+            FROM runs r JOIN metrics m USING (run_id) GROUP BY ALL""",
+        )
         yield {(hb, "busy" if tasks == 60 else "quiet"): row for hb, tasks, *row in rows}
 
 

@@ -10,6 +10,7 @@ h1 listens as the broker would, h2 is the worker host whose traffic to it is cut
   not what a partition does, which is why the filter comes first.
 - Neither this machine's own ruleset nor h1's ever holds the table.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,16 +91,21 @@ def test_a_partition_drops_packets_and_is_always_undone(tmp_path):
     with NetHosts(tmp_path / "net", 2) as net:
         h1, h2 = net.hosts
         env = {**os.environ, "SSH_CONNECTION": f"{net.subnet}.1 40000 {h2.address} 22"}
-        listener = subprocess.Popen(["ip", "netns", "exec", h1.ns, sys.executable, "-c", _LISTEN, h1.address,
-                                     str(PORT)])
+        listener = subprocess.Popen(
+            ["ip", "netns", "exec", h1.ns, sys.executable, "-c", _LISTEN, h1.address, str(PORT)]
+        )
         try:
             assert _wait(lambda: _connect(h2.ns, h1.address, 2)[0] == "connected", 20)
             url = f"redis://{h1.address}:{PORT}/0"
 
             run_dir = tmp_path / "runs" / "run-part-1"
             run_dir.mkdir(parents=True)
-            hold = subprocess.Popen(["ip", "netns", "exec", h2.ns, sys.executable, "-c", _HOLD, str(run_dir), url, "6"],
-                                    env=env, stdout=subprocess.PIPE, text=True)
+            hold = subprocess.Popen(
+                ["ip", "netns", "exec", h2.ns, sys.executable, "-c", _HOLD, str(run_dir), url, "6"],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             assert _wait(lambda: _table(h2.ns), 20), "no partition table appeared in h2's namespace"
             table = _table(h2.ns)
             assert "table inet cmx_partition" in table and "run-part-1" in table and str(PORT) in table, table
@@ -113,42 +119,73 @@ def test_a_partition_drops_packets_and_is_always_undone(tmp_path):
             # the fault's process killed mid-partition: what the lease end does (heal the run dir) undoes it
             run_dir = tmp_path / "runs" / "run-part-2"
             run_dir.mkdir(parents=True)
-            hold = subprocess.Popen(["ip", "netns", "exec", h2.ns, sys.executable, "-c", _HOLD, str(run_dir), url,
-                                     "120"], env=env, start_new_session=True)
+            hold = subprocess.Popen(
+                ["ip", "netns", "exec", h2.ns, sys.executable, "-c", _HOLD, str(run_dir), url, "120"],
+                env=env,
+                start_new_session=True,
+            )
             assert _wait(lambda: _table(h2.ns), 20)
             os.killpg(hold.pid, signal.SIGKILL)
             hold.wait(timeout=10)
             assert _table(h2.ns), "the table went with the process: nothing left for the lease end to prove"
             assert _connect(h2.ns, h1.address, 1.0)[0] == "timeout"
-            healed = _in(h2.ns, sys.executable, "-c", "import sys, pathlib; from cmx.workloads.host import "
-                         "faultinject; faultinject.heal(pathlib.Path(sys.argv[1]))", str(run_dir))
+            healed = _in(
+                h2.ns,
+                sys.executable,
+                "-c",
+                "import sys, pathlib; from cmx.workloads.host import "
+                "faultinject; faultinject.heal(pathlib.Path(sys.argv[1]))",
+                str(run_dir),
+            )
             assert healed.returncode == 0, healed.stderr
             assert _table(h2.ns) == "" and _connect(h2.ns, h1.address, 2)[0] == "connected"
 
             # iptables, where only it exists: its own chain drops the packets the same way, and goes whole
             if shutil.which("iptables"):
-                cut = _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
-                          "netcut.cut(sys.argv[1], int(sys.argv[2]), 'run-part-3', 'iptables')", h1.address, str(PORT))
+                cut = _in(
+                    h2.ns,
+                    sys.executable,
+                    "-c",
+                    "import sys; from cmx.workloads.host import netcut; "
+                    "netcut.cut(sys.argv[1], int(sys.argv[2]), 'run-part-3', 'iptables')",
+                    h1.address,
+                    str(PORT),
+                )
                 assert cut.returncode == 0, cut.stderr
                 chain = _in(h2.ns, "iptables", "-S").stdout
                 assert "-N cmx_partition" in chain and "run-part-3" in chain and str(PORT) in chain, chain
                 what, took = _connect(h2.ns, h1.address, 2.0)
                 assert what == "timeout" and took >= 1.9, (what, took)  # hangs, not refused
-                _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
-                    "netcut.undo(sys.argv[1], 'iptables')", h1.address)
+                _in(
+                    h2.ns,
+                    sys.executable,
+                    "-c",
+                    "import sys; from cmx.workloads.host import netcut; netcut.undo(sys.argv[1], 'iptables')",
+                    h1.address,
+                )
                 assert "cmx_partition" not in _in(h2.ns, "iptables", "-S").stdout
                 assert _connect(h2.ns, h1.address, 2)[0] == "connected"
             else:
                 require("needs iptables: .ci/test-deps installs it")
 
             # the fallback: a blackhole route fails at once instead of hanging
-            route = _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
-                        "netcut.cut(sys.argv[1], 1, 'r', 'route')", h1.address)
+            route = _in(
+                h2.ns,
+                sys.executable,
+                "-c",
+                "import sys; from cmx.workloads.host import netcut; netcut.cut(sys.argv[1], 1, 'r', 'route')",
+                h1.address,
+            )
             assert route.returncode == 0, route.stderr
             what, took = _connect(h2.ns, h1.address, 2.0)
             assert what != "timeout" and took < 1.0, (what, took)
-            _in(h2.ns, sys.executable, "-c", "import sys; from cmx.workloads.host import netcut; "
-                "netcut.undo(sys.argv[1], 'route')", h1.address)
+            _in(
+                h2.ns,
+                sys.executable,
+                "-c",
+                "import sys; from cmx.workloads.host import netcut; netcut.undo(sys.argv[1], 'route')",
+                h1.address,
+            )
             assert _connect(h2.ns, h1.address, 2)[0] == "connected"
             assert _table(h1.ns) == ""
         finally:

@@ -4,6 +4,7 @@ database still opens, the user gets one line and a non-zero exit, and no process
 The results directory is a small tmpfs of the test's own (needs root, like the multi-host tests).
 Real services, real Ansible, real Celery workers, real DuckDB.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,9 +64,15 @@ def _seed(db: Path) -> list[tuple]:
 
 def _cmx_run(exp: Path, db: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "cmx.cli.main", "run", str(exp), "--db", str(db)], cwd=REPO,
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cmx.cli.main", "run", str(exp), "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _fill(where: Path) -> None:

@@ -3,6 +3,7 @@ provisions (roles/redis_sentinel, through the engine's own services play), a wor
 consuming through kombu's Sentinel transport, ``workloads.sentinel.failover`` (what the
 ``failover_broker`` fault runs) and, the hard way, ``kill_master``; the measured time until each
 worker consumes again, or never within the bound."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,13 @@ def _done(path: Path) -> dict[int, float]:
 
 def _publish(app, n: int, queue: str) -> None:
     """One task, retrying while the set fails over (the producer follows the sentinels too)."""
-    app.send_task("mark", args=(n,), queue=queue, retry=True,
-                  retry_policy={"max_retries": 20, "interval_start": 0.2, "interval_step": 0.2, "interval_max": 1})
+    app.send_task(
+        "mark",
+        args=(n,),
+        queue=queue,
+        retry=True,
+        retry_policy={"max_retries": 20, "interval_start": 0.2, "interval_step": 0.2, "interval_max": 1},
+    )
 
 
 def _stop(worker: subprocess.Popen) -> None:
@@ -65,8 +71,15 @@ def _stop(worker: subprocess.Popen) -> None:
         worker.wait(10)
 
 
-def _follow(app, fo: sentinel.Failover, done: dict[str, Path], first: int, how: str,
-            workers: dict[str, subprocess.Popen], tmp_path: Path) -> None:
+def _follow(
+    app,
+    fo: sentinel.Failover,
+    done: dict[str, Path],
+    first: int,
+    how: str,
+    workers: dict[str, subprocess.Popen],
+    tmp_path: Path,
+) -> None:
     """Publish one task per pool every 0.2 s from the failover on (ids from ``first``) until each
     worker ran one or the bound passed; print how long each took; every one published is consumed."""
     n, follow_s, sent = first, {}, {pool: set() for pool in POOLS}
@@ -82,9 +95,13 @@ def _follow(app, fo: sentinel.Failover, done: dict[str, Path], first: int, how: 
         n += 1
         time.sleep(0.2)
     demoted = "" if fo.demoted_s is None else f", the old master no longer one after {fo.demoted_s:.2f} s"
-    print(f"{how}: {fo.old} -> {fo.new} took {fo.took_s:.2f} s{demoted}; consumed again after: "
-          + ", ".join(f"{pool} {f'{follow_s[pool]:.2f} s' if pool in follow_s else 'never (%g s)' % FOLLOW_BOUND_S}"
-                      for pool in POOLS))
+    print(
+        f"{how}: {fo.old} -> {fo.new} took {fo.took_s:.2f} s{demoted}; consumed again after: "
+        + ", ".join(
+            f"{pool} {f'{follow_s[pool]:.2f} s' if pool in follow_s else 'never (%g s)' % FOLLOW_BOUND_S}"
+            for pool in POOLS
+        )
+    )
     logs = {pool: (tmp_path / f"worker-{pool}.log").read_text()[-2000:] for pool in POOLS}
     assert all(w.poll() is None for w in workers.values()), logs
     assert set(follow_s) == set(POOLS), {p: logs[p] for p in POOLS if p not in follow_s}
@@ -101,8 +118,12 @@ def _is_replica(url: str, address: tuple[str, int]) -> bool:
 
     _, password, _ = sentinel.sentinels(url)
     try:
-        return redis.Redis(host=address[0], port=address[1], password=password,
-                           socket_timeout=2).info("replication")["role"] == "slave"
+        return (
+            redis.Redis(host=address[0], port=address[1], password=password, socket_timeout=2).info("replication")[
+                "role"
+            ]
+            == "slave"
+        )
     except redis.RedisError:
         return False
 
@@ -114,8 +135,9 @@ def test_celery_workers_of_every_pool_follow_a_sentinel_failover(tmp_path):
     inventory = load_inventory(inv_path, secrets_dir=tmp_path / "results")
     services = inventory.services_to_provision({"redis-sentinel"}, set())
     secrets = {"CMX_REDIS_SENTINEL_PASSWORD": inventory.password("redis_sentinel")}
-    started = run_playbook("services.yml", inv_path, tmp_path / "ansible", extravars=_service_vars(services, inventory),
-                           secrets=secrets)
+    started = run_playbook(
+        "services.yml", inv_path, tmp_path / "ansible", extravars=_service_vars(services, inventory), secrets=secrets
+    )
     workers: dict[str, subprocess.Popen] = {}
     try:
         assert started.ok, started.summary()
@@ -123,13 +145,39 @@ def test_celery_workers_of_every_pool_follow_a_sentinel_failover(tmp_path):
         write(tmp_path / "followapp.py", APP)
         done = {pool: tmp_path / f"done-{pool}.txt" for pool in POOLS}
         for pool in POOLS:  # one worker per pool, each on a queue of its own
-            env = {**os.environ, "SET_URL": url, "DONE_FILE": str(done[pool]),
-                   "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+            env = {
+                **os.environ,
+                "SET_URL": url,
+                "DONE_FILE": str(done[pool]),
+                "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]),
+            }
             workers[pool] = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "followapp", "worker", "--pool", pool, "-c", "2",
-                 "-Q", f"follow-{pool}", "-n", f"{pool}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
-                cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                stdout=open(tmp_path / f"worker-{pool}.log", "w"), stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "followapp",
+                    "worker",
+                    "--pool",
+                    pool,
+                    "-c",
+                    "2",
+                    "-Q",
+                    f"follow-{pool}",
+                    "-n",
+                    f"{pool}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "-l",
+                    "INFO",
+                ],
+                cwd=tmp_path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=open(tmp_path / f"worker-{pool}.log", "w"),
+                stderr=subprocess.STDOUT,
+            )
         os.environ["SET_URL"], os.environ["DONE_FILE"] = url, str(tmp_path / "unused")  # the producer's app
         sys.path.insert(0, str(tmp_path))
         try:
@@ -150,8 +198,13 @@ def test_celery_workers_of_every_pool_follow_a_sentinel_failover(tmp_path):
         _follow(followapp.app, fo, done, 100, "SENTINEL FAILOVER", workers, tmp_path)
         # Provisioning again (the next sweep) changes nothing and leaves the failed-over set as it is:
         # the sentinels' rewritten configs are theirs, the role compares its seeds.
-        again = run_playbook("services.yml", inv_path, tmp_path / "ansible", secrets=secrets,
-                             extravars=_service_vars(services, inventory))
+        again = run_playbook(
+            "services.yml",
+            inv_path,
+            tmp_path / "ansible",
+            secrets=secrets,
+            extravars=_service_vars(services, inventory),
+        )
         assert again.ok and again.changed == (), again.changed
         assert sentinel.master_address(url) == fo.new
 

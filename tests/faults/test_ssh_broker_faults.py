@@ -7,6 +7,7 @@ Sentinel set it provisions, roles/redis_sentinel, master and replica on differen
 drives, h2 is the worker host. Then nothing of the faults may be left on any host: no worker, no
 stopped broker, no server of the set; and a controller SIGKILLed mid-fault leaves none either.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,9 +32,15 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("sshfaults")
     with NetHosts(root / "net", 3) as net:
         workdir = root / "hosts"
-        inv = net.inventory(root / "lab.yml", {"brokers": ["h1", "h3"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=workdir, seeded=True)
-        exp = write(root / "ssh-broker-faults.yaml", f"""
+        inv = net.inventory(
+            root / "lab.yml",
+            {"brokers": ["h1", "h3"], "drivers": ["h1"], "workers": ["h2"]},
+            workdir_root=workdir,
+            seeded=True,
+        )
+        exp = write(
+            root / "ssh-broker-faults.yaml",
+            f"""
             name: ssh-broker-faults
             workload: {{name: concurrent_sleep, params: {{tasks: {TASKS}, sleep_s: 0.5}}}}
             fixed: {{backend: none, pool: threads, concurrency: 2, prefetch_multiplier: 1}}
@@ -43,7 +50,8 @@ def lab(tmp_path_factory):
                  fault: [{FAULTS['redis']}s, {FAULTS['term']}s, {FAULTS['sentinel']}s],
                  params.tasks: [{TASKS}, {TASKS}, {SENTINEL_TASKS}], params.sleep_s: [0.5, 0.5, 0.2]}}
             limits: {{run_timeout: 2m, settle: 5s, fault_restart: 1s}}
-        """)
+        """,
+        )
         db = root / "results" / "cmx.duckdb"
         started = time.monotonic()
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1800)
@@ -60,7 +68,8 @@ def _run(db: Path, fault: str) -> tuple[str, dict]:
 
 def _fault(db: Path, run_id: str) -> tuple:
     ((host, kind, pid, error, struck, ended),) = query(
-        db, "SELECT host, kind, pid, error, struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id])
+        db, "SELECT host, kind, pid, error, struck_at, ended_at FROM fault_times WHERE run_id = ?", [run_id]
+    )
     assert error is None, error
     return host, kind, pid, struck, ended
 
@@ -97,8 +106,10 @@ def test_term_worker_on_the_ssh_worker_host_is_replaced(lab):
     # go back to the queue (kombu restores what was unacknowledged) and run again, flagged so.
     assert m["tasks_lost"] == 0 and m["tasks_completed"] == TASKS and m["tasks_duplicated"] == 0, m
     assert m["tasks_redelivered"] >= 1 and m["stall_s"] >= 1.0, m
-    print(f"term_worker over SSH: the fault lasted {ended - struck:.2f} s (warm shutdown, fault_restart, "
-          f"replacement ready), stall_s {m['stall_s']:.2f}, redelivered {m['tasks_redelivered']:g}")
+    print(
+        f"term_worker over SSH: the fault lasted {ended - struck:.2f} s (warm shutdown, fault_restart, "
+        f"replacement ready), stall_s {m['stall_s']:.2f}, redelivered {m['tasks_redelivered']:g}"
+    )
 
 
 def test_failover_broker_moves_the_master_across_hosts_and_the_worker_follows(lab):
@@ -115,9 +126,11 @@ def test_failover_broker_moves_the_master_across_hosts_and_the_worker_follows(la
     # those again: each one run on the old master in between runs twice.
     assert ended - struck >= 4.0, (struck, ended)
     assert m["tasks_duplicated"] >= 1 and m["tasks_lost"] == 0, m
-    print(f"failover over SSH: the fault lasted {ended - struck:.2f} s (promotion, then the old master's "
-          f"demotion), recovery_s {m['recovery_s']:.2f}, stall_s {m['stall_s']:.2f}, "
-          f"lost {m['tasks_lost']:g}, duplicated {m['tasks_duplicated']:g}")
+    print(
+        f"failover over SSH: the fault lasted {ended - struck:.2f} s (promotion, then the old master's "
+        f"demotion), recovery_s {m['recovery_s']:.2f}, stall_s {m['stall_s']:.2f}, "
+        f"lost {m['tasks_lost']:g}, duplicated {m['tasks_duplicated']:g}"
+    )
 
 
 def test_nothing_of_the_faults_is_left_on_any_host(lab):
@@ -127,8 +140,9 @@ def test_nothing_of_the_faults_is_left_on_any_host(lab):
 
 def _fault_event(run_dirs: Path, kind: str) -> bool:
     """A fault of ``kind`` announced (the agent records it before the blow) in a run dir under ``run_dirs``."""
-    return any(f'"fault": "{kind}@' in p.read_text(errors="replace")
-               for p in run_dirs.glob("runs/*/worker_events.json"))
+    return any(
+        f'"fault": "{kind}@' in p.read_text(errors="replace") for p in run_dirs.glob("runs/*/worker_events.json")
+    )
 
 
 #: The broker servers a sweep provisions (process names): they outlive a killed controller (the next
@@ -142,14 +156,18 @@ def _run_leftovers(net: NetHosts, workdir: Path) -> list[str]:
 
 def test_a_controller_killed_mid_term_worker_leaves_no_replacement_on_the_ssh_host(lab, tmp_path):
     net, inv, workdir, *_ = lab
-    exp = write(tmp_path / "term-killed.yaml", """
+    exp = write(
+        tmp_path / "term-killed.yaml",
+        """
         name: ssh-term-killed
         workload: {name: concurrent_sleep, params: {tasks: 20, sleep_s: 0.5}}
         fixed: {broker: redis, backend: none, pool: prefork, concurrency: 2, fault: term_worker@0.5s}
         limits: {run_timeout: 2m, settle: 3s, fault_restart: 4s}
-    """)
-    run_killed_when(exp, inv, tmp_path / "k.duckdb", lambda: any(workdir.glob("h2/runs/*/worker.exit")),
-                    bound=1200)  # provisioning first (a loaded machine: minutes)
+    """,
+    )
+    run_killed_when(
+        exp, inv, tmp_path / "k.duckdb", lambda: any(workdir.glob("h2/runs/*/worker.exit")), bound=1200
+    )  # provisioning first (a loaded machine: minutes)
     took, left = _wait_gone(lambda: _run_leftovers(net, workdir))
     assert left == [], f"still running 60 s after the controller was killed mid-fault: {left}"
     time.sleep(5)  # past the moment the replacement would have started
@@ -164,12 +182,15 @@ def test_a_controller_killed_mid_restart_broker_leaves_the_broker_running(lab, t
 
     net, inv, workdir, *_ = lab
     h1 = net.hosts[0]
-    exp = write(tmp_path / "restart-killed.yaml", """
+    exp = write(
+        tmp_path / "restart-killed.yaml",
+        """
         name: ssh-restart-killed
         workload: {name: concurrent_sleep, params: {tasks: 20, sleep_s: 0.5}}
         fixed: {broker: rabbitmq, backend: none, pool: threads, concurrency: 2, fault: restart_broker@0.5s}
         limits: {run_timeout: 2m, settle: 3s}
-    """)
+    """,
+    )
     pidfile = Path(f"/var/lib/cmx-rabbitmq/test{net.tag}-h1/rabbitmq.pid")
     seen: list[int] = []
 

@@ -9,6 +9,7 @@ host: no beam, no epmd, no listener, no node's files.
 h1, h2, h3 run one node each (h1 the first, the one every client reaches first); h2 also runs the
 workers, h3 the driver.
 """
+
 from __future__ import annotations
 
 import socket
@@ -40,26 +41,34 @@ def _base(net: NetHosts, host: str) -> str:
 
 
 def _nodes(net: NetHosts) -> list[cluster.Node]:
-    return cluster.layout([GroupHost(h.name, h.address, {"rabbitmq_cluster_base_dir": _base(net, h.name)})
-                           for h in net.hosts])
+    return cluster.layout(
+        [GroupHost(h.name, h.address, {"rabbitmq_cluster_base_dir": _base(net, h.name)}) for h in net.hosts]
+    )
 
 
 def test_a_cluster_over_three_ssh_hosts_loses_a_node_and_quorum_loses_nothing(tmp_path):
     with NetHosts(tmp_path / "net", 3) as net:
         workdir = tmp_path / "hosts"
-        inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1", "h2", "h3"], "workers": ["h2"],
-                                                   "drivers": ["h3"]}, workdir_root=workdir, seeded=True,
-                            hostvars={h.name: {"rabbitmq_cluster_base_dir": _base(net, h.name)} for h in net.hosts})
+        inv = net.inventory(
+            tmp_path / "lab.yml",
+            {"brokers": ["h1", "h2", "h3"], "workers": ["h2"], "drivers": ["h3"]},
+            workdir_root=workdir,
+            seeded=True,
+            hostvars={h.name: {"rabbitmq_cluster_base_dir": _base(net, h.name)} for h in net.hosts},
+        )
         nodes = _nodes(net)
         assert [(n.host, n.port, n.longname) for n in nodes] == [(h, 5681, True) for h in ("h1", "h2", "h3")]
-        exp = write(tmp_path / "exp.yaml", f"""
+        exp = write(
+            tmp_path / "exp.yaml",
+            f"""
             name: ssh-cluster-node-loss
             workload: {{name: concurrent_sleep, params: {{tasks: {TASKS}, sleep_s: 0.2}}}}
             fixed: {{broker: rabbitmq-cluster, backend: none, pool: threads, concurrency: 2,
                     prefetch_multiplier: 1, celery.task_acks_late: true, fault: kill_broker_node@1.5s}}
             matrix: {{queue_type: [classic, quorum]}}
             limits: {{run_timeout: 3m, settle: 5s, fault_restart: 1s}}
-        """)
+        """,
+        )
         db = tmp_path / "results" / "cmx.duckdb"
         started = time.monotonic()
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1200)
@@ -69,12 +78,18 @@ def test_a_cluster_over_three_ssh_hosts_loses_a_node_and_quorum_loses_nothing(tm
         runs = dict(query(db, "SELECT queue_type, run_id FROM runs WHERE status = 'ok'"))
         assert sorted(runs) == ["classic", "quorum"], runs
         # The fault struck on h1, the first node's host, by its agent, and ended once the node was back.
-        struck = {r: (h, k, p, e, end > at) for r, h, k, p, e, at, end in query(
-            db, "SELECT run_id, host, kind, pid, error, struck_at, ended_at FROM fault_times")}
+        struck = {
+            r: (h, k, p, e, end > at)
+            for r, h, k, p, e, at, end in query(
+                db, "SELECT run_id, host, kind, pid, error, struck_at, ended_at FROM fault_times"
+            )
+        }
         assert struck == {r: ("h1", "kill_broker_node", struck[r][2], None, True) for r in runs.values()}, struck
         assert all(p for _, _, p, _, _ in struck.values()), struck
-        metrics = {(q, n): v for q, n, v in query(db, "SELECT r.queue_type, m.name, m.value FROM metrics m "
-                                                     "JOIN runs r USING (run_id)")}
+        metrics = {
+            (q, n): v
+            for q, n, v in query(db, "SELECT r.queue_type, m.name, m.value FROM metrics m JOIN runs r USING (run_id)")
+        }
         for q in runs:
             assert metrics[q, "tasks_published"] == TASKS
             assert metrics[q, "tasks_completed"] + metrics[q, "tasks_lost"] == TASKS, (q, metrics)
@@ -86,9 +101,11 @@ def test_a_cluster_over_three_ssh_hosts_loses_a_node_and_quorum_loses_nothing(tm
         assert home["classic"] == f"management API: on {nodes[0].name}", home
         hosts = {h for (h,) in query(db, "SELECT DISTINCT host FROM tasks WHERE host IS NOT NULL")}
         assert hosts == {"h2"}, hosts
-        print(f"quorum over SSH: stall_s {metrics['quorum', 'stall_s']}, recovery_s "
-              f"{metrics.get(('quorum', 'recovery_s'))}, duplicated {metrics['quorum', 'tasks_duplicated']:g}; "
-              f"classic lost {metrics['classic', 'tasks_lost']:g}")
+        print(
+            f"quorum over SSH: stall_s {metrics['quorum', 'stall_s']}, recovery_s "
+            f"{metrics.get(('quorum', 'recovery_s'))}, duplicated {metrics['quorum', 'tasks_duplicated']:g}; "
+            f"classic lost {metrics['classic', 'tasks_lost']:g}"
+        )
 
         # Nothing is left on any host: no process but sshd (beam, epmd, a CLI's VM), no listener, no files.
         took, left = _wait_gone(lambda: _namespace_leftovers(net, services=()) + _local_leftovers(workdir))

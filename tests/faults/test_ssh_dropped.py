@@ -9,6 +9,7 @@ driver, h2 the worker; the broker is a Redis of the test's own on the hosts' bri
 first run is ok; h2's link is taken down inside its namespace 3 s into the second run's stream,
 and brought back up after the sweep ended.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -46,11 +47,14 @@ def dropped(tmp_path_factory):
     require(missing())
     root = tmp_path_factory.mktemp("ssh-dropped")
     with NetHosts(root / "net", 2) as net, PrivateRedis(root / "redis", bind=f"{net.subnet}.1") as redis:
-        inv = net.inventory(root / "lab.yml", {"drivers": ["h1"], "workers": ["h2"]}, workdir_root=root / "hosts",
-                            seeded=True)
+        inv = net.inventory(
+            root / "lab.yml", {"drivers": ["h1"], "workers": ["h2"]}, workdir_root=root / "hosts", seeded=True
+        )
         with inv.open("a") as f:  # the broker: the test's own Redis, on the bridge
             f.write(f"    brokers:\n      hosts:\n        h1:\n          broker_url: {redis.url}\n")
-        exp = write(root / f"{NAME}.yaml", f"""
+        exp = write(
+            root / f"{NAME}.yaml",
+            f"""
             name: {NAME}
             # 100 tasks (ok), then 1500 at 100/s: h2 drops 3 s into that stream.
             workload: {{name: throughput, params: {{mode: stream, rate: 100}}}}
@@ -58,26 +62,42 @@ def dropped(tmp_path_factory):
             matrix: {{params.tasks: [100, 1500]}}
             limits: {{run_timeout: 2m}}
             on_error: abort
-        """)
+        """,
+        )
         db = root / "results" / "cmx.duckdb"
         before = common.seed(db, NAME)
-        fault = common.Fault(root / "hosts" / "h1", delay=3.0, inject=lambda run_id: _link(net, 2, "down"),
-                             which=lambda run_dir: common.tasks_of(run_dir) == 1500)
+        fault = common.Fault(
+            root / "hosts" / "h1",
+            delay=3.0,
+            inject=lambda run_id: _link(net, 2, "down"),
+            which=lambda run_dir: common.tasks_of(run_dir) == 1500,
+        )
         fault.start()
         first = common.cmx_run(exp, db, "--inventory", str(inv))
         out, err = common.finish(first, timeout=600)
         fault.finish()
         ended = time.time()
-        stored_after_drop = query(db, """SELECT run_id, "params.tasks", status, error, epoch(finished_at) FROM runs
-                                         WHERE run_id NOT LIKE 'earlier-%' ORDER BY started_at""")
+        stored_after_drop = query(
+            db,
+            """SELECT run_id, "params.tasks", status, error, epoch(finished_at) FROM runs
+                                         WHERE run_id NOT LIKE 'earlier-%' ORDER BY started_at""",
+        )
         _link(net, 2, "up")
         net._wait_ssh(net.hosts[1])
         again = common.cmx_run(exp, db, "--inventory", str(inv))
         out2, err2 = common.finish(again, timeout=600)
         time.sleep(2)
-        yield dict(net=net, db=db, before=before, fault=fault, first=(first.returncode, out, err), ended=ended,
-                   stored_after_drop=stored_after_drop, again=(again.returncode, out2, err2),
-                   leftovers=_leftovers(net))
+        yield dict(
+            net=net,
+            db=db,
+            before=before,
+            fault=fault,
+            first=(first.returncode, out, err),
+            ended=ended,
+            stored_after_drop=stored_after_drop,
+            again=(again.returncode, out2, err2),
+            leftovers=_leftovers(net),
+        )
 
 
 def test_the_dropped_host_is_named_and_the_sweep_resumes(dropped):
@@ -108,8 +128,11 @@ def test_the_dropped_host_is_named_and_the_sweep_resumes(dropped):
     common.assert_no_traceback(out2, err2)
     assert rc2 == 0, out2[-3000:] + err2[-3000:]
     assert "1 run(s) to do" in out2, out2[:500]
-    runs = query(db, """SELECT run_id, "params.tasks", status FROM runs WHERE run_id NOT LIKE 'earlier-%'
-                        ORDER BY started_at""")
+    runs = query(
+        db,
+        """SELECT run_id, "params.tasks", status FROM runs WHERE run_id NOT LIKE 'earlier-%'
+                        ORDER BY started_at""",
+    )
     assert [(t, s) for _, t, s in runs] == [(100, "ok"), (1500, "failed"), (1500, "ok")], runs
     assert runs[0][0] == ok_id and runs[1][0] == run_id  # what was stored is still there
     m = common.assert_accounting(db, runs[2][0])

@@ -8,6 +8,7 @@ The driver runs on w1 and the worker on w2 (this machine playing both, through r
 the machine's Redis or RabbitMQ): the word travels from w2's agent through the controller to the driver. The
 barrier's bound is the worker host's ``celery_worker_ready_timeout``, made small here.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,12 +33,15 @@ def test_a_solo_worker_busy_in_its_first_task_counts_as_consuming(tmp_path, brok
     db = tmp_path / "results" / "cmx.duckdb"
     inv, _ = _inventory(tmp_path)
     # Each task sleeps longer than the barrier waits: the worker cannot answer it before then.
-    exp = write(tmp_path / "solo.yaml", f"""
+    exp = write(
+        tmp_path / "solo.yaml",
+        f"""
         name: solo-long-first-task
         workload: {{name: concurrent_sleep, params: {{tasks: 3, sleep_s: {BOUND_S + 3}}}}}
         fixed: {{pool: solo, concurrency: 1, broker: {broker}}}
         limits: {{run_timeout: 3m}}
-    """)
+    """,
+    )
     proc = common.cmx_run(exp, db, "--inventory", str(inv))
     out, err = common.finish(proc)
     common.assert_no_traceback(out, err)
@@ -54,12 +58,15 @@ def test_a_worker_silent_at_the_barrier_still_fails_as_hung(tmp_path):
     inv, hosts = _inventory(tmp_path)
     # 5,000 publishes before the workers are told to consume (a few seconds): the worker is
     # stopped (SIGSTOP: alive, silent) among them, before it can take a task.
-    exp = write(tmp_path / "hung.yaml", """
+    exp = write(
+        tmp_path / "hung.yaml",
+        """
         name: hung-at-the-barrier
         workload: {name: concurrent_sleep, params: {tasks: 5000, sleep_s: 0}}
         fixed: {pool: threads, concurrency: 2, broker: redis}
         limits: {run_timeout: 3m}
-    """)
+    """,
+    )
     stopped: dict = {}
 
     def stop_worker(run_id: str) -> None:

@@ -7,6 +7,7 @@ This machine plays two worker hosts (w1, w2; w1 is also the driver) through real
 workers use the machine's Redis. tests/integration/test_workers_multihost.py kills one over SSH
 and checks how soon the run gives up.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,9 @@ def test_a_worker_killed_mid_run(tmp_path):
     db = tmp_path / "results" / "cmx.duckdb"
     before = common.seed(db, NAME)
     inv, hosts = common.two_hosts(tmp_path, ("w1", "w2"))
-    exp = write(tmp_path / "kill.yaml", f"""
+    exp = write(
+        tmp_path / "kill.yaml",
+        f"""
         name: {NAME}
         # the first run streams for 30 s; w2's worker is killed 3 s in. The second is the next run.
         workload: {{name: throughput, params: {{mode: stream, rate: 100}}}}
@@ -37,7 +40,8 @@ def test_a_worker_killed_mid_run(tmp_path):
         matrix: {{params.tasks: [3000, 100]}}
         limits: {{run_timeout: 2m}}
         on_error: continue
-    """)
+    """,
+    )
     killed: dict = {}
 
     def kill_w2_worker(run_id: str) -> None:
@@ -56,8 +60,12 @@ def test_a_worker_killed_mid_run(tmp_path):
     assert proc.returncode == 1, out[-3000:] + err[-3000:]
     assert f"1 of 2 run(s) did not succeed; see `cmx status --db {db}`" in " ".join(err.split()), err
 
-    runs = query(db, """SELECT "params.tasks", status, error, run_id FROM runs
-                        WHERE experiment = ? AND run_id NOT LIKE 'earlier-%' ORDER BY started_at""", [NAME])
+    runs = query(
+        db,
+        """SELECT "params.tasks", status, error, run_id FROM runs
+                        WHERE experiment = ? AND run_id NOT LIKE 'earlier-%' ORDER BY started_at""",
+        [NAME],
+    )
     assert [(n, s) for n, s, *_ in runs] == [(3000, "failed"), (100, "ok")], runs
     (_, _, error, run_id), (_, _, _, next_id) = runs
     assert run_id == fault.run_id
@@ -70,12 +78,19 @@ def test_a_worker_killed_mid_run(tmp_path):
     # work before the kill and none after it (same machine: one clock).
     m = common.assert_accounting(db, run_id)
     assert 0 < m["tasks_published"] < 3000 and m["tasks_completed"] > 0, m
-    by_host = dict(query(db, """SELECT host, max(finished_at) FROM tasks WHERE run_id = ? AND state <> 'LOST'
-                                GROUP BY host""", [run_id]))
+    by_host = dict(
+        query(
+            db,
+            """SELECT host, max(finished_at) FROM tasks WHERE run_id = ? AND state <> 'LOST'
+                                GROUP BY host""",
+            [run_id],
+        )
+    )
     assert set(by_host) == {"w1", "w2"}, by_host
-    assert by_host["w2"] <= fault.at + 0.5, (by_host["w2"] - fault.at)
-    assert query(db, "SELECT count(*) FROM tasks WHERE run_id = ? AND host = 'w2' AND started_at > ?",
-                 [run_id, fault.at + 0.5]) == [(0,)]
+    assert by_host["w2"] <= fault.at + 0.5, by_host["w2"] - fault.at
+    assert query(
+        db, "SELECT count(*) FROM tasks WHERE run_id = ? AND host = 'w2' AND started_at > ?", [run_id, fault.at + 0.5]
+    ) == [(0,)]
 
     # The next run of the sweep is ok, on both hosts, and lost nothing.
     m = common.assert_accounting(db, next_id)
@@ -100,7 +115,9 @@ def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path, 
     # The worker runs on w2, the driver on w1: word of the death must travel from w2's agent
     # through the controller to the driver's.
     inv, hosts = common.two_hosts(tmp_path, ("w2",))
-    exp = write(tmp_path / "busy.yaml", f"""
+    exp = write(
+        tmp_path / "busy.yaml",
+        f"""
         name: {BUSY}
         workload: {{name: concurrent_sleep, params: {{tasks: 3, sleep_s: 600}}}}
         fixed: {{broker: {broker}}}
@@ -108,7 +125,8 @@ def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path, 
           - {{pool: {list(POOLS)}, concurrency: {list(POOLS.values())}}}
         limits: {{run_timeout: 5m}}
         on_error: continue
-    """)
+    """,
+    )
     killed: dict[str, dict] = {}  # run_id -> pid, at
     stop = threading.Event()
 
@@ -134,8 +152,12 @@ def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path, 
     common.assert_no_traceback(out, err)
     assert proc.returncode == 1, out[-3000:] + err[-3000:]
 
-    runs = query(db, """SELECT pool, status, error, run_id, epoch(finished_at) FROM runs
-                        WHERE experiment = ? ORDER BY started_at""", [BUSY])
+    runs = query(
+        db,
+        """SELECT pool, status, error, run_id, epoch(finished_at) FROM runs
+                        WHERE experiment = ? ORDER BY started_at""",
+        [BUSY],
+    )
     assert [(p, s) for p, s, *_ in runs] == [(p, "failed") for p in POOLS], runs
     for pool, _, error, run_id, finished in runs:
         assert run_id in killed, (pool, "its worker was never seen busy", error)

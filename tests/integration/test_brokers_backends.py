@@ -1,6 +1,7 @@
 """Every broker and backend value, on the real services: redis, rabbitmq, rabbitmq-quorum ×
 none, redis, rpc, postgres (the workers' connections to the backends that keep results counted,
 and those results gone once the run ended: a run leaves nothing behind)."""
+
 from __future__ import annotations
 
 import psycopg2
@@ -15,7 +16,9 @@ TASKS = 100
 
 
 def test_each_broker_and_backend_carries_a_sweep(tmp_path):
-    exp = write(tmp_path / "bb.yaml", f"""
+    exp = write(
+        tmp_path / "bb.yaml",
+        f"""
         name: brokers-backends
         workload: {{name: throughput, params: {{tasks: {TASKS}, mode: backlog}}}}
         fixed: {{pool: threads, concurrency: 2, heartbeat: 30}}
@@ -23,24 +26,41 @@ def test_each_broker_and_backend_carries_a_sweep(tmp_path):
           - broker: [redis, rabbitmq, rabbitmq-quorum, rabbitmq]
             backend: [redis, postgres, rpc, none]
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT broker, backend, status,
                max(value) FILTER (WHERE name = 'tasks_completed'),
                max(value) FILTER (WHERE name = 'heartbeat_negotiated_s')
-        FROM runs JOIN metrics USING (run_id) GROUP BY ALL ORDER BY ALL""")
-    assert rows == [("rabbitmq", "none", "ok", TASKS, 30.0), ("rabbitmq", "postgres", "ok", TASKS, 30.0),
-                    ("rabbitmq-quorum", "rpc", "ok", TASKS, 30.0), ("redis", "redis", "ok", TASKS, None)]
+        FROM runs JOIN metrics USING (run_id) GROUP BY ALL ORDER BY ALL""",
+    )
+    assert rows == [
+        ("rabbitmq", "none", "ok", TASKS, 30.0),
+        ("rabbitmq", "postgres", "ok", TASKS, 30.0),
+        ("rabbitmq-quorum", "rpc", "ok", TASKS, 30.0),
+        ("redis", "redis", "ok", TASKS, None),
+    ]
     # The workers wrote their results to the backends that keep them (they held connections to
     # them), and each run removed its results at its end.
-    used = query(db, """SELECT backend, max(value) FROM runs JOIN metrics USING (run_id)
-                        WHERE name = 'backend_connections_worker_max' GROUP BY ALL ORDER BY ALL""")
+    used = query(
+        db,
+        """SELECT backend, max(value) FROM runs JOIN metrics USING (run_id)
+                        WHERE name = 'backend_connections_worker_max' GROUP BY ALL ORDER BY ALL""",
+    )
     assert [(b, v >= 1) for b, v in used] == [("postgres", True), ("redis", True)], used
-    pg_ids = [t for (t,) in query(db, """SELECT t.task_id FROM tasks t JOIN runs r USING (run_id)
-                                          WHERE r.backend = 'postgres'""")]
+    pg_ids = [
+        t
+        for (t,) in query(
+            db,
+            """SELECT t.task_id FROM tasks t JOIN runs r USING (run_id)
+                                          WHERE r.backend = 'postgres'""",
+        )
+    ]
     assert len(set(pg_ids)) == TASKS
     with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as con, con.cursor() as cur:
         cur.execute("SELECT count(*) FROM celery_taskmeta WHERE task_id = ANY(%s)", [pg_ids])

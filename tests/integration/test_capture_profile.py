@@ -1,5 +1,6 @@
 """cmx capture records a real fleet's task events (real worker with -E, real Redis) and
 cmx profile show summarises them per task name (issue 40, point 1-2)."""
+
 from __future__ import annotations
 
 import json
@@ -43,9 +44,29 @@ def _fleet(tmp_path, url=URL, sent=True):
     q = f"cap-{uuid.uuid4().hex[:8]}"
     (tmp_path / "fleetapp.py").write_text(APP.format(url=url, q=q, sent=sent))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "fleetapp", "worker", "-E", "-P", "solo",
-                               "-Q", q, "--without-heartbeat", "--without-gossip", "--without-mingle",
-                               "-l", "warning"], cwd=tmp_path, env=env, start_new_session=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "fleetapp",
+            "worker",
+            "-E",
+            "-P",
+            "solo",
+            "-Q",
+            q,
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
     return worker, q, env
 
 
@@ -60,24 +81,31 @@ def fleet(tmp_path):
 
 
 def _send(tmp_path, env, fast, slow):
-    code = ("import fleetapp\n"
-            f"for i in range({fast}): fleetapp.fast.delay('x' * 100)\n"
-            f"for i in range({slow}): fleetapp.slow.delay('y' * 1000)\n")
+    code = (
+        "import fleetapp\n"
+        f"for i in range({fast}): fleetapp.fast.delay('x' * 100)\n"
+        f"for i in range({slow}): fleetapp.slow.delay('y' * 1000)\n"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, timeout=60)
 
 
 def test_capture_counts_per_name_and_profile_show(fleet):
     tmp_path, env = fleet
     out = tmp_path / "profile.parquet"
-    cap = subprocess.Popen([*CMX, "capture", "--out", str(out), "--duration", "12"],
-                           env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL}, stderr=subprocess.PIPE, text=True)
+    cap = subprocess.Popen(
+        [*CMX, "capture", "--out", str(out), "--duration", "12"],
+        env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3)  # the receiver's event queue is bound before the burst
     _send(tmp_path, env, fast=200, slow=20)
     _, stderr = cap.communicate(timeout=60)
     assert cap.returncode == 0, stderr
     assert "events/s" in stderr
-    shown = subprocess.run([*CMX, "profile", "show", str(out), "--format", "json"], capture_output=True,
-                           text=True, timeout=60)
+    shown = subprocess.run(
+        [*CMX, "profile", "show", str(out), "--format", "json"], capture_output=True, text=True, timeout=60
+    )
     assert shown.returncode == 0, shown.stderr
     rows = {r["name"]: r for r in json.loads(shown.stdout)}
     assert rows["fleet.fast"]["tasks"] == 200
@@ -89,13 +117,29 @@ def test_capture_counts_per_name_and_profile_show(fleet):
 
 
 def test_password_on_argv_is_refused_and_silence_names_the_settings(tmp_path):
-    refused = subprocess.run([*CMX, "capture", "--broker", "redis://:s3cret@127.0.0.1:6379/11", "--out",
-                              str(tmp_path / "p.parquet")], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [*CMX, "capture", "--broker", "redis://:s3cret@127.0.0.1:6379/11", "--out", str(tmp_path / "p.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2
     assert "CMX_CAPTURE_BROKER_URL" in refused.stderr and "s3cret" not in refused.stderr
-    quiet = subprocess.run([*CMX, "capture", "--broker", "redis://127.0.0.1:6379/12", "--out",
-                            str(tmp_path / "q.parquet"), "--duration", "30"], capture_output=True, text=True,
-                           timeout=60)
+    quiet = subprocess.run(
+        [
+            *CMX,
+            "capture",
+            "--broker",
+            "redis://127.0.0.1:6379/12",
+            "--out",
+            str(tmp_path / "q.parquet"),
+            "--duration",
+            "30",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert quiet.returncode == 2
     last = quiet.stderr.strip().splitlines()[-1]
     assert "worker_send_task_events" in last and "task_send_sent_event" in last and "Traceback" not in quiet.stderr
@@ -110,9 +154,13 @@ def test_unreachable_broker_ends_within_a_bound_with_one_line(tmp_path, scheme):
         port = s.getsockname()[1]
     url = f"{scheme}://guest@127.0.0.1:{port}/"
     began = time.monotonic()
-    done = subprocess.run([*CMX, "capture", "--out", str(tmp_path / "p.parquet"), "--duration", "60"],
-                          env={**os.environ, "CMX_CAPTURE_BROKER_URL": url}, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [*CMX, "capture", "--out", str(tmp_path / "p.parquet"), "--duration", "60"],
+        env={**os.environ, "CMX_CAPTURE_BROKER_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert time.monotonic() - began < 30
     lines = done.stderr.strip().splitlines()
@@ -131,8 +179,12 @@ def test_the_profile_records_where_arrivals_come_from(tmp_path, url, sent):
     try:
         out = tmp_path / "profile.parquet"
         only = ["--queue", q] if sent else []  # Redis db 11 is this test's own
-        cap = subprocess.Popen([*CMX, "capture", "--out", str(out), "--duration", "12", *only],
-                               env={**os.environ, "CMX_CAPTURE_BROKER_URL": url}, stderr=subprocess.PIPE, text=True)
+        cap = subprocess.Popen(
+            [*CMX, "capture", "--out", str(out), "--duration", "12", *only],
+            env={**os.environ, "CMX_CAPTURE_BROKER_URL": url},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(3)
         _send(tmp_path, env, fast=150, slow=10)
         _, stderr = cap.communicate(timeout=60)

@@ -2,6 +2,7 @@
 RabbitMQ: the others wait until the leader says the clock started and get its moment; a driver
 that fails before it is ready stops the leader's wait at once, naming it; the meeting leaves
 nothing on the broker once the run's names are removed."""
+
 from __future__ import annotations
 
 import threading
@@ -31,8 +32,16 @@ def _app(tmp_path, monkeypatch, broker: str, hosts: list[str]):
     from cmx.workloads.app.factory import create_app
     from cmx.workloads.runtime.spec import RunSpec
 
-    spec = RunSpec(run_id="meet" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
-                   workload="throughput", broker=broker, driver_hosts=hosts, queue_expires_s=60)
+    spec = RunSpec(
+        run_id="meet" + uuid.uuid4().hex[:8],
+        experiment="t",
+        cell_id="c",
+        repeat=1,
+        workload="throughput",
+        broker=broker,
+        driver_hosts=hosts,
+        queue_expires_s=60,
+    )
     return create_app(spec, tmp_path, hosts[0], client="driver"), spec
 
 
@@ -45,8 +54,12 @@ def test_the_others_start_when_the_leader_says_and_learn_its_clock(tmp_path, mon
     app, spec = _app(tmp_path, monkeypatch, broker, ["d1", "d2", "d3"])
     got: dict[str, float] = {}
     try:
-        others = [threading.Thread(target=lambda h=h: got.__setitem__(
-            h, drivers.meet(app, spec, h, time.monotonic() + 30, _nothing))) for h in ("d2", "d3")]
+        others = [
+            threading.Thread(
+                target=lambda h=h: got.__setitem__(h, drivers.meet(app, spec, h, time.monotonic() + 30, _nothing))
+            )
+            for h in ("d2", "d3")
+        ]
         for t in others:
             t.start()
         ready = drivers.gather(app, spec, time.monotonic() + 30, _nothing)

@@ -1,5 +1,6 @@
 """The environment fingerprint of a real sweep: the worker and the driver report the versions they
 run with, the hosts row has the governor and both servers' versions, as the servers say."""
+
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
@@ -20,7 +21,10 @@ def installed(name: str) -> str | None:
 
 
 def test_packages_hold_the_versions_the_worker_and_the_driver_ran_with(tmp_path):
-    db = sweep(tmp_path, "fingerprint", """
+    db = sweep(
+        tmp_path,
+        "fingerprint",
+        """
         workload:
           name: throughput
           params: {tasks: 20, mode: backlog}
@@ -28,7 +32,8 @@ def test_packages_hold_the_versions_the_worker_and_the_driver_ran_with(tmp_path)
           backend: [redis, postgres]
         fixed: {broker: rabbitmq, pool: threads, concurrency: 2}
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     runs = [r for (r,) in query(db, "SELECT run_id FROM runs WHERE status = 'ok'")]
     assert len(runs) == 2
     expected = {name: installed(name) for name in PACKAGES}
@@ -44,8 +49,11 @@ def test_packages_hold_the_versions_the_worker_and_the_driver_ran_with(tmp_path)
     with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as pg, pg.cursor() as cur:
         cur.execute("SHOW server_version")
         pg_version = cur.fetchone()[0]
-    hosts = query(db, "SELECT r.backend, h.governor, h.broker_version, h.backend_version "
-                      "FROM hosts h JOIN runs r USING (run_id) ORDER BY r.backend")
+    hosts = query(
+        db,
+        "SELECT r.backend, h.governor, h.broker_version, h.backend_version "
+        "FROM hosts h JOIN runs r USING (run_id) ORDER BY r.backend",
+    )
     assert [(b, g) for b, g, _, _ in hosts] == [("postgres", governor()), ("redis", governor())]
     assert all(bv.startswith("RabbitMQ ") for _, _, bv, _ in hosts), hosts
     assert [v for *_, v in hosts] == [f"postgresql {pg_version}", f"redis {redis_version}"]

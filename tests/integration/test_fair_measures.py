@@ -1,6 +1,7 @@
 """Fair measures on real services (issue 10): stream latency from the intended send time equals
 what the task rows say; connection counts are the run's own clients only, whoever else is
 connected to the same Redis."""
+
 from __future__ import annotations
 
 import psycopg2
@@ -12,13 +13,16 @@ from tests.conftest import metrics_by, query, sweep
 pytestmark = pytest.mark.integration
 
 TASKS = 300
-EXPERIMENT = """
+EXPERIMENT = (
+    """
     workload:
       name: throughput
       params: {tasks: %d, mode: stream, rate: 400}
     fixed: {broker: redis, backend: redis, pool: threads, concurrency: 2}
     limits: {run_timeout: 2m}
-""" % TASKS
+"""
+    % TASKS
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,21 +48,25 @@ def crowded(tmp_path_factory):
 
 def test_stream_latency_counts_from_the_intended_send_as_the_task_rows_say(quiet):
     (run_id,) = query(quiet, "SELECT run_id FROM runs")[0]
-    want = query(quiet, """
+    want = query(
+        quiet,
+        """
         SELECT count(*), count(intended_at),
                quantile_cont(finished_at - intended_at, 0.50), quantile_cont(finished_at - intended_at, 0.99),
                quantile_cont(started_at - intended_at, 0.95), quantile_cont(finished_at - started_at, 0.50),
                quantile_cont(finished_at - sent_at, 0.99)
-        FROM tasks WHERE run_id = ? AND state <> 'LOST'""", [run_id])[0]
+        FROM tasks WHERE run_id = ? AND state <> 'LOST'""",
+        [run_id],
+    )[0]
     n, with_intended, p50, p99, wait95, service50, p99_from_send = want
-    assert n == with_intended == TASKS           # the driver stamped when it meant to send, every time
+    assert n == with_intended == TASKS  # the driver stamped when it meant to send, every time
     m = metrics_by(quiet, "run_id")[run_id]
     assert m["latency_p50_s"] == pytest.approx(p50, rel=1e-9)
     assert m["latency_p99_s"] == pytest.approx(p99, rel=1e-9)
     assert m["queue_wait_p95_s"] == pytest.approx(wait95, rel=1e-9)
     assert m["service_time_p50_s"] == pytest.approx(service50, rel=1e-9)
-    assert m["latency_p99_s"] >= p99_from_send   # the send never precedes its intended time
-    assert m["clock_suspect"] == 0 and m["clock_uncorrected_tasks"] == 0   # one host: nothing to correct
+    assert m["latency_p99_s"] >= p99_from_send  # the send never precedes its intended time
+    assert m["clock_suspect"] == 0 and m["clock_uncorrected_tasks"] == 0  # one host: nothing to correct
     # The latency chart's view agrees with the metric.
     (view_p99,) = query(quiet, "SELECT p99_s FROM latency_percentiles WHERE run_id = ?", [run_id])[0]
     assert view_p99 == pytest.approx(p99, rel=1e-9)
@@ -75,14 +83,16 @@ def test_idle_clients_of_the_same_redis_do_not_change_the_runs_connection_counts
         # The run's own clients, by role: its worker and its driver reach both broker and backend.
         assert side["broker_connections_worker_max"] >= 1, side
         assert side["backend_connections_worker_max"] >= 1, side
-        assert side["broker_connections_max"] <= (side["broker_connections_worker_max"]
-                                                   + side["broker_connections_driver_max"]), side
+        assert side["broker_connections_max"] <= (
+            side["broker_connections_worker_max"] + side["broker_connections_driver_max"]
+        ), side
     # Nine idle clients joined the server: a server-wide count grows by nine. The run's own count
     # varies by a few from run to run (the driver's short-lived control connections), no more.
     # The driver's connections are short-lived (publish, then control polls): a probe tick may miss
     # them in one run, not in both.
     assert max(alone["broker_connections_driver_max"], beside["broker_connections_driver_max"]) >= 1
     assert set(alone) == set(beside)
+
     # The driver's own count swings from run to run (its publishing connections come and go
     # between probe ticks), so each total is compared without it: nine idle clients would add nine.
     def steady(side, name):
@@ -99,30 +109,45 @@ def test_idle_clients_of_the_same_redis_do_not_change_the_runs_connection_counts
 @pytest.fixture(scope="module")
 def prefork_sleep(tmp_path_factory):
     """Four tasks sleeping at once in a prefork worker of four children (PSS read every ~1 s)."""
-    return sweep(tmp_path_factory.mktemp("prefork"), "fair-prefork", """
+    return sweep(
+        tmp_path_factory.mktemp("prefork"),
+        "fair-prefork",
+        """
         workload:
           name: concurrent_sleep
           params: {tasks: 4, sleep_s: 3}
         fixed: {broker: redis, pool: prefork, concurrency: 4, prefetch_multiplier: 1}
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
 
 
 def test_prefork_memory_per_slot_and_per_task_are_a_childs_worth(prefork_sleep):
     (run_id,) = query(prefork_sleep, "SELECT run_id FROM runs")[0]
     m = metrics_by(prefork_sleep, "run_id")[run_id]
     # What one child holds, read from the sampler's own rows: each child's highest PSS.
-    per_child = [v for (v,) in query(prefork_sleep, """
-        SELECT max(pss_bytes) FROM samples WHERE run_id = ? AND role = 'worker-child' GROUP BY pid""", [run_id])]
+    per_child = [
+        v
+        for (v,) in query(
+            prefork_sleep,
+            """
+        SELECT max(pss_bytes) FROM samples WHERE run_id = ? AND role = 'worker-child' GROUP BY pid""",
+            [run_id],
+        )
+    ]
     assert len(per_child) == 4 and all(per_child), per_child
     child = sorted(per_child)[len(per_child) // 2]
     assert child / 2 <= m["peak_pss_per_slot_bytes"] <= child * 2, (m["peak_pss_per_slot_bytes"], per_child)
-    assert m["peak_rss_per_slot_bytes"] >= m["peak_pss_per_slot_bytes"]   # RSS counts shared pages in full
-    assert m["peak_pss_bytes"] < m["peak_rss_bytes"]                       # and so over-counts prefork
+    assert m["peak_rss_per_slot_bytes"] >= m["peak_pss_per_slot_bytes"]  # RSS counts shared pages in full
+    assert m["peak_pss_bytes"] < m["peak_rss_bytes"]  # and so over-counts prefork
     # The concurrent-sleep measure: a task costs a child, not the few KiB an idle baseline that
     # already holds every pre-forked child would leave.
-    all_in_flight, pss_per_task = query(prefork_sleep, """
-        SELECT all_in_flight, pss_per_task_bytes FROM memory_per_task WHERE run_id = ?""", [run_id])[0]
+    all_in_flight, pss_per_task = query(
+        prefork_sleep,
+        """
+        SELECT all_in_flight, pss_per_task_bytes FROM memory_per_task WHERE run_id = ?""",
+        [run_id],
+    )[0]
     assert all_in_flight
     assert child / 2 <= pss_per_task <= child * 2, (pss_per_task, per_child)
 
@@ -142,8 +167,10 @@ def test_sql_fanout_workers_connect_to_the_database_before_the_first_timed_reque
         conn.autocommit = True
         with conn.cursor() as cur:
             while not stop.is_set():
-                cur.execute("SELECT pid, extract(epoch FROM backend_start) FROM pg_stat_activity "
-                            "WHERE application_name = 'cmx-sql-fanout-worker'")
+                cur.execute(
+                    "SELECT pid, extract(epoch FROM backend_start) FROM pg_stat_activity "
+                    "WHERE application_name = 'cmx-sql-fanout-worker'"
+                )
                 seen.update({pid: float(t) for pid, t in cur.fetchall()})
                 time.sleep(0.1)
         conn.close()
@@ -152,13 +179,17 @@ def test_sql_fanout_workers_connect_to_the_database_before_the_first_timed_reque
     began = time.time()
     watcher.start()
     try:
-        db = sweep(tmp_path, "fair-warmup", """
+        db = sweep(
+            tmp_path,
+            "fair-warmup",
+            """
             workload:
               name: sql_fanout
               params: {rows: 20000, queries: 8, requests: 3, mode: celery}
             fixed: {broker: redis, backend: redis, pool: threads, concurrency: 4}
             limits: {run_timeout: 1m}
-        """)
+        """,
+        )
     finally:
         stop.set()
         watcher.join(5)
@@ -176,18 +207,26 @@ def test_a_green_pools_backlog_starts_when_released_and_the_wake_is_not_counted(
     ~1.9 s of harness, against ~0.02 s for threads. The driver's wake message (a harness task to
     the hold queue) ends that wait; it is neither stamped nor counted."""
     tasks = 200
-    db = sweep(tmp_path, "green-release", """
+    db = sweep(
+        tmp_path,
+        "green-release",
+        """
         workload:
           name: throughput
           params: {tasks: %d, mode: backlog}
         fixed: {backend: none, concurrency: 2}
         matrix: {pool: [gevent, eventlet, threads], broker: [redis, rabbitmq]}
         limits: {run_timeout: 2m}
-    """ % tasks)
-    rows = query(db, """
+    """
+        % tasks,
+    )
+    rows = query(
+        db,
+        """
         SELECT r.pool, r.broker, count(*) FILTER (WHERE t.name = 'cmx.wake'),
                count(*) FILTER (WHERE t.state = 'SUCCESS'), min(t.started_at) - max(t.sent_at)
-        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""")
+        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""",
+    )
     assert len(rows) == 6
     for pool, broker, wakes, done, first_start_after_last_send in rows:
         assert wakes == 0 and done == tasks, (pool, broker, wakes, done)

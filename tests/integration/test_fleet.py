@@ -6,6 +6,7 @@ h1 runs the broker (a Redis the sweep provisions), h2 and h3 are the drivers, h4
 Each task sleeps a little, so a backlog's work spreads over the workers by their pace, not by
 which one added the queue first.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,15 +28,22 @@ DRIVERS = ["h2", "h3"]
 def fleet(tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet")
     with NetHosts(root / "net", 11) as net:
-        inv = net.inventory(root / "fleet.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": DRIVERS,
-                                                 "workers": WORKERS}, workdir_root=root / "hosts", seeded=True)
-        exp = write(root / "fleet.yaml", f"""
+        inv = net.inventory(
+            root / "fleet.yml",
+            {"brokers": ["h1"], "backends": ["h1"], "drivers": DRIVERS, "workers": WORKERS},
+            workdir_root=root / "hosts",
+            seeded=True,
+        )
+        exp = write(
+            root / "fleet.yaml",
+            f"""
             name: fleet
             workload: {{name: concurrent_sleep, params: {{tasks: {TASKS}, sleep_s: 0.02}}}}
             fixed: {{pool: threads, concurrency: 4, prefetch_multiplier: 1, broker: redis}}
             matrix: {{machines: [1, 2, 4, 8], drivers: [1, 2]}}
             limits: {{run_timeout: 2m}}
-        """)
+        """,
+        )
         db = root / "results" / "cmx.duckdb"
         started = time.monotonic()
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1800)
@@ -53,10 +61,13 @@ def test_the_fleet_sweep_passes(fleet):
 
 def test_machines_n_puts_work_on_exactly_n_hosts_each_at_least_half_its_share(fleet):
     _, _, db, _, _ = fleet
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT r.machines, r.drivers, t.host, count(DISTINCT t.task_id)
         FROM runs r JOIN task_times t USING (run_id) WHERE t.state = 'SUCCESS'
-        GROUP BY ALL ORDER BY ALL""")
+        GROUP BY ALL ORDER BY ALL""",
+    )
     by_run: dict[tuple, dict[str, int]] = {}
     for machines, drivers, host, n in rows:
         by_run.setdefault((machines, drivers), {})[host] = n
@@ -65,25 +76,33 @@ def test_machines_n_puts_work_on_exactly_n_hosts_each_at_least_half_its_share(fl
         assert sorted(hosts) == sorted(WORKERS[:machines]), (machines, drivers, hosts)
         assert sum(hosts.values()) == TASKS
         assert min(hosts.values()) * machines / TASKS >= 0.5, (machines, drivers, hosts)
-    shares = query(db, """
+    shares = query(
+        db,
+        """
         SELECT r.machines, m.value FROM runs r JOIN metrics m USING (run_id)
-        WHERE m.name = 'host_share_min' ORDER BY ALL""")
+        WHERE m.name = 'host_share_min' ORDER BY ALL""",
+    )
     assert [m for m, _ in shares] == [2, 2, 4, 4, 8, 8]
     assert all(share * machines >= 0.5 for machines, share in shares), shares
 
 
 def test_each_driver_publishes_its_share_and_the_rates_are_stored(fleet):
     _, _, db, _, _ = fleet
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT r.machines, r.drivers, t.publisher_host, count(DISTINCT t.task_id)
-        FROM runs r JOIN task_times t USING (run_id) GROUP BY ALL ORDER BY ALL""")
+        FROM runs r JOIN task_times t USING (run_id) GROUP BY ALL ORDER BY ALL""",
+    )
     for machines in (1, 2, 4, 8):
         assert [(h, n) for m, d, h, n in rows if m == machines and d == 1] == [("h2", TASKS)]
-        assert [(h, n) for m, d, h, n in rows if m == machines and d == 2] == [("h2", TASKS // 2),
-                                                                             ("h3", TASKS // 2)]
-    rates = query(db, """
+        assert [(h, n) for m, d, h, n in rows if m == machines and d == 2] == [("h2", TASKS // 2), ("h3", TASKS // 2)]
+    rates = query(
+        db,
+        """
         SELECT r.drivers, m.name, m.value FROM runs r JOIN metrics m USING (run_id)
-        WHERE m.name IN ('publish_rate', 'publish_rate_min_driver') ORDER BY ALL""")
+        WHERE m.name IN ('publish_rate', 'publish_rate_min_driver') ORDER BY ALL""",
+    )
     assert sum(1 for d, name, _ in rates if name == "publish_rate_min_driver") == 4
     assert all(d == 2 and v > 0 for d, name, v in rates if name == "publish_rate_min_driver"), rates
     assert all(v > 0 for _, name, v in rates if name == "publish_rate")
@@ -116,13 +135,16 @@ all:
     drivers: {{hosts: {{h2: }}}}
     workers: {{hosts: {{h4: , ghost: }}}}
 """)
-    exp = write(tmp_path / "e.yaml", """
+    exp = write(
+        tmp_path / "e.yaml",
+        """
         name: ghost
         workload: {name: concurrent_sleep, params: {tasks: 20, sleep_s: 0.01}}
         fixed: {pool: threads, concurrency: 2, broker: redis}
         matrix: {machines: [1, 2]}
         limits: {run_timeout: 1m}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -136,29 +158,40 @@ def test_a_stream_from_two_drivers_keeps_the_whole_rate_and_each_drivers_clock(t
     rate, the slowest driver's about half, and every task's latency counts from its own
     publisher's intended send time (on the controller's clock)."""
     with NetHosts(tmp_path / "net", 5) as net:
-        inv = net.inventory(tmp_path / "inv.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h2", "h3"],
-                                                    "workers": ["h4", "h5"]},
-                            workdir_root=tmp_path / "hosts", seeded=True)
-        exp = write(tmp_path / "stream.yaml", """
+        inv = net.inventory(
+            tmp_path / "inv.yml",
+            {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h2", "h3"], "workers": ["h4", "h5"]},
+            workdir_root=tmp_path / "hosts",
+            seeded=True,
+        )
+        exp = write(
+            tmp_path / "stream.yaml",
+            """
             name: stream-drivers
             workload: {name: throughput, params: {tasks: 300, mode: stream, rate: 100}}
             fixed: {pool: threads, concurrency: 2, broker: redis, machines: 2, drivers: 2}
             limits: {run_timeout: 1m}
-        """)
+        """,
+        )
         db = tmp_path / "results" / "cmx.duckdb"
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
         left = {h.name: [_describe(p) for p in net.pids(h) if not _is_ssh(p)] for h in net.hosts}
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert left == {f"h{i}": [] for i in range(1, 6)}
-    assert query(db, "SELECT publisher_host, count(*), count(intended_at) FROM task_times GROUP BY ALL ORDER BY 1") \
-        == [("h2", 150, 150), ("h3", 150, 150)]
+    assert query(db, "SELECT publisher_host, count(*), count(intended_at) FROM task_times GROUP BY ALL ORDER BY 1") == [
+        ("h2", 150, 150),
+        ("h3", 150, 150),
+    ]
     metrics = dict(query(db, "SELECT name, value FROM metrics"))
     assert 70 <= metrics["publish_rate"] <= 130, metrics["publish_rate"]
     assert 35 <= metrics["publish_rate_min_driver"] <= 65, metrics["publish_rate_min_driver"]
     # Each driver paces its half from the same start: the two schedules interleave over ~3 s.
-    [(h2_first, h3_first, h2_last, h3_last)] = query(db, """
+    [(h2_first, h3_first, h2_last, h3_last)] = query(
+        db,
+        """
         SELECT min(origin_at) FILTER (WHERE publisher_host = 'h2'), min(origin_at) FILTER (WHERE publisher_host = 'h3'),
                max(origin_at) FILTER (WHERE publisher_host = 'h2'), max(origin_at) FILTER (WHERE publisher_host = 'h3')
-        FROM task_times""")
+        FROM task_times""",
+    )
     assert abs(h2_first - h3_first) < 1.0 and abs(h2_last - h3_last) < 1.0
     assert 0 < metrics["latency_p50_s"] < 2.0

@@ -1,6 +1,7 @@
 """Daily estimation on real workers and DuckDB: the same experiment run on four "nights" (a cron
 line), the user's task made slower on the last; every night is a new sweep, its end and `cmx trend`
 find the change that night, and the experiment's threshold gates on it (exit 3)."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def nap(path):
 def test_four_nights_a_slower_last_night_is_found_that_night_and_gated(tmp_path):
     nap = tmp_path / "nap_s"
     write(tmp_path / "napping.py", MODULE)
-    exp = write(tmp_path / "nightly.yaml", f"""
+    exp = write(
+        tmp_path / "nightly.yaml",
+        f"""
         name: nightly
         repeats: 3
         workload:
@@ -37,7 +40,8 @@ def test_four_nights_a_slower_last_night_is_found_that_night_and_gated(tmp_path)
         fixed: {{broker: redis, pool: threads, concurrency: 4}}
         thresholds: {{consume_rate: ">= 40", tasks_lost: "== 0"}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     codes = []
     for night in (1, 2, 3, 4):
@@ -52,19 +56,25 @@ def test_four_nights_a_slower_last_night_is_found_that_night_and_gated(tmp_path)
         else:
             assert f"history: {night} points of nightly (revision 1)" in proc.stdout, proc.stdout[-3000:]
         if night == 4:
-            said = proc.stdout[proc.stdout.index("history: 4 points"):]
+            said = proc.stdout[proc.stdout.index("history: 4 points") :]
             assert "consume_rate of" in said and "(worse, p " in said.split("consume_rate of", 1)[1].split(";")[0], said
             assert "thresholds: 1 of 2 crossed" in proc.stdout and "CROSSED" in proc.stdout, proc.stdout[-3000:]
             assert "threshold check(s) crossed (exit 3)" in proc.stderr, proc.stderr[-3000:]
     assert codes == [0, 0, 0, 3]
 
     # Each night is a sweep of its own, with runs of its own.
-    sweeps = query(db, """SELECT json_extract_string(w.tags, '$.night'), w.planned, w.resumes, count(s.run_id)
-                          FROM sweeps w JOIN run_starts s USING (sweep_id) GROUP BY ALL ORDER BY 1""")
+    sweeps = query(
+        db,
+        """SELECT json_extract_string(w.tags, '$.night'), w.planned, w.resumes, count(s.run_id)
+                          FROM sweeps w JOIN run_starts s USING (sweep_id) GROUP BY ALL ORDER BY 1""",
+    )
     assert sweeps == [(str(n), 3, None, 3) for n in (1, 2, 3, 4)]
     assert query(db, "SELECT count(*), count(DISTINCT run_id) FROM runs WHERE status = 'ok'") == [(12, 12)]
-    held = query(db, """SELECT json_extract_string(w.tags, '$.night'), t.held FROM threshold_checks t
-                        JOIN sweeps w USING (sweep_id) WHERE t.metric = 'consume_rate' ORDER BY 1""")
+    held = query(
+        db,
+        """SELECT json_extract_string(w.tags, '$.night'), t.held FROM threshold_checks t
+                        JOIN sweeps w USING (sweep_id) WHERE t.metric = 'consume_rate' ORDER BY 1""",
+    )
     assert held == [("1", True), ("2", True), ("3", True), ("4", False)]
 
     trend = cmx("trend", "nightly", "--db", str(db), "--by", "tag.night", "--format", "json")
@@ -93,7 +103,9 @@ def test_a_week_of_nights_the_gate_fails_the_night_the_task_slowed_and_never_cri
     6 (the change is history, measured between its neighbours)."""
     nap = tmp_path / "nap_s"
     write(tmp_path / "napping.py", MODULE)
-    exp = write(tmp_path / "week.yaml", f"""
+    exp = write(
+        tmp_path / "week.yaml",
+        f"""
         name: week
         repeats: 3
         workload:
@@ -101,7 +113,8 @@ def test_a_week_of_nights_the_gate_fails_the_night_the_task_slowed_and_never_cri
           params: {{module: napping.py, task: napping.nap, args: ["{nap}"], tasks: 150, mode: backlog}}
         fixed: {{broker: redis, pool: threads, concurrency: 2}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     exits, reported = [], []
     for night in range(1, 7):
@@ -112,8 +125,14 @@ def test_a_week_of_nights_the_gate_fails_the_night_the_task_slowed_and_never_cri
         gate = cmx("trend", "week", "--db", str(db), "--by", "tag.night", "--fail-on", "worse", "--format", "json")
         exits.append(gate.returncode)
         doc = json.loads(gate.stdout)
-        reported.append({(s["metric"], c["at"], c["verdict"]) for s in doc["series"] if s["group"] == "headline"
-                         for c in s["changes"]})
+        reported.append(
+            {
+                (s["metric"], c["at"], c["verdict"])
+                for s in doc["series"]
+                if s["group"] == "headline"
+                for c in s["changes"]
+            }
+        )
         if night == 5:
             assert "worse: " in gate.stderr and "service_time_p50_s of" in gate.stderr, gate.stderr
             service = {s["metric"]: s for s in doc["series"]}["service_time_p50_s"]
@@ -126,4 +145,5 @@ def test_a_week_of_nights_the_gate_fails_the_night_the_task_slowed_and_never_cri
     groups = {s["metric"]: s["group"] for s in doc["series"]}
     assert groups["harness_overhead_s"] == groups["sampler_cpu_percent"] == "harness"
     assert groups["service_time_p50_s"] == groups["consume_rate"] == "headline" and "latency_p50_s" not in (
-        m for m, g in groups.items() if g == "headline")
+        m for m, g in groups.items() if g == "headline"
+    )

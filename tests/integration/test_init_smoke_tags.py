@@ -1,5 +1,6 @@
 """`cmx init` writes an experiment and tasks module that run as they are; `--smoke` runs each cell
 once, tiny, into results/smoke.duckdb; `--tag/--note` are stored and `cmx status --tag` selects."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,15 +21,30 @@ def test_init_then_smoke_run_with_tags(tmp_path):
 
     inventory = str(REPO / "inventory" / "local.yml")
     assert cmx("validate", "experiments/demo.yaml", "--inventory", inventory, cwd=tmp_path).returncode == 0
-    proc = cmx("run", "experiments/demo.yaml", "--smoke", "--inventory", inventory, "--tag", "commit=abc123",
-               "--tag", "env=ci", "--note", "first try", cwd=tmp_path)
+    proc = cmx(
+        "run",
+        "experiments/demo.yaml",
+        "--smoke",
+        "--inventory",
+        inventory,
+        "--tag",
+        "commit=abc123",
+        "--tag",
+        "env=ci",
+        "--note",
+        "first try",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     db = tmp_path / "results" / "smoke.duckdb"
     assert db.exists() and not (tmp_path / "results" / "cmx.duckdb").exists()
     # every cell of the experiment (2 pools x 2 concurrencies), once, shrunk to 5 calls of its task
-    rows = query(db, """SELECT pool, concurrency, "params.tasks", repeat, status, count(t.task_id),
+    rows = query(
+        db,
+        """SELECT pool, concurrency, "params.tasks", repeat, status, count(t.task_id),
                                count(*) FILTER (WHERE t.state = 'SUCCESS'), min(t.name)
-                        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""")
+                        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""",
+    )
     assert rows == [(pool, c, 5, 1, "ok", 5, 5, "demo_tasks.work") for pool in ("prefork", "threads") for c in (1, 2)]
     assert query(db, "SELECT tags ->> 'commit', tags ->> 'env', note FROM sweeps") == [("abc123", "ci", "first try")]
 

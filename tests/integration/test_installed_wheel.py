@@ -7,6 +7,7 @@ This is `make test`'s (and so `.ci/run`'s) release check: nothing else is needed
 builds from a copy of the checkout's files (building writes build/ and *.egg-info beside the
 sources), and pip takes the dependencies from its wheel cache or the index, as a user's pip does.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,14 +27,26 @@ pytestmark = pytest.mark.integration
 
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 #: What must ship, from the folders where it lives (inventory: the three named in pyproject.toml).
-SHIPPED = ("roles/", "experiments/", "docs/cmx.schema.json", "inventory/local.yml", "inventory/local-two-workers.yml",
-           "inventory/local-own-redis.yml", "inventory/lab.example.yml", "engine/hosts/playbooks/",
-           "engine/hosts/host-requirements.txt", "engine/results/sql/", "analysis/sql/", "workloads/")
+SHIPPED = (
+    "roles/",
+    "experiments/",
+    "docs/cmx.schema.json",
+    "inventory/local.yml",
+    "inventory/local-two-workers.yml",
+    "inventory/local-own-redis.yml",
+    "inventory/lab.example.yml",
+    "engine/hosts/playbooks/",
+    "engine/hosts/host-requirements.txt",
+    "engine/results/sql/",
+    "analysis/sql/",
+    "workloads/",
+)
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env=env)
+    proc = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env
+    )
     said = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, f"{' '.join(cmd)} (exit {proc.returncode}):\n{said}"
     return proc
@@ -47,8 +60,10 @@ def _sources() -> list[str]:
 
 
 def _snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def test_the_wheel_in_a_fresh_venv_goes_from_init_to_a_report_in_an_empty_folder(tmp_path):
@@ -73,11 +88,15 @@ def test_the_wheel_in_a_fresh_venv_goes_from_init_to_a_report_in_an_empty_folder
 
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, 300)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", PIP_NO_INPUT="1",
-               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1"
+    )
     _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], tmp_path, 1200, env)
-    root = Path(_run([str(venv / "bin" / "python"), "-c", "from cmx.engine import paths; print(paths.ROOT)"],
-                     tmp_path, 120, env).stdout.strip())
+    root = Path(
+        _run(
+            [str(venv / "bin" / "python"), "-c", "from cmx.engine import paths; print(paths.ROOT)"], tmp_path, 120, env
+        ).stdout.strip()
+    )
     assert root.is_relative_to(venv), root  # the installed cmx, not this checkout
     before = _snapshot(root)
 
@@ -86,10 +105,13 @@ def test_the_wheel_in_a_fresh_venv_goes_from_init_to_a_report_in_an_empty_folder
     assert _run([cmx, "--version"], work, 120, env).stdout == f"cmx {VERSION}\n"  # an install claims no commit
     _run([cmx, "init", "demo"], work, 120, env)
     smoke = _run([cmx, "run", "experiments/demo.yaml", "--smoke"], work, 1200, env)
-    assert (f"using the built-in localhost inventory, {root / 'inventory' / 'local.yml'}"
-            in smoke.stderr.splitlines()[0]), smoke.stderr
-    assert query(work / "results" / "smoke.duckdb", "SELECT count(*), count(*) FILTER (WHERE status = 'ok') "
-                 "FROM runs WHERE experiment = 'demo'") == [(4, 4)]
+    assert (
+        f"using the built-in localhost inventory, {root / 'inventory' / 'local.yml'}" in smoke.stderr.splitlines()[0]
+    ), smoke.stderr
+    assert query(
+        work / "results" / "smoke.duckdb",
+        "SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM runs WHERE experiment = 'demo'",
+    ) == [(4, 4)]
     report = _run([cmx, "report", "demo"], work, 600, env)
     assert "reporting its smoke runs" in report.stderr and (work / "reports" / "demo" / "index.html").is_file()
 

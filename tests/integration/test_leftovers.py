@@ -4,6 +4,7 @@ Each test works in a Redis database and a RabbitMQ vhost of its own (other sweep
 machine's servers), so "before" and "after" are the whole keyspace / vhost, shared tables
 included: a run's members of kombu's shared binding tables and ``unacked`` hash count too.
 """
+
 from __future__ import annotations
 
 import base64
@@ -45,9 +46,15 @@ def slow(seconds):
 
 def api(method: str, path: str, body: dict | None = None):
     """RabbitMQ's management API (guest on this machine's server); the decoded answer, if any."""
-    request = urllib.request.Request(f"{API}/{path}", method=method, data=json.dumps(body).encode() if body else None,
-                                     headers={"content-type": "application/json",
-                                              "authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    request = urllib.request.Request(
+        f"{API}/{path}",
+        method=method,
+        data=json.dumps(body).encode() if body else None,
+        headers={
+            "content-type": "application/json",
+            "authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+        },
+    )
     with urllib.request.urlopen(request, timeout=10) as answer:
         text = answer.read()
     return json.loads(text) if text else None
@@ -78,21 +85,34 @@ def redis_state() -> dict[int, set]:
     return {db: set(redis.Redis(db=db).scan_iter(count=1000)) for db in (BROKER_DB, BACKEND_DB)}
 
 
-def inventory(root: Path, workdir: Path, vhost: str | None,
-              backend: str = f"redis://127.0.0.1:6379/{BACKEND_DB}") -> Path:
+def inventory(
+    root: Path, workdir: Path, vhost: str | None, backend: str = f"redis://127.0.0.1:6379/{BACKEND_DB}"
+) -> Path:
     amqp = f"amqp://guest:guest@127.0.0.1:5672/{vhost}" if vhost else "amqp://guest:guest@127.0.0.1:5672//"
-    return local_inventory(root / "inv.yml", workdir / "localhost",
-                           brokers={"broker_url": [f"redis://127.0.0.1:6379/{BROKER_DB}", amqp],
-                                    "rabbitmq_api_url": "http://guest:guest@127.0.0.1:15672"},
-                           backends={"backend_url": backend})
+    return local_inventory(
+        root / "inv.yml",
+        workdir / "localhost",
+        brokers={
+            "broker_url": [f"redis://127.0.0.1:6379/{BROKER_DB}", amqp],
+            "rabbitmq_api_url": "http://guest:guest@127.0.0.1:15672",
+        },
+        backends={"backend_url": backend},
+    )
 
 
 def sweep_until(exp: Path, inv: Path, db: Path, workdir: Path, nth: int, sig: int) -> subprocess.Popen:
     """Start ``cmx run``; once its ``nth`` run has driven for a second (a backlog is queued and
     the worker holds prefetched messages), send ``sig``."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: set[str] = set()
     deadline = time.monotonic() + 300
     while len(seen) < nth:
@@ -112,7 +132,9 @@ def test_failed_timed_out_and_interrupted_runs_leave_the_broker_and_backend_as_t
     write(tmp_path / "usertasks.py", TASKS)
     # One run whose tasks raise (failed), one whose backlog outlasts run_timeout (timeout), one
     # stopped by Ctrl-C while its backlog waits and its worker holds prefetched messages.
-    exp = write(tmp_path / "left.yaml", f"""
+    exp = write(
+        tmp_path / "left.yaml",
+        f"""
         name: leftovers-{broker}
         workload: {{name: tasks, params: {{module: usertasks.py, mode: backlog}}}}
         fixed: {{broker: {broker}, backend: redis, pool: threads, concurrency: 1, prefetch_multiplier: 4}}
@@ -120,7 +142,8 @@ def test_failed_timed_out_and_interrupted_runs_leave_the_broker_and_backend_as_t
           - {{params.task: [usertasks.boom, usertasks.slow, usertasks.slow],
               params.args: [[], [0.05], [0.04]], params.tasks: [20, 400, 400]}}
         limits: {{run_timeout: 4s}}
-    """)
+    """,
+    )
     workdir = tmp_path / "hosts"
     inv = inventory(tmp_path, workdir, vhost)
     db = tmp_path / "results" / "cmx.duckdb"
@@ -130,8 +153,11 @@ def test_failed_timed_out_and_interrupted_runs_leave_the_broker_and_backend_as_t
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, out[-3000:] + err[-3000:]
     statuses = query(db, 'SELECT "params.task", status FROM runs ORDER BY started_at')
-    assert statuses == [("usertasks.boom", "failed"), ("usertasks.slow", "timeout"),
-                        ("usertasks.slow", "interrupted")], statuses
+    assert statuses == [
+        ("usertasks.boom", "failed"),
+        ("usertasks.slow", "timeout"),
+        ("usertasks.slow", "interrupted"),
+    ], statuses
     run_ids = [r for (r,) in query(db, "SELECT run_id FROM runs")]
     # Each run did put things there: result keys with the run's prefix, queued messages.
     assert query(db, "SELECT count(*) FROM tasks WHERE state = 'FAILURE'")[0][0] > 0
@@ -166,8 +192,13 @@ def test_a_process_killed_mid_ping_leaves_a_reply_binding_its_run_removes():
     url = f"redis://127.0.0.1:6379/{BROKER_DB}"
     run_id = f"ping-{uuid.uuid4().hex[:8]}"
     before = redis_state()
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_PING, url, f"cmx.{run_id}"], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_MID_PING, url, f"cmx.{run_id}"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "pinging"
     time.sleep(1.5)
     proc.kill()
@@ -176,8 +207,9 @@ def test_a_process_killed_mid_ping_leaves_a_reply_binding_its_run_removes():
     members = redis.Redis(db=BROKER_DB).smembers("_kombu.binding.reply.celery.pidbox")
     assert any(f"cmx.{run_id}.".encode() in m for m in members), (left, members)
     servers.get("redis").remove_run("broker", url, RunNames(run_id=run_id, queues=()))
-    assert not any(f"cmx.{run_id}.".encode() in m
-                   for m in redis.Redis(db=BROKER_DB).smembers("_kombu.binding.reply.celery.pidbox"))
+    assert not any(
+        f"cmx.{run_id}.".encode() in m for m in redis.Redis(db=BROKER_DB).smembers("_kombu.binding.reply.celery.pidbox")
+    )
     assert redis_state() == before
 
 
@@ -185,11 +217,14 @@ def test_a_killed_controller_leaves_nothing_in_the_broker(tmp_path):
     """kill -9 of `cmx run` mid-drive: the host's agent sees the controller gone, stops the run's
     processes and removes what the run left on the broker and backend (its lease)."""
     write(tmp_path / "usertasks.py", TASKS)
-    exp = write(tmp_path / "killed.yaml", """
+    exp = write(
+        tmp_path / "killed.yaml",
+        """
         name: leftovers-killed
         workload: {name: tasks, params: {module: usertasks.py, task: usertasks.slow, args: [0.05], tasks: 400}}
         fixed: {broker: redis, backend: redis, pool: threads, concurrency: 1}
-    """)
+    """,
+    )
     workdir = tmp_path / "hosts"
     inv = inventory(tmp_path, workdir, None)
     db = tmp_path / "results" / "cmx.duckdb"
@@ -216,11 +251,31 @@ def test_what_no_one_removes_expires_on_its_own(tmp_path, vhost, broker, monkeyp
     url = f"redis://127.0.0.1:6379/{BROKER_DB}" if broker == "redis" else f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
     monkeypatch.setenv("CMX_BROKER_URL", url)
     monkeypatch.setenv("CMX_BACKEND_URL", "")
-    spec = RunSpec(run_id=f"expiry-{uuid.uuid4().hex[:8]}", experiment="e", cell_id="c", repeat=1,
-                   workload="throughput", broker=broker, backend="none", queue_expires_s=2.0)
+    spec = RunSpec(
+        run_id=f"expiry-{uuid.uuid4().hex[:8]}",
+        experiment="e",
+        cell_id="c",
+        repeat=1,
+        workload="throughput",
+        broker=broker,
+        backend="none",
+        queue_expires_s=2.0,
+    )
     (tmp_path / "spec.json").write_text(spec.dump())
-    sampler = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(tmp_path),
-                                "--host", "h1", "--keep-expiring"], cwd=REPO, stdin=subprocess.DEVNULL)
+    sampler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cmx.workloads.host.sampler",
+            "--run-dir",
+            str(tmp_path),
+            "--host",
+            "h1",
+            "--keep-expiring",
+        ],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     app = create_app(spec, tmp_path, "localhost", client="driver")
     for _ in range(50):
         app.send_task("cmx.throughput.noop", args=("x",), queue=spec.queue)
@@ -264,8 +319,16 @@ def test_the_redis_remover_takes_the_runs_keys_and_members_and_nothing_of_anothe
     sep = "\x06\x16"
 
     def spec(run_id: str) -> RunSpec:
-        return RunSpec(run_id=run_id, experiment="e", cell_id="c", repeat=1, workload="throughput",
-                       broker="redis", backend="redis", worker_nodes=[f"cmx-{run_id}@h1"])
+        return RunSpec(
+            run_id=run_id,
+            experiment="e",
+            cell_id="c",
+            repeat=1,
+            workload="throughput",
+            broker="redis",
+            backend="redis",
+            worker_nodes=[f"cmx-{run_id}@h1"],
+        )
 
     def put(run_id: str) -> None:
         q = f"cmx.{run_id}"
@@ -291,7 +354,8 @@ def test_the_redis_remover_takes_the_runs_keys_and_members_and_nothing_of_anothe
         try:
             assert redis_state() == kept, sorted(redis_state()[BROKER_DB] - kept[BROKER_DB])
             assert client.smembers("_kombu.binding.celery.pidbox") == {
-                f"{sep}{sep}cmx-{other}@h1.celery.pidbox".encode()}
+                f"{sep}{sep}cmx-{other}@h1.celery.pidbox".encode()
+            }
             assert client.hkeys("unacked") == [f"tag-{other}".encode()]
             assert got["broker"] > 0 and got["backend"] == 1
         finally:
@@ -305,22 +369,34 @@ def test_a_database_backend_keeps_no_result_of_the_runs(tmp_path):
     import psycopg2
 
     write(tmp_path / "usertasks.py", TASKS)
-    exp = write(tmp_path / "pg.yaml", """
+    exp = write(
+        tmp_path / "pg.yaml",
+        """
         name: leftovers-postgres
         workload: {name: tasks, params: {module: usertasks.py, tasks: 20}}
         fixed: {broker: redis, backend: postgres, pool: threads}
         zip:
           - {params.task: [usertasks.boom, usertasks.slow], params.args: [[], [0.001]]}
-    """)
+    """,
+    )
     workdir = tmp_path / "hosts"
     inv = inventory(tmp_path, workdir, None, backend="postgresql://postgres@127.0.0.1:5432/postgres")
     db = tmp_path / "results" / "cmx.duckdb"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the boom run failed
-    assert sorted(query(db, 'SELECT "params.task", status FROM runs')) == [("usertasks.boom", "failed"),
-                                                                           ("usertasks.slow", "ok")]
+    assert sorted(query(db, 'SELECT "params.task", status FROM runs')) == [
+        ("usertasks.boom", "failed"),
+        ("usertasks.slow", "ok"),
+    ]
     ids = [t for (t,) in query(db, "SELECT DISTINCT task_id FROM tasks")]
     assert len(ids) == 40
     with psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn, conn.cursor() as cur:

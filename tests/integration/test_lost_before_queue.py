@@ -7,6 +7,7 @@ being confirmed and dropped. A run whose tasks were lost before the queue (retur
 a worker took them) ends as soon as the rest finished or nothing is left anywhere: failed, its error
 naming how many, those counted ``tasks_lost`` and the rest stored as they ran.
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,9 +27,15 @@ API = "http://127.0.0.1:15672/api"
 
 def api(method: str, path: str, body: dict | None = None):
     """RabbitMQ's management API (guest on this machine's server); the decoded answer, if any."""
-    request = urllib.request.Request(f"{API}/{path}", method=method, data=json.dumps(body).encode() if body else None,
-                                     headers={"content-type": "application/json",
-                                              "authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    request = urllib.request.Request(
+        f"{API}/{path}",
+        method=method,
+        data=json.dumps(body).encode() if body else None,
+        headers={
+            "content-type": "application/json",
+            "authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+        },
+    )
     with urllib.request.urlopen(request, timeout=10) as answer:
         text = answer.read()
     return json.loads(text) if text else None
@@ -51,8 +58,14 @@ def test_the_fast_publisher_counts_every_message_no_queue_took(tmp_path, monkeyp
     from cmx.workloads.drive import publisher
     from cmx.workloads.runtime.spec import RunSpec
 
-    spec = RunSpec(run_id="lost" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
-                   workload="throughput", broker="rabbitmq")
+    spec = RunSpec(
+        run_id="lost" + uuid.uuid4().hex[:8],
+        experiment="t",
+        cell_id="c",
+        repeat=1,
+        workload="throughput",
+        broker="rabbitmq",
+    )
     app = create_app(spec, tmp_path, "h")
     calls, returned = [], []
 
@@ -139,7 +152,9 @@ def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(t
     workdir = tmp_path / "hostwork"
     seed_local(workdir / "localhost")
     write(tmp_path / "losing.py", LOSING)
-    inv = write(tmp_path / "inv.yml", f"""
+    inv = write(
+        tmp_path / "inv.yml",
+        f"""
         all:
           vars:
             ansible_connection: local
@@ -154,29 +169,47 @@ def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(t
                   rabbitmq_api_url: http://guest:guest@127.0.0.1:15672
             workers: {{hosts: {{localhost: }}}}
             drivers: {{hosts: {{localhost: }}}}
-    """)
-    exp = write(tmp_path / "exp.yaml", """
+    """,
+    )
+    exp = write(
+        tmp_path / "exp.yaml",
+        """
         name: lost-before-queue
         workload: {name: ./losing.py:Losing}
         fixed: {broker: rabbitmq, backend: none, pool: threads, concurrency: 2}
         matrix: {params.how: [get, return]}
         limits: {run_timeout: 90s}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = {how: (status, error, finished - started) for how, status, error, started, finished in query(
-        db, 'SELECT "params.how", status, error, epoch(started_at), epoch(finished_at) FROM runs')}
+    runs = {
+        how: (status, error, finished - started)
+        for how, status, error, started, finished in query(
+            db, 'SELECT "params.how", status, error, epoch(started_at), epoch(finished_at) FROM runs'
+        )
+    }
     assert runs.keys() == {"get", "return"}, runs
-    why = {"get": ("no worker counted them: the run's queue is empty, no worker holds a task of the run, "
-                   "and none finished for 10s"),
-           "return": "the broker returned them unroutable (basic.return): no queue took them"}
+    why = {
+        "get": (
+            "no worker counted them: the run's queue is empty, no worker holds a task of the run, "
+            "and none finished for 10s"
+        ),
+        "return": "the broker returned them unroutable (basic.return): no queue took them",
+    }
     for how, (status, error, seconds) in runs.items():
         assert (status, error) == ("failed", f"3 of 20 tasks lost before the queue: {why[how]}"), runs
         assert seconds < 60, runs  # not the 90 s run_timeout
-    metrics = {(how, n): v for how, n, v in query(
-        db, 'SELECT r."params.how", m.name, m.value FROM metrics m JOIN runs r USING (run_id) '
-            "WHERE m.name IN ('tasks_published', 'tasks_completed', 'tasks_lost', 'tasks_not_run')")}
+    metrics = {
+        (how, n): v
+        for how, n, v in query(
+            db,
+            'SELECT r."params.how", m.name, m.value FROM metrics m JOIN runs r USING (run_id) '
+            "WHERE m.name IN ('tasks_published', 'tasks_completed', 'tasks_lost', 'tasks_not_run')",
+        )
+    }
     for how in runs:
-        assert [metrics.get((how, n)) for n in ("tasks_published", "tasks_completed", "tasks_lost",
-                                                "tasks_not_run")] == [20, 17, 3, 0], metrics
+        assert [
+            metrics.get((how, n)) for n in ("tasks_published", "tasks_completed", "tasks_lost", "tasks_not_run")
+        ] == [20, 17, 3, 0], metrics

@@ -4,6 +4,7 @@ and "Which configuration?" (``cmx recommend``, the report) ranks on it, not on t
 always names the one-task cell (the measured memory per task decides, either way). Real workers on
 the machine's Redis, real DuckDB; the figures are checked against the samples and task stamps cmx
 stored."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,17 @@ SELECT sum(pss) FROM (
 
 
 def test_concurrent_sleep_stores_memory_per_task_and_ranks_on_it(tmp_path):
-    db = sweep(tmp_path, "per-task", """
+    db = sweep(
+        tmp_path,
+        "per-task",
+        """
         workload: {name: concurrent_sleep, params: {sleep_s: 3.0}}
         fixed: {broker: redis, pool: threads, prefetch_multiplier: 1}
         zip:
           - {params.tasks: [1, 60], concurrency: [1, 60]}
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     runs = query(db, 'SELECT run_id, "params.tasks" FROM runs WHERE status = \'ok\' ORDER BY 2')
     assert [n for _, n in runs] == [1, 60], runs
     for run_id, tasks in runs:
@@ -47,10 +52,22 @@ def test_concurrent_sleep_stores_memory_per_task_and_ranks_on_it(tmp_path):
     # The peak grows with the tasks (the one-task cell has the lowest, always); which cell a task costs
     # least in is what the runs measured (sixty threads' stacks may cost more a task than one, or less):
     # "Which configuration?" names the cell of the least memory per task, whichever it is.
-    peaks = {n: v for n, v in query(db, """SELECT r."params.tasks", m.value FROM metrics m JOIN runs r USING (run_id)
-                                           WHERE m.name = 'peak_pss_bytes'""")}
-    per_task = {n: v for n, v in query(db, """SELECT r."params.tasks", m.value FROM metrics m JOIN runs r USING (run_id)
-                                              WHERE m.name = 'memory_per_task_bytes'""")}
+    peaks = {
+        n: v
+        for n, v in query(
+            db,
+            """SELECT r."params.tasks", m.value FROM metrics m JOIN runs r USING (run_id)
+                                           WHERE m.name = 'peak_pss_bytes'""",
+        )
+    }
+    per_task = {
+        n: v
+        for n, v in query(
+            db,
+            """SELECT r."params.tasks", m.value FROM metrics m JOIN runs r USING (run_id)
+                                              WHERE m.name = 'memory_per_task_bytes'""",
+        )
+    }
     assert peaks[1] < peaks[60], (peaks, per_task)
     proc = cmx("recommend", "per-task", "--db", str(db), "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -4,6 +4,7 @@ h1 runs the brokers and the backends (a Redis, a RabbitMQ and a PostgreSQL the s
 itself, with generated passwords) and the driver; h2 and h3 are workers. The hosts reach nothing
 but the controller's bridge, so their venvs can only come from what the controller ships.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,14 @@ TASKS = 200
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     with NetHosts(root / "net", 3) as net:
-        inv = net.inventory(root / "lab.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h1"],
-                                                 "workers": ["h2", "h3"]}, workdir_root=root / "hosts")
-        exp = write(root / "multi.yaml", f"""
+        inv = net.inventory(
+            root / "lab.yml",
+            {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h1"], "workers": ["h2", "h3"]},
+            workdir_root=root / "hosts",
+        )
+        exp = write(
+            root / "multi.yaml",
+            f"""
             name: multi-host
             # stream (2 s of arrivals), so every worker gets a share: in backlog mode the worker
             # that adds the queue first can drain 200 no-op tasks before the other starts.
@@ -40,7 +46,8 @@ def lab(tmp_path_factory):
               - {{machines: 2, backend: postgres}}
               - {{machines: 2, broker: rabbitmq-quorum}}
             limits: {{run_timeout: 2m}}
-        """)
+        """,
+        )
         db = root / "results" / "cmx.duckdb"
         started = time.monotonic()
         with CommandLines() as lines:  # every command line seen while the sweep runs
@@ -98,25 +105,38 @@ def _describe(pid: int) -> str:
 def test_sweep_over_ssh_is_ok_and_loses_nothing(lab):
     *_, db, proc, _ = lab
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    rows = query(db, """SELECT machines, broker, backend, status, value FROM runs JOIN metrics USING (run_id)
-                        WHERE name = 'tasks_completed' ORDER BY ALL""")
-    assert rows == [(1, "redis", "none", "ok", TASKS), (2, "rabbitmq-quorum", "none", "ok", TASKS),
-                    (2, "redis", "none", "ok", TASKS), (2, "redis", "postgres", "ok", TASKS),
-                    (2, "redis", "redis", "ok", TASKS)]
+    rows = query(
+        db,
+        """SELECT machines, broker, backend, status, value FROM runs JOIN metrics USING (run_id)
+                        WHERE name = 'tasks_completed' ORDER BY ALL""",
+    )
+    assert rows == [
+        (1, "redis", "none", "ok", TASKS),
+        (2, "rabbitmq-quorum", "none", "ok", TASKS),
+        (2, "redis", "none", "ok", TASKS),
+        (2, "redis", "postgres", "ok", TASKS),
+        (2, "redis", "redis", "ok", TASKS),
+    ]
 
 
 def test_machines_n_means_tasks_on_exactly_n_hosts(lab):
     *_, db, _, _ = lab
-    rows = query(db, """SELECT r.machines, list(DISTINCT t.host ORDER BY t.host)
-                        FROM tasks t JOIN runs r USING (run_id) GROUP BY r.run_id, r.machines ORDER BY ALL""")
+    rows = query(
+        db,
+        """SELECT r.machines, list(DISTINCT t.host ORDER BY t.host)
+                        FROM tasks t JOIN runs r USING (run_id) GROUP BY r.run_id, r.machines ORDER BY ALL""",
+    )
     assert rows == [(1, ["h2"])] + [(2, ["h2", "h3"])] * 4
 
 
 def test_every_host_has_metadata_and_a_measured_clock_offset(lab):
     *_, db, _, _ = lab
-    rows = query(db, """SELECT r.machines, h.host, h.cores, h.python, h.celery, h.broker_version,
+    rows = query(
+        db,
+        """SELECT r.machines, h.host, h.cores, h.python, h.celery, h.broker_version,
                                h.clock_offset_s, h.clock_uncertainty_s
-                        FROM hosts h JOIN runs r USING (run_id) ORDER BY ALL""")
+                        FROM hosts h JOIN runs r USING (run_id) ORDER BY ALL""",
+    )
     assert {(m, h) for m, h, *_ in rows} == {(1, "h1"), (1, "h2"), (2, "h1"), (2, "h2"), (2, "h3")}
     for _, host, cores, python, celery, broker_version, offset, uncertainty in rows:
         assert cores >= 1 and python.startswith("3.") and celery, host
@@ -136,43 +156,97 @@ def test_the_provisioned_postgres_backend_was_used_and_keeps_no_result_of_the_ru
 
     net, *_, db, _, _ = lab
     password = json.loads((db.parent / ".secrets.json").read_text())["postgres_password"]
-    ids = [t for (t,) in query(db, "SELECT t.task_id FROM tasks t JOIN runs r USING (run_id) "
-                                   "WHERE r.backend = 'postgres'")]
+    ids = [
+        t for (t,) in query(db, "SELECT t.task_id FROM tasks t JOIN runs r USING (run_id) WHERE r.backend = 'postgres'")
+    ]
     assert len(set(ids)) == TASKS
-    used = query(db, """SELECT max(value) FROM runs JOIN metrics USING (run_id)
-                        WHERE backend = 'postgres' AND name = 'backend_connections_worker_max'""")
+    used = query(
+        db,
+        """SELECT max(value) FROM runs JOIN metrics USING (run_id)
+                        WHERE backend = 'postgres' AND name = 'backend_connections_worker_max'""",
+    )
     assert used[0][0] is not None and used[0][0] >= 1, used
     # It was stopped with the sweep; start it again just to read what it kept: its table, none of the rows.
     import subprocess
+
     data = net.postgres_dir(net.hosts[0])
     pg_ctl = sorted(__import__("glob").glob("/usr/lib/postgresql/*/bin/pg_ctl"))[-1]
-    started = subprocess.run(["ip", "netns", "exec", net.hosts[0].ns, "runuser", "-u", "postgres", "--", pg_ctl,
-                              "-D", data, "-l", f"{data}/server.log", "-w", "start"], capture_output=True, text=True)
+    started = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            net.hosts[0].ns,
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            pg_ctl,
+            "-D",
+            data,
+            "-l",
+            f"{data}/server.log",
+            "-w",
+            "start",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert started.returncode == 0, started.stdout + started.stderr + open(f"{data}/server.log").read()[-1500:]
     try:
-        with psycopg2.connect(host=net.hosts[0].address, user="postgres", password=password, dbname="postgres",
-                              connect_timeout=5) as con, con.cursor() as cur:
+        with (
+            psycopg2.connect(
+                host=net.hosts[0].address, user="postgres", password=password, dbname="postgres", connect_timeout=5
+            ) as con,
+            con.cursor() as cur,
+        ):
             cur.execute("SELECT count(*) FROM celery_taskmeta WHERE task_id = ANY(%s)", [ids])
             assert cur.fetchone()[0] == 0
     finally:
-        subprocess.run(["ip", "netns", "exec", net.hosts[0].ns, "runuser", "-u", "postgres", "--", pg_ctl, "-D", data,
-                        "-m", "fast", "-w", "stop"], capture_output=True)
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                net.hosts[0].ns,
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                pg_ctl,
+                "-D",
+                data,
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+            capture_output=True,
+        )
 
 
 def test_the_provisioned_broker_is_sampled_and_counted(lab):
     *_, db, _, _ = lab
     assert query(db, "SELECT DISTINCT host FROM samples WHERE role = 'broker'") == [("h1",)]
     # counted by INFO clients for Redis, by the provisioned node's management API for RabbitMQ
-    counts = dict(query(db, """SELECT r.broker, min(m.value) FROM metrics m JOIN runs r USING (run_id)
-                               WHERE m.name = 'broker_connections_max' GROUP BY r.broker"""))
+    counts = dict(
+        query(
+            db,
+            """SELECT r.broker, min(m.value) FROM metrics m JOIN runs r USING (run_id)
+                               WHERE m.name = 'broker_connections_max' GROUP BY r.broker""",
+        )
+    )
     assert counts["redis"] >= 1 and counts["rabbitmq-quorum"] >= 1, counts
 
 
 def test_cross_host_clocks_are_applied_and_connections_are_the_runs_own(lab):
     *_, db, _, _ = lab
-    rows = query(db, """SELECT r.machines, r.backend, m.name, m.value FROM metrics m JOIN runs r USING (run_id)
+    rows = query(
+        db,
+        """SELECT r.machines, r.backend, m.name, m.value FROM metrics m JOIN runs r USING (run_id)
                         WHERE m.name IN ('clock_uncertainty_s', 'clock_uncorrected_tasks', 'clock_suspect',
-                                         'broker_connections_worker_max', 'backend_connections_worker_max')""")
+                                         'broker_connections_worker_max', 'backend_connections_worker_max')""",
+    )
     by: dict = {}
     for machines, backend, name, value in rows:
         by.setdefault((machines, backend), {}).setdefault(name, []).append(value)
@@ -185,10 +259,13 @@ def test_cross_host_clocks_are_applied_and_connections_are_the_runs_own(lab):
         if backend in ("redis", "postgres"):
             assert min(v["backend_connections_worker_max"]) >= 1, (machines, backend, v)
     # The metric is the task rows' latency on the controller's clock (offsets applied).
-    for run_id, metric, want in query(db, """
+    for run_id, metric, want in query(
+        db,
+        """
             SELECT run_id, any_value(m.value), quantile_cont(t.finished_at - t.origin_at, 0.5)
             FROM task_times t JOIN metrics m USING (run_id)
-            WHERE m.name = 'latency_p50_s' AND t.state <> 'LOST' GROUP BY run_id"""):
+            WHERE m.name = 'latency_p50_s' AND t.state <> 'LOST' GROUP BY run_id""",
+    ):
         assert metric == pytest.approx(want, rel=1e-9), run_id
 
 

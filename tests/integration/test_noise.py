@@ -2,6 +2,7 @@
 once on a quiet host and once beside a process outside the run spinning on a core. The busy
 sweep's runs store a clearly higher ``noise_cpu_share``, and ``cmx compare`` of the two says the
 noise differs."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ pytestmark = pytest.mark.integration
 
 #: A spinner bounded on its own too (it is killed once the sweep ends); niced up where allowed, so
 #: it keeps its core whatever else the machine runs.
-SPIN = ("import os, time\ntry:\n    os.nice(-5)\nexcept OSError:\n    pass\n"
-        "end = time.monotonic() + 240\nwhile time.monotonic() < end: pass\n")
+SPIN = (
+    "import os, time\ntry:\n    os.nice(-5)\nexcept OSError:\n    pass\n"
+    "end = time.monotonic() + 240\nwhile time.monotonic() < end: pass\n"
+)
 
 
 #: The most CPU outside the run the quiet sweep may read for the comparison to mean anything.
@@ -34,7 +37,9 @@ QUIET_AT_MOST = 0.25
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("noise")
-    exp = write(tmp / "noise.yaml", """
+    exp = write(
+        tmp / "noise.yaml",
+        """
         name: noise
         repeats: 2
         workload:
@@ -42,7 +47,8 @@ def sweeps(tmp_path_factory):
           params: {tasks: 1500, payload_bytes: 64, mode: backlog}
         fixed: {broker: redis, pool: threads, concurrency: 2}
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     db = tmp / "results" / "cmx.duckdb"
     quiet = cmx("run", str(exp), "--db", str(db), "--tag", "host=quiet", timeout=600)
     spinner = subprocess.Popen([sys.executable, "-c", SPIN])
@@ -62,10 +68,17 @@ def _ticks(pid: int) -> int:
 
 
 def _shares(db, tag: str) -> list[float]:
-    return [v for (v,) in query(db, """
+    return [
+        v
+        for (v,) in query(
+            db,
+            """
         SELECT m.value FROM metrics m WHERE m.name = 'noise_cpu_share' AND m.run_id IN (
             SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id)
-            WHERE json_extract_string(w.tags, '$.host') = ?) ORDER BY m.value""", [tag])]
+            WHERE json_extract_string(w.tags, '$.host') = ?) ORDER BY m.value""",
+            [tag],
+        )
+    ]
 
 
 def _quiet(calm: list[float]) -> bool:
@@ -74,8 +87,11 @@ def _quiet(calm: list[float]) -> bool:
     so with the measured share (the measurement itself is still checked against the spinner's CPU)."""
     if max(calm) <= QUIET_AT_MOST:  # every run of it
         return True
-    warnings.warn(f"the host was busy with other work during the quiet sweep (noise_cpu_share up to "
-                  f"{max(calm):.2f} > {QUIET_AT_MOST}): the quiet-vs-busy comparison was not made", stacklevel=2)
+    warnings.warn(
+        f"the host was busy with other work during the quiet sweep (noise_cpu_share up to "
+        f"{max(calm):.2f} > {QUIET_AT_MOST}): the quiet-vs-busy comparison was not made",
+        stacklevel=2,
+    )
     return False
 
 
@@ -105,9 +121,17 @@ def test_compare_says_the_noise_differs(sweeps):
     [label] = {r["noise"] for r in rows}
     # compare says what analysis/noise.py's rule says of these runs' stored noise ...
     with duckdb.connect(str(db), read_only=True) as con:
-        ids = [[r for (r,) in con.execute("SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) "
-                                          "WHERE json_extract_string(w.tags, '$.host') = ?", [tag]).fetchall()]
-               for tag in ("quiet", "busy")]
+        ids = [
+            [
+                r
+                for (r,) in con.execute(
+                    "SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) "
+                    "WHERE json_extract_string(w.tags, '$.host') = ?",
+                    [tag],
+                ).fetchall()
+            ]
+            for tag in ("quiet", "busy")
+        ]
         assert label == noise.differs(con, *ids, sides=("in the baseline", "in the contender"))
     assert ("warning: noise differs: " + str(label)) in p.stderr if label else "noise differs" not in p.stderr
     if _quiet(_shares(db, "quiet")):  # ... and on a quiet host that is: the contender's host was busier

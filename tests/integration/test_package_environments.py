@@ -2,6 +2,7 @@
 each run's worker and driver import the version of their cell (table ``packages``, read from the
 processes themselves), a host environment that drifted from its cell fails the run naming the
 package, and a version the registry does not have is refused before any host is touched."""
+
 from __future__ import annotations
 
 import subprocess
@@ -23,13 +24,14 @@ NEW = version("celery")
 
 def _inventory(path: Path, workdir: Path) -> Path:
     """Empty hosts (not seeded): provisioning an environment per version set is the subject."""
-    return local_inventory(path, workdir, brokers={"broker_url": "redis://127.0.0.1:6379/0"}, backends={},
-                           seeded=False)
+    return local_inventory(path, workdir, brokers={"broker_url": "redis://127.0.0.1:6379/0"}, backends={}, seeded=False)
 
 
 def _experiment(path: Path, name: str, versions: list[str]) -> Path:
     listed = ", ".join(f'"{v}"' for v in versions)
-    return write(path, f"""
+    return write(
+        path,
+        f"""
         name: {name}
         workload:
           name: throughput
@@ -38,7 +40,8 @@ def _experiment(path: Path, name: str, versions: list[str]) -> Path:
         matrix:
           package.celery: [{listed}]
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +60,19 @@ def two_releases(tmp_path_factory):
 def test_each_run_imports_the_celery_of_its_cell(two_releases):
     _, _, workdir, db = two_releases
     assert OLD != NEW
-    rows = query(db, """SELECT r."package.celery", p.role, p.version FROM packages p JOIN runs r USING (run_id)
-                        WHERE p.name = 'celery' AND r.status = 'ok' ORDER BY 1, 2""")
+    rows = query(
+        db,
+        """SELECT r."package.celery", p.role, p.version FROM packages p JOIN runs r USING (run_id)
+                        WHERE p.name = 'celery' AND r.status = 'ok' ORDER BY 1, 2""",
+    )
     assert rows == [(OLD, "driver", OLD), (OLD, "worker", OLD), (NEW, "driver", NEW), (NEW, "worker", NEW)]
-    kombu = dict(query(db, """SELECT r."package.celery", p.version FROM packages p JOIN runs r USING (run_id)
-                              WHERE p.name = 'kombu' AND p.role = 'worker'"""))
+    kombu = dict(
+        query(
+            db,
+            """SELECT r."package.celery", p.version FROM packages p JOIN runs r USING (run_id)
+                              WHERE p.name = 'kombu' AND p.role = 'worker'""",
+        )
+    )
     assert kombu[OLD].startswith("5.5."), kombu  # pip fitted celery 5.5's own kombu into its environment
     # One environment per version set on the host, beside the base venv.
     assert len([p for p in (workdir / "envs").iterdir() if p.is_dir()]) == 2
@@ -71,12 +82,33 @@ def test_a_host_environment_that_drifted_from_its_cell_fails_the_run(two_release
     root, inv, workdir, _ = two_releases
     # The environment of celery OLD is made to hold NEW (an upgrade by hand on the host; hosts have
     # no pip, so the controller's, offline, from the base venv's wheelhouse: it holds this venv's celery).
-    env = next(p for p in (workdir / "envs").iterdir()
-               if p.is_dir() and f"celery=={OLD}" in next(p.glob(f"lib/python*/site-packages/{SITE_MARK}")).read_text())
-    base_house = next(h for h in WHEELHOUSES.iterdir()
-                      if h.is_dir() and list(h.glob(f"celery-{NEW}-*.whl")) and list(h.glob("kombu-5.7*.whl")))
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "--quiet",
-                    "--no-index", "--find-links", str(base_house), f"celery=={NEW}"], check=True, timeout=300)
+    env = next(
+        p
+        for p in (workdir / "envs").iterdir()
+        if p.is_dir() and f"celery=={OLD}" in next(p.glob(f"lib/python*/site-packages/{SITE_MARK}")).read_text()
+    )
+    base_house = next(
+        h
+        for h in WHEELHOUSES.iterdir()
+        if h.is_dir() and list(h.glob(f"celery-{NEW}-*.whl")) and list(h.glob("kombu-5.7*.whl"))
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(env / "bin" / "python"),
+            "install",
+            "--quiet",
+            "--no-index",
+            "--find-links",
+            str(base_house),
+            f"celery=={NEW}",
+        ],
+        check=True,
+        timeout=300,
+    )
     exp = _experiment(root / "drift.yaml", "drifted", [OLD])
     db = root / "drift" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=600)

@@ -4,6 +4,7 @@ dimensions, fewer and shorter tasks); every test also checks that the runs reall
 completed, none lost) so a broken measurement fails instead of passing. Margins are generous: the
 machine may be loaded.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,10 @@ pytestmark = pytest.mark.integration
 
 
 def test_prefetch_makes_short_tasks_wait_behind_long_ones(tmp_path):
-    db = sweep(tmp_path, "pitfall-prefetch", f"""
+    db = sweep(
+        tmp_path,
+        "pitfall-prefetch",
+        f"""
         inventory: {REPO / 'inventory/local-two-workers.yml'}
         workload:
           name: mixed
@@ -28,7 +32,8 @@ def test_prefetch_makes_short_tasks_wait_behind_long_ones(tmp_path):
         zip:
           - {{prefetch_multiplier: [16, 1], celery.task_acks_late: [false, true]}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     m = metrics_by(db, "prefetch_multiplier")
     greedy, cured = m[16], m[1]
     for cell in (greedy, cured):
@@ -42,7 +47,10 @@ def test_prefetch_makes_short_tasks_wait_behind_long_ones(tmp_path):
 
 
 def test_max_tasks_per_child_of_1_collapses_throughput(tmp_path):
-    db = sweep(tmp_path, "pitfall-mtpc", """
+    db = sweep(
+        tmp_path,
+        "pitfall-mtpc",
+        """
         workload:
           name: throughput
           params: {tasks: 60, payload_bytes: 64, mode: backlog}
@@ -50,7 +58,8 @@ def test_max_tasks_per_child_of_1_collapses_throughput(tmp_path):
         matrix:
           celery.worker_max_tasks_per_child: [null, 1]
         limits: {run_timeout: 3m}
-    """)
+    """,
+    )
     # null and 1 in one column: stored as text ('1'), null as NULL
     m = {None if k is None else int(k): v for k, v in metrics_by(db, '"celery.worker_max_tasks_per_child"').items()}
     never, each = m[None], m[1]
@@ -65,9 +74,14 @@ def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
     # of a full-size visibility-timeout.yaml sweeping beside it (its 3600 s cell once counted 600
     # duplicates when this test shared its keys).
     keys = f"cmx_pitfall_test_{os.getpid()}"
-    options = (f"unacked_restore_interval: 1, unacked_restore_throttle: 1, unacked_key: {keys}, "
-               f"unacked_index_key: {keys}_index, unacked_mutex_key: {keys}_mutex")
-    db = sweep(tmp_path, "pitfall-visibility", f"""
+    options = (
+        f"unacked_restore_interval: 1, unacked_restore_throttle: 1, unacked_key: {keys}, "
+        f"unacked_index_key: {keys}_index, unacked_mutex_key: {keys}_mutex"
+    )
+    db = sweep(
+        tmp_path,
+        "pitfall-visibility",
+        f"""
         workload:
           name: mixed
           params: {{tasks: 20, long_every: 0, short_s: 0.01, rate: 20, countdown_s: 8, settle_s: 3}}
@@ -77,10 +91,13 @@ def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
             - {{visibility_timeout: 2, {options}}}
             - {{visibility_timeout: 3600, {options}}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     redis.Redis.from_url("redis://127.0.0.1:6379/0").delete(keys, f"{keys}_index", f"{keys}_mutex")
-    m = {json.loads(key)["visibility_timeout"]: cell
-         for key, cell in metrics_by(db, '"celery.broker_transport_options"').items()}  # stored as JSON text
+    m = {
+        json.loads(key)["visibility_timeout"]: cell
+        for key, cell in metrics_by(db, '"celery.broker_transport_options"').items()
+    }  # stored as JSON text
     short, default = m[2], m[3600]
     for cell in (short, default):
         assert cell["tasks_completed"] == 20 and cell["tasks_lost"] == 0
@@ -89,7 +106,10 @@ def test_countdown_beyond_visibility_timeout_runs_tasks_twice(tmp_path):
 
 
 def test_chord_time_to_callback_grows_with_header(tmp_path):
-    db = sweep(tmp_path, "pitfall-chord", """
+    db = sweep(
+        tmp_path,
+        "pitfall-chord",
+        """
         workload:
           name: chord_size
           params: {chords: 2}
@@ -97,7 +117,8 @@ def test_chord_time_to_callback_grows_with_header(tmp_path):
         matrix:
           params.header: [10, 300]
         limits: {run_timeout: 3m}
-    """)
+    """,
+    )
     m = metrics_by(db, '"params.header"')
     small, big = m[10], m[300]
     assert small["tasks_completed"] == 2 * 11 and big["tasks_completed"] == 2 * 301
@@ -111,7 +132,10 @@ def test_blocking_task_under_gevent_with_heartbeats_runs_a_task_twice(tmp_path):
     # the experiment's header) and one task blocking the loop for 20 s (after a 2 s yield) among
     # short ones: RabbitMQ closes a connection silent for 2-3 heartbeats, so > 3 x 6 s is sure.
     # Two workers of one slot, prefetch 1. Prefork at the same heartbeat is the control.
-    db = sweep(tmp_path, "pitfall-heartbeat", f"""
+    db = sweep(
+        tmp_path,
+        "pitfall-heartbeat",
+        f"""
         inventory: {REPO / 'inventory/local-two-workers.yml'}
         workload:
           name: mixed
@@ -120,7 +144,8 @@ def test_blocking_task_under_gevent_with_heartbeats_runs_a_task_twice(tmp_path):
         zip:
           - {{pool: [gevent, gevent, prefork], heartbeat: [6, 0, 6]}}
         limits: {{run_timeout: 3m}}
-    """)
+    """,
+    )
     m = metrics_by(db, "pool, heartbeat")
     dropped, off, prefork = m[("gevent", 6.0)], m[("gevent", 0.0)], m[("prefork", 6.0)]
     for (pool, beat), cell in m.items():
@@ -130,10 +155,10 @@ def test_blocking_task_under_gevent_with_heartbeats_runs_a_task_twice(tmp_path):
     # other worker, and it still ran its own copy afterwards; it could not acknowledge it.
     assert dropped["tasks_redelivered"] >= 1 and dropped["tasks_duplicated"] >= 1, dropped
     (run_id,) = query(db, "SELECT run_id FROM runs WHERE pool = 'gevent' AND heartbeat = 6")[0]
-    logs = " ".join(p.read_text(errors="replace")
-                    for p in (tmp_path / "results" / "artifacts" / run_id).glob("*/worker.log"))
-    assert re.search(r"Couldn't ack|ConnectionResetError|BrokenPipeError|Connection to broker lost", logs), \
-        logs[-2000:]
+    logs = " ".join(
+        p.read_text(errors="replace") for p in (tmp_path / "results" / "artifacts" / run_id).glob("*/worker.log")
+    )
+    assert re.search(r"Couldn't ack|ConnectionResetError|BrokenPipeError|Connection to broker lost", logs), logs[-2000:]
     # Heartbeat off, or the connection in prefork's parent: nothing runs twice.
     for cell in (off, prefork):
         assert cell["tasks_redelivered"] == 0 and cell["tasks_duplicated"] == 0, cell

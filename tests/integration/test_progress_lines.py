@@ -1,5 +1,6 @@
 """A 2 cells × 3 repeats sweep with its output captured (no terminal): a progress line per run
 with an ETA, the shuffled order stored, intervals and n in the summary, and `cmx compare` on it."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("progress")
-    exp = write(tmp / "prog.yaml", """
+    exp = write(
+        tmp / "prog.yaml",
+        """
         name: prog
         repeats: 3
         workload:
@@ -25,7 +28,8 @@ def sweep(tmp_path_factory):
         matrix:
           pool: [solo, threads]
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     db = tmp / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db), "--shuffle", "5")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -45,8 +49,10 @@ def test_a_line_per_run_with_an_eta(sweep):
 def test_the_start_says_what_the_sweep_can_show(sweep):
     _, proc = sweep
     before = proc.stdout.split("[1/6]", 1)[0]  # said before the first run is spent (issue 38)
-    assert ("shows: no difference between cells can be shown at 3 runs a cell (the smallest Mann-Whitney p is 0.1); "
-            "repeats: 4 would allow it") in before, before
+    assert (
+        "shows: no difference between cells can be shown at 3 runs a cell (the smallest Mann-Whitney p is 0.1); "
+        "repeats: 4 would allow it"
+    ) in before, before
 
 
 def test_order_is_shuffled_within_rounds_and_stored(sweep):

@@ -1,5 +1,6 @@
 """Provenance and revisions on a real tiny sweep: what a sweep stores about itself, and a changed
 definition kept apart from the runs of the earlier one."""
+
 from __future__ import annotations
 
 import re
@@ -24,10 +25,16 @@ EXPERIMENT = """
 def test_a_changed_definition_is_a_new_revision_and_the_sweep_says_what_ran(tmp_path):
     # The default inventory plus passwords cmx reads but this sweep needs not: they must stay out.
     inv = tmp_path / "inv.yml"
-    inv.write_text((REPO / "inventory" / "local.yml").read_text().replace(
-        "        localhost:\n          broker_url:",
-        f"        localhost:\n          redis_password: {SECRETS[0]}\n          postgres_password: {SECRETS[1]}\n"
-        "          broker_url:", 1))
+    inv.write_text(
+        (REPO / "inventory" / "local.yml")
+        .read_text()
+        .replace(
+            "        localhost:\n          broker_url:",
+            f"        localhost:\n          redis_password: {SECRETS[0]}\n          postgres_password: {SECRETS[1]}\n"
+            "          broker_url:",
+            1,
+        )
+    )
     assert SECRETS[0] in inv.read_text()
     exp = write(tmp_path / "prov.yaml", EXPERIMENT.replace("TASKS", "50"))
     db = tmp_path / "results" / "cmx.duckdb"
@@ -35,7 +42,8 @@ def test_a_changed_definition_is_a_new_revision_and_the_sweep_says_what_ran(tmp_
     first = cmx("run", str(exp), "--db", str(db), "-i", str(inv), timeout=600)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     [(version, commit, dirty, def_hash, inv_hash, revision)] = query(
-        db, "SELECT cmx_version, git_commit, git_dirty, definition_hash, inventory_hash, revision FROM sweeps")
+        db, "SELECT cmx_version, git_commit, git_dirty, definition_hash, inventory_hash, revision FROM sweeps"
+    )
     shown = cmx("--version")
     assert shown.returncode == 0 and shown.stdout.startswith(f"cmx {version}"), shown.stdout + shown.stderr
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -57,14 +65,18 @@ def test_a_changed_definition_is_a_new_revision_and_the_sweep_says_what_ran(tmp_
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip() == (
         f"{exp}: experiment 'prov' has runs in {db} under another definition (revision 1): pass --new-revision "
-        "to start revision 2 beside them, or give the experiment another name, or pass another --db")
+        "to start revision 2 beside them, or give the experiment another name, or pass another --db"
+    )
     assert query(db, "SELECT count(*), count(DISTINCT revision) FROM sweeps") == [(2, 1)]
     assert query(db, "SELECT count(*), count(DISTINCT sweep_id) FROM run_starts") == [(2, 2)]
 
     second = cmx("run", str(exp), "--db", str(db), "-i", str(inv), "--new-revision", timeout=600)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert query(db, """SELECT revision, status, "params.tasks" FROM runs ORDER BY revision""") == [
-        (1, "ok", 50), (1, "ok", 50), (2, "ok", 60)]
+        (1, "ok", 50),
+        (1, "ok", 50),
+        (2, "ok", 60),
+    ]
     hashes = query(db, "SELECT revision, definition_hash, inventory_hash FROM sweeps ORDER BY started_at")
     assert [r for r, _, _ in hashes] == [1, 1, 2]
     assert hashes[1][1] == def_hash and hashes[2][1] != def_hash and hashes[2][2] == inv_hash
@@ -72,8 +84,9 @@ def test_a_changed_definition_is_a_new_revision_and_the_sweep_says_what_ran(tmp_
     # Status counts each revision apart; the report shows the latest and says so.
     status = cmx("status", "--db", str(db))
     assert status.returncode == 0
-    assert re.search(r"prov\s*│\s*2\s*│\s*1\s*│\s*1\s*│", status.stdout) and \
-        re.search(r"prov\s*│\s*1\s*│\s*2\s*│\s*2\s*│", status.stdout), status.stdout
+    assert re.search(r"prov\s*│\s*2\s*│\s*1\s*│\s*1\s*│", status.stdout) and re.search(
+        r"prov\s*│\s*1\s*│\s*2\s*│\s*2\s*│", status.stdout
+    ), status.stdout
     out = tmp_path / "report"
     report = cmx("report", "prov", "--db", str(db), "--out", str(out))
     assert report.returncode == 0, report.stderr

@@ -5,6 +5,7 @@ to the same queue; read back raw, they differ only in the per-task values (ids, 
 stamps). Then sweeps with each publisher show a real worker executing every fast message with
 its id and stamp.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,14 @@ def _app(tmp_path, monkeypatch, broker: str):
     from cmx.workloads.app.factory import create_app
     from cmx.workloads.runtime.spec import RunSpec
 
-    spec = RunSpec(run_id="pubtest" + uuid.uuid4().hex[:8], experiment="t", cell_id="c", repeat=1,
-                   workload="throughput", broker=broker)
+    spec = RunSpec(
+        run_id="pubtest" + uuid.uuid4().hex[:8],
+        experiment="t",
+        cell_id="c",
+        repeat=1,
+        workload="throughput",
+        broker=broker,
+    )
     app = create_app(spec, tmp_path, "h")
     from kombu import Queue
 
@@ -102,12 +109,16 @@ def test_rabbitmq_messages_equal_apply_async_but_for_ids_and_stamps(tmp_path, mo
 
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_workers_run_every_fast_message_with_its_id_and_stamp(tmp_path, broker):
-    db = sweep(tmp_path, f"fastpub-{broker}", f"""
+    db = sweep(
+        tmp_path,
+        f"fastpub-{broker}",
+        f"""
         workload: {{name: throughput, params: {{tasks: 400, mode: backlog}}}}
         fixed: {{broker: {broker}, pool: threads, concurrency: 2}}
         matrix: {{params.publisher: [fast, celery]}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     m = metrics_by(db, '"params.publisher"')
     for publisher in ("fast", "celery"):
         assert m[publisher]["tasks_published"] == 400
@@ -115,6 +126,9 @@ def test_workers_run_every_fast_message_with_its_id_and_stamp(tmp_path, broker):
         assert m[publisher]["tasks_lost"] == 0
         assert m[publisher]["tasks_duplicated"] == 0
     # Every execution carries the publish stamp its message had (the header reached the worker).
-    rows = query(db, """SELECT "params.publisher", count(*), count(t.sent_at), count(DISTINCT t.task_id)
-                        FROM tasks t JOIN runs USING (run_id) WHERE t.state = 'SUCCESS' GROUP BY ALL ORDER BY ALL""")
+    rows = query(
+        db,
+        """SELECT "params.publisher", count(*), count(t.sent_at), count(DISTINCT t.task_id)
+                        FROM tasks t JOIN runs USING (run_id) WHERE t.state = 'SUCCESS' GROUP BY ALL ORDER BY ALL""",
+    )
     assert rows == [("celery", 400, 400, 400), ("fast", 400, 400, 400)]

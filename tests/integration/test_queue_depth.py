@@ -2,6 +2,7 @@
 a depth of 0 on every broker. Redis keeps no empty list, so kombu answers NOT_FOUND of an empty
 Redis queue; those samples were dropped, and a Redis run whose workers kept up stored no depth at
 all (``queue_depth_max`` NULL, "not sampled") where the queue had in truth been empty."""
+
 from __future__ import annotations
 
 import time
@@ -43,14 +44,18 @@ def test_a_queue_rabbitmq_does_not_have_is_no_depth():
 
 
 def test_a_redis_run_whose_workers_keep_up_stores_its_empty_queue(tmp_path):
-    db = sweep(tmp_path, "depth-redis-stream", """
+    db = sweep(
+        tmp_path,
+        "depth-redis-stream",
+        """
         workload: {name: throughput, params: {tasks: 40, mode: stream, rate: 20}}
         fixed: {broker: redis, backend: none, pool: threads, concurrency: 2}
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     # The driver samples the depth while it waits for the last tasks, after its 2 s of publishing at
     # 20 a second, which two threads keep up with: the queue is empty or nearly.
-    (samples, deepest), = query(db, "SELECT count(*), max(depth) FROM queue_depth")
+    ((samples, deepest),) = query(db, "SELECT count(*), max(depth) FROM queue_depth")
     assert samples >= 1 and deepest <= 5, (samples, deepest)
-    (depth_max,), = query(db, "SELECT value FROM metrics WHERE name = 'queue_depth_max'")
+    ((depth_max,),) = query(db, "SELECT value FROM metrics WHERE name = 'queue_depth_max'")
     assert depth_max == deepest

@@ -2,6 +2,7 @@
 RabbitMQ cluster on this machine (roles/rabbitmq_cluster: three nodes of their own, on free ports,
 beside the machine's own RabbitMQ), runs classic and quorum queues on it with real workers, reads
 each run's queue type back from the broker, and leaves no node running when it ends."""
+
 from __future__ import annotations
 
 import subprocess
@@ -30,15 +31,22 @@ def epmd_names() -> set[str]:
 def beam_of(names: set[str]) -> list[str]:
     """Command lines of Erlang VMs running one of ``names`` (node names without the host)."""
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=10).stdout
-    return [line for line in out.splitlines() if "beam" in line and any(f"-sname {n}@" in line or
-                                                                        f"-name {n}@" in line for n in names)]
+    return [
+        line
+        for line in out.splitlines()
+        if "beam" in line and any(f"-sname {n}@" in line or f"-name {n}@" in line for n in names)
+    ]
 
 
 def cluster_inventory(tmp_path: Path) -> tuple[Path, list[cluster.Node]]:
     """This machine as every host, the cluster's three nodes on free ports; and where they run."""
     amqp, management, dist = free_ports(3), free_ports(3), free_ports(3)
-    hostvars = {"rabbitmq_cluster_port": amqp, "rabbitmq_cluster_management_port": management,
-                "rabbitmq_cluster_dist_port": dist, "rabbitmq_cluster_base_dir": f"/var/lib/cmx-rabbitmq/t{amqp}"}
+    hostvars = {
+        "rabbitmq_cluster_port": amqp,
+        "rabbitmq_cluster_management_port": management,
+        "rabbitmq_cluster_dist_port": dist,
+        "rabbitmq_cluster_base_dir": f"/var/lib/cmx-rabbitmq/t{amqp}",
+    }
     inv = local_inventory(tmp_path / "inv.yml", tmp_path / "hostwork", brokers=hostvars)
     return inv, cluster.layout([GroupHost("localhost", "127.0.0.1", hostvars)])
 
@@ -55,13 +63,16 @@ def assert_gone(nodes: list[cluster.Node]) -> None:
 
 def test_a_sweep_on_a_three_node_cluster_runs_classic_and_quorum_queues_and_leaves_nothing(tmp_path):
     inv, nodes = cluster_inventory(tmp_path)
-    exp = write(tmp_path / "exp.yaml", f"""
+    exp = write(
+        tmp_path / "exp.yaml",
+        f"""
         name: cluster-queue-types
         workload: {{name: throughput, params: {{tasks: {TASKS}, mode: backlog, payload_bytes: {PAYLOAD}}}}}
         fixed: {{broker: rabbitmq-cluster, backend: none, pool: threads, concurrency: 2}}
         matrix: {{queue_type: [classic, quorum]}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     names = {n.name.split("@")[0] for n in nodes}
     assert len(nodes) == 3 and not names & epmd_names()
     db = tmp_path / "results" / "cmx.duckdb"
@@ -81,8 +92,13 @@ def test_a_sweep_on_a_three_node_cluster_runs_classic_and_quorum_queues_and_leav
         on = set(source.removeprefix("management API: on ").split(", "))
         assert on == full if kind == "quorum" else (len(on) == 1 and on <= full), source
     # The workers' connections were counted (on whichever node they reached).
-    counted = dict(query(db, "SELECT run_id, max(count) FROM connections WHERE kind = 'rabbitmq_cluster' "
-                             "AND role = 'broker' AND client = 'worker' GROUP BY run_id"))
+    counted = dict(
+        query(
+            db,
+            "SELECT run_id, max(count) FROM connections WHERE kind = 'rabbitmq_cluster' "
+            "AND role = 'broker' AND client = 'worker' GROUP BY run_id",
+        )
+    )
     assert counted.keys() == runs.keys(), counted
     # The broker's memory by its own accounting: every node's mem_used at each probe tick, and the
     # run's figure the sum over the three nodes at the tick it was most.
@@ -110,25 +126,32 @@ def test_kill_broker_node_mid_run_quorum_loses_nothing_and_classic_loses_its_hom
     lost. A classic queue's home is gone: the worker exits when its redeclaration is refused, and
     the tasks it never ran are counted lost; both runs are ok (the loss is the finding)."""
     inv, nodes = cluster_inventory(tmp_path)
-    exp = write(tmp_path / "exp.yaml", """
+    exp = write(
+        tmp_path / "exp.yaml",
+        """
         name: cluster-node-loss
         workload: {name: concurrent_sleep, params: {tasks: 60, sleep_s: 0.2}}
         fixed: {broker: rabbitmq-cluster, backend: none, pool: threads, concurrency: 2,
                 prefetch_multiplier: 1, celery.task_acks_late: true, fault: kill_broker_node@1.5s}
         matrix: {queue_type: [classic, quorum]}
         limits: {run_timeout: 3m, settle: 5s, fault_restart: 1s}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = dict(query(db, "SELECT queue_type, run_id FROM runs WHERE status = 'ok'"))
     assert sorted(runs) == ["classic", "quorum"], runs
-    struck = {r: (k, p, e, end > at) for r, k, p, e, at, end in query(
-        db, "SELECT run_id, kind, pid, error, struck_at, ended_at FROM faults")}
+    struck = {
+        r: (k, p, e, end > at)
+        for r, k, p, e, at, end in query(db, "SELECT run_id, kind, pid, error, struck_at, ended_at FROM faults")
+    }
     assert all(k == "kill_broker_node" and p and e is None and ended for k, p, e, ended in struck.values()), struck
     assert struck.keys() == set(runs.values())
-    metrics = {(q, n): v for q, n, v in query(db, "SELECT r.queue_type, m.name, m.value FROM metrics m "
-                                                 "JOIN runs r USING (run_id)")}
+    metrics = {
+        (q, n): v
+        for q, n, v in query(db, "SELECT r.queue_type, m.name, m.value FROM metrics m JOIN runs r USING (run_id)")
+    }
     for q in runs:
         assert metrics[q, "tasks_published"] == 60
         assert metrics[q, "tasks_completed"] + metrics[q, "tasks_lost"] == 60, (q, metrics)
@@ -216,12 +239,15 @@ def test_a_message_published_on_another_node_right_after_its_queue_is_declared_i
     publishes); this measures the broker."""
     inv, nodes = cluster_inventory(tmp_path)
     write(tmp_path / "cross.py", CROSS_NODE)
-    exp = write(tmp_path / "exp.yaml", """
+    exp = write(
+        tmp_path / "exp.yaml",
+        """
         name: cluster-cross-node
         workload: {name: ./cross.py:CrossNode, params: {rounds: 1000}}
         fixed: {broker: rabbitmq-cluster, backend: none, pool: threads, concurrency: 1}
         limits: {run_timeout: 5m}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -3,6 +3,7 @@ clearly different throughput (one thread against eight, on sleeping tasks) race 
 the race is decided for eight threads with fewer runs than the fixed sweep's cells × max; the
 sweep is finished (a new `cmx run` measures a new point, it does not resume it). A budget
 (limits.max_runs) ends a race cleanly, undecided, and says why."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,8 +55,9 @@ def test_a_budget_ends_a_race_undecided_and_says_why(tmp_path):
     proc = cmx("run", str(exp), "--db", str(db), timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert query(db, "SELECT count(*) FROM runs") == [(2,)]
-    assert "race: undecided on maximize consume_rate: the budget limits.max_runs (2 runs) was reached" \
-        in proc.stdout, proc.stdout[-2000:]
+    assert "race: undecided on maximize consume_rate: the budget limits.max_runs (2 runs) was reached" in proc.stdout, (
+        proc.stdout[-2000:]
+    )
 
 
 def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
@@ -68,9 +70,15 @@ def test_an_interrupted_race_resumes_where_it_stopped(tmp_path):
 
     exp = write(tmp_path / "race.yaml", EXPERIMENT.format(name="race", budget=""))
     db = tmp_path / "results" / "cmx.duckdb"
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CMX, "run", str(exp), "--db", str(db)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     artifacts, deadline = db.parent / "artifacts", time.monotonic() + 300
     while time.monotonic() < deadline:  # Ctrl-C in the first run past min (the race's first decided round)
         if artifacts.exists() and len([d for d in artifacts.glob("*") if d.is_dir()]) >= 7:

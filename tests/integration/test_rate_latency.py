@@ -1,5 +1,6 @@
 """A rate-vs-latency sweep on localhost: one ramp search run finds the cell's maximum sustainable
 rate, the fraction runs publish at fractions of it, and the report draws latency against rate."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,9 @@ FRACTIONS = (0.25, 0.5, 0.9)
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ratelat")
-    exp = write(tmp / "rl.yaml", """
+    exp = write(
+        tmp / "rl.yaml",
+        """
         name: rl
         workload:
           name: throughput
@@ -25,7 +28,8 @@ def sweep(tmp_path_factory):
         matrix:
           params.rate_fraction: [0.25, 0.5, 0.9]
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     db = tmp / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -34,11 +38,14 @@ def sweep(tmp_path_factory):
 
 def test_the_search_finds_a_maximum_once(sweep):
     _, db, proc = sweep
-    rows = query(db, """SELECT r.run_id, r.status, m.value FROM runs r JOIN metrics m USING (run_id)
-                        WHERE r."params.mode" = 'ramp' AND m.name = 'max_sustainable_rate'""")
+    rows = query(
+        db,
+        """SELECT r.run_id, r.status, m.value FROM runs r JOIN metrics m USING (run_id)
+                        WHERE r."params.mode" = 'ramp' AND m.name = 'max_sustainable_rate'""",
+    )
     assert len(rows) == 1, rows  # one search for the cell, shared by its three fractions
     _, status, best = rows[0]
-    assert status == "ok" and best in [50 * 2 ** k for k in range(6)]
+    assert status == "ok" and best in [50 * 2**k for k in range(6)]
     steps = dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ? AND name LIKE 'ramp_%'", [rows[0][0]]))
     assert 1 <= steps["ramp_steps_run"] <= 6
     assert "finding the maximum sustainable rate" in proc.stdout and "search run" in proc.stdout
@@ -48,13 +55,16 @@ def test_the_search_finds_a_maximum_once(sweep):
 def test_fraction_runs_publish_at_their_fraction(sweep):
     _, db, _ = sweep
     best = query(db, "SELECT value FROM metrics WHERE name = 'max_sustainable_rate'")[0][0]
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT r."params.rate_fraction", r.status,
                max(m.value) FILTER (WHERE m.name = 'target_rate'),
                max(m.value) FILTER (WHERE m.name = 'publish_rate'),
                max(m.value) FILTER (WHERE m.name = 'tasks_lost')
         FROM runs r JOIN metrics m USING (run_id) WHERE r."params.rate_fraction" IS NOT NULL
-        GROUP BY ALL ORDER BY 1""")
+        GROUP BY ALL ORDER BY 1""",
+    )
     assert [r[0] for r in rows] == list(FRACTIONS)
     for fraction, status, target, published, lost in rows:
         assert status == "ok" and lost == 0
@@ -73,8 +83,11 @@ def test_the_report_draws_latency_against_rate(sweep):
     def rows(node):
         found = []
         if isinstance(node, dict):
-            found += ([v for v in node.get("values", []) if isinstance(v, dict)]
-                      if isinstance(node.get("values"), list) else [])
+            found += (
+                [v for v in node.get("values", []) if isinstance(v, dict)]
+                if isinstance(node.get("values"), list)
+                else []
+            )
             for v in node.values():
                 found += rows(v)
         elif isinstance(node, list):

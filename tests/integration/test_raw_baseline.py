@@ -1,6 +1,7 @@
 """The raw baseline's publisher (workloads/catalog/throughput_raw.py) is timed to the server's acknowledgement,
 the last batch included, on the real Redis and RabbitMQ: what the broker holds when publishing
 returns is everything, and the stamps end when it does."""
+
 from __future__ import annotations
 
 import time
@@ -39,7 +40,7 @@ def _publish(broker, params):
 
 def _assert_timed_to_acknowledgement(began, returned, sent, batch):
     assert len(sent) == TASKS
-    last_batch = sent[-1] - sent[-batch - 1]          # the last batch's own round trip
+    last_batch = sent[-1] - sent[-batch - 1]  # the last batch's own round trip
     assert last_batch > 0
     # Stamped when the last batch's answer arrived, not when its messages entered a local buffer
     # (that would leave the whole last round trip after the last stamp).
@@ -56,11 +57,12 @@ def queue():
 
 def test_redis_batches_are_stamped_at_the_servers_reply(queue):
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=BATCH)
-    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {},
-                                             False, 1)
+    broker = servers.get("redis").raw_client(
+        "redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {}, False, 1
+    )
     try:
         began, returned, sent = _publish(broker, params)
-        assert redis.Redis(host="127.0.0.1").llen(queue) == TASKS   # all there when publish returned
+        assert redis.Redis(host="127.0.0.1").llen(queue) == TASKS  # all there when publish returned
     finally:
         broker.close()
     _assert_timed_to_acknowledgement(began, returned, sent, BATCH)
@@ -68,8 +70,9 @@ def test_redis_batches_are_stamped_at_the_servers_reply(queue):
 
 def test_redis_one_call_per_message(queue):
     params = ThroughputParams(tasks=300, via="raw", raw_batch=1)
-    broker = servers.get("redis").raw_client("redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {},
-                                             False, 1)
+    broker = servers.get("redis").raw_client(
+        "redis://127.0.0.1:6379/0", queue, "cmx.test-raw.driver.broker", {}, False, 1
+    )
     try:
         pubs: list[tuple] = []
         broker.reset()
@@ -78,14 +81,15 @@ def test_redis_one_call_per_message(queue):
     finally:
         broker.close()
     sent = [p[5] for p in pubs]
-    assert sent == sorted(sent) and len(set(sent)) == 300   # one stamp per acknowledged call
+    assert sent == sorted(sent) and len(set(sent)) == 300  # one stamp per acknowledged call
 
 
 @pytest.mark.parametrize("batch", [BATCH, 1])
 def test_rabbitmq_publishes_are_stamped_at_the_brokers_answer(queue, batch):
     params = ThroughputParams(tasks=TASKS, payload_bytes=PAYLOAD, via="raw", raw_batch=batch)
-    broker = servers.get("rabbitmq").raw_client("amqp://guest:guest@127.0.0.1:5672//", queue,
-                                                "cmx.test-raw.driver.broker", {}, False, 1)
+    broker = servers.get("rabbitmq").raw_client(
+        "amqp://guest:guest@127.0.0.1:5672//", queue, "cmx.test-raw.driver.broker", {}, False, 1
+    )
     try:
         began, returned, sent = _publish(broker, params)
         # A passive declare on a fresh channel: what the broker holds now.
@@ -121,8 +125,9 @@ def test_a_server_without_a_raw_client_is_an_error_not_rabbitmq(monkeypatch):
     """Before, any broker not on Redis went down the RabbitMQ branch."""
     from cmx.workloads.vocab import kinds
 
-    monkeypatch.setattr(kinds, "BROKERS",
-                        {**kinds.BROKERS, "postgres-broker": kinds.Kind("postgres-broker", "postgres")})
+    monkeypatch.setattr(
+        kinds, "BROKERS", {**kinds.BROKERS, "postgres-broker": kinds.Kind("postgres-broker", "postgres")}
+    )
     monkeypatch.setenv("CMX_BROKER_URL", "postgresql://127.0.0.1:5432/postgres")
     with pytest.raises(NotImplementedError, match="PostgreSQL has no raw client"):
         drive_raw(UnknownServer(), ThroughputParams(tasks=1, via="raw"))

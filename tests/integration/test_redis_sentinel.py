@@ -2,6 +2,7 @@
 on free ports under the host's work dir, its workers and driver reach the master through the
 sentinels, and the sweep's end stops the set and leaves no file holding its password. The
 machine's own Redis (6379) is never touched."""
+
 from __future__ import annotations
 
 import json
@@ -47,21 +48,25 @@ def _answers(port: int) -> bool:
 
 
 def sentinel_inventory(path: Path, workdir: Path, redis_port: int, sentinel_port: int) -> Path:
-    return local_inventory(path, workdir,
-                           brokers={"redis_sentinel_port": sentinel_port, "redis_sentinel_redis_port": redis_port})
+    return local_inventory(
+        path, workdir, brokers={"redis_sentinel_port": sentinel_port, "redis_sentinel_redis_port": redis_port}
+    )
 
 
 def test_a_sweep_on_a_sentinel_set_it_provisioned_runs_through_the_master_and_leaves_nothing(tmp_path):
     redis_port, sentinel_port = free_ports(2), free_ports(3)
     workdir = tmp_path / "hostwork"
     inv = sentinel_inventory(tmp_path / "inv.yml", workdir, redis_port, sentinel_port)
-    exp = write(tmp_path / "exp.yaml", f"""
+    exp = write(
+        tmp_path / "exp.yaml",
+        f"""
         name: sentinel-sweep
         workload: {{name: throughput, params: {{tasks: {TASKS}, mode: backlog}}}}
         fixed: {{broker: redis-sentinel, backend: none, concurrency: 2}}
         matrix: {{pool: [threads, gevent]}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     shared = redis.Redis(host="127.0.0.1", port=6379, socket_timeout=5)
     before = shared.info("server")["run_id"]
     db = tmp_path / "results" / "cmx.duckdb"
@@ -73,20 +78,32 @@ def test_a_sweep_on_a_sentinel_set_it_provisioned_runs_through_the_master_and_le
     done = dict(query(db, "SELECT run_id, count(*) FROM tasks WHERE state = 'SUCCESS' GROUP BY run_id"))
     assert done == {r: TASKS for r in runs}, done
     # What each worker said it consumed from: kombu's Sentinel transport, asking for master cmx.
-    config = {(r, k): json.loads(v) for r, k, v in query(
-        db, "SELECT run_id, key, value FROM worker_config WHERE key IN ('broker_scheme', 'broker_master_name')")}
-    assert config == {**{(r, "broker_scheme"): "sentinel" for r in runs},
-                      **{(r, "broker_master_name"): "cmx" for r in runs}}, config
+    config = {
+        (r, k): json.loads(v)
+        for r, k, v in query(
+            db, "SELECT run_id, key, value FROM worker_config WHERE key IN ('broker_scheme', 'broker_master_name')"
+        )
+    }
+    assert config == {
+        **{(r, "broker_scheme"): "sentinel" for r in runs},
+        **{(r, "broker_master_name"): "cmx" for r in runs},
+    }, config
     # The run's workers were counted among the clients of the master the sentinels named.
-    counted = dict(query(db, "SELECT run_id, max(count) FROM connections WHERE kind = 'redis_sentinel' "
-                             "AND role = 'broker' AND client = 'worker' GROUP BY run_id"))
+    counted = dict(
+        query(
+            db,
+            "SELECT run_id, max(count) FROM connections WHERE kind = 'redis_sentinel' "
+            "AND role = 'broker' AND client = 'worker' GROUP BY run_id",
+        )
+    )
     assert counted.keys() == runs.keys() and min(counted.values()) >= 1, counted
 
     # The set ran where its layout says (one host: 2 servers, 3 sentinels), under the work dir...
     setdir = workdir / "redis_sentinel"
     assert sorted(p.name for p in setdir.glob("*.log")) == sorted(
         [f"redis-{redis_port}.log", f"redis-{redis_port + 1}.log"]
-        + [f"sentinel-{sentinel_port + i}.log" for i in range(3)])
+        + [f"sentinel-{sentinel_port + i}.log" for i in range(3)]
+    )
     replica_log = (setdir / f"redis-{redis_port + 1}.log").read_text()
     assert "MASTER <-> REPLICA sync: Finished with success" in replica_log
     # ...and is gone, with every file that held its password; the shared Redis is as it was.
@@ -106,20 +123,24 @@ def test_failover_broker_moves_the_master_and_the_workers_consume_again(tmp_path
     after all: the workers followed the new master (recovery_s measured), or the loss is stored."""
     redis_port, sentinel_port = free_ports(2), free_ports(3)
     inv = sentinel_inventory(tmp_path / "inv.yml", tmp_path / "hostwork", redis_port, sentinel_port)
-    exp = write(tmp_path / "exp.yaml", """
+    exp = write(
+        tmp_path / "exp.yaml",
+        """
         name: sentinel-failover
         workload: {name: concurrent_sleep, params: {tasks: 60, sleep_s: 0.2}}
         fixed: {broker: redis-sentinel, backend: none, pool: threads, concurrency: 2, prefetch_multiplier: 1,
                 fault: failover_broker@1.5s}
         limits: {run_timeout: 2m, settle: 5s}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ((run_id, status, error),) = query(db, "SELECT run_id, status, error FROM runs")
     assert status == "ok", error
-    ((kind, struck, ended, why),) = query(db, "SELECT kind, struck_at, ended_at, error FROM fault_times "
-                                              "WHERE run_id = ?", [run_id])
+    ((kind, struck, ended, why),) = query(
+        db, "SELECT kind, struck_at, ended_at, error FROM fault_times WHERE run_id = ?", [run_id]
+    )
     assert kind == "failover_broker" and why is None and ended >= struck, (kind, why)
     m = dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ?", [run_id]))
     assert 1.4 <= m["fault_at_s"] < 5, m

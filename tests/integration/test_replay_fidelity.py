@@ -2,6 +2,7 @@
 burst, runs on the real Redis with events on; `cmx capture` records it; `cmx run` replays the
 profile in a small sweep (workload replay); per task name the replayed count, arrival rate and
 service time p50/p95 must match the capture (2 %, 5 %, 10 %) in every run."""
+
 from __future__ import annotations
 
 import json
@@ -97,9 +98,31 @@ def shop(tmp_path):
     q = f"shop-{uuid.uuid4().hex[:8]}"
     (tmp_path / "shop.py").write_text(APP.format(url=URL, q=q))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "shop", "worker", "-E", "-P", "threads",
-                               "-c", "32", "-Q", q, "--without-heartbeat", "--without-gossip", "--without-mingle",
-                               "-l", "warning"], cwd=tmp_path, env=env, start_new_session=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "shop",
+            "worker",
+            "-E",
+            "-P",
+            "threads",
+            "-c",
+            "32",
+            "-Q",
+            q,
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
     try:
         yield tmp_path, env
     finally:
@@ -110,16 +133,22 @@ def shop(tmp_path):
 
 def per_name_captured(path) -> dict[str, tuple]:
     """name -> (count, arrival rate, runtime p50, runtime p95) of the profile."""
-    rows = duckdb.sql(f"SELECT name, count(*), (count(*) - 1) / (max(sent) - min(sent)), "
-                      f"quantile_cont(runtime, 0.5), quantile_cont(runtime, 0.95) FROM '{path}' GROUP BY name")
+    rows = duckdb.sql(
+        f"SELECT name, count(*), (count(*) - 1) / (max(sent) - min(sent)), "
+        f"quantile_cont(runtime, 0.5), quantile_cont(runtime, 0.95) FROM '{path}' GROUP BY name"
+    )
     return {r[0]: r[1:] for r in rows.fetchall()}
 
 
 def test_replay_matches_the_capture_per_task_name(shop):
     folder, env = shop
     profile = folder / "shop.parquet"
-    capture = subprocess.Popen([*CMX, "capture", "--out", str(profile), "--duration", "16"],
-                               env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL}, stderr=subprocess.PIPE, text=True)
+    capture = subprocess.Popen(
+        [*CMX, "capture", "--out", str(profile), "--duration", "16"],
+        env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3)  # the receiver's queue is bound before the traffic starts
     (folder / "producer.py").write_text(PRODUCER)
     subprocess.run([sys.executable, "producer.py"], cwd=folder, env=env, check=True, timeout=60)
@@ -132,12 +161,15 @@ def test_replay_matches_the_capture_per_task_name(shop):
     db = folder / "cmx.duckdb"
     run = cmx("run", str(exp), "--db", str(db), timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    replayed = query(db, "SELECT run_id, name, count(*), count(DISTINCT task_id), "
-                         "(count(*) - 1) / (max(sent_at) - min(sent_at)), "
-                         "quantile_cont(t.finished_at - t.started_at, 0.5), "
-                         "quantile_cont(t.finished_at - t.started_at, 0.95) "
-                         "FROM tasks t JOIN runs USING (run_id) WHERE state = 'SUCCESS' "
-                         "AND \"params.mode\" = 'exact' GROUP BY ALL ORDER BY ALL")
+    replayed = query(
+        db,
+        "SELECT run_id, name, count(*), count(DISTINCT task_id), "
+        "(count(*) - 1) / (max(sent_at) - min(sent_at)), "
+        "quantile_cont(t.finished_at - t.started_at, 0.5), "
+        "quantile_cont(t.finished_at - t.started_at, 0.95) "
+        "FROM tasks t JOIN runs USING (run_id) WHERE state = 'SUCCESS' "
+        "AND \"params.mode\" = 'exact' GROUP BY ALL ORDER BY ALL",
+    )
     assert len({r[0] for r in replayed}) == 2  # the sweep's two exact cells
     for run_id, name, n, distinct, rate, p50, p95 in replayed:
         count, want_rate, want_p50, want_p95 = captured[name]
@@ -150,11 +182,16 @@ def test_replay_matches_the_capture_per_task_name(shop):
     assert lost == 0
     # fitted: per name Poisson arrivals at twice the captured rate over the profile's span
     span = duckdb.sql(f"SELECT max(sent) - min(sent) FROM '{profile}'").fetchall()[0][0]
-    fitted = dict(query(db, "SELECT name, count(*) FROM tasks JOIN runs USING (run_id) "
-                            "WHERE \"params.mode\" = 'fitted' AND state = 'SUCCESS' GROUP BY name"))
+    fitted = dict(
+        query(
+            db,
+            "SELECT name, count(*) FROM tasks JOIN runs USING (run_id) "
+            "WHERE \"params.mode\" = 'fitted' AND state = 'SUCCESS' GROUP BY name",
+        )
+    )
     for name, (_, want_rate, _, _) in captured.items():
         expected = 2.0 * want_rate * span
-        assert abs(fitted[name] - expected) <= 4 * expected ** 0.5 + 2, (name, fitted[name], expected)
+        assert abs(fitted[name] - expected) <= 4 * expected**0.5 + 2, (name, fitted[name], expected)
 
 
 CANVAS_APP = textwrap.dedent("""
@@ -197,14 +234,36 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     q = f"canv-{uuid.uuid4().hex[:8]}"
     (tmp_path / "canv.py").write_text(CANVAS_APP.format(url=URL, q=q))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "canv", "worker", "-E", "-P", "solo", "-Q",
-                               f"{q},{q}.merge",
-                               "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "warning"],
-                              cwd=tmp_path, env=env, start_new_session=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "canv",
+            "worker",
+            "-E",
+            "-P",
+            "solo",
+            "-Q",
+            f"{q},{q}.merge",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
     try:
-        capture = subprocess.Popen([*CMX, "capture", "--out", str(tmp_path / "canv.parquet"), "--duration", "12"],
-                                   env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL}, stderr=subprocess.PIPE,
-                                   text=True)
+        capture = subprocess.Popen(
+            [*CMX, "capture", "--out", str(tmp_path / "canv.parquet"), "--duration", "12"],
+            env={**os.environ, "CMX_CAPTURE_BROKER_URL": URL},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(3)
         (tmp_path / "producer.py").write_text(CANVAS_PRODUCER)
         subprocess.run([sys.executable, "producer.py"], cwd=tmp_path, env=env, check=True, timeout=60)
@@ -214,17 +273,24 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
         forget(q)
-    shown = subprocess.run([*CMX, "profile", "show", str(tmp_path / "canv.parquet"), "--format", "json"],
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [*CMX, "profile", "show", str(tmp_path / "canv.parquet"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
     assert {r["name"]: r["queue"] for r in json.loads(shown.stdout)} == {"canv.fetch": q, "canv.merge": f"{q}.merge"}
-    write(tmp_path / "canv.yaml", f"""
+    write(
+        tmp_path / "canv.yaml",
+        f"""
         name: replay-canvas-{uuid.uuid4().hex[:6]}
         repeats: 1
         workload: {{name: replay, params: {{profile: canv.parquet}}}}
         fixed: {{broker: redis, backend: redis, pool: threads, concurrency: 8, prefetch_multiplier: 1}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     db = tmp_path / "cmx.duckdb"
     run = cmx("run", str(tmp_path / "canv.yaml"), "--db", str(db), timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -235,9 +301,12 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     # its result, which sends the body) at least its 50 ms sleep after its start stamp, and before
     # its finish stamp (taken after the store: under load the body may start first), so the body
     # must start 50 ms or more after the last header started.
-    bodies = query(db, """
+    bodies = query(
+        db,
+        """
         WITH h AS (SELECT intended_at, max(started_at) AS last_start, count(*) AS n FROM tasks
                    WHERE name = 'canv.fetch' GROUP BY intended_at HAVING count(*) = 4)
         SELECT h.n, min(t.started_at) >= h.last_start + 0.05 FROM h JOIN tasks t
-          ON t.name = 'canv.merge' AND t.intended_at = h.intended_at GROUP BY h.intended_at, h.n, h.last_start""")
+          ON t.name = 'canv.merge' AND t.intended_at = h.intended_at GROUP BY h.intended_at, h.n, h.last_start""",
+    )
     assert len(bodies) == 3 and all(after for _, after in bodies), bodies

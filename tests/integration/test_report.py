@@ -1,5 +1,6 @@
 """`cmx report` over a fixture database (no services): files, offline HTML, valid PNGs, and the
 page rendered in a real headless Chromium with every chart drawn."""
+
 from __future__ import annotations
 
 import json
@@ -27,15 +28,22 @@ def report(tmp_path_factory):
     return out, p.stdout
 
 
-
-
 def test_report_writes_every_file(report):
     out, stdout = report
     names = re.search(r"charts \(([^)]*)\)", stdout).group(1).split(", ")
     # The fixture has throughput, latency, tasks, queue depth, samples, peaks and connections: every chart fits,
     # and both trade-offs of "Which configuration?" (consume rate against peak PSS, p99 against rate).
-    assert names == ["tradeoff_memory", "tradeoff_latency", "throughput", "latency", "latency_spectrum",
-                     "rate_over_time", "memory", "peak_memory", "connections"]
+    assert names == [
+        "tradeoff_memory",
+        "tradeoff_latency",
+        "throughput",
+        "latency",
+        "latency_spectrum",
+        "rate_over_time",
+        "memory",
+        "peak_memory",
+        "connections",
+    ]
     assert (out / "index.html").is_file()
     for name in names:
         assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
@@ -140,10 +148,20 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
     browser = _chromium()
     if not browser:
         require("chromium is not installed and `apt-get install -y chromium` did not provide it")
-    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run",
-             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--enable-logging=stderr",
-             "--v=0"]
+    flags = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=10000",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     url = (out / "index.html").as_uri()
     p = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -156,8 +174,9 @@ def test_page_renders_every_chart_in_chromium(report, tmp_path):
     assert not re.search(r"https?://(?!www\.w3\.org)[^\s\"']+", "\n".join(console))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report.png"
-    p = subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1400,3000", url],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1400,3000", url], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert shot.read_bytes()[:8] == PNG_MAGIC
 
@@ -171,16 +190,28 @@ def test_rate_latency_chart_from_a_rate_fraction_sweep(tmp_path):
     path = tmp_path / "rl.duckdb"
     with results_db.connect(path) as con:
         for pool in ("solo", "threads"):
-            add_run(con, "rl", f"{pool}-search", {"pool": pool, "params.mode": "ramp"},
-                    metrics={"max_sustainable_rate": 1000.0})
+            add_run(
+                con,
+                "rl",
+                f"{pool}-search",
+                {"pool": pool, "params.mode": "ramp"},
+                metrics={"max_sustainable_rate": 1000.0},
+            )
             for fraction in (0.5, 0.9):
                 for repeat in (1, 2, 3):
-                    add_run(con, "rl", f"{pool}-{fraction}-{repeat}",
-                            {"pool": pool, "params.mode": "stream", "params.rate_fraction": fraction},
-                            repeat=repeat, metrics={"consume_rate": 1000 * fraction + repeat,
-                                                    "latency_p50_s": 0.01 / (1 - fraction) + repeat / 1000,
-                                                    "latency_p99_s": 0.05 / (1 - fraction) + repeat / 1000,
-                                                    "target_rate": 1000 * fraction})
+                    add_run(
+                        con,
+                        "rl",
+                        f"{pool}-{fraction}-{repeat}",
+                        {"pool": pool, "params.mode": "stream", "params.rate_fraction": fraction},
+                        repeat=repeat,
+                        metrics={
+                            "consume_rate": 1000 * fraction + repeat,
+                            "latency_p50_s": 0.01 / (1 - fraction) + repeat / 1000,
+                            "latency_p99_s": 0.05 / (1 - fraction) + repeat / 1000,
+                            "target_rate": 1000 * fraction,
+                        },
+                    )
     out = tmp_path / "out"
     p = cmx("report", "rl", "--db", str(path), "--out", str(out))
     assert p.returncode == 0, p.stderr
@@ -188,8 +219,9 @@ def test_rate_latency_chart_from_a_rate_fraction_sweep(tmp_path):
     spec = json.loads((out / "rate_latency.vl.json").read_text())
     rows = _values(spec)
     assert sorted({r["series"] for r in rows}) == ["solo p50", "solo p99", "threads p50", "threads p99"]
-    solo = sorted((r["fraction"], r["rate"], round(r["latency_s"], 4), r["n"])
-                  for r in rows if r["series"] == "solo p99")
+    solo = sorted(
+        (r["fraction"], r["rate"], round(r["latency_s"], 4), r["n"]) for r in rows if r["series"] == "solo p99"
+    )
     assert solo == [(0.5, 502, 0.102, 3), (0.9, 902, 0.502, 3)]
     assert all(r["low"] <= r["latency_s"] <= r["high"] for r in rows)
     page = (out / "index.html").read_text()

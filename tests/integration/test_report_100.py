@@ -1,6 +1,7 @@
 """`cmx report` at 100 cells × 3 repeats (issue 28), in a real headless Chromium: every chart is
 drawn as SVG and none fails, the page says how long it took, and the per-cell table sorts on a
 header click and filters on typed words, with no network."""
+
 from __future__ import annotations
 
 import re
@@ -33,10 +34,27 @@ def _dom(page, profile) -> tuple[str, str]:
     browser = _chromium()
     if not browser:
         require("chromium is not installed and `apt-get install -y chromium` did not provide it")
-    p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                        "--virtual-time-budget=30000", "--enable-logging=stderr", "--v=0", "--dump-dom",
-                        page.as_uri()], capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=30000",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout, p.stderr
 
@@ -47,8 +65,9 @@ def test_100_cells_every_chart_drawn_in_chromium(grid_page, tmp_path):
     assert charts == 9  # both trade-offs and the seven charts of the data
     # Each slot's first child is the chart's SVG (vega-embed draws into the slot itself).
     for i in range(charts):
-        assert re.search(rf'<div class="chart[^"]*" id="chart-{i}"[^>]*><svg[^>]*class="marks"', dom), \
+        assert re.search(rf'<div class="chart[^"]*" id="chart-{i}"[^>]*><svg[^>]*class="marks"', dom), (
             f"chart-{i} holds no SVG"
+        )
     assert "chart failed:" not in dom.replace('"chart failed: " + err', "")
     console = [line for line in log.splitlines() if "CONSOLE" in line]
     assert not [line for line in console if "Error" in line], console

@@ -1,6 +1,7 @@
 """`cmx report` of an experiment with several sweeps: each headline metric's history per cell,
 one point per sweep with its 95 % interval and the change points cmx trend finds marked (a
 fixture database, no services)."""
+
 from __future__ import annotations
 
 import json
@@ -63,16 +64,19 @@ def test_each_point_carries_its_noise_and_a_change_says_the_host_was_busier(tmp_
 
     with duckdb.connect(str(db)) as con:  # the first cell's last night: slower, on a host busy with others
         con.execute("UPDATE metrics SET value = value * 0.7 WHERE name = 'consume_rate' AND run_id LIKE 'r4-0-%'")
-        con.execute("INSERT INTO metrics SELECT DISTINCT run_id, 'noise_cpu_share', "
-                    "CASE WHEN run_id LIKE 'r4-0-%' THEN 0.3 ELSE 0.02 END, 'share' FROM metrics")
+        con.execute(
+            "INSERT INTO metrics SELECT DISTINCT run_id, 'noise_cpu_share', "
+            "CASE WHEN run_id LIKE 'r4-0-%' THEN 0.3 ELSE 0.02 END, 'share' FROM metrics"
+        )
     out = tmp_path / "out"
     p = cmx("report", "e", "--db", str(db), "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert "history_noise_cpu_share" not in p.stdout  # noise is shown per point, not charted as a headline
     spec = json.loads((out / "history_consume_rate.vl.json").read_text())
     rows = next(iter(spec["datasets"].values())) if "datasets" in spec else spec["data"]["values"]
-    assert {r["noise"] for r in rows if not (r["at"] == "s004" and r["pool"] == "threads")} == \
-        {"outside CPU 2 % of cores"}
+    assert {r["noise"] for r in rows if not (r["at"] == "s004" and r["pool"] == "threads")} == {
+        "outside CPU 2 % of cores"
+    }
     [change] = [r for r in rows if r["change"] is not None]
     assert change["noise"] == "outside CPU 30 % of cores"
     assert change["noise_change"] == "host 15.0× busier after (outside the run: 30 % of its cores after, 2 % before)"

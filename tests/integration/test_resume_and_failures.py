@@ -1,4 +1,5 @@
 """Interrupting, resuming, timeouts, on_error and bad input: nothing stored is ever lost."""
+
 from __future__ import annotations
 
 import json
@@ -15,16 +16,26 @@ pytestmark = pytest.mark.integration
 
 
 def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
-    exp = write(tmp_path / "resume.yaml", """
+    exp = write(
+        tmp_path / "resume.yaml",
+        """
         name: resume
         workload: {name: throughput, params: {tasks: 400, mode: stream, rate: 100}}
         matrix: {pool: [threads, gevent, solo]}
         fixed: {broker: redis}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CMX, "run", str(exp), "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # Wait until the second run is under way (each run takes ~4 s of streaming), then Ctrl-C.
     artifacts = db.parent / "artifacts"
     deadline = time.monotonic() + 240
@@ -53,8 +64,11 @@ def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
     rows = query(db, "SELECT pool, status FROM runs ORDER BY started_at")
     assert rows == [("threads", "ok"), ("gevent", "interrupted"), ("gevent", "ok"), ("solo", "ok")]
     assert query(db, "SELECT run_id FROM runs WHERE pool = 'threads'") == first_ok  # not run twice
-    per_run = query(db, """SELECT r.pool, count(DISTINCT t.task_id) FROM tasks t JOIN runs r USING (run_id)
-                           WHERE r.status = 'ok' AND t.state = 'SUCCESS' GROUP BY r.pool ORDER BY r.pool""")
+    per_run = query(
+        db,
+        """SELECT r.pool, count(DISTINCT t.task_id) FROM tasks t JOIN runs r USING (run_id)
+                           WHERE r.status = 'ok' AND t.state = 'SUCCESS' GROUP BY r.pool ORDER BY r.pool""",
+    )
     assert per_run == [("gevent", 400), ("solo", 400), ("threads", 400)]
     # The sweep that resumed is the same point of history as the one it resumed.
     first, second = query(db, "SELECT sweep_id, planned, resumes FROM sweeps ORDER BY started_at")
@@ -67,19 +81,30 @@ def test_ctrl_c_stops_the_run_keeps_the_rest_and_resume_finishes(tmp_path):
 def test_sigterm_is_ctrl_c(tmp_path):
     """timeout(1), CI runners and systemd stop a sweep with SIGTERM: the run is stopped and
     stored as interrupted, nothing is left running, exit 130, as with Ctrl-C."""
-    exp = write(tmp_path / "term.yaml", """
+    exp = write(
+        tmp_path / "term.yaml",
+        """
         name: term
         workload: {name: throughput, params: {tasks: 3000, mode: stream, rate: 100}}
         fixed: {broker: redis, pool: threads}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CMX, "run", str(exp), "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:  # the driver runs once the workers consume
-        if db.exists() and any("cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or [])
-                               for p in run_processes(db)):
+        if db.exists() and any(
+            "cmx.workloads.app.driver" in " ".join(p.info["cmdline"] or []) for p in run_processes(db)
+        ):
             break
         time.sleep(0.2)
     else:
@@ -112,14 +137,17 @@ def _status_counts(db, experiment: str) -> dict[str, str]:
 
 
 def test_timeout_is_stored_and_the_sweep_goes_on(tmp_path):
-    exp = write(tmp_path / "timeout.yaml", """
+    exp = write(
+        tmp_path / "timeout.yaml",
+        """
         name: timeouts
         workload: {name: throughput, params: {mode: stream, rate: 50}}
         matrix: {params.tasks: [2000, 20]}
         fixed: {pool: threads}
         limits: {run_timeout: 4s}
         on_error: continue
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -134,14 +162,17 @@ def test_timeout_is_stored_and_the_sweep_goes_on(tmp_path):
 
 
 def test_on_error_abort_stops_the_sweep(tmp_path):
-    exp = write(tmp_path / "abort.yaml", """
+    exp = write(
+        tmp_path / "abort.yaml",
+        """
         name: aborts
         workload: {name: throughput, params: {mode: stream, rate: 50}}
         matrix: {params.tasks: [2000, 20]}
         fixed: {pool: threads}
         limits: {run_timeout: 3s}
         on_error: abort
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 1
@@ -149,7 +180,9 @@ def test_on_error_abort_stops_the_sweep(tmp_path):
 
 
 def test_a_broker_that_is_down_is_one_clear_line_and_nothing_runs(tmp_path):
-    inv = write(tmp_path / "down.yml", """
+    inv = write(
+        tmp_path / "down.yml",
+        """
         all:
           vars: {ansible_connection: local, ansible_python_interpreter: "{{ ansible_playbook_python }}",
                  python_env_interpreter: "{{ ansible_playbook_python }}"}
@@ -157,7 +190,8 @@ def test_a_broker_that_is_down_is_one_clear_line_and_nothing_runs(tmp_path):
             brokers: {hosts: {localhost: {broker_url: "redis://127.0.0.1:1/0"}}}
             workers: {hosts: {localhost: {}}}
             drivers: {hosts: {localhost: {}}}
-    """)
+    """,
+    )
     exp = write(tmp_path / "e.yaml", "name: down\nworkload: {name: throughput, params: {tasks: 10}}\n")
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
@@ -168,13 +202,16 @@ def test_a_broker_that_is_down_is_one_clear_line_and_nothing_runs(tmp_path):
 
 
 def test_bad_input_exits_2_with_file_line_col(tmp_path):
-    exp = write(tmp_path / "bad.yaml", """
+    exp = write(
+        tmp_path / "bad.yaml",
+        """
         name: bad
         workload: {name: throughput}
         matrix:
           pool: [prefork, fork]
           concurrency: []
-    """)
+    """,
+    )
     for command in ("validate", "plan", "run"):
         proc = cmx(command, str(exp))
         assert proc.returncode == 2, command
@@ -185,12 +222,15 @@ def test_bad_input_exits_2_with_file_line_col(tmp_path):
 
 
 def test_machines_beyond_the_inventory_is_a_validation_error(tmp_path):
-    exp = write(tmp_path / "m.yaml", """
+    exp = write(
+        tmp_path / "m.yaml",
+        """
         name: machines
         workload: {name: throughput}
         matrix:
           machines: [1, 3]
-    """)
+    """,
+    )
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"{exp}:4:") and "group 'workers'" in proc.stderr
@@ -208,21 +248,27 @@ def test_missing_inventory_and_bad_cli_args(tmp_path):
 
 def test_a_broken_inventory_is_one_line_naming_file_and_place(tmp_path):
     exp = write(tmp_path / "e.yaml", "name: e\nworkload: {name: throughput}\n")
-    syntax = write(tmp_path / "syntax.yml", """
+    syntax = write(
+        tmp_path / "syntax.yml",
+        """
         all:
           children:
             brokers:
               hosts:
                 localhost: {ansible_connection: local
-    """)
-    port = write(tmp_path / "port.yml", """
+    """,
+    )
+    port = write(
+        tmp_path / "port.yml",
+        """
         all:
           vars: {ansible_connection: local}
           children:
             brokers: {hosts: {localhost: {redis_port: six}}}
             workers: {hosts: {localhost: {}}}
             drivers: {hosts: {localhost: {}}}
-    """)
+    """,
+    )
     for command in ("validate", "run"):
         proc = cmx(command, str(exp), "--inventory", str(syntax))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
@@ -230,16 +276,16 @@ def test_a_broken_inventory_is_one_line_naming_file_and_place(tmp_path):
         assert proc.stderr.startswith(f"{syntax}:6:1: invalid YAML") and "flow mapping" in proc.stderr, proc.stderr
         proc = cmx(command, str(exp), "--inventory", str(port))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
-        assert proc.stderr.strip() == (f"{port}: host 'localhost': redis_port must be a port number "
-                                       "(1-65535), got 'six'"), proc.stderr
+        assert proc.stderr.strip() == (
+            f"{port}: host 'localhost': redis_port must be a port number (1-65535), got 'six'"
+        ), proc.stderr
 
 
 def test_a_results_file_that_is_not_ours_is_one_line_and_left_alone(tmp_path):
     foreign = tmp_path / "foreign.duckdb"
     foreign.write_bytes(b"not a database\n" * 10)
     exp = REPO / "experiments" / "quickstart.yaml"
-    for args in (("status",), ("report", "quickstart"), ("compare", "a", "b"), ("sql", "SELECT 1"),
-                 ("run", str(exp))):
+    for args in (("status",), ("report", "quickstart"), ("compare", "a", "b"), ("sql", "SELECT 1"), ("run", str(exp))):
         proc = cmx(*args, "--db", str(foreign))
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Traceback" not in proc.stderr + proc.stdout, args
@@ -256,11 +302,14 @@ def test_data_that_looks_like_markup_is_printed_as_it_is(tmp_path):
     proc = cmx("sql", "SELECT '[/red]' AS \"[b]\", '[bold]x' AS v", "--db", str(db))
     assert proc.returncode == 0, proc.stderr
     assert "[/red]" in proc.stdout and "[bold]x" in proc.stdout and "[b]" in proc.stdout
-    exp = write(tmp_path / "q.yaml", """
+    exp = write(
+        tmp_path / "q.yaml",
+        """
         name: q
         workload: {name: throughput}
         matrix: {celery.worker_log_format: ["[/q]", "[bold]x"]}
-    """)
+    """,
+    )
     proc = cmx("plan", str(exp))
     assert proc.returncode == 0, proc.stderr
     assert "[/q]" in proc.stdout and "[bold]x" in proc.stdout
@@ -275,7 +324,9 @@ def test_an_experiment_name_taken_by_another_workload_is_refused(tmp_path):
     exp = write(tmp_path / "e.yaml", "name: shared-name\nworkload: {name: throughput}\n")
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"{exp}: experiment name 'shared-name' is taken in {db} by a sweep of workload "
-                                   "'memory_fanout' (from elsewhere/fanout.yaml): give this experiment its own "
-                                   "name, or pass another --db"), proc.stderr
+    assert proc.stderr.strip() == (
+        f"{exp}: experiment name 'shared-name' is taken in {db} by a sweep of workload "
+        "'memory_fanout' (from elsewhere/fanout.yaml): give this experiment its own "
+        "name, or pass another --db"
+    ), proc.stderr
     assert query(db, "SELECT count(*) FROM run_starts") == [(0,)]

@@ -5,6 +5,7 @@ is applied by the roles' handlers; stopping leaves nothing running and a second 
 One test host in a network namespace (tests/nethosts.py) gets everything a sweep can provision:
 the venv (python_env), Redis, PostgreSQL and RabbitMQ, each a server of its own.
 """
+
 from __future__ import annotations
 
 import yaml
@@ -69,8 +70,11 @@ def _processes(net) -> list[str]:
 def test_second_converge_changes_nothing_and_handlers_apply_changes(tmp_path):
     results = tmp_path / "results"
     with NetHosts(tmp_path / "net", 1) as net:
-        inv_path = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h1"],
-                                                          "workers": ["h1"]}, workdir_root=tmp_path / "hosts")
+        inv_path = net.inventory(
+            tmp_path / "lab.yml",
+            {"brokers": ["h1"], "backends": ["h1"], "drivers": ["h1"], "workers": ["h1"]},
+            workdir_root=tmp_path / "hosts",
+        )
         try:
             first = _converge(inv_path, results)
             # The first converge really does the work, in every role (so the next check can fail).
@@ -85,9 +89,15 @@ def test_second_converge_changes_nothing_and_handlers_apply_changes(tmp_path):
             # A changed setting is applied: configs rewritten, servers restarted by the handlers,
             # passwords changed in place; the engine's URLs then work with the new passwords.
             inv = yaml.safe_load(inv_path.read_text())
-            inv["all"]["hosts"]["h1"].update({
-                "redis_password": "changed-redis-pw", "postgres_password": "changed-pg-pw'quote",
-                "rabbitmq_password": "changed-rabbit-pw", "postgres_port": 5433, "rabbitmq_stats_interval_s": 2})
+            inv["all"]["hosts"]["h1"].update(
+                {
+                    "redis_password": "changed-redis-pw",
+                    "postgres_password": "changed-pg-pw'quote",
+                    "rabbitmq_password": "changed-rabbit-pw",
+                    "postgres_port": 5433,
+                    "rabbitmq_stats_interval_s": 2,
+                }
+            )
             inv_path.write_text(yaml.safe_dump(inv))
             third = _converge(inv_path, results)
             changed = _changed(third)
@@ -99,12 +109,15 @@ def test_second_converge_changes_nothing_and_handlers_apply_changes(tmp_path):
             _services_answer(inv_path, results)
         finally:
             stopped: dict[str, PlaybookResult] = {}
-            warning = stop_services(load_inventory(inv_path, secrets_dir=results), SERVICES, results,
-                                    on_result=stopped.__setitem__)
+            warning = stop_services(
+                load_inventory(inv_path, secrets_dir=results), SERVICES, results, on_result=stopped.__setitem__
+            )
         assert warning is None, warning
         assert _roles(list(stopped["services_stop.yml"].changed)) == {"redis", "postgres", "rabbitmq"}
         assert _processes(net) == []
         again: dict[str, PlaybookResult] = {}
-        assert stop_services(load_inventory(inv_path, secrets_dir=results), SERVICES, results,
-                             on_result=again.__setitem__) is None
+        assert (
+            stop_services(load_inventory(inv_path, secrets_dir=results), SERVICES, results, on_result=again.__setitem__)
+            is None
+        )
         assert again["services_stop.yml"].changed == ()

@@ -1,5 +1,6 @@
 """`cmx run` says Celery's known traps its cells walk into on the terminal before its runs, as
 `cmx validate` does, not only in the report (issue 43)."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,15 @@ def test_run_says_the_pitfalls_on_stderr_before_its_runs(tmp_path):
     before any run (the sweep is stopped at once after it)."""
     db = tmp_path / "results" / "cmx.duckdb"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([*CMX, "run", "experiments/quickstart.yaml", "--db", str(db)], cwd=REPO, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CMX, "run", "experiments/quickstart.yaml", "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first = proc.stderr.readline()
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)

@@ -1,6 +1,7 @@
 """The sampler's connection probes (cmx.workloads.host.sampler) against the real local Redis,
 PostgreSQL and RabbitMQ: only the run's own named clients count, and no URL or password is
 written. The sampler's process and memory tests, which need no service, are tests/unit/test_sampler.py."""
+
 from __future__ import annotations
 
 import json
@@ -40,12 +41,14 @@ def test_redis_counts_only_the_runs_named_clients_and_urls_never_written(tmp_pat
     url = "redis://127.0.0.1:6379/1?client_name=cmx-sampler-test"
     bad_url = "redis://cmxuser:s3cret-pw-123@127.0.0.1:1/0"  # nothing listens on port 1
     env = {**os.environ, "CMX_BACKEND_URL": url, "CMX_BROKER_URL": bad_url}
-    s = sampler("--connections", "backend=redis", "--connections", "broker=redis",
-                "--conn-interval", "0.2", env=env)
+    s = sampler("--connections", "backend=redis", "--connections", "broker=redis", "--conn-interval", "0.2", env=env)
     time.sleep(0.5)
-    names = ([f"cmx.{RUN}.worker.backend"] * 3 + [f"cmx.{RUN}.driver.backend"]
-             + [f"cmx.{RUN}.worker.broker"] * 2        # the run's, but the broker's (same server)
-             + [None, None, "cmx.other-run.worker.backend", "someone-else"])  # never the run's
+    names = (
+        [f"cmx.{RUN}.worker.backend"] * 3
+        + [f"cmx.{RUN}.driver.backend"]
+        + [f"cmx.{RUN}.worker.broker"] * 2  # the run's, but the broker's (same server)
+        + [None, None, "cmx.other-run.worker.backend", "someone-else"]
+    )  # never the run's
     clients = [redis.Redis(host="127.0.0.1", port=6379, db=i % 2, client_name=n) for i, n in enumerate(names)]
     try:
         for client in clients:
@@ -57,7 +60,7 @@ def test_redis_counts_only_the_runs_named_clients_and_urls_never_written(tmp_pat
     time.sleep(0.3)
     out = s.stop()
 
-    assert len([r for r in out.connections if r["role"] == "backend"]) >= 10   # 2 rows a tick
+    assert len([r for r in out.connections if r["role"] == "backend"]) >= 10  # 2 rows a tick
     assert _maxima(out, "backend") == {"worker": 3, "driver": 1}
     assert all(r["host"] == "h1" and r["kind"] == "redis" for r in out.connections)
     assert not [r for r in out.connections if r["role"] == "broker"]
@@ -73,8 +76,10 @@ def test_postgres_counts_only_the_runs_named_clients(tmp_path, sampler):
     _spec(tmp_path)
     # Celery's spelling; trust auth ignores the password, which must still never be written.
     env = {**os.environ, "CMX_BACKEND_URL": "db+postgresql://postgres:pg-pw-789@127.0.0.1:5432/postgres"}
-    conns = [psycopg2.connect(dsn, application_name=n)
-             for n in [f"cmx.{RUN}.worker.backend"] * 3 + ["psql", "cmx.other.worker.backend"]]
+    conns = [
+        psycopg2.connect(dsn, application_name=n)
+        for n in [f"cmx.{RUN}.worker.backend"] * 3 + ["psql", "cmx.other.worker.backend"]
+    ]
     try:
         s = sampler("--connections", "backend=postgres", "--conn-interval", "0.2", env=env)
         time.sleep(1.0)
@@ -94,8 +99,17 @@ def test_rabbitmq_counts_only_the_runs_named_clients_with_rabbitmqctl(tmp_path, 
     def connect(name):
         props = {"connection_name": name} if name else None
         return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", client_properties=props))
-    conns = [connect(n) for n in (f"cmx.{RUN}.worker.broker", f"cmx.{RUN}.worker.broker",
-                                  f"cmx.{RUN}.driver.broker", None, "cmx.other.worker.broker")]
+
+    conns = [
+        connect(n)
+        for n in (
+            f"cmx.{RUN}.worker.broker",
+            f"cmx.{RUN}.worker.broker",
+            f"cmx.{RUN}.driver.broker",
+            None,
+            "cmx.other.worker.broker",
+        )
+    ]
     env = {k: v for k, v in os.environ.items() if k != "CMX_RABBITMQ_API"}
     try:
         s = sampler("--interval", "0.1", "--connections", "broker=rabbitmq", env=env)
@@ -157,10 +171,12 @@ def test_redis_memory_is_its_own_used_memory_and_rises_with_a_filled_queue(tmp_p
 def _api(path: str, method: str = "GET", body: dict | None = None):
     import urllib.request
 
-    request = urllib.request.Request(f"http://127.0.0.1:15672/api{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})  # guest:guest
+    request = urllib.request.Request(
+        f"http://127.0.0.1:15672/api{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="},
+    )  # guest:guest
     with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read()
     return json.loads(text) if text else None

@@ -5,6 +5,7 @@ password is a string nothing else on this machine contains: a scanner reads ever
 command line while the sweep runs, then every file under the results dir, the host's work dir
 and the temporary dirs.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,12 @@ PASSWORD = "cmxSecret" + "Zq81x"  # never written whole in this file's text at r
 
 
 def _inventory(path: Path, workdir: Path) -> Path:
-    return local_inventory(path, workdir, brokers={"broker_url": "redis://127.0.0.1:6379/0"},
-                           backends={"backend_url": f"postgresql://postgres:{PASSWORD}@127.0.0.1:5432/postgres"})
+    return local_inventory(
+        path,
+        workdir,
+        brokers={"broker_url": "redis://127.0.0.1:6379/0"},
+        backends={"backend_url": f"postgresql://postgres:{PASSWORD}@127.0.0.1:5432/postgres"},
+    )
 
 
 def _files_holding(root: Path, needle: bytes) -> list[str]:
@@ -45,13 +50,16 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
 def test_no_secret_in_command_lines_or_leftover_files(tmp_path):
     workdir = tmp_path / "hostwork"
     inv = _inventory(tmp_path / "inv.yml", workdir)
-    exp = write(tmp_path / "exp.yaml", """
+    exp = write(
+        tmp_path / "exp.yaml",
+        """
         name: secrets-scan
         workload: {name: throughput, params: {tasks: 200, mode: backlog}}
         fixed: {broker: redis, backend: postgres, pool: threads, concurrency: 2}
         repeats: 2
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     seen: list[str] = []
     scans = 0
@@ -69,9 +77,15 @@ def test_no_secret_in_command_lines_or_leftover_files(tmp_path):
     scanner = threading.Thread(target=scan, daemon=True)
     scanner.start()
     try:
-        proc = subprocess.run([*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)], cwd=REPO,
-                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(
+            [*CMX, "run", str(exp), "--inventory", str(inv), "--db", str(db)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
     finally:
         done.set()
         scanner.join(10)
@@ -82,8 +96,9 @@ def test_no_secret_in_command_lines_or_leftover_files(tmp_path):
     assert PASSWORD not in proc.stdout + proc.stderr
     needle = PASSWORD.encode()
     leftovers = _files_holding(tmp_path / "results", needle) + _files_holding(workdir, needle)
-    leftovers += [d for d in map(str, Path(tempfile.gettempdir()).glob("cmx-ansible-*"))
-                  if _files_holding(Path(d), needle)]
+    leftovers += [
+        d for d in map(str, Path(tempfile.gettempdir()).glob("cmx-ansible-*")) if _files_holding(Path(d), needle)
+    ]
     assert leftovers == []
 
 
@@ -98,10 +113,20 @@ def test_hostctl_secrets_file_is_private_and_removed_by_finish(tmp_path):
     path = run_dir / hostrun.SECRETS
     assert path.stat().st_mode & 0o777 == 0o600
     env = {k: v for k, v in os.environ.items() if not hostrun.is_secret(k)}
-    out = subprocess.run([sys.executable, "-c", "import os, sys; from pathlib import Path; "
-                          "from cmx.workloads.host import hostrun; hostrun.load_secrets(Path(sys.argv[1])); "
-                          "print(os.environ.get('CMX_BROKER_URL'), os.environ.get('OTHER'))", str(run_dir)],
-                         capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)}, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; from pathlib import Path; "
+            "from cmx.workloads.host import hostrun; hostrun.load_secrets(Path(sys.argv[1])); "
+            "print(os.environ.get('CMX_BROKER_URL'), os.environ.get('OTHER'))",
+            str(run_dir),
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     assert out.stdout.split() == [f"redis://:{PASSWORD}@h:6379/0", "None"]
     rc = hostrun.finish(run_dir, "h", grace=1.0, reset=False, clock_port=None, keep=False)
     assert rc == 0

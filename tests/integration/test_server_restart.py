@@ -1,6 +1,7 @@
 """A server cmx provisioned is restarted by its server module, from the host side (the command a
 fault runs on the server's host, locally or over SSH): it goes down, comes back on its port, and
 the command says how long it was down. Unknown servers and servers cmx did not lay out are errors."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 def serverctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cmx.workloads.host.serverctl", *args], capture_output=True,
-                          text=True, timeout=90)
+    return subprocess.run(
+        [sys.executable, "-m", "cmx.workloads.host.serverctl", *args], capture_output=True, text=True, timeout=90
+    )
 
 
 def test_a_provisioned_redis_is_restarted_and_answers_again(tmp_path):
@@ -32,8 +34,8 @@ def test_a_provisioned_redis_is_restarted_and_answers_again(tmp_path):
         report = json.loads(done.stdout)
         assert report["service"] == "redis" and 0 < report["down_s"] < 30
         client = redis.Redis(host="127.0.0.1", port=server.port)
-        assert client.info("server")["process_id"] != before   # a new process…
-        assert client.get("cmx-restart-probe") is None          # …that kept nothing (no persistence)
+        assert client.info("server")["process_id"] != before  # a new process…
+        assert client.get("cmx-restart-probe") is None  # …that kept nothing (no persistence)
 
 
 def test_a_restart_of_what_cmx_did_not_lay_out_or_does_not_know_fails_plainly(tmp_path):
@@ -54,7 +56,8 @@ def test_a_redis_on_another_host_is_restarted_over_ssh(tmp_path):
         root.mkdir()
         (root / "redis.conf").write_text(  # as roles/redis writes it (daemonize: no systemd in a netns)
             f"bind {h1.address}\nport {port}\nprotected-mode no\ndir {root}\npidfile {root}/redis.pid\n"
-            f"logfile {root}/redis.log\ndaemonize yes\nsave \"\"\nappendonly no\n")
+            f"logfile {root}/redis.log\ndaemonize yes\nsave \"\"\nappendonly no\n"
+        )
         subprocess.run(["ip", "netns", "exec", h1.ns, "redis-server", str(root / "redis.conf")], check=True)
         client = lambda: redis.Redis(host=h1.address, port=port, socket_connect_timeout=5)  # noqa: E731
         for _ in range(100):
@@ -66,10 +69,35 @@ def test_a_redis_on_another_host_is_restarted_over_ssh(tmp_path):
         else:
             pytest.fail("the Redis on h1 did not come up")
         done = subprocess.run(
-            ["ssh", "-i", str(net.key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@{h1.address}",
-             sys.executable, "-m", "cmx.workloads.host.serverctl", "restart", "redis", "--dir", str(root),
-             "--port", str(port), "--timeout", "30"], capture_output=True, text=True, timeout=90)
+            [
+                "ssh",
+                "-i",
+                str(net.key),
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "LogLevel=ERROR",
+                "-o",
+                "BatchMode=yes",
+                f"root@{h1.address}",
+                sys.executable,
+                "-m",
+                "cmx.workloads.host.serverctl",
+                "restart",
+                "redis",
+                "--dir",
+                str(root),
+                "--port",
+                str(port),
+                "--timeout",
+                "30",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["service"] == "redis"
         after = client().info("server")["process_id"]

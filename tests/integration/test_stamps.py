@@ -2,6 +2,7 @@
 creates) and through Celery's signals (a user's own app). Each way must give the same rows for
 the same tasks: every execution once, with its state, in the CSV layout ingest reads, and none
 for the harness's wake task."""
+
 from __future__ import annotations
 
 import csv
@@ -69,8 +70,15 @@ WORKER = textwrap.dedent("""
                loglevel="ERROR", queues=[queue]).start()
 """).replace("BROKER", repr(BROKER))
 
-EXPECTED = Counter({("s.ok", "SUCCESS"): 3, ("s.fail", "FAILURE"): 1, ("s.retry", "RETRY"): 1,
-                    ("s.retry", "FAILURE"): 1, ("s.ignore", "IGNORED"): 1})
+EXPECTED = Counter(
+    {
+        ("s.ok", "SUCCESS"): 3,
+        ("s.fail", "FAILURE"): 1,
+        ("s.retry", "RETRY"): 1,
+        ("s.retry", "FAILURE"): 1,
+        ("s.ignore", "IGNORED"): 1,
+    }
+)
 
 
 def _exec_rows(run_dir) -> int:
@@ -85,8 +93,13 @@ def read(path):
 @pytest.mark.parametrize("way, pool", [("class", "solo"), ("class", "threads"), ("signals", "solo")])
 def test_both_ways_stamp_every_execution_once_with_its_state(tmp_path, way, pool):
     queue = f"cmx-test-stamps.{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), queue, way, pool],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(tmp_path), queue, way, pool],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout.readline().split() == ["by_class", str(way == "class")]
         deadline = time.monotonic() + 60

@@ -1,4 +1,5 @@
 """A small sweep on the real Redis and RabbitMQ, through real Ansible, checked from DuckDB."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,9 @@ TASKS = 300
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
-    exp = write(tmp / "small.yaml", f"""
+    exp = write(
+        tmp / "small.yaml",
+        f"""
         name: small-sweep
         workload:
           name: throughput
@@ -25,7 +28,8 @@ def sweep(tmp_path_factory):
           pool: [prefork, threads]
         fixed: {{concurrency: 2, prefetch_multiplier: 4, worker.events: true, worker.mingle: true}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     db = tmp / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     return exp, db, proc
@@ -34,15 +38,22 @@ def sweep(tmp_path_factory):
 def test_every_run_is_ok_and_nothing_is_lost(sweep):
     _, db, proc = sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT r.broker, r.pool, r.status,
                max(value) FILTER (WHERE name = 'tasks_published'),
                max(value) FILTER (WHERE name = 'tasks_completed'),
                max(value) FILTER (WHERE name = 'tasks_lost'),
                max(value) FILTER (WHERE name = 'tasks_duplicated')
-        FROM runs r JOIN metrics USING (run_id) WHERE experiment = 'small-sweep' GROUP BY ALL ORDER BY ALL""")
-    assert [(b, p) for b, p, *_ in rows] == [("rabbitmq", "prefork"), ("rabbitmq", "threads"),
-                                            ("redis", "prefork"), ("redis", "threads")]
+        FROM runs r JOIN metrics USING (run_id) WHERE experiment = 'small-sweep' GROUP BY ALL ORDER BY ALL""",
+    )
+    assert [(b, p) for b, p, *_ in rows] == [
+        ("rabbitmq", "prefork"),
+        ("rabbitmq", "threads"),
+        ("redis", "prefork"),
+        ("redis", "threads"),
+    ]
     for broker, pool, status, published, completed, lost, duplicated in rows:
         assert status == "ok"
         assert published == completed == TASKS, (broker, pool)
@@ -51,11 +62,14 @@ def test_every_run_is_ok_and_nothing_is_lost(sweep):
 
 def test_tasks_are_stamped_where_they_ran(sweep):
     _, db, _ = sweep
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT r.pool, count(*), count(DISTINCT t.task_id), count(DISTINCT t.pid), min(t.host), max(t.host),
                count(*) FILTER (WHERE t.sent_at <= t.received_at AND t.received_at <= t.started_at
                                 AND t.started_at <= t.finished_at)
-        FROM tasks t JOIN runs r USING (run_id) WHERE r.experiment = 'small-sweep' GROUP BY r.pool ORDER BY r.pool""")
+        FROM tasks t JOIN runs r USING (run_id) WHERE r.experiment = 'small-sweep' GROUP BY r.pool ORDER BY r.pool""",
+    )
     (pf, n1, d1, pids1, h1, h1b, ordered1), (th, n2, d2, pids2, h2, h2b, ordered2) = rows
     assert (pf, th) == ("prefork", "threads")
     assert n1 == d1 == n2 == d2 == 2 * TASKS
@@ -67,17 +81,33 @@ def test_tasks_are_stamped_where_they_ran(sweep):
 
 def test_rates_memory_connections_and_hosts_are_recorded(sweep):
     _, db, _ = sweep
-    metrics = dict(query(db, """
+    metrics = dict(
+        query(
+            db,
+            """
         SELECT name, min(value) FROM metrics JOIN runs USING (run_id) WHERE experiment = 'small-sweep'
-        GROUP BY name"""))
-    for name in ("publish_rate", "consume_rate", "makespan_s", "latency_p50_s", "peak_rss_bytes",
-                 "peak_pss_bytes", "broker_connections_max", "queue_depth_max"):  # backlog: the queue was full
+        GROUP BY name""",
+        )
+    )
+    for name in (
+        "publish_rate",
+        "consume_rate",
+        "makespan_s",
+        "latency_p50_s",
+        "peak_rss_bytes",
+        "peak_pss_bytes",
+        "broker_connections_max",
+        "queue_depth_max",
+    ):  # backlog: the queue was full
         assert metrics[name] and metrics[name] > 0, name
     assert metrics["peak_pss_bytes"] <= metrics["peak_rss_bytes"] * 1.5
     roles = {r for (r,) in query(db, "SELECT DISTINCT role FROM samples")}
     assert {"worker", "worker-child", "broker", "driver", "sampler"} <= roles
-    hosts = query(db, "SELECT host, cores, memory_bytes, python, celery, broker_version, clock_offset_s, "
-                      "clock_uncertainty_s FROM hosts")
+    hosts = query(
+        db,
+        "SELECT host, cores, memory_bytes, python, celery, broker_version, clock_offset_s, "
+        "clock_uncertainty_s FROM hosts",
+    )
     assert len(hosts) == 4
     for host, cores, mem, py, celery, broker_version, offset, uncertainty in hosts:
         assert host == "localhost" and cores >= 1 and mem > 0 and py and celery
@@ -87,8 +117,15 @@ def test_rates_memory_connections_and_hosts_are_recorded(sweep):
 
 def test_sql_from_the_issue_just_works(sweep):
     _, db, _ = sweep
-    proc = cmx("sql", "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id) "
-               "WHERE name='consume_rate' GROUP BY ALL ORDER BY ALL", "--db", str(db), "--format", "json")
+    proc = cmx(
+        "sql",
+        "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id) "
+        "WHERE name='consume_rate' GROUP BY ALL ORDER BY ALL",
+        "--db",
+        str(db),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert [(r["pool"], r["concurrency"]) for r in rows] == [("prefork", 2), ("threads", 2)]

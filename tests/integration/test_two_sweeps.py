@@ -3,6 +3,7 @@ so one work dir on each host. What they shared before: the Redis a sweep provisi
 ``<cmx_workdir>/redis`` (the second sweep's services playbook set its own generated password on
 it, and the first sweep's end stopped it under the second's runs) and the venv provisioning
 rewrites. Now the second waits for the first, saying so in one line; both end with every run ok."""
+
 from __future__ import annotations
 
 import os
@@ -33,9 +34,20 @@ def _both(tmp_path, inv):
     for name in ("first", "second"):
         exp = write(tmp_path / f"{name}.yaml", f"name: two-{name}\n" + textwrap.dedent(BODY).lstrip().format(inv=inv))
         db = tmp_path / name / "cmx.duckdb"
-        procs.append((db, subprocess.Popen([*CMX, "run", str(exp), "--db", str(db)], cwd=REPO, env=env,
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True)))
+        procs.append(
+            (
+                db,
+                subprocess.Popen(
+                    [*CMX, "run", str(exp), "--db", str(db)],
+                    cwd=REPO,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
         time.sleep(1.0)
     out = []
     for db, proc in procs:
@@ -55,14 +67,21 @@ def _check(results):
 def test_two_sweeps_at_once_on_localhost_both_end_ok(tmp_path):
     from tests.faults.brokers import free_port
 
-    inv = local_inventory(tmp_path / "local.yml", tmp_path / "hosts" / "localhost",
-                          brokers={"redis_port": free_port(), "redis_bind": "127.0.0.1"})
+    inv = local_inventory(
+        tmp_path / "local.yml",
+        tmp_path / "hosts" / "localhost",
+        brokers={"redis_port": free_port(), "redis_bind": "127.0.0.1"},
+    )
     _check(_both(tmp_path, inv))
 
 
 @pytest.mark.usefixtures("nethosts_can_be_made")
 def test_two_sweeps_at_once_on_shared_ssh_hosts_both_end_ok(tmp_path):
     with NetHosts(tmp_path / "net", 2) as net:
-        inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=tmp_path / "hosts", seeded=True)
+        inv = net.inventory(
+            tmp_path / "lab.yml",
+            {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
+            workdir_root=tmp_path / "hosts",
+            seeded=True,
+        )
         _check(_both(tmp_path, inv))

@@ -1,6 +1,7 @@
 """The user's own Celery app (its settings kept, the harness's overridden and recorded) and the
 user's own workload class from a file: the example of docs/howto/own-tasks.md, run exactly as printed
 there (tests/unit/test_docs_blocks.py validates it; this runs it)."""
+
 from __future__ import annotations
 
 import json
@@ -31,15 +32,23 @@ def test_the_documented_workload_class_runs_end_to_end(tmp_path):
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = query(db, """SELECT r.pool, r.workload, count(*), count(DISTINCT t.task_id), min(t.name), max(t.name),
+    rows = query(
+        db,
+        """SELECT r.pool, r.workload, count(*), count(DISTINCT t.task_id), min(t.name), max(t.name),
                                count(*) FILTER (WHERE t.state = 'SUCCESS')
-                        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""")
+                        FROM runs r JOIN tasks t USING (run_id) GROUP BY ALL ORDER BY ALL""",
+    )
     # 20 chains of 3: the driver published 20 first steps, the workers the 40 next ones
-    assert rows == [("prefork", "./my_workload.py:Chains", 60, 60, "chains.step", "chains.step", 60),
-                    ("threads", "./my_workload.py:Chains", 60, 60, "chains.step", "chains.step", 60)], rows
-    published_by = query(db, """SELECT count(*) FILTER (WHERE name = 'chain_steps' AND value = 60),
+    assert rows == [
+        ("prefork", "./my_workload.py:Chains", 60, 60, "chains.step", "chains.step", 60),
+        ("threads", "./my_workload.py:Chains", 60, 60, "chains.step", "chains.step", 60),
+    ], rows
+    published_by = query(
+        db,
+        """SELECT count(*) FILTER (WHERE name = 'chain_steps' AND value = 60),
                                        count(*) FILTER (WHERE name = 'tasks_completed' AND value = 60)
-                                FROM metrics""")
+                                FROM metrics""",
+    )
     assert published_by == [(2, 2)]
 
 
@@ -48,8 +57,10 @@ def test_validate_says_why_a_workload_class_does_not_load(tmp_path):
     exp = write(tmp_path / "bad.yaml", "name: bad\nworkload: {name: ./w.py:NotAWorkload}\n")
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"{exp}:2:18: workload ./w.py:NotAWorkload is not a subclass of " \
-                                  "cmx.workloads.catalog.base.Workload", proc.stderr
+    assert (
+        proc.stderr.strip() == f"{exp}:2:18: workload ./w.py:NotAWorkload is not a subclass of "
+        "cmx.workloads.catalog.base.Workload"
+    ), proc.stderr
     exp.write_text("name: bad\nworkload: {name: ./nope.py:Chains}\n")
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2 and "cannot load workload ./nope.py:Chains: FileNotFoundError" in proc.stderr
@@ -88,7 +99,9 @@ def test_the_users_own_app_keeps_its_settings_except_the_harness_ones(tmp_path):
     write(project / "userproj" / "__init__.py", "")
     write(project / "userproj" / "celery.py", APP)
     write(project / "userproj" / "tasks.py", TASKS)
-    exp = write(project / "app.yaml", f"""
+    exp = write(
+        project / "app.yaml",
+        f"""
         name: user-app
         workload:
           name: tasks
@@ -96,7 +109,8 @@ def test_the_users_own_app_keeps_its_settings_except_the_harness_ones(tmp_path):
                     args: ["{calls}", 1, 2], tasks: 20}}
         fixed: {{pool: threads, broker: redis, prefetch_multiplier: 2}}
         limits: {{run_timeout: 1m}}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -106,7 +120,8 @@ def test_the_users_own_app_keeps_its_settings_except_the_harness_ones(tmp_path):
     assert len(lines) == 20 and {line["id"] for line in lines} == published
     # the user's app ran, with their own setting, the cell's prefetch and the run's queue
     assert {(line["app"], line["time_limit"], line["prefetch"], line["queue"]) for line in lines} == {
-        ("userproj", 30, 2, f"cmx.{run_id}")}
+        ("userproj", 30, 2, f"cmx.{run_id}")
+    }
     record = json.loads(next((db.parent / "artifacts" / run_id).glob("*/app-config.json")).read_text())
     assert record["settings"]["task_time_limit"] == 30
     over = record["overridden"]

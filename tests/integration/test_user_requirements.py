@@ -1,6 +1,7 @@
 """`workload.requirements`: a package the user's tasks need, absent from the controller's venv,
 downloaded into the wheelhouse, installed from it on the controller and unpacked into the hosts' venv by
 the python_env role."""
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,14 @@ def test_requirements_reach_the_hosts_venv(tmp_path):
         __import__("humanize")  # the point: the controller does not have it
     calls, host = tmp_path / "calls", tmp_path / "host"
     calls.mkdir()
-    inventory = (REPO / "inventory" / "local.yml").read_text().replace(
-        "  vars:\n", f"  vars:\n    cmx_workdir: {host}\n", 1)  # a venv of this test's own
+    inventory = (
+        (REPO / "inventory" / "local.yml").read_text().replace("  vars:\n", f"  vars:\n    cmx_workdir: {host}\n", 1)
+    )  # a venv of this test's own
     inv = write(tmp_path / "inv.yml", inventory)
     write(tmp_path / "project" / "saytasks.py", MODULE)
-    exp = write(tmp_path / "project" / "req.yaml", f"""
+    exp = write(
+        tmp_path / "project" / "req.yaml",
+        f"""
         name: requirements
         workload:
           name: tasks
@@ -45,7 +49,8 @@ def test_requirements_reach_the_hosts_venv(tmp_path):
           requirements: [humanize==4.17.0]
         fixed: {{pool: threads, broker: redis}}
         limits: {{run_timeout: 1m}}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

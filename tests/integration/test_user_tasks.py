@@ -5,6 +5,7 @@ imports nothing from cmx. Each call appends one line (its task id, args, host, p
 was imported from) to a file in a folder passed in its args: those lines, not cmx's own stamps,
 show that every task ran on the run's workers exactly once.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,7 +60,9 @@ def user_project(root: Path) -> tuple[Path, Path]:
 def test_user_tasks_run_on_the_workers_exactly_once_each(tmp_path):
     assert not tmp_path.is_relative_to(REPO)
     project, calls = user_project(tmp_path)
-    exp = write(project / "mine.yaml", f"""
+    exp = write(
+        project / "mine.yaml",
+        f"""
         name: user-tasks
         workload:
           name: tasks
@@ -74,41 +77,53 @@ def test_user_tasks_run_on_the_workers_exactly_once_each(tmp_path):
         include:
           - {{pool: threads, params.task: usertasks.boom, params.args: ["{calls}/boom", 7], params.tasks: 5}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the boom run failed
 
     for pool in ("prefork", "threads"):
-        run_id, status, error = query(db, "SELECT run_id, status, error FROM runs WHERE pool = ? "
-                                          "AND \"params.task\" = 'usertasks.record'", [pool])[0]
+        run_id, status, error = query(
+            db, "SELECT run_id, status, error FROM runs WHERE pool = ? AND \"params.task\" = 'usertasks.record'", [pool]
+        )[0]
         assert status == "ok", error
         lines = side_effects(calls / pool)
         ids = [line["id"] for line in lines]
         # every task the driver published ran once, and nothing else ran
-        published = {t for (t,) in query(db, "SELECT task_id FROM tasks WHERE run_id = ? AND sent_at IS NOT NULL",
-                                         [run_id])}
+        published = {
+            t for (t,) in query(db, "SELECT task_id FROM tasks WHERE run_id = ? AND sent_at IS NOT NULL", [run_id])
+        }
         assert len(published) == TASKS and len(ids) == TASKS and set(ids) == published, (pool, len(ids))
         assert all(line["args"] == [str(calls / pool), 500] and line["total"] == sum(range(500)) for line in lines)
         # ...in the run's worker processes (the pids cmx stamped), from the module cmx shipped
-        worker_pids = {p for (p,) in query(db, "SELECT DISTINCT pid FROM tasks WHERE run_id = ? AND "
-                                               "started_at IS NOT NULL", [run_id])}
+        worker_pids = {
+            p
+            for (p,) in query(
+                db, "SELECT DISTINCT pid FROM tasks WHERE run_id = ? AND started_at IS NOT NULL", [run_id]
+            )
+        }
         assert {line["pid"] for line in lines} == worker_pids
         assert {line["host"] for line in lines} == {"localhost"}
         shipped = {Path(line["file"]) for line in lines}
         assert len(shipped) == 1 and next(iter(shipped)).parent.name == "cmx_user", shipped
         assert not next(iter(shipped)).is_relative_to(project)
         # full per-task instrumentation for a task cmx did not define
-        stamped = query(db, """SELECT count(*), count(received_at), count(started_at), count(finished_at),
+        stamped = query(
+            db,
+            """SELECT count(*), count(received_at), count(started_at), count(finished_at),
                                       count(*) FILTER (WHERE state = 'SUCCESS'), min(name), max(name)
-                               FROM tasks WHERE run_id = ?""", [run_id])[0]
+                               FROM tasks WHERE run_id = ?""",
+            [run_id],
+        )[0]
         assert stamped == (TASKS, TASKS, TASKS, TASKS, TASKS, "usertasks.record", "usertasks.record"), stamped
         metrics = dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ?", [run_id]))
         assert metrics["tasks_completed"] == TASKS and metrics["tasks_failed"] == 0 and metrics["consume_rate"] > 0
 
     # A task that raises: counted, the run fails, and the first traceback is kept with the run.
-    run_id, status, error = query(db, "SELECT run_id, status, error FROM runs "
-                                      "WHERE \"params.task\" = 'usertasks.boom'")[0]
+    run_id, status, error = query(
+        db, "SELECT run_id, status, error FROM runs WHERE \"params.task\" = 'usertasks.boom'"
+    )[0]
     assert status == "failed" and "5 task(s) raised" in error and "ValueError: boom 7" in error, error
     assert dict(query(db, "SELECT name, value FROM metrics WHERE run_id = ?", [run_id]))["tasks_failed"] == 5
     kept = list((db.parent / "artifacts" / run_id).glob("*/task-failure-*.txt"))
@@ -117,19 +132,23 @@ def test_user_tasks_run_on_the_workers_exactly_once_each(tmp_path):
 
 def test_validate_names_a_missing_module_and_an_unknown_task(tmp_path):
     project, calls = user_project(tmp_path)
-    exp = write(project / "bad.yaml", """
+    exp = write(
+        project / "bad.yaml",
+        """
         name: bad-user-tasks
         workload:
           name: tasks
           params: {module: usertasks.py, task: usertasks.record, args: [x, 1]}
         matrix:
           params.task: [usertasks.record, usertasks.nope]
-    """)
+    """,
+    )
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"{exp}:6:35: params.task: importing your code failed: KeyError: no task registered as "
-        "'usertasks.nope' (registered: usertasks.boom, usertasks.record)"], proc.stderr
+        "'usertasks.nope' (registered: usertasks.boom, usertasks.record)"
+    ], proc.stderr
     exp.write_text(exp.read_text().replace("module: usertasks.py", "module: missing.py"))
     proc = cmx("validate", str(exp))
     assert proc.returncode == 2 and proc.stderr.startswith(f"{exp}:4:20: params.module: no missing.py"), proc.stderr
@@ -146,11 +165,14 @@ def test_a_task_that_sets_its_own_option_against_the_cell_fails_its_run(tmp_path
     The same task without its own option runs, and each task's value is stored per task; on a pool
     that drops time limits (threads) it runs without the cell's `task_time_limit`, and fails so."""
     project = tmp_path / "project"
-    write(project / "early.py", "from celery import shared_task\n\n\n"
-                                "@shared_task(acks_late=False)\ndef work(n):\n    return n\n")
-    write(project / "plain.py", "from celery import shared_task\n\n\n"
-                                "@shared_task\ndef work(n):\n    return n\n")
-    exp = write(project / "acks.yaml", """
+    write(
+        project / "early.py",
+        "from celery import shared_task\n\n\n@shared_task(acks_late=False)\ndef work(n):\n    return n\n",
+    )
+    write(project / "plain.py", "from celery import shared_task\n\n\n@shared_task\ndef work(n):\n    return n\n")
+    exp = write(
+        project / "acks.yaml",
+        """
         name: own-task-options
         workload: {name: tasks, params: {module: early.py, task: early.work, args: [1], tasks: 20}}
         fixed: {broker: redis, pool: prefork, concurrency: 1, celery.task_acks_late: true, celery.task_time_limit: 60}
@@ -159,16 +181,25 @@ def test_a_task_that_sets_its_own_option_against_the_cell_fails_its_run(tmp_path
         include:  # threads hands no time limit to where it acts: the task runs without one
           - {params.module: plain.py, params.task: plain.work, pool: threads}
         limits: {run_timeout: 2m}
-    """)
+    """,
+    )
     db = tmp_path / "results" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the early run failed
-    runs = {(task, pool): (run_id, status, error) for run_id, task, pool, status, error in query(
-        db, 'SELECT run_id, "params.task", pool, status, error FROM runs')}
+    runs = {
+        (task, pool): (run_id, status, error)
+        for run_id, task, pool, status, error in query(
+            db, 'SELECT run_id, "params.task", pool, status, error FROM runs'
+        )
+    }
 
     def stored(run_id: str) -> dict:
-        return {key: json.loads(value) for key, value in query(
-            db, "SELECT key, value FROM worker_config WHERE run_id = ? AND key LIKE 'task.%'", [run_id])}
+        return {
+            key: json.loads(value)
+            for key, value in query(
+                db, "SELECT key, value FROM worker_config WHERE run_id = ? AND key LIKE 'task.%'", [run_id]
+            )
+        }
 
     run_id, status, error = runs["early.work", "prefork"]
     assert status == "failed", error

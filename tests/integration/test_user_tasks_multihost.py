@@ -1,5 +1,6 @@
 """The user's own tasks over real SSH: a package folder shipped to a worker host in a network
 namespace (tests/nethosts.py), imported there, and run there, shown by the tasks' own side effects."""
+
 from __future__ import annotations
 
 import json
@@ -39,17 +40,24 @@ def test_a_user_package_is_shipped_over_ssh_and_runs_on_the_worker_host(tmp_path
     write(project / "userpkg" / "__init__.py", "")
     write(project / "userpkg" / "helpers.py", "def weight(n):\n    return 3 * n\n")
     write(project / "userpkg" / "jobs.py", JOBS)
-    exp = write(project / "remote.yaml", f"""
+    exp = write(
+        project / "remote.yaml",
+        f"""
         name: user-tasks-remote
         workload:
           name: tasks
           params: {{module: userpkg, task: userpkg.jobs.record, args: ["{calls}", 5], tasks: {TASKS}}}
         fixed: {{broker: redis, pool: threads, concurrency: 2}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     with NetHosts(tmp_path / "net", 2) as net:
-        inv = net.inventory(tmp_path / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
-                            workdir_root=tmp_path / "hosts", seeded=True)
+        inv = net.inventory(
+            tmp_path / "lab.yml",
+            {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2"]},
+            workdir_root=tmp_path / "hosts",
+            seeded=True,
+        )
         db = tmp_path / "results" / "cmx.duckdb"
         proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -62,5 +70,8 @@ def test_a_user_package_is_shipped_over_ssh_and_runs_on_the_worker_host(tmp_path
     assert len(files) == 1
     shipped = next(iter(files))
     assert shipped.is_relative_to(tmp_path / "hosts" / "h2" / "lib") and shipped.parts[-3:] == (
-        "cmx_user", "userpkg", "jobs.py"), shipped
+        "cmx_user",
+        "userpkg",
+        "jobs.py",
+    ), shipped
     assert query(db, "SELECT DISTINCT host FROM tasks WHERE started_at IS NOT NULL") == [("h2",)]

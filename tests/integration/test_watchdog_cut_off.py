@@ -5,6 +5,7 @@ strikes the broker (restart_broker, failover_broker) none does, and after partit
 the worker host it struck is let be. In restart-broker-rabbitmq.yaml a threads worker that was
 still reconnecting 11 s after the node came back failed 2 of 3 runs this way, so the sweep could
 not say whether it ever consumed again."""
+
 from __future__ import annotations
 
 import threading
@@ -23,8 +24,15 @@ NODES = [node_name("cut1", "w1"), node_name("cut1", "w2")]
 
 
 def _spec() -> RunSpec:
-    return RunSpec(run_id="cut1", experiment="e", cell_id="c", repeat=1, workload="concurrent_sleep",
-                   pool="threads", worker_nodes=NODES)
+    return RunSpec(
+        run_id="cut1",
+        experiment="e",
+        cell_id="c",
+        repeat=1,
+        workload="concurrent_sleep",
+        pool="threads",
+        worker_nodes=NODES,
+    )
 
 
 def _silence_fails(events: list, watch_s: float = 4.0) -> str | None:
@@ -61,8 +69,12 @@ def test_a_fault_that_strikes_the_broker_lets_every_worker_be_silent(kind, host)
 
 
 def test_partition_worker_lets_only_the_struck_host_be_silent():
-    said = _silence_fails([_fault("partition_worker", "w1"), we.WorkerEvent(we.FAULT_END, "w1", time.time(),
-                                                                             index=0, fault="partition_worker@1/5")])
+    said = _silence_fails(
+        [
+            _fault("partition_worker", "w1"),
+            we.WorkerEvent(we.FAULT_END, "w1", time.time(), index=0, fault="partition_worker@1/5"),
+        ]
+    )
     assert said is not None and "on host w2 stopped answering" in said and "host w1" not in said, said
     assert cut_off(_spec(), [_fault("partition_worker", "w1")]) == {NODES[0]}
 

@@ -15,6 +15,7 @@ turns of 1 s: gevent and eventlet ended 4.0 s after their TERM, every time, and 
 killed them. The worker now wakes both (workloads/app/workerstop.py): 0.05-0.6 s measured, on a
 machine busy with the test suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,15 +39,26 @@ def _drained_worker(tmp_path, monkeypatch, broker: str, pool: str):
     from cmx.workloads.runtime.spec import RunSpec, node_name
 
     run_id = f"stop{uuid.uuid4().hex[:8]}"
-    spec = RunSpec(run_id=run_id, experiment="e", cell_id="c", repeat=1,
-                   workload="throughput", broker=broker, pool=pool, concurrency=2,
-                   worker_nodes=[node_name(run_id, "localhost")])
+    spec = RunSpec(
+        run_id=run_id,
+        experiment="e",
+        cell_id="c",
+        repeat=1,
+        workload="throughput",
+        broker=broker,
+        pool=pool,
+        concurrency=2,
+        worker_nodes=[node_name(run_id, "localhost")],
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.setenv("CMX_RUN_DIR", str(run_dir))
     monkeypatch.setenv("CMX_HOST", "localhost")
-    payload = {"spec": spec.model_dump(mode="json"), "secrets": {"CMX_BROKER_URL": URLS[broker]},
-               "worker": {"ready_timeout": 60}}
+    payload = {
+        "spec": spec.model_dump(mode="json"),
+        "secrets": {"CMX_BROKER_URL": URLS[broker]},
+        "worker": {"ready_timeout": 60},
+    }
     assert hostrun.begin(run_dir, "localhost", payload) == 0, hostrun.begin_error(run_dir)
     (tmp_path / "driver").mkdir()
     app = create_app(spec, tmp_path / "driver", "localhost", client="driver")
@@ -55,8 +67,9 @@ def _drained_worker(tmp_path, monkeypatch, broker: str, pool: str):
         app.tasks["cmx.throughput.noop"].apply_async(("x",), queue=spec.queue)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        done = app.control.broadcast("cmx_progress", reply=True, timeout=1.0, limit=1,
-                                     destination=list(spec.worker_nodes))
+        done = app.control.broadcast(
+            "cmx_progress", reply=True, timeout=1.0, limit=1, destination=list(spec.worker_nodes)
+        )
         if done and next(iter(done[0].values())).get("completed", 0) >= TASKS:
             return run_dir
         time.sleep(0.2)

@@ -3,6 +3,7 @@ machines=2 means both hosts do a fair share; a worker that cannot honour a setti
 with both values; a worker SIGKILLed mid-run fails its run within 30 s with the cause, and the
 sweep goes on. h1 runs Redis (provisioned by the sweep) and the driver; h2 and h3 are workers.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ TASKS = 400
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("workers-lab")
     with NetHosts(root / "net", 3) as net:
-        inv = net.inventory(root / "lab.yml", {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2", "h3"]},
-                            workdir_root=root / "hosts", seeded=True)
+        inv = net.inventory(
+            root / "lab.yml",
+            {"brokers": ["h1"], "drivers": ["h1"], "workers": ["h2", "h3"]},
+            workdir_root=root / "hosts",
+            seeded=True,
+        )
         yield net, inv, root
 
 
@@ -37,7 +42,9 @@ def _leftovers(net) -> dict[str, list[str]]:
 
 def test_both_hosts_do_a_fair_share_and_a_setting_the_worker_cannot_honour_fails(lab):
     net, inv, root = lab
-    exp = write(root / "fair.yaml", f"""
+    exp = write(
+        root / "fair.yaml",
+        f"""
         name: fair
         workload: {{name: throughput, params: {{tasks: {TASKS}, rate: 200}}}}
         fixed: {{pool: threads, concurrency: 4, broker: redis, machines: 2}}
@@ -47,12 +54,16 @@ def test_both_hosts_do_a_fair_share_and_a_setting_the_worker_cannot_honour_fails
           - {{params.mode: stream, celery.worker_max_tasks_per_child: 10}}
         limits: {{run_timeout: 2m}}
         on_error: continue
-    """)
+    """,
+    )
     db = root / "fair" / "cmx.duckdb"
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr  # the mismatch run failed, the others not
-    runs = query(db, """SELECT "params.mode", "celery.worker_max_tasks_per_child", status, error, run_id
-                        FROM runs ORDER BY ALL""")
+    runs = query(
+        db,
+        """SELECT "params.mode", "celery.worker_max_tasks_per_child", status, error, run_id
+                        FROM runs ORDER BY ALL""",
+    )
     by = {(mode, limit): (status, error, run_id) for mode, limit, status, error, run_id in runs}
     assert by[("stream", None)][0] == "ok" and by[("backlog", None)][0] == "ok", runs
     status, error, run_id = by[("stream", 10)]
@@ -62,9 +73,12 @@ def test_both_hosts_do_a_fair_share_and_a_setting_the_worker_cannot_honour_fails
     assert query(db, "SELECT count(*) FROM tasks WHERE run_id = ?", [run_id]) == [(0,)]  # nothing ran
 
     # Both hosts did work, counted from the tasks each one executed.
-    shares = query(db, """SELECT r."params.mode", t.host, count(DISTINCT t.task_id)
+    shares = query(
+        db,
+        """SELECT r."params.mode", t.host, count(DISTINCT t.task_id)
                           FROM tasks t JOIN runs r USING (run_id) WHERE r.status = 'ok' AND t.state = 'SUCCESS'
-                          GROUP BY ALL ORDER BY ALL""")
+                          GROUP BY ALL ORDER BY ALL""",
+    )
     done = {(mode, host): n for mode, host, n in shares}
     for mode in ("stream", "backlog"):
         assert done[(mode, "h2")] + done[(mode, "h3")] == TASKS, shares
@@ -73,15 +87,23 @@ def test_both_hosts_do_a_fair_share_and_a_setting_the_worker_cannot_honour_fails
         floor = 0.25 if mode == "stream" else 0.10
         assert min(done[(mode, "h2")], done[(mode, "h3")]) >= floor * TASKS, shares
     # ... and the stored figures say the same.
-    stored = query(db, """SELECT r."params.mode", h.host, h.tasks_completed, m.value FROM host_tasks h
+    stored = query(
+        db,
+        """SELECT r."params.mode", h.host, h.tasks_completed, m.value FROM host_tasks h
                           JOIN runs r USING (run_id) JOIN metrics m ON m.run_id = r.run_id AND m.name = 'host_share_min'
-                          WHERE r.status = 'ok' ORDER BY ALL""")
+                          WHERE r.status = 'ok' ORDER BY ALL""",
+    )
     for mode, host, n, share_min in stored:
         assert n == done[(mode, host)]
         assert share_min == pytest.approx(min(done[(mode, "h2")], done[(mode, "h3")]) / TASKS)
     # what each worker reported it ran with is stored per host
-    config = dict(query(db, """SELECT w.key, any_value(w.value) FROM worker_config w JOIN runs r USING (run_id)
-                               WHERE r.status = 'ok' GROUP BY w.key HAVING count(DISTINCT w.value) = 1"""))
+    config = dict(
+        query(
+            db,
+            """SELECT w.key, any_value(w.value) FROM worker_config w JOIN runs r USING (run_id)
+                               WHERE r.status = 'ok' GROUP BY w.key HAVING count(DISTINCT w.value) = 1""",
+        )
+    )
     assert config["pool"] == '"threads"' and config["concurrency"] == "4" and config["prefetch_count"] == "16"
     assert query(db, "SELECT DISTINCT host FROM worker_config ORDER BY 1") == [("h2",), ("h3",)]
     status = cmx("status", "--db", str(db))
@@ -91,14 +113,17 @@ def test_both_hosts_do_a_fair_share_and_a_setting_the_worker_cannot_honour_fails
 
 def test_a_worker_killed_mid_run_fails_its_run_within_30_s_with_the_cause(lab):
     net, inv, root = lab
-    exp = write(root / "kill.yaml", """
+    exp = write(
+        root / "kill.yaml",
+        """
         name: kill
         workload: {name: throughput, params: {mode: stream, rate: 50}}
         fixed: {pool: threads, concurrency: 2, broker: redis, machines: 2}
         matrix: {params.tasks: [3000, 100]}
         limits: {run_timeout: 5m}
         on_error: continue
-    """)
+    """,
+    )
     db = root / "kill" / "cmx.duckdb"
     killed: dict = {}
 
@@ -121,8 +146,11 @@ def test_a_worker_killed_mid_run_fails_its_run_within_30_s_with_the_cause(lab):
     killer.join(timeout=5)
     assert killed, "the h3 worker was never seen running"
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
-    rows = query(db, """SELECT "params.tasks", status, error, run_id, epoch(finished_at) FROM runs
-                        ORDER BY started_at""")
+    rows = query(
+        db,
+        """SELECT "params.tasks", status, error, run_id, epoch(finished_at) FROM runs
+                        ORDER BY started_at""",
+    )
     assert [(n, s) for n, s, *_ in rows] == [(3000, "failed"), (100, "ok")], rows
     _, _, error, run_id, finished = rows[0]
     assert run_id == killed["run_id"]

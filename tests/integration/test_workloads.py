@@ -4,6 +4,7 @@ The reference studies' findings are asserted only where they hold robustly on a 
 every assertion also checks that the measurement behind it is real (data resident, tasks all
 run, rates computed), so a broken sampler or stamp fails the test instead of passing it.
 """
+
 from __future__ import annotations
 
 
@@ -19,7 +20,10 @@ MB = 1024 * 1024
 # --------------------------------------------------------------------------- memory_fanout
 def test_memory_fanout_sequential_is_slow_but_lean(tmp_path):
     units, size_mb, work_s = 8, 8.0, 0.3
-    db = sweep(tmp_path, "fanout-speed", f"""
+    db = sweep(
+        tmp_path,
+        "fanout-speed",
+        f"""
         workload:
           name: memory_fanout
           params: {{subtasks: {units}, size_mb: {size_mb}, work_s: {work_s}, inner_workers: {units}}}
@@ -27,7 +31,8 @@ def test_memory_fanout_sequential_is_slow_but_lean(tmp_path):
         matrix:
           params.inner: [sequential, threads]
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     m = metrics_by(db, '"params.inner"')
     seq, thr = m["sequential"], m["threads"]
     for cell in (seq, thr):
@@ -42,7 +47,10 @@ def test_memory_fanout_sequential_is_slow_but_lean(tmp_path):
 
 def test_memory_fanout_prefork_threads_sums_more_rss_than_gevent(tmp_path):
     units, size_mb = 40, 4.0
-    db = sweep(tmp_path, "fanout-memory", f"""
+    db = sweep(
+        tmp_path,
+        "fanout-memory",
+        f"""
         workload:
           name: memory_fanout
           params: {{subtasks: {units}, size_mb: {size_mb}, work_s: 3.0, inner_workers: {units}}}
@@ -50,7 +58,8 @@ def test_memory_fanout_prefork_threads_sums_more_rss_than_gevent(tmp_path):
         zip:
           - {{pool: [prefork, gevent], params.inner: [threads, gevent]}}
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     m = metrics_by(db, 'pool, "params.inner"')
     prefork, gevent = m[("prefork", "threads")], m[("gevent", "gevent")]
     live = units * size_mb * MB
@@ -79,7 +88,10 @@ def test_concurrent_sleep_gevent_costs_less_per_task_than_threads(tmp_path):
     # All must be in flight at once: on a loaded 2-core machine starting 500 threads can take
     # seconds, so each task sleeps long enough that the last starts before the first ends.
     tasks = 500
-    db = sweep(tmp_path, "sleepers", f"""
+    db = sweep(
+        tmp_path,
+        "sleepers",
+        f"""
         workload:
           name: concurrent_sleep
           params: {{tasks: {tasks}, sleep_s: 8.0}}
@@ -87,7 +99,8 @@ def test_concurrent_sleep_gevent_costs_less_per_task_than_threads(tmp_path):
         matrix:
           pool: [gevent, threads]
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     rows = {pool: rest for pool, *rest in query(db, GROWTH_PER_TASK)}
     assert sorted(rows) == ["gevent", "threads"]
     for pool, (n, all_in_flight, idle_rss, peak_rss, per_task) in rows.items():
@@ -102,7 +115,10 @@ def test_concurrent_sleep_gevent_costs_less_per_task_than_threads(tmp_path):
 # --------------------------------------------------------------------------- throughput via raw
 def test_raw_broker_client_consumes_faster_than_celery(tmp_path):
     tasks = 2000
-    db = sweep(tmp_path, "raw-vs-celery", f"""
+    db = sweep(
+        tmp_path,
+        "raw-vs-celery",
+        f"""
         workload:
           name: throughput
           # publisher: celery: Celery's own client (apply_async), as the study compared
@@ -111,7 +127,8 @@ def test_raw_broker_client_consumes_faster_than_celery(tmp_path):
         matrix:
           params.via: [celery, raw]
         limits: {{run_timeout: 2m}}
-    """)
+    """,
+    )
     m = metrics_by(db, '"params.via"')
     celery, raw = m["celery"], m["raw"]
     for via, cell in m.items():
@@ -123,6 +140,7 @@ def test_raw_broker_client_consumes_faster_than_celery(tmp_path):
     # the study: raw redis-py 12 s vs Celery 350 s for 100k; here several times faster is robust
     assert raw["consume_rate"] > 2 * celery["consume_rate"], (raw["consume_rate"], celery["consume_rate"])
     assert raw["publish_rate"] > 2 * celery["publish_rate"], (raw["publish_rate"], celery["publish_rate"])
-    names = {n for (n,) in query(db, "SELECT DISTINCT name FROM tasks JOIN runs USING (run_id) "
-                                     "WHERE \"params.via\" = 'raw'")}
+    names = {
+        n for (n,) in query(db, "SELECT DISTINCT name FROM tasks JOIN runs USING (run_id) WHERE \"params.via\" = 'raw'")
+    }
     assert names == {"cmx.throughput.raw"}

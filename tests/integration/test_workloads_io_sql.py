@@ -4,6 +4,7 @@ Real RabbitMQ, Redis and PostgreSQL; the sleep service is the real one the engin
 assertion on a finding also checks the measurement behind it (every task ran, the service saw
 every request, the results are right), so a broken stamp or a silent loss fails the test.
 """
+
 from __future__ import annotations
 
 import csv
@@ -17,7 +18,10 @@ pytestmark = pytest.mark.integration
 
 # --------------------------------------------------------------------------- io_chord
 def test_io_chord_makespan_falls_with_concurrency(tmp_path):
-    db = sweep(tmp_path, "chords", """
+    db = sweep(
+        tmp_path,
+        "chords",
+        """
         workload:
           name: io_chord
           params: {chords: [7, 3], sleep_min_s: 0.3, sleep_max_s: 0.4}
@@ -25,7 +29,8 @@ def test_io_chord_makespan_falls_with_concurrency(tmp_path):
         matrix:
           concurrency: [1, 10]
         limits: {run_timeout: 1m}
-    """)
+    """,
+    )
     m = metrics_by(db, "concurrency")
     assert sorted(m) == [1, 10]
     for cell, v in m.items():
@@ -62,7 +67,10 @@ def test_io_chord_makespan_falls_with_concurrency(tmp_path):
 # --------------------------------------------------------------------------- sql_fanout
 def test_sql_fanout_celery_matches_direct_and_times_every_request(tmp_path):
     queries, requests = 8, 4
-    db = sweep(tmp_path, "fanout-sql", f"""
+    db = sweep(
+        tmp_path,
+        "fanout-sql",
+        f"""
         workload:
           name: sql_fanout
           params: {{rows: 20000, queries: {queries}, requests: {requests}}}
@@ -73,7 +81,8 @@ def test_sql_fanout_celery_matches_direct_and_times_every_request(tmp_path):
         exclude:
           - {{params.mode: direct, params.client_threads: 1}}  # three runs keep the test short
         limits: {{run_timeout: 1m}}
-    """)
+    """,
+    )
     m = metrics_by(db, '"params.mode", "params.client_threads"')
     assert sorted(m) == [("celery", 1), ("celery", 2), ("direct", 2)]
     for cell, v in m.items():
@@ -82,12 +91,18 @@ def test_sql_fanout_celery_matches_direct_and_times_every_request(tmp_path):
             assert v[name] > 0, (cell, name)
         assert v["request_p50_s"] <= v["request_p95_s"] <= v["request_p99_s"], cell
     # celery: one task per query of every request, each run once; direct: no task at all
-    tasks = dict(query(db, """SELECT "params.mode" || '/' || "params.client_threads", count(t.task_id)
+    tasks = dict(
+        query(
+            db,
+            """SELECT "params.mode" || '/' || "params.client_threads", count(t.task_id)
                               FROM runs LEFT JOIN tasks t USING (run_id) WHERE t.state IS NULL OR t.state <> 'LOST'
-                              GROUP BY ALL"""))
+                              GROUP BY ALL""",
+        )
+    )
     # (each client thread sends one untimed warm-up request first: requests + 1 per thread)
-    assert tasks == {"celery/1": queries * (requests + 1), "celery/2": queries * (requests + 1) * 2,
-                     "direct/2": 0}, tasks
+    assert tasks == {"celery/1": queries * (requests + 1), "celery/2": queries * (requests + 1) * 2, "direct/2": 0}, (
+        tasks
+    )
     for threads in (1, 2):
         v = m[("celery", threads)]
         assert v["tasks_published"] == v["tasks_completed"] == queries * (requests + 1) * threads

@@ -1,6 +1,7 @@
 """Celery's count of accepted tasks loses increments when several threads accept at once (the
 threads pool): a worker that ran every task said it ran fewer, and its run waited out run_timeout
 (issue 42's "21 lost" classic run, issue 43). workloads/runtime/acceptcount.py makes it exact."""
+
 from __future__ import annotations
 
 import sys

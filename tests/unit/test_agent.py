@@ -1,6 +1,7 @@
 """The host agent's protocol and its lease, with a real agent process on this machine (no broker:
 the run it begins has only a sampler, which is enough to see that the agent stops what it
 started)."""
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,24 @@ from tests.conftest import REPO
 
 def _agent(workdir: Path, lease: float = 20.0) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.agent", "--host", "h", "--workdir",
-                             str(workdir), "--lease", str(lease)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cmx.workloads.host.agent",
+            "--host",
+            "h",
+            "--workdir",
+            str(workdir),
+            "--lease",
+            str(lease),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     hello = json.loads(proc.stdout.readline())
     assert hello["hello"] and hello["host"] == "h" and hello["pid"] == proc.pid
     return proc
@@ -34,9 +50,17 @@ def _ask(proc: subprocess.Popen, **msg) -> dict:
 
 
 def _begin_sampler(proc, workdir: Path, run_id: str) -> psutil.Process:
-    reply = _ask(proc, id=1, cmd="begin", run_id=run_id,
-                 payload={"spec": {"run_id": run_id}, "secrets": {"CMX_BROKER_URL": "redis://:pw@x:1/0"},
-                          "sampler_args": "--watch worker={run_dir}/worker.pid"})
+    reply = _ask(
+        proc,
+        id=1,
+        cmd="begin",
+        run_id=run_id,
+        payload={
+            "spec": {"run_id": run_id},
+            "secrets": {"CMX_BROKER_URL": "redis://:pw@x:1/0"},
+            "sampler_args": "--watch worker={run_dir}/worker.pid",
+        },
+    )
     assert reply == {"id": 1, "ok": True, "rc": 0, "error": None}
     run_dir = workdir / "runs" / run_id
     assert (run_dir / "secrets.json").stat().st_mode & 0o777 == 0o600
@@ -91,8 +115,10 @@ def test_a_finish_asked_to_send_its_pack_sends_it_with_the_answer(tmp_path):
     proc = _agent(tmp_path)
     try:
         _begin_sampler(proc, tmp_path, "r3")
-        proc.stdin.write(b'{"id": 2, "cmd": "finish", "run_id": "r3", "grace": 2, "reset": false, '
-                         b'"keep": false, "send_pack": true}\n')
+        proc.stdin.write(
+            b'{"id": 2, "cmd": "finish", "run_id": "r3", "grace": 2, "reset": false, '
+            b'"keep": false, "send_pack": true}\n'
+        )
         proc.stdin.flush()
         report = json.loads(proc.stdout.readline())
         assert report["ok"] and report["rc"] == 0 and report["bytes"] > 0, report

@@ -1,6 +1,7 @@
 """The controller's side of a pack that follows an agent's answer (engine/hosts/agents.py): a
 results disk that refuses the bytes must not cost the agent: they are read all the same, so the
 stream stays in step, and the failure is noted for the run."""
+
 from __future__ import annotations
 
 import io

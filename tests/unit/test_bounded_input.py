@@ -5,6 +5,7 @@ the offending place, and it comes in bounded time: CPU seconds of this process, 
 that a machine loaded by other work does not fail it (before these checks each case took 20 s or
 more, or exhausted memory, or printed a traceback).
 """
+
 import re
 import time
 
@@ -59,18 +60,30 @@ def test_recursive_alias(tmp_path):
 
 
 def test_ten_to_the_eleven_cells(tmp_path):
-    dims = ["concurrency", "prefetch_multiplier", "machines", "params.tasks", "params.payload_bytes",
-            "celery.task_default_priority", "celery.task_soft_time_limit", "celery.result_expires",
-            "celery.broker_pool_limit", "celery.worker_max_tasks_per_child", "celery.task_time_limit"]
+    dims = [
+        "concurrency",
+        "prefetch_multiplier",
+        "machines",
+        "params.tasks",
+        "params.payload_bytes",
+        "celery.task_default_priority",
+        "celery.task_soft_time_limit",
+        "celery.result_expires",
+        "celery.broker_pool_limit",
+        "celery.worker_max_tasks_per_child",
+        "celery.task_time_limit",
+    ]
     body = "matrix:\n" + "".join(f"  {d}: [{', '.join(str(i) for i in range(1, 11))}]\n" for d in dims)
     message = at(refused(tmp_path, HEAD + body), 4, 3)
     assert "100,000,000,000 cells" in message and "--max-cells" in message
 
 
 def test_cells_counted_with_zip_and_include(tmp_path):
-    body = ("matrix: {concurrency: [1, 2, 3, 4, 5]}\n"
-            "zip:\n  - {pool: [solo, threads, gevent], prefetch_multiplier: [1, 2, 3]}\n"
-            "include:\n  - {concurrency: 7}\n")
+    body = (
+        "matrix: {concurrency: [1, 2, 3, 4, 5]}\n"
+        "zip:\n  - {pool: [solo, threads, gevent], prefetch_multiplier: [1, 2, 3]}\n"
+        "include:\n  - {concurrency: 7}\n"
+    )
     assert "16 cells, over the limit of 15" in refused(tmp_path, HEAD + body, max_cells=15)[0]
     path = tmp_path / "exp.yaml"
     assert len(load_experiment(path, max_cells=16).matrix["concurrency"]) == 5  # raising the cap works
@@ -106,17 +119,20 @@ def test_zip_of_an_empty_mapping(tmp_path):
     assert "zip #1 must be a non-empty mapping" in at(refused(tmp_path, HEAD + "zip: [{}]\n"), 3, 7)
 
 
-@pytest.mark.parametrize("body, line, col, words", [
-    ("zip: [[]]\n", 3, 7, "zip #1 must be"),
-    ("zip: {a: 1}\n", 3, 6, "zip must be a list"),
-    ("zip: [{pool: solo}]\n", 3, 14, "must be a list of values"),
-    ("matrix: [1, 2]\n", 3, 9, "matrix must be a mapping"),
-    ("include: [{}]\n", 3, 11, "include #1 must be a non-empty"),
-    ("exclude: 3\n", 3, 10, "exclude must be a list"),
-    ("fixed: {celery.worker_log_format: {a: 1}}\n", 3, 35, "celery.worker_log_format: Celery takes a string"),
-    ("repeats: 2001-13-45\n", 3, 10, "not one"),
-    ("repeats: " + "9" * 5000 + "\n", 3, 10, "5000 digits"),
-])
+@pytest.mark.parametrize(
+    "body, line, col, words",
+    [
+        ("zip: [[]]\n", 3, 7, "zip #1 must be"),
+        ("zip: {a: 1}\n", 3, 6, "zip must be a list"),
+        ("zip: [{pool: solo}]\n", 3, 14, "must be a list of values"),
+        ("matrix: [1, 2]\n", 3, 9, "matrix must be a mapping"),
+        ("include: [{}]\n", 3, 11, "include #1 must be a non-empty"),
+        ("exclude: 3\n", 3, 10, "exclude must be a list"),
+        ("fixed: {celery.worker_log_format: {a: 1}}\n", 3, 35, "celery.worker_log_format: Celery takes a string"),
+        ("repeats: 2001-13-45\n", 3, 10, "not one"),
+        ("repeats: " + "9" * 5000 + "\n", 3, 10, "5000 digits"),
+    ],
+)
 def test_odd_shapes(tmp_path, body, line, col, words):
     messages = refused(tmp_path, HEAD + body)
     assert any(words in m for m in messages), messages
@@ -139,12 +155,15 @@ def test_tasks_bound(tmp_path):
     assert "params.tasks 1,000,000,000,000,000 is over the limit" in message
 
 
-@pytest.mark.parametrize("body, words", [
-    ("fixed: {params.payload_bytes: 1000000000000}\n", "params.payload_bytes"),
-    ("matrix: {heartbeat: [10, 1000000]}\n", "heartbeat"),
-    ("limits: {run_timeout: 1000h}\n", "run_timeout"),
-    ("limits: {warmup: 3000000}\n", "warmup"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ("fixed: {params.payload_bytes: 1000000000000}\n", "params.payload_bytes"),
+        ("matrix: {heartbeat: [10, 1000000]}\n", "heartbeat"),
+        ("limits: {run_timeout: 1000h}\n", "run_timeout"),
+        ("limits: {warmup: 3000000}\n", "warmup"),
+    ],
+)
 def test_sizes_and_durations_bounded(tmp_path, body, words):
     assert words in at(refused(tmp_path, HEAD + body), 3)
 

@@ -1,4 +1,5 @@
 """`cmx workloads`: built-ins and user workload classes with each param's type, default, description."""
+
 from __future__ import annotations
 
 import subprocess
@@ -45,14 +46,20 @@ def test_user_classes_are_found_and_broken_files_named(tmp_path):
     (tmp_path / "plain.py").write_text("x = 1\n")
     found, problems = discover(tmp_path)
     assert [(e.name, e.doc, [(p.name, p.type, p.default, p.description) for p in e.params]) for e in found] == [
-        ("./mine.py:Mine", "Mine: a test workload.", [("size", "int", "3", "how big")])]
+        ("./mine.py:Mine", "Mine: a test workload.", [("size", "int", "3", "how big")])
+    ]
     assert len(problems) == 1 and "broken.py" in problems[0] and "RuntimeError: nope" in problems[0]
 
 
 def test_cmx_workloads_prints_them(tmp_path):
     (tmp_path / "mine.py").write_text(USER)
-    proc = subprocess.run([sys.executable, "-m", "cmx.cli.main", "workloads", "--dir", str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "cmx.cli.main", "workloads", "--dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr
     for name in [*registry.names(), "./mine.py:Mine", "payload_bytes", "how big"]:
         assert name in proc.stdout
@@ -67,4 +74,5 @@ def test_a_users_file_with_the_earlier_documented_import_still_works(tmp_path):
     assert problems == [] and [e.name for e in found] == ["./mine.py:Mine"]
     import cmx.workloads.base as old
     import cmx.workloads.catalog.base as new
+
     assert old is new

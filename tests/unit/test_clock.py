@@ -1,4 +1,5 @@
 """The UDP clock-offset exchange, against a real responder on loopback."""
+
 import socket
 
 from cmx.workloads.runtime.clock import ClockServer, measure

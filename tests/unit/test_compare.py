@@ -1,5 +1,6 @@
 """`cmx compare`: like-for-like selections, n, intervals, p-values and verdicts over stored runs
 of known values (no services)."""
+
 from __future__ import annotations
 
 import csv
@@ -34,18 +35,35 @@ def known_db(tmp_path_factory):
     pool gevent × 2 runs; redis, concurrency 4 everywhere. Hosts differ in kernel for solo."""
     path = tmp_path_factory.mktemp("known") / "k.duckdb"
     with db.connect(path) as con:
-        for pool, rates, lats in (("threads", THREADS, LAT), ("solo", [2 * v for v in THREADS], [v / 2 for v in LAT]),
-                                  ("gevent", THREADS[:2], LAT[:2])):
+        for pool, rates, lats in (
+            ("threads", THREADS, LAT),
+            ("solo", [2 * v for v in THREADS], [v / 2 for v in LAT]),
+            ("gevent", THREADS[:2], LAT[:2]),
+        ):
             for i, (rate, lat) in enumerate(zip(rates, lats)):
                 run_id = f"{pool}-{i}"
-                add_run(con, "k", run_id, {"broker": "redis", "pool": pool, "concurrency": 4}, repeat=i + 1,
-                        metrics={"consume_rate": rate, "latency_p99_s": lat, "tasks_lost": 0,
-                                 "broker_connections_max": 3})
-                con.execute("INSERT INTO hosts (run_id, host, cpu_model, cores, kernel, celery, kombu) "
-                            "VALUES (?, 'localhost', 'Xeon', 2, ?, '5.4.0', '5.4.0')",
-                            [run_id, "6.1" if pool == "solo" else "6.8"])
-        add_run(con, "k", "threads-failed", {"broker": "redis", "pool": "threads", "concurrency": 4}, repeat=6,
-                status="failed", metrics={"consume_rate": 1.0})
+                add_run(
+                    con,
+                    "k",
+                    run_id,
+                    {"broker": "redis", "pool": pool, "concurrency": 4},
+                    repeat=i + 1,
+                    metrics={"consume_rate": rate, "latency_p99_s": lat, "tasks_lost": 0, "broker_connections_max": 3},
+                )
+                con.execute(
+                    "INSERT INTO hosts (run_id, host, cpu_model, cores, kernel, celery, kombu) "
+                    "VALUES (?, 'localhost', 'Xeon', 2, ?, '5.4.0', '5.4.0')",
+                    [run_id, "6.1" if pool == "solo" else "6.8"],
+                )
+        add_run(
+            con,
+            "k",
+            "threads-failed",
+            {"broker": "redis", "pool": "threads", "concurrency": 4},
+            repeat=6,
+            status="failed",
+            metrics={"consume_rate": 1.0},
+        )
     return path
 
 
@@ -56,6 +74,7 @@ def by_metric(path, a, b, pool_cells=False):
 
 
 # -- the statistics alone ------------------------------------------------------------------------
+
 
 def test_mann_whitney_exact_values():
     # No overlap between two samples of 5: the two most extreme of C(10, 5) = 252 splits.
@@ -91,17 +110,18 @@ def test_verdict_rule():
     # (n_a, n_b, change interval %, diff interval, p, better, margin)
     assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "higher") == "better"
     assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "lower") == "worse"
-    assert stats.verdict(5, 5, -10, 20, -1, 2, 0.01, "higher") == "inconclusive"   # interval crosses zero
-    assert stats.verdict(5, 5, 10, 20, 1, 2, 0.2, "higher") == "inconclusive"      # p above 0.05
-    assert stats.verdict(5, 5, -4, 4.9, -1, 2, 0.2, "higher") == "same"            # shown within ±5 %
-    assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher") == "inconclusive"    # not all of it
+    assert stats.verdict(5, 5, -10, 20, -1, 2, 0.01, "higher") == "inconclusive"  # interval crosses zero
+    assert stats.verdict(5, 5, 10, 20, 1, 2, 0.2, "higher") == "inconclusive"  # p above 0.05
+    assert stats.verdict(5, 5, -4, 4.9, -1, 2, 0.2, "higher") == "same"  # shown within ±5 %
+    assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher") == "inconclusive"  # not all of it
     assert stats.verdict(5, 5, -4, 5.1, -1, 2, 0.2, "higher", margin_pct=6) == "same"
-    assert stats.verdict(10, 10, 0.8, 1.2, 1, 2, 0.001, "higher") == "small"       # shown, but within the margin
+    assert stats.verdict(10, 10, 0.8, 1.2, 1, 2, 0.001, "higher") == "small"  # shown, but within the margin
     assert stats.verdict(2, 5, 10, 20, 1, 2, 0.01, "higher") == "n too small"
     assert stats.verdict(5, 5, 10, 20, 1, 2, 0.01, "neither") == "differs"
 
 
 # -- the rule at n = 3, 5 and 10: clear, absent and borderline differences -------------------------
+
 
 def test_n3_a_clear_difference_is_inconclusive_never_same():
     """With 3 runs a side the smallest exact two-sided p is 0.1: the old rule called a +900 % change
@@ -163,8 +183,11 @@ def test_zero_baselines():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(0.1, 1e6), min_size=1, max_size=8), st.lists(st.floats(0.1, 1e6), min_size=1, max_size=8),
-       st.floats(0.5, 50))
+@given(
+    st.lists(st.floats(0.1, 1e6), min_size=1, max_size=8),
+    st.lists(st.floats(0.1, 1e6), min_size=1, max_size=8),
+    st.floats(0.5, 50),
+)
 def test_same_never_says_more_than_the_margin(a, b, margin):
     r = stats.compare_samples(a, b, "higher", margin_pct=margin)
     if r.verdict == "same":
@@ -180,17 +203,19 @@ def test_same_never_says_more_than_the_margin(a, b, margin):
 
 
 def test_unstable_is_a_cv_over_ten_percent():
-    assert not stats.summarize([100, 105, 95]).unstable           # CV 5 %
-    assert stats.summarize([100, 125, 75]).unstable               # CV 25 %
+    assert not stats.summarize([100, 105, 95]).unstable  # CV 5 %
+    assert stats.summarize([100, 125, 75]).unstable  # CV 25 %
     assert not stats.summarize([7.0]).unstable and not stats.summarize([0, 0, 0]).unstable
 
 
 # -- selections and the database -----------------------------------------------------------------
 
+
 def test_parse_selection():
     assert parse_selection("quickstart") == Selection("quickstart")
-    assert parse_selection("q:broker=redis, concurrency=4") == Selection("q", (("broker", "redis"),
-                                                                               ("concurrency", "4")))
+    assert parse_selection("q:broker=redis, concurrency=4") == Selection(
+        "q", (("broker", "redis"), ("concurrency", "4"))
+    )
     for bad in ("", ":broker=redis", "q:broker", "q:=redis"):
         with pytest.raises(ValueError):
             parse_selection(bad)
@@ -236,14 +261,23 @@ def test_n_below_three_gives_no_verdict(known_db):
 
 def test_selection_spanning_cells_names_the_dimension(known_db, matrix_db):
     with db.connect(known_db, read_only=True) as con:
-        with pytest.raises(SelectionError, match=r"baseline selects 3 cells: pool in \{gevent, solo, threads\}; "
-                                                 r"add pool=\.\.\. or pass --pool-cells"):
+        with pytest.raises(
+            SelectionError,
+            match=r"baseline selects 3 cells: pool in \{gevent, solo, threads\}; "
+            r"add pool=\.\.\. or pass --pool-cells",
+        ):
             compare(con, parse_selection("k"), parse_selection("k:pool=solo"))
     with db.connect(matrix_db, read_only=True) as con:
-        with pytest.raises(SelectionError, match=r"contender selects 4 cells: pool in \{prefork, threads\}, "
-                                                 r"concurrency in \{1, 4\}"):
-            compare(con, parse_selection("exp:broker=redis,pool=threads,concurrency=1"),
-                    parse_selection("exp:broker=rabbitmq"))
+        with pytest.raises(
+            SelectionError,
+            match=r"contender selects 4 cells: pool in \{prefork, threads\}, "
+            r"concurrency in \{1, 4\}",
+        ):
+            compare(
+                con,
+                parse_selection("exp:broker=redis,pool=threads,concurrency=1"),
+                parse_selection("exp:broker=rabbitmq"),
+            )
 
 
 def test_pool_cells_pools_and_says_so(matrix_db):
@@ -267,8 +301,13 @@ def test_filters_match_numbers_as_numbers_and_booleans_in_any_case(tmp_path):
     path = tmp_path / "h.duckdb"
     with db.connect(path) as con:
         for i, (heartbeat, gossip) in enumerate(((0.0, True), (10.0, False))):
-            add_run(con, "h", f"r{i}", {"broker": "rabbitmq", "heartbeat": heartbeat, "worker.gossip": gossip},
-                    metrics={"consume_rate": 100.0 * (i + 1)})
+            add_run(
+                con,
+                "h",
+                f"r{i}",
+                {"broker": "rabbitmq", "heartbeat": heartbeat, "worker.gossip": gossip},
+                metrics={"consume_rate": 100.0 * (i + 1)},
+            )
     # heartbeat is stored as DOUBLE (0.0): the 0 a user types must still match it
     got, _ = by_metric(path, "h:heartbeat=0", "h:heartbeat=10")
     assert got["consume_rate"].result.change_pct == 100
@@ -307,8 +346,9 @@ def test_cli_exit_2_on_a_mixture(known_db, matrix_db):
     assert "Traceback" not in p.stderr
     p = cmx("compare", "exp:colour=red", "exp", "--db", str(matrix_db))
     assert p.returncode == 2 and "not a dimension" in p.stderr
-    p = cmx("compare", "exp:broker=redis", "exp:broker=rabbitmq", "--db", str(matrix_db), "--pool-cells",
-            "--format", "json")
+    p = cmx(
+        "compare", "exp:broker=redis", "exp:broker=rabbitmq", "--db", str(matrix_db), "--pool-cells", "--format", "json"
+    )
     assert p.returncode == 0 and "note: exp:broker=redis pools 4 cells" in p.stderr
 
 
@@ -321,12 +361,20 @@ def test_a_selection_spanning_revisions_is_refused_when_runs_have_a_revision(tmp
             add_run(con, "v", f"a{i}", {"pool": "threads"}, repeat=i + 1, metrics={"consume_rate": 100.0 + i})
             add_run(con, "v", f"b{i}", {"pool": "solo"}, repeat=i + 1, metrics={"consume_rate": 200.0 + i})
         view = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'runs'").fetchone()[0]
-        con.execute(view.replace("CREATE VIEW runs AS SELECT", "CREATE OR REPLACE VIEW runs AS SELECT "
-                                 "CASE WHEN s.repeat > 3 THEN 2 ELSE 1 END AS revision,", 1))
+        con.execute(
+            view.replace(
+                "CREATE VIEW runs AS SELECT",
+                "CREATE OR REPLACE VIEW runs AS SELECT CASE WHEN s.repeat > 3 THEN 2 ELSE 1 END AS revision,",
+                1,
+            )
+        )
     with db.connect(path, read_only=True) as con:
         assert "revision" in [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
-        with pytest.raises(SelectionError, match=r"baseline selects runs of more than one revision: "
-                                                 r"revision in \{1, 2\}; add revision=\.\.\. or pass --pool-cells"):
+        with pytest.raises(
+            SelectionError,
+            match=r"baseline selects runs of more than one revision: "
+            r"revision in \{1, 2\}; add revision=\.\.\. or pass --pool-cells",
+        ):
             compare(con, parse_selection("v:pool=threads"), parse_selection("v:pool=solo,revision=2"))
         res = compare(con, parse_selection("v:pool=threads,revision=2"), parse_selection("v:pool=solo,revision=2"))
         rate = next(m for m in res.metrics if m.metric == "consume_rate").result
@@ -344,8 +392,7 @@ def test_cli_gate_metric_and_margin(known_db):
     assert p.returncode == 0 and [r["metric"] for r in json.loads(p.stdout)] == ["tasks_lost"]
     p = cmx("compare", "k:pool=solo", "k:pool=threads", "--db", str(known_db), "--metric", "no_such")
     assert p.returncode == 2 and "--metric no_such: neither side has it" in p.stderr and "Traceback" not in p.stderr
-    p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "json",
-            "--margin", "40")
+    p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "json", "--margin", "40")
     lat = next(r for r in json.loads(p.stdout) if r["metric"] == "latency_p99_s")
     assert (lat["margin_pct"], lat["verdict"], lat["baseline"]["unstable"]) == (40.0, "same", True)
     p = cmx("compare", "k:pool=threads", "k:pool=threads", "--db", str(known_db), "--format", "markdown")
@@ -359,8 +406,14 @@ def test_a_gate_that_cannot_fail_says_so_and_inconclusive_fails_it(tmp_path):
     with db.connect(path) as con:
         for pool, factor in (("threads", 1.0), ("solo", 3.0)):
             for i in range(3):
-                add_run(con, "t", f"{pool}-{i}", {"broker": "redis", "pool": pool, "concurrency": 4}, repeat=i + 1,
-                        metrics={"consume_rate": 900.0 / factor + i, "harness_overhead_s": 1.0 + i})
+                add_run(
+                    con,
+                    "t",
+                    f"{pool}-{i}",
+                    {"broker": "redis", "pool": pool, "concurrency": 4},
+                    repeat=i + 1,
+                    metrics={"consume_rate": 900.0 / factor + i, "harness_overhead_s": 1.0 + i},
+                )
     sides = ("compare", "t:pool=threads", "t:pool=solo", "--db", str(path))
     p = cmx(*sides, "--fail-on", "worse")
     assert p.returncode == 0 and "cannot fail" in p.stderr and "4 ok runs a side would allow one" in p.stderr, p.stderr

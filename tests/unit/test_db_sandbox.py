@@ -2,6 +2,7 @@
 byte written, no connection fetches or loads extensions, and `cmx sql` reads the database only.
 
 Through the real CLI (DuckDB is real; no service is needed)."""
+
 import os
 import sqlite3
 
@@ -45,8 +46,9 @@ def _fingerprint(path):
     return path.read_bytes(), st.st_mtime_ns, st.st_size
 
 
-@pytest.mark.parametrize("make, what", [(_sqlite, "SQLite"), (_other_duckdb, "another tool"),
-                                        (_garbage, "not a DuckDB file")])
+@pytest.mark.parametrize(
+    "make, what", [(_sqlite, "SQLite"), (_other_duckdb, "another tool"), (_garbage, "not a DuckDB file")]
+)
 def test_foreign_files_are_refused_untouched(tmp_path, make, what):
     path = tmp_path / "foreign.duckdb"
     make(path)
@@ -75,24 +77,31 @@ def test_an_empty_file_is_a_new_database(tmp_path):
 
 def test_every_connection_refuses_extension_autoload(ours):
     with db.connect(ours, read_only=True) as con:
-        settings = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
-                                    "('autoinstall_known_extensions', 'autoload_known_extensions')").fetchall())
+        settings = dict(
+            con.execute(
+                "SELECT name, value FROM duckdb_settings() WHERE name IN "
+                "('autoinstall_known_extensions', 'autoload_known_extensions')"
+            ).fetchall()
+        )
     assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
 
 
-@pytest.mark.parametrize("statement", [
-    "COPY (SELECT 1) TO '{tmp}/out.csv'",
-    "SELECT * FROM read_text('/etc/hostname')",
-    "SELECT * FROM read_csv('/etc/passwd')",
-    "SELECT * FROM '/etc/passwd'",
-    "ATTACH '{tmp}/other.duckdb' AS other",
-    "INSTALL httpfs",
-    "LOAD httpfs",
-    "SET enable_external_access = true",
-    "EXPORT DATABASE '{tmp}/dump'",
-    "CREATE TABLE x (a INT)",
-    "INSERT INTO run_ends VALUES ('r9', 'ok', NULL, now(), '{{}}')",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "COPY (SELECT 1) TO '{tmp}/out.csv'",
+        "SELECT * FROM read_text('/etc/hostname')",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM '/etc/passwd'",
+        "ATTACH '{tmp}/other.duckdb' AS other",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET enable_external_access = true",
+        "EXPORT DATABASE '{tmp}/dump'",
+        "CREATE TABLE x (a INT)",
+        "INSERT INTO run_ends VALUES ('r9', 'ok', NULL, now(), '{{}}')",
+    ],
+)
 def test_cmx_sql_refuses_what_is_not_reading_the_database(ours, tmp_path, statement):
     before = _fingerprint(ours)
     proc = cmx("sql", statement.format(tmp=tmp_path), "--db", str(ours), timeout=120)
@@ -120,8 +129,15 @@ def test_cmx_sql_empty(ours, query):
 
 
 def test_cmx_sql_still_reads(ours):
-    proc = cmx("sql", "SELECT pool, value FROM metrics JOIN runs USING (run_id)", "--db", str(ours),
-               "--format", "csv", timeout=120)
+    proc = cmx(
+        "sql",
+        "SELECT pool, value FROM metrics JOIN runs USING (run_id)",
+        "--db",
+        str(ours),
+        "--format",
+        "csv",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["pool,value", "solo,10.0"]
 

@@ -1,5 +1,6 @@
 """A misspelt name gets a "did you mean" (issue 43): pool, broker, backend, workload, experiment and
 metric names, all through one helper (engine/errors.py's ``suggest``); still one line, exit 2."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,25 +19,38 @@ def test_suggest_names_the_closest_known_name_or_nothing():
     assert suggest("zzz", ["prefork", "threads"]) == ""
 
 
-@pytest.mark.parametrize("line, said", [
-    ("matrix: {pool: [prefrok, threads]}", "5:17: unknown pool 'prefrok' (choose from prefork, threads, gevent, "
-                                           "eventlet, solo); did you mean 'prefork'?"),
-    ("fixed: {broker: rabit}", "unknown broker 'rabit'"),
-    ("fixed: {backend: redsi}", "did you mean 'redis'?"),
-    ("objective: {maximize: consume_rat}", "5:23: objective: unknown metric 'consume_rat'; did you mean "
-                                           "'consume_rate'?"),
-    # the objective's where constraints (issue 38) read as thresholds do
-    ("objective: {maximize: consume_rate, where: {peak_pss_byte: '<= 200 MiB'}}",
-     "5:45: objective.where: unknown metric 'peak_pss_byte'; did you mean 'peak_pss_bytes'?"),
-])
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        (
+            "matrix: {pool: [prefrok, threads]}",
+            "5:17: unknown pool 'prefrok' (choose from prefork, threads, gevent, "
+            "eventlet, solo); did you mean 'prefork'?",
+        ),
+        ("fixed: {broker: rabit}", "unknown broker 'rabit'"),
+        ("fixed: {backend: redsi}", "did you mean 'redis'?"),
+        (
+            "objective: {maximize: consume_rat}",
+            "5:23: objective: unknown metric 'consume_rat'; did you mean 'consume_rate'?",
+        ),
+        # the objective's where constraints (issue 38) read as thresholds do
+        (
+            "objective: {maximize: consume_rate, where: {peak_pss_byte: '<= 200 MiB'}}",
+            "5:45: objective.where: unknown metric 'peak_pss_byte'; did you mean 'peak_pss_bytes'?",
+        ),
+    ],
+)
 def test_dimension_values_and_metrics_in_the_file(tmp_path, line, said):
-    exp = write(tmp_path / "e.yaml", f"""
+    exp = write(
+        tmp_path / "e.yaml",
+        f"""
         name: e
         workload: {{name: throughput}}
         # a comment
         # another
         {line}
-    """)
+    """,
+    )
     proc = cmx("validate", str(exp), timeout=120)
     assert proc.returncode == 2, proc.stderr
     [one] = proc.stderr.strip().splitlines()
@@ -59,10 +73,16 @@ def results(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("args", [
-    ["report", "quickstrat"], ["trend", "quickstrat"], ["recommend", "quickstrat"],
-    ["compare", "quickstrat:pool=threads", "quickstart:pool=gevent"], ["export", "quickstrat", "--out", "x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "quickstrat"],
+        ["trend", "quickstrat"],
+        ["recommend", "quickstrat"],
+        ["compare", "quickstrat:pool=threads", "quickstart:pool=gevent"],
+        ["export", "quickstrat", "--out", "x"],
+    ],
+)
 def test_experiment_names(results, tmp_path, args):
     proc = cmx(*args, "--db", str(results), cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
@@ -70,11 +90,14 @@ def test_experiment_names(results, tmp_path, args):
     assert one.endswith("did you mean 'quickstart'?"), one
 
 
-@pytest.mark.parametrize("args", [
-    ["trend", "quickstart", "--metric", "consume_rat"],
-    ["recommend", "quickstart", "--maximize", "consume_rat"],
-    ["compare", "quickstart:pool=threads", "quickstart:pool=gevent", "--metric", "consume_rat"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["trend", "quickstart", "--metric", "consume_rat"],
+        ["recommend", "quickstart", "--maximize", "consume_rat"],
+        ["compare", "quickstart:pool=threads", "quickstart:pool=gevent", "--metric", "consume_rat"],
+    ],
+)
 def test_metric_names_on_the_command_line(results, tmp_path, args):
     proc = cmx(*args, "--db", str(results), cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
@@ -94,17 +117,23 @@ def test_experiment_hint_only_for_a_name_not_in_the_database(results):
 
 
 def test_an_objective_with_where_constraints_is_valid_and_checked(tmp_path):
-    exp = write(tmp_path / "e.yaml", """
+    exp = write(
+        tmp_path / "e.yaml",
+        """
         name: e
         workload: {name: throughput}
         objective: {maximize: consume_rate, where: {peak_pss_bytes: "<= 200 MiB", tasks_lost: "== 0"}}
-    """)
+    """,
+    )
     proc = cmx("validate", str(exp), timeout=120)
     assert proc.returncode == 0, proc.stderr
-    for where, said in (('{peak_pss_bytes: "<= 2s"}', "objective.where.peak_pss_bytes: unit 's' does not fit"),
-                        ('{peak_pss_bytes: "small"}', "is not a threshold"),
-                        ('{}, minimize: latency_p99_s', "one of {maximize: METRIC} or {minimize: METRIC}")):
-        exp.write_text(f"name: e\nworkload: {{name: throughput}}\n"
-                       f"objective: {{maximize: consume_rate, where: {where}}}\n")
+    for where, said in (
+        ('{peak_pss_bytes: "<= 2s"}', "objective.where.peak_pss_bytes: unit 's' does not fit"),
+        ('{peak_pss_bytes: "small"}', "is not a threshold"),
+        ('{}, minimize: latency_p99_s', "one of {maximize: METRIC} or {minimize: METRIC}"),
+    ):
+        exp.write_text(
+            f"name: e\nworkload: {{name: throughput}}\nobjective: {{maximize: consume_rate, where: {where}}}\n"
+        )
         proc = cmx("validate", str(exp), timeout=120)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (where, proc.stderr)

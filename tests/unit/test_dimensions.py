@@ -1,6 +1,7 @@
 """The dimension registry (workloads/vocab/dimensions.py) drives every consumer: validation, expansion,
 the JSON Schema, the ``runs`` columns, the run spec, the worker's command line and config, and
 the Celery settings a file may not set. And adding a dimension is one entry there."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,12 @@ def spec(**values) -> RunSpec:
 def test_the_pool_list_is_written_once():
     """The registry is the only place that lists the pools (or any dimension's choices)."""
     needle = '"prefork", "threads", "gevent", "eventlet", "solo"'
-    hits = [p.relative_to(REPO) for folder in ("engine", "workloads", "analysis") for p in (REPO / folder).rglob("*.py")
-            if needle in p.read_text()]
+    hits = [
+        p.relative_to(REPO)
+        for folder in ("engine", "workloads", "analysis")
+        for p in (REPO / folder).rglob("*.py")
+        if needle in p.read_text()
+    ]
     assert hits == [Path("workloads/vocab/pools.py")]  # the vocabulary; the dimension reads it there
 
 
@@ -50,20 +55,25 @@ def test_every_cell_has_every_dimension_at_its_default(tmp_path):
 @pytest.mark.parametrize("d", DIMENSIONS, ids=lambda d: d.name)
 def test_validation_takes_what_the_entry_allows(tmp_path, d):
     good = {"choice": list(d.choices), "fault": ["none", "kill_worker@2"]}.get(
-        d.type, [d.minimum, d.maximum or d.minimum + 30])
+        d.type, [d.minimum, d.maximum or d.minimum + 30]
+    )
     # RabbitMQ's queue types (and a quorum queue's delivery limit) need a broker that has them.
-    context = {"queue_type": "fixed: {broker: rabbitmq}\n",
-               "delivery_limit": "fixed: {broker: rabbitmq, queue_type: quorum}\n"}.get(d.name, "")
+    context = {
+        "queue_type": "fixed: {broker: rabbitmq}\n",
+        "delivery_limit": "fixed: {broker: rabbitmq, queue_type: quorum}\n",
+    }.get(d.name, "")
     exp = load_experiment(write(tmp_path, f"{context}matrix:\n  {d.name}: {json.dumps(good)}\n"))
     assert [c.values[d.name] for c in expand(exp)] == [d.python_type(v) for v in good]
 
     bad = "kafka" if d.type in ("choice", "fault") else d.minimum - 1
     path = write(tmp_path, f"fixed:\n  {d.name}: {json.dumps(bad)}\n")
-    expected = {"choice": f"unknown {d.name} 'kafka' (choose from {', '.join(d.choices)})",
-                "integer": f"{d.name} must be an integer >= {d.minimum:g}, got {bad}",
-                "seconds": f"{d.name} must be a number of seconds >= {d.minimum:g} (0 = off), got {bad}",
-                "fault": "unknown fault kind 'kafka' in 'kafka' (known: kill_child, kill_worker, term_worker, "
-                         "restart_broker, partition_worker, failover_broker, kill_broker_node)"}[d.type]
+    expected = {
+        "choice": f"unknown {d.name} 'kafka' (choose from {', '.join(d.choices)})",
+        "integer": f"{d.name} must be an integer >= {d.minimum:g}, got {bad}",
+        "seconds": f"{d.name} must be a number of seconds >= {d.minimum:g} (0 = off), got {bad}",
+        "fault": "unknown fault kind 'kafka' in 'kafka' (known: kill_child, kill_worker, term_worker, "
+        "restart_broker, partition_worker, failover_broker, kill_broker_node)",
+    }[d.type]
     column = len(f"  {d.name}: ") + 1
     assert problems(path) == [f"{path}:4:{column}: {expected}"]
     if d.maximum is not None:
@@ -90,10 +100,24 @@ def test_the_schema_has_every_dimension_with_its_choices():
 def test_every_dimension_is_a_runs_column_in_registry_order(tmp_path):
     values = {"params.tasks": 10, "celery.task_acks_late": True, **{d.name: d.default for d in reversed(DIMENSIONS)}}
     with db.connect(tmp_path / "r.duckdb") as con:
-        db.record_run_start(con, experiment="e", sweep_id="s", run_id="r1", cell_id="c", repeat=1,
-                            workload="throughput", dims=values, params={}, warmup_s=0.0)
-        columns = [r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' "
-                                             "ORDER BY column_index").fetchall()]
+        db.record_run_start(
+            con,
+            experiment="e",
+            sweep_id="s",
+            run_id="r1",
+            cell_id="c",
+            repeat=1,
+            workload="throughput",
+            dims=values,
+            params={},
+            warmup_s=0.0,
+        )
+        columns = [
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs' ORDER BY column_index"
+            ).fetchall()
+        ]
         row = con.execute(f"SELECT {', '.join(d.name for d in DIMENSIONS)} FROM runs").fetchone()
     assert columns == [*db.RUN_COLUMNS, *(d.name for d in DIMENSIONS), "params.tasks", "celery.task_acks_late"]
     assert row == tuple(d.default for d in DIMENSIONS)
@@ -110,11 +134,19 @@ def test_the_run_spec_carries_every_dimension_the_hosts_need():
 
 
 def test_argv_and_config_dimensions_reach_the_worker():
-    s = spec(pool="gevent", concurrency=7, prefetch_multiplier=2, heartbeat=0.0,
-             worker_flags={"events": True, "mingle": True})
+    s = spec(
+        pool="gevent",
+        concurrency=7,
+        prefetch_multiplier=2,
+        heartbeat=0.0,
+        worker_flags={"events": True, "mingle": True},
+    )
     assert worker_argv(s) == ["-P", "gevent", "-c", "7", "--without-gossip", "--without-heartbeat", "-E"]
-    assert worker_config(s) == {"worker_prefetch_multiplier": 2, "broker_heartbeat": 0.0,
-                                "task_default_queue_type": "classic"}
+    assert worker_config(s) == {
+        "worker_prefetch_multiplier": 2,
+        "broker_heartbeat": 0.0,
+        "task_default_queue_type": "classic",
+    }
     for d in DIMENSIONS:
         assert (d.argv in worker_argv(s)) == (d.reaches == "argv")
         assert (d.setting in worker_config(s)) == (d.reaches == "config")
@@ -135,7 +167,7 @@ def test_hostctl_starts_the_worker_with_the_registry_switches(tmp_path, monkeypa
     cmd = (tmp_path / "worker.cmd").read_text().split()
     assert cmd[cmd.index("-P") + 1] == "threads" and cmd[cmd.index("-c") + 1] == "3"
     assert "--without-gossip" not in cmd and "--without-mingle" in cmd and "-E" not in cmd
-    assert started[0][started[0].index("--") + 1:][1:] == cmd
+    assert started[0][started[0].index("--") + 1 :][1:] == cmd
 
 
 def test_the_settings_a_dimension_owns_are_refused_as_celery_settings(tmp_path):
@@ -148,8 +180,10 @@ def test_the_settings_a_dimension_owns_are_refused_as_celery_settings(tmp_path):
 
 
 # A dimension that does not exist, added as one entry: every consumer takes it up.
-_NEW = ('    Dimension("lost_wait", "seconds", 7.5, "config", "seconds a worker waits for a lost child", '
-        'setting="worker_lost_wait"),\n')
+_NEW = (
+    '    Dimension("lost_wait", "seconds", 7.5, "config", "seconds a worker waits for a lost child", '
+    'setting="worker_lost_wait"),\n'
+)
 _PROBE = r'''
 import importlib.util, json, sys, tempfile, types
 from pathlib import Path
@@ -204,8 +238,10 @@ def test_a_new_dimension_is_one_entry():
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["cells"] == [1.0, 2.5]
-    assert out["bad"] == ["lost_wait must be a number of seconds >= 0 (0 = off), got -1",
-                          "celery.worker_lost_wait: use the lost_wait dimension"]
+    assert out["bad"] == [
+        "lost_wait must be a number of seconds >= 0 (0 = off), got -1",
+        "celery.worker_lost_wait: use the lost_wait dimension",
+    ]
     assert out["big"] == ["lost_wait 1,000,000 s is over the limit of 86,400 s"]
     assert out["schema"] == {"type": "number", "minimum": 0, "description": "seconds a worker waits for a lost child"}
     assert out["order"] == [*(d.name for d in DIMENSIONS), "lost_wait"]

@@ -22,6 +22,7 @@ parses it as ``cmx`` would, without running it); the cheap ones (validate, plan,
 --version) are run and must exit 0, on the repository's files or on the files the page itself
 prints (a block whose first line names its path).
 """
+
 from __future__ import annotations
 
 import re
@@ -166,6 +167,7 @@ def test_sql_block_runs_on_a_results_database(page, body, line, results_db):
 
 # --- command lines -----------------------------------------------------------------------------
 
+
 def _logical_lines(lang: str, body: str) -> list[str]:
     """The shell lines of a block, continuation lines and multi-line quotes joined."""
     lines, pending = [], ""
@@ -193,14 +195,20 @@ def cmx_words(line: str) -> list[str] | None:
     words = shlex.split(line, comments=True)
     for stop in ("|", "&&", "||", ";", ">", "2>&1"):
         if stop in words:
-            words = words[:words.index(stop)]
+            words = words[: words.index(stop)]
     if not words or words[0].rsplit("/", 1)[-1] != "cmx":
         return None
     return words[1:]
 
 
-COMMANDS = [(p, n, words) for p in PAGES for lang, body, n in blocks(p) if lang in SHELLS
-            for line in _logical_lines(lang, body) if (words := cmx_words(line)) is not None]
+COMMANDS = [
+    (p, n, words)
+    for p in PAGES
+    for lang, body, n in blocks(p)
+    if lang in SHELLS
+    for line in _logical_lines(lang, body)
+    if (words := cmx_words(line)) is not None
+]
 GROUP = typer.main.get_command(app)
 
 
@@ -213,8 +221,9 @@ def _resolve(words: list[str]):
     return command, path, words
 
 
-@pytest.mark.parametrize("page,line,words", COMMANDS,
-                         ids=[f"{_rel(p)}:{n}:{' '.join(w[:2]).splitlines()[0][:40]}" for p, n, w in COMMANDS])
+@pytest.mark.parametrize(
+    "page,line,words", COMMANDS, ids=[f"{_rel(p)}:{n}:{' '.join(w[:2]).splitlines()[0][:40]}" for p, n, w in COMMANDS]
+)
 def test_cmx_command_line_parses(page, line, words, monkeypatch, tmp_path, results_db):
     monkeypatch.chdir(REPO)
     where = f"{_rel(page)}:{line}: cmx {' '.join(words)}"

@@ -2,6 +2,7 @@
 `mkdocs build --strict` as `make docs`, into a temporary folder, so CI builds it with the tests.
 Its reference pages are generated from the code (docs/hooks/gen_reference.py): every command, every
 metric of the registry and every SQL view must be on them. The README stays a landing page."""
+
 from __future__ import annotations
 
 import os
@@ -23,12 +24,16 @@ README_MAX_LINES = 150
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # as `make docs`
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # as `make docs`
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    noise = [line for line in (proc.stdout + proc.stderr).splitlines()
-             if line.strip() and not line.startswith("INFO")]
+    noise = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip() and not line.startswith("INFO")]
     assert not noise, noise  # quiet: nothing but mkdocs' INFO lines
     return out
 
@@ -51,8 +56,12 @@ def test_every_metric_of_the_registry_is_on_the_metrics_page(site):
 
 def test_every_sql_view_is_on_the_views_page(site):
     text = _text(site, "reference/sql-views")
-    views = [n for path in gen_reference.sql_files()
-             for kind, n in gen_reference._CREATES.findall(path.read_text()) if kind.upper() == "VIEW"]
+    views = [
+        n
+        for path in gen_reference.sql_files()
+        for kind, n in gen_reference._CREATES.findall(path.read_text())
+        if kind.upper() == "VIEW"
+    ]
     assert {"run_summary", "cell_summary", "task_times"} <= set(views)
     assert all(v in text for v in views), [v for v in views if v not in text]
 

@@ -1,4 +1,5 @@
 """`cmx doctor`'s lines, exit code, bounds and fixes (engine/hosts/doctor.py), without hosts."""
+
 from __future__ import annotations
 
 import time
@@ -33,9 +34,11 @@ def test_checks_run_at_once_in_their_order_and_one_past_its_bound_fails():
     def boom():
         raise RuntimeError("no route\nmore")
 
-    tasks = [dr.Task("slow", "h1", 1.0, slow),
-             dr.Task("fast", "h2", 5.0, lambda: [dr.Check("fast", "h2", dr.OK, "answers")]),
-             dr.Task("boom", "h3", 5.0, boom)]
+    tasks = [
+        dr.Task("slow", "h1", 1.0, slow),
+        dr.Task("fast", "h2", 5.0, lambda: [dr.Check("fast", "h2", dr.OK, "answers")]),
+        dr.Task("boom", "h3", 5.0, boom),
+    ]
     t0 = time.monotonic()
     checks = dr.run_all(tasks)
     assert time.monotonic() - t0 < 10  # bounded by the slow one's bound, not its 30 s
@@ -44,9 +47,17 @@ def test_checks_run_at_once_in_their_order_and_one_past_its_bound_fails():
 
 
 def test_secrets_of_the_inventory_are_scrubbed_from_any_line(tmp_path):
-    inv = Inventory(path=tmp_path / "inv.yml", groups={"brokers": ("b",)}, hostvars={"b": {
-        "broker_url": ["amqp://cmx:S3cret%2Fpw@10.0.0.5:5672//", "redis://10.0.0.5:6379/0"],
-        "redis_password": "r3dis-pass", "database_url": "postgresql://u:dbpw123@db/x"}})
+    inv = Inventory(
+        path=tmp_path / "inv.yml",
+        groups={"brokers": ("b",)},
+        hostvars={
+            "b": {
+                "broker_url": ["amqp://cmx:S3cret%2Fpw@10.0.0.5:5672//", "redis://10.0.0.5:6379/0"],
+                "redis_password": "r3dis-pass",
+                "database_url": "postgresql://u:dbpw123@db/x",
+            }
+        },
+    )
     secrets = dr.secrets_of(inv)
     assert secrets == {"S3cret%2Fpw", "S3cret/pw", "r3dis-pass", "dbpw123"}
     assert dr.scrub("auth failed for S3cret/pw and r3dis-pass", secrets) == "auth failed for *** and ***"
@@ -59,9 +70,12 @@ def test_the_fix_for_a_service_of_this_machine_names_the_commands_that_start_it(
     assert "redis-server --daemonize yes" in fix
     assert dr._fix("amqp://u:pw@127.0.0.1:1//", "broker_url", "inv.yml") == (
         "nothing answers on port 1: `cmx services up` starts RabbitMQ on 127.0.0.1:5672; point broker_url in "
-        "inv.yml there")
-    assert dr._fix("postgresql://u@db.lab:5432/x", "database_url", "inv.yml") == \
-        "is it running, and is database_url in inv.yml right?"
+        "inv.yml there"
+    )
+    assert (
+        dr._fix("postgresql://u@db.lab:5432/x", "database_url", "inv.yml")
+        == "is it running, and is database_url in inv.yml right?"
+    )
 
 
 def test_every_server_kind_has_a_way_to_start_it_here():

@@ -1,5 +1,6 @@
 """The drivers dimension: shares add up, and a workload whose driver cannot be split says so at
 validation (one line naming the file, line and column)."""
+
 import textwrap
 
 import pytest
@@ -24,19 +25,25 @@ def _write(tmp_path, body: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("workload, params, line", [
-    ("io_chord", "{}", 4),
-    ("memory_fanout", "{subtasks: 2}", 4),
-    ("throughput", "{via: raw}", 4),
-    ("throughput", "{mode: ramp}", 4),
-])
+@pytest.mark.parametrize(
+    "workload, params, line",
+    [
+        ("io_chord", "{}", 4),
+        ("memory_fanout", "{subtasks: 2}", 4),
+        ("throughput", "{via: raw}", 4),
+        ("throughput", "{mode: ramp}", 4),
+    ],
+)
 def test_a_driver_that_cannot_be_split_is_refused_where_drivers_is_set(tmp_path, workload, params, line):
-    path = _write(tmp_path, f"""\
+    path = _write(
+        tmp_path,
+        f"""\
         name: d
         workload: {{name: {workload}, params: {params}}}
         matrix:
           drivers: [1, 2]
-        """)
+        """,
+    )
     found = problems(path)
     assert len(found) == 1, found
     assert found[0].startswith(f"{path}:{line}:")
@@ -45,12 +52,15 @@ def test_a_driver_that_cannot_be_split_is_refused_where_drivers_is_set(tmp_path,
 
 @pytest.mark.parametrize("params", ["{tasks: 10}", "{tasks: 10, mode: stream, rate: 50}"])
 def test_throughput_through_celery_splits(tmp_path, params):
-    path = _write(tmp_path, f"""\
+    path = _write(
+        tmp_path,
+        f"""\
         name: d
         workload: {{name: throughput, params: {params}}}
         matrix:
           drivers: [1, 2]
-        """)
+        """,
+    )
     assert [c.values["drivers"] for c in expand(load_experiment(path))] == [1, 2]
 
 
@@ -60,12 +70,15 @@ def test_drivers_beyond_the_inventorys_group_are_refused_where_drivers_is_set(tm
     from cmx.engine.hosts.inventory import load_inventory
     from cmx.engine.paths import BUILTIN_INVENTORY
 
-    path = _write(tmp_path, """\
+    path = _write(
+        tmp_path,
+        """\
         name: d
         workload: {name: throughput, params: {tasks: 10}}
         matrix:
           drivers: [1, 2]
-        """)
+        """,
+    )
     exp = load_experiment(path)
     with pytest.raises(InputError) as info:
         check_against_inventory(exp, expand(exp), load_inventory(BUILTIN_INVENTORY, tmp_path))

@@ -1,6 +1,7 @@
 """The warm driver (workloads/host/drivewarm.py): it imports ahead while the run's worker starts,
 yields the CPU to that worker meanwhile where it can take its priority back, and runs the driver
 at its own priority once told to go, every thread of it."""
+
 from __future__ import annotations
 
 import json
@@ -34,13 +35,21 @@ def _nice(pid: int) -> int:
 
 
 def test_the_warm_up_yields_the_cpu_and_the_driver_runs_at_its_own_priority(tmp_path):
-    require(None if may_raise_priority() else "CAP_SYS_NICE (root): the warm-up yields only where it can take "
-            "its priority back")
+    require(
+        None
+        if may_raise_priority()
+        else "CAP_SYS_NICE (root): the warm-up yields only where it can take its priority back"
+    )
     (tmp_path / "fake_driver.py").write_text(FAKE_DRIVER)
     warmed = tmp_path / "warmed"
-    proc = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.drivewarm", "fake_driver"], cwd=tmp_path,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}", "WARMED": str(warmed)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cmx.workloads.host.drivewarm", "fake_driver"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}", "WARMED": str(warmed)},
+    )
     try:
         deadline = time.monotonic() + 30
         while not warmed.exists():
@@ -58,7 +67,13 @@ def test_the_warm_up_yields_the_cpu_and_the_driver_runs_at_its_own_priority(tmp_
 
 def test_a_warm_up_never_told_to_go_runs_nothing(tmp_path):
     (tmp_path / "fake_driver.py").write_text(FAKE_DRIVER)
-    proc = subprocess.run([sys.executable, "-m", "cmx.workloads.host.drivewarm", "fake_driver"], cwd=tmp_path,
-                          input="", capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}", "WARMED": str(tmp_path / "w")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "cmx.workloads.host.drivewarm", "fake_driver"],
+        cwd=tmp_path,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}", "WARMED": str(tmp_path / "w")},
+    )
     assert (proc.returncode, proc.stdout) == (0, "")

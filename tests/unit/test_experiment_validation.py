@@ -1,4 +1,5 @@
 """Loading experiment files: every problem is reported as FILE:LINE:COL: message, all at once."""
+
 import textwrap
 
 import pytest
@@ -22,7 +23,9 @@ def write(tmp_path, body: str, name: str = "exp.yaml") -> str:
 
 
 def test_a_full_file_loads(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: pools-vs-prefetch
         description: No-op throughput
         repeats: 3
@@ -42,7 +45,8 @@ def test_a_full_file_loads(tmp_path):
           - {broker: redis, pool: gevent, concurrency: 1000, prefetch_multiplier: 1}
         limits: {run_timeout: 10m, warmup: 5s}
         on_error: abort
-    """)
+    """,
+    )
     exp = load_experiment(path)
     assert isinstance(exp, Experiment)
     assert exp.source == path
@@ -64,16 +68,33 @@ def test_defaults(tmp_path):
 
 def test_builtin_dimension_defaults():
     assert {d.name: d.default for d in DIMENSIONS} == {
-        "broker": "redis", "backend": "none", "pool": "prefork", "concurrency": 1,
-        "prefetch_multiplier": 4, "heartbeat": 120.0, "machines": 1, "drivers": 1, "fault": "none",
-        "queue_type": "classic", "delivery_limit": 0,
+        "broker": "redis",
+        "backend": "none",
+        "pool": "prefork",
+        "concurrency": 1,
+        "prefetch_multiplier": 4,
+        "heartbeat": 120.0,
+        "machines": 1,
+        "drivers": 1,
+        "fault": "none",
+        "queue_type": "classic",
+        "delivery_limit": 0,
     }
 
 
-@pytest.mark.parametrize("text, seconds", [
-    (10, 10.0), (2.5, 2.5), ("10m", 600.0), ("5s", 5.0), ("1h", 3600.0), ("1.5s", 1.5),
-    ("250ms", 0.25), ("1h30m", 5400.0),
-])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        (10, 10.0),
+        (2.5, 2.5),
+        ("10m", 600.0),
+        ("5s", 5.0),
+        ("1h", 3600.0),
+        ("1.5s", 1.5),
+        ("250ms", 0.25),
+        ("1h30m", 5400.0),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -94,8 +115,9 @@ def test_yaml_syntax_error_has_its_position(tmp_path):
     assert "invalid YAML" in message
 
 
-@pytest.mark.parametrize("body, what", [("", "empty"), ("# nothing\n", "empty"), ("- a\n- b\n", "mapping"),
-                                        ("just text\n", "mapping")])
+@pytest.mark.parametrize(
+    "body, what", [("", "empty"), ("# nothing\n", "empty"), ("- a\n- b\n", "mapping"), ("just text\n", "mapping")]
+)
 def test_empty_or_non_mapping_file_is_an_error_at_1_1(tmp_path, body, what):
     path = write(tmp_path, body)
     [message] = problems(path)
@@ -114,11 +136,14 @@ def test_unreadable_file(tmp_path):
 
 
 def test_positions_fall_back_to_the_nearest_known_ancestor(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: t
         matrix:
           pool: [solo, threads]
-    """)
+    """,
+    )
     data, pos = load_yaml(path)
     assert data == {"name": "t", "matrix": {"pool": ["solo", "threads"]}}
     assert pos.of(("matrix", "pool", 1)) == (3, 16)
@@ -136,7 +161,8 @@ def test_unknown_top_level_key_is_reported_at_the_key(tmp_path):
     path = write(tmp_path, HEAD + "colour: blue\n")
     assert problems(path) == [
         f"{path}:3:1: unknown key 'colour' (allowed: name, description, inventory, repeats, workload, "
-        "fixed, matrix, zip, exclude, include, limits, on_error, thresholds, objective)"]
+        "fixed, matrix, zip, exclude, include, limits, on_error, thresholds, objective)"
+    ]
 
 
 def test_source_cannot_come_from_the_file(tmp_path):
@@ -147,19 +173,24 @@ def test_source_cannot_come_from_the_file(tmp_path):
 
 def test_unknown_nested_key_suggests_the_right_one(tmp_path):
     path = write(tmp_path, HEAD + "limits: {run_timout: 5s}\n")
-    assert problems(path) == [f"{path}:3:10: unknown key 'run_timout' in limits "
-                              "(allowed: run_timeout, warmup, settle, fault_restart, max_runs, max_time); "
-                              "did you mean 'run_timeout'?"]
+    assert problems(path) == [
+        f"{path}:3:10: unknown key 'run_timout' in limits "
+        "(allowed: run_timeout, warmup, settle, fault_restart, max_runs, max_time); "
+        "did you mean 'run_timeout'?"
+    ]
 
 
 def test_wrong_types(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: bad name
         repeats: "3"
         workload: {name: throughput}
         limits: {run_timeout: 10 minutes}
         on_error: explode
-    """)
+    """,
+    )
     assert problems(path) == [
         f"{path}:1:7: name: use letters, digits, '_', '.' and '-', starting with a letter or digit",
         f"{path}:2:10: repeats: Input should be a valid integer",
@@ -193,8 +224,7 @@ def test_matrix_dimension_with_no_values(tmp_path):
 
 def test_matrix_value_that_is_not_a_list(tmp_path):
     path = write(tmp_path, HEAD + "matrix:\n  pool: solo\n")
-    assert problems(path) == [
-        f"{path}:4:9: dimension 'pool' in matrix must be a list of values, e.g. pool: [solo]"]
+    assert problems(path) == [f"{path}:4:9: dimension 'pool' in matrix must be a list of values, e.g. pool: [solo]"]
 
 
 def test_matrix_value_listed_twice(tmp_path):
@@ -205,14 +235,18 @@ def test_matrix_value_listed_twice(tmp_path):
 def test_zip_lists_of_different_lengths(tmp_path):
     path = write(tmp_path, HEAD + "zip:\n  - {params.tasks: [1, 2, 3], params.rate: [5, 6]}\n")
     assert problems(path) == [
-        f"{path}:4:5: zip #1 lists must have the same length: params.tasks has 3, params.rate has 2"]
+        f"{path}:4:5: zip #1 lists must have the same length: params.tasks has 3, params.rate has 2"
+    ]
 
 
-@pytest.mark.parametrize("body, where, first, second", [
-    ("fixed: {pool: solo}\nmatrix: {pool: [threads]}\n", "4:10", "fixed", "matrix"),
-    ("matrix: {pool: [threads]}\nzip:\n  - {pool: [solo], concurrency: [1]}\n", "5:6", "matrix", "zip #1"),
-    ("zip:\n  - {pool: [solo]}\n  - {pool: [threads]}\n", "5:6", "zip #1", "zip #2"),
-])
+@pytest.mark.parametrize(
+    "body, where, first, second",
+    [
+        ("fixed: {pool: solo}\nmatrix: {pool: [threads]}\n", "4:10", "fixed", "matrix"),
+        ("matrix: {pool: [threads]}\nzip:\n  - {pool: [solo], concurrency: [1]}\n", "5:6", "matrix", "zip #1"),
+        ("zip:\n  - {pool: [solo]}\n  - {pool: [threads]}\n", "5:6", "zip #1", "zip #2"),
+    ],
+)
 def test_dimension_set_in_two_places(tmp_path, body, where, first, second):
     path = write(tmp_path, HEAD + body)
     assert problems(path) == [f"{path}:{where}: 'pool' is set in both {first} and {second}: keep one"]
@@ -223,21 +257,31 @@ def test_unknown_workload(tmp_path):
     from cmx.workloads.catalog.registry import names
 
     assert problems(path) == [
-        f"{path}:3:9: unknown workload 'thruput' (known: {', '.join(names())}); did you mean 'throughput'?"]
+        f"{path}:3:9: unknown workload 'thruput' (known: {', '.join(names())}); did you mean 'throughput'?"
+    ]
 
 
-@pytest.mark.parametrize("dim, value, message", [
-    ("pool", "sollo",
-     "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?"),
-    ("broker", "kafka",
-     "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel, rabbitmq-cluster)"),
-    ("backend", "mongodb", "unknown backend 'mongodb' (choose from none, redis, rpc, postgres)"),
-    ("concurrency", "yes", "concurrency must be an integer >= 1, got True"),
-    ("concurrency", "0", "concurrency must be an integer >= 1, got 0"),
-    ("prefetch_multiplier", "-1", "prefetch_multiplier must be an integer >= 0, got -1"),
-    ("machines", "1.5", "machines must be an integer >= 1, got 1.5"),
-    ("heartbeat", "-2", "heartbeat must be a number of seconds >= 0 (0 = off), got -2"),
-])
+@pytest.mark.parametrize(
+    "dim, value, message",
+    [
+        (
+            "pool",
+            "sollo",
+            "unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); did you mean 'solo'?",
+        ),
+        (
+            "broker",
+            "kafka",
+            "unknown broker 'kafka' (choose from redis, rabbitmq, rabbitmq-quorum, redis-sentinel, rabbitmq-cluster)",
+        ),
+        ("backend", "mongodb", "unknown backend 'mongodb' (choose from none, redis, rpc, postgres)"),
+        ("concurrency", "yes", "concurrency must be an integer >= 1, got True"),
+        ("concurrency", "0", "concurrency must be an integer >= 1, got 0"),
+        ("prefetch_multiplier", "-1", "prefetch_multiplier must be an integer >= 0, got -1"),
+        ("machines", "1.5", "machines must be an integer >= 1, got 1.5"),
+        ("heartbeat", "-2", "heartbeat must be a number of seconds >= 0 (0 = off), got -2"),
+    ],
+)
 def test_bad_builtin_value_is_reported_at_the_list_element(tmp_path, dim, value, message):
     path = write(tmp_path, HEAD + f"matrix:\n  {dim}:\n    - {BY_NAME[dim].default}\n    - {value}\n")
     assert problems(path) == [f"{path}:6:7: {message}"]
@@ -248,7 +292,8 @@ def test_unknown_dimension(tmp_path):
     assert problems(path) == [
         f"{path}:4:3: unknown dimension 'workers' (built-ins: broker, backend, pool, concurrency, "
         "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; "
-        "or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?"]
+        "or params.NAME / celery.SETTING / worker.FLAG / package.NAME); did you mean 'broker'?"
+    ]
 
 
 def test_fixed_builtin_given_a_list(tmp_path):
@@ -257,8 +302,9 @@ def test_fixed_builtin_given_a_list(tmp_path):
 
 
 def test_params_dimensions_are_checked_against_the_workload(tmp_path):
-    path = write(tmp_path, HEAD + "matrix:\n  params.mode: [backlog, burst]\n  params.size: [1]\n"
-                 "fixed: {params.tasks: 0}\n")
+    path = write(
+        tmp_path, HEAD + "matrix:\n  params.mode: [backlog, burst]\n  params.size: [1]\nfixed: {params.tasks: 0}\n"
+    )
     assert problems(path) == [
         f"{path}:4:26: params.mode: Input should be 'backlog', 'stream' or 'ramp'",
         f"{path}:5:3: unknown workload param 'params.size' (known: mode, payload_bytes, publisher, ramp_factor, "
@@ -280,8 +326,11 @@ def test_workload_params_are_checked_against_the_workload(tmp_path):
 def test_celery_dimensions_must_be_real_settings_with_json_values(tmp_path):
     # Values are typed from Celery's table (tests/unit/test_celery_settings.py has every kind):
     # broker_transport_options is a mapping, so a list is refused and {a: 1} is fine.
-    path = write(tmp_path, HEAD + "fixed:\n  celery.task_acks_lat: true\n  celery.broker_transport_options: [a]\n"
-                 "matrix:\n  celery.task_acks_late: [true, false]\n  celery.accept_content: [[json], [json, pickle]]\n")
+    path = write(
+        tmp_path,
+        HEAD + "fixed:\n  celery.task_acks_lat: true\n  celery.broker_transport_options: [a]\n"
+        "matrix:\n  celery.task_acks_late: [true, false]\n  celery.accept_content: [[json], [json, pickle]]\n",
+    )
     assert problems(path) == [
         f"{path}:4:3: unknown Celery setting 'celery.task_acks_lat' (use a lowercase setting name such as "
         "celery.task_acks_late); did you mean 'celery.task_acks_late'?",
@@ -290,9 +339,12 @@ def test_celery_dimensions_must_be_real_settings_with_json_values(tmp_path):
 
 
 def test_exclude_and_include_must_name_known_dimensions(tmp_path):
-    path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\n"
-                 "exclude:\n  - {poool: solo}\n  - {params.tasks: 5}\n"
-                 "include:\n  - {pool: gevent, workers: 2}\n")
+    path = write(
+        tmp_path,
+        HEAD + "matrix: {pool: [solo, threads]}\n"
+        "exclude:\n  - {poool: solo}\n  - {params.tasks: 5}\n"
+        "include:\n  - {pool: gevent, workers: 2}\n",
+    )
     assert problems(path) == [
         f"{path}:5:6: unknown dimension 'poool' (built-ins: broker, backend, pool, concurrency, "
         "prefetch_multiplier, heartbeat, machines, drivers, queue_type, delivery_limit, fault; "
@@ -309,11 +361,13 @@ def test_exclude_values_are_validated(tmp_path):
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\nexclude:\n  - {pool: [solo, sollo]}\n")
     assert problems(path) == [
         f"{path}:5:19: unknown pool 'sollo' (choose from prefork, threads, gevent, eventlet, solo); "
-        "did you mean 'solo'?"]
+        "did you mean 'solo'?"
+    ]
 
 
 def test_include_that_repeats_a_matrix_cell(tmp_path):
     from cmx.engine.model.cells import expand
+
     ok = load_experiment(write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\n", name="ok.yaml"))
     solo_id = expand(ok)[0].cell_id
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\ninclude:\n  - {pool: gevent}\n  - {pool: solo}\n")
@@ -326,15 +380,20 @@ def test_include_after_exclude_is_not_a_repeat(tmp_path):
 
 
 def test_include_that_repeats_another_include(tmp_path):
-    path = write(tmp_path, HEAD + "fixed: {heartbeat: 0}\ninclude:\n  - {pool: gevent}\n"
-                 "  - {pool: threads}\n  - {heartbeat: 0.0, pool: gevent}\n")
+    path = write(
+        tmp_path,
+        HEAD + "fixed: {heartbeat: 0}\ninclude:\n  - {pool: gevent}\n"
+        "  - {pool: threads}\n  - {heartbeat: 0.0, pool: gevent}\n",
+    )
     [message] = problems(path)
     assert message.startswith(f"{path}:7:5: include #3 repeats cell ")
     assert message.endswith(" already added by include #1: remove it")
 
 
 def test_every_problem_is_reported_at_once_in_file_order(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: t
         repeats: 0
         colour: blue
@@ -352,11 +411,13 @@ def test_every_problem_is_reported_at_once_in_file_order(tmp_path):
         exclude:
           - {poool: solo}
         on_error: explode
-    """)
+    """,
+    )
     found = problems(path)
     assert [m.split(": ", 1)[0] for m in found] == [
-        f"{path}:{where}" for where in
-        ["2:10", "3:1", "6:19", "10:3", "10:19", "11:16", "12:3", "14:5", "16:6", "17:11"]]
+        f"{path}:{where}"
+        for where in ["2:10", "3:1", "6:19", "10:3", "10:19", "11:16", "12:3", "14:5", "16:6", "17:11"]
+    ]
     assert "'pool' is set in both fixed and matrix" in found[3]
     assert "unknown pool 'sollo'" in found[4]
     assert "dimension 'concurrency' has no values" in found[5]
@@ -371,16 +432,18 @@ def test_include_repeats_are_found_even_when_other_parts_are_invalid(tmp_path):
 
 
 def test_anchors_and_merge_keys_work(tmp_path):
-    path = write(tmp_path, HEAD + "fixed: &f {backend: redis}\ninclude:\n  - {<<: *f, pool: solo}\n"
-                 "  - <<: *f\n    pool: solo\n")
+    path = write(
+        tmp_path, HEAD + "fixed: &f {backend: redis}\ninclude:\n  - {<<: *f, pool: solo}\n  - <<: *f\n    pool: solo\n"
+    )
     found = problems(path)
     assert len(found) == 1 and found[0].startswith(f"{path}:6:5: include #2 repeats cell ")
     assert found[0].endswith("already added by include #1: remove it")
 
 
 def test_worker_flags_are_booleans_with_known_names(tmp_path):
-    path = write(tmp_path, HEAD + "matrix:\n  worker.gossip: [true, false]\n  worker.mingel: [true]\n"
-                 "  worker.events: [1]\n")
+    path = write(
+        tmp_path, HEAD + "matrix:\n  worker.gossip: [true, false]\n  worker.mingel: [true]\n  worker.events: [1]\n"
+    )
     got = problems(path)
     assert any("unknown worker flag 'worker.mingel'" in p and "did you mean 'worker.mingle'" in p for p in got), got
     assert any("worker.events must be true or false" in p for p in got), got
@@ -392,45 +455,54 @@ def test_worker_flags_are_booleans_with_known_names(tmp_path):
 
 def test_an_exclude_that_drops_every_cell_is_an_error(tmp_path):
     path = write(tmp_path, HEAD + "matrix: {pool: [solo, threads]}\nexclude:\n  - {pool: [solo, threads]}\n")
-    assert problems(path) == [f"{path}:5:3: the exclude rules drop every cell: nothing would run; "
-                              "narrow a rule or remove it"]
+    assert problems(path) == [
+        f"{path}:5:3: the exclude rules drop every cell: nothing would run; narrow a rule or remove it"
+    ]
 
 
 def test_a_zip_item_repeated_whole_is_an_error_but_a_repeated_value_is_not(tmp_path):
     path = write(tmp_path, HEAD + "zip:\n  - {pool: [solo, threads, solo], concurrency: [1, 1, 1]}\n")
-    assert problems(path) == [f"{path}:4:5: zip #1 repeats item 1 at item 3 (same value for every "
-                              "dimension): it would run the same cells twice"]
-    ok = write(tmp_path, HEAD + "zip:\n  - {pool: [solo, threads, solo], concurrency: [1, 1, 2]}\n",
-               name="ok.yaml")
+    assert problems(path) == [
+        f"{path}:4:5: zip #1 repeats item 1 at item 3 (same value for every "
+        "dimension): it would run the same cells twice"
+    ]
+    ok = write(tmp_path, HEAD + "zip:\n  - {pool: [solo, threads, solo], concurrency: [1, 1, 2]}\n", name="ok.yaml")
     assert load_experiment(ok).zip[0]["pool"] == ["solo", "threads", "solo"]
 
 
 def test_workload_rules_across_params_are_checked_per_cell_before_anything_runs(tmp_path):
     # Each value alone has the right type; the workload's own validators reject the combination.
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: t
         workload:
           name: io_chord
           params: {chords: [0, -3], sleep_min_s: 5}
         matrix:
           params.sleep_max_s: [6, 1, 2]
-    """)
+    """,
+    )
     found = problems(path)
     assert len(found) == 2, found  # one line per broken rule, not one per cell
     assert found[0].startswith(f"{path}:4:20: workload 'io_chord': chords must be a non-empty list")
     assert "params.chords=[0, -3] in cell" in found[0]
-    assert found[1].startswith(f"{path}:6:23: workload 'io_chord': sleep_max_s must be >= sleep_min_s "
-                               "(params.sleep_max_s=1.0 in cell ")
+    assert found[1].startswith(
+        f"{path}:6:23: workload 'io_chord': sleep_max_s must be >= sleep_min_s (params.sleep_max_s=1.0 in cell "
+    )
 
 
 def test_an_exclude_may_name_a_param_set_in_workload_params(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: t
         workload: {name: throughput, params: {tasks: 10}}
         matrix: {pool: [solo, threads]}
         exclude:
           - {params.tasks: 10, pool: solo}
-    """)
+    """,
+    )
     assert load_experiment(path).exclude == [{"params.tasks": 10, "pool": "solo"}]
 
 
@@ -440,16 +512,22 @@ def test_an_exclude_may_name_a_param_set_in_workload_params(tmp_path):
 def test_an_alias_with_its_own_queue_type_refuses_another_given_queue_type(tmp_path):
     """``rabbitmq-quorum`` is ``{broker: rabbitmq, queue_type: quorum}``: a cell of it that the file
     gives ``queue_type: classic`` ran quorum silently; now it is one line at the value that clashes."""
-    clash = ("queue_type classic: broker rabbitmq-quorum is rabbitmq with quorum queues; "
-             "for classic queues use broker rabbitmq")
+    clash = (
+        "queue_type classic: broker rabbitmq-quorum is rabbitmq with quorum queues; "
+        "for classic queues use broker rabbitmq"
+    )
     fixed = write(tmp_path, HEAD + "fixed: {broker: rabbitmq-quorum, queue_type: classic}\n")
     assert problems(fixed) == [f"{fixed}:3:46: {clash}"]
     both = "matrix:\n  broker: [rabbitmq, rabbitmq-quorum]\n  queue_type: [classic, quorum]\n"
     crossed = write(tmp_path, HEAD + both, name="crossed.yaml")
     assert problems(crossed) == [f"{crossed}:5:16: {clash}"]
     # The alias alone, with the type it has, or its clash excluded: valid.
-    for n, body in enumerate(["fixed: {broker: rabbitmq-quorum}\n",
-                              "fixed: {broker: rabbitmq-quorum, queue_type: quorum}\n",
-                              "matrix:\n  broker: [rabbitmq, rabbitmq-quorum]\n  queue_type: [classic, quorum]\n"
-                              "exclude:\n  - {broker: rabbitmq-quorum}\ninclude:\n  - {broker: rabbitmq-quorum}\n"]):
+    for n, body in enumerate(
+        [
+            "fixed: {broker: rabbitmq-quorum}\n",
+            "fixed: {broker: rabbitmq-quorum, queue_type: quorum}\n",
+            "matrix:\n  broker: [rabbitmq, rabbitmq-quorum]\n  queue_type: [classic, quorum]\n"
+            "exclude:\n  - {broker: rabbitmq-quorum}\ninclude:\n  - {broker: rabbitmq-quorum}\n",
+        ]
+    ):
         load_experiment(write(tmp_path, HEAD + body, name=f"ok{n}.yaml"))

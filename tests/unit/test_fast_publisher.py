@@ -1,4 +1,5 @@
 """The fast publisher's ids are what ``str(uuid.uuid4())`` gives: version 4, RFC 4122 variant, unique."""
+
 from __future__ import annotations
 
 import uuid

@@ -3,6 +3,7 @@ read from the registry there: engine/, workloads/ and analysis/ code elsewhere s
 in a string (a whole literal, or a word of a longer one: a message, a comparison, an f-string's
 text) nor in a name (a variable, function, attribute, argument or import). Docstrings and comments
 are prose and do not count; the database keeps the kind's text as the kind module names it."""
+
 from __future__ import annotations
 
 import ast
@@ -20,9 +21,14 @@ _WORD = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, KINDS)) + r")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
 
 
 def _names(node: ast.AST) -> list[str]:
@@ -67,8 +73,10 @@ def scan(root: Path, folders=FOLDERS, home: str = HOME) -> list[str]:
             rel = path.relative_to(root).as_posix()
             if rel.startswith(home):
                 continue
-            found += [f"{rel}:{line}: the fault kind {kind!r} in a {where} (read it from {home})"
-                      for line, kind, where in kind_spellings(path.read_text())]
+            found += [
+                f"{rel}:{line}: the fault kind {kind!r} in a {where} (read it from {home})"
+                for line, kind, where in kind_spellings(path.read_text())
+            ]
     return found
 
 
@@ -81,14 +89,16 @@ def test_every_kind_has_its_module_and_its_name_once():
 
 def test_the_scan_sees_a_kind_in_a_string_or_a_name_and_not_in_prose():
     kind, other = KINDS[0], KINDS[-1]
-    source = (f'"""{kind} in a docstring is prose."""\n'
-              f'# {kind} in a comment too\n'
-              f'def f(fault):\n'
-              f'    """{other}: prose again."""\n'
-              f'    if fault.kind == "{kind}":\n'
-              f'        raise ValueError(f"fault {{fault}}: {other} cannot run here")\n'
-              f'    {other.upper()} = 1\n'
-              f'    return fault.kinds_{kind}x\n')  # a longer word is not the kind
+    source = (
+        f'"""{kind} in a docstring is prose."""\n'
+        f'# {kind} in a comment too\n'
+        f'def f(fault):\n'
+        f'    """{other}: prose again."""\n'
+        f'    if fault.kind == "{kind}":\n'
+        f'        raise ValueError(f"fault {{fault}}: {other} cannot run here")\n'
+        f'    {other.upper()} = 1\n'
+        f'    return fault.kinds_{kind}x\n'
+    )  # a longer word is not the kind
     assert kind_spellings(source) == sorted([(5, kind, "string"), (6, other, "string"), (7, other.upper(), "name")])
 
 

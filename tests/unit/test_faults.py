@@ -1,5 +1,6 @@
 """The fault dimension's form and checks (workloads/faults/, engine/model/faultcheck.py): one-line
 problems at the value, exit 2, before any host is touched."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,9 @@ def write(tmp_path, text: str):
 def test_a_fault_value_reads_as_its_faults_in_time_order():
     assert faults.parse("none") == ()
     assert faults.parse("kill_worker@2s+kill_child@500ms") == (
-        faults.Fault("kill_child", 0.5), faults.Fault("kill_worker", 2.0))
+        faults.Fault("kill_child", 0.5),
+        faults.Fault("kill_worker", 2.0),
+    )
     assert faults.parse("partition_worker@3/5s") == (faults.Fault("partition_worker", 3.0, 5.0),)
     assert faults.canonical("term_worker@1m") == "term_worker@60"
     assert faults.canonical(" kill_child@3s ") == faults.canonical("kill_child@3") == "kill_child@3"
@@ -45,33 +48,61 @@ def test_a_worker_fault_names_the_worker_host_it_strikes():
 
 def test_a_target_beyond_the_cells_machines_is_refused_at_its_value(tmp_path):
     path = write(tmp_path, "fixed: {pool: threads}\nmatrix:\n  machines: [1, 2]\n  fault: [kill_worker@1:2]\n")
-    assert problems(path) == [f"{path}:6:11: fault kill_worker@1:2: it strikes the run's worker host 2, but this "
-                              "cell runs on 1 (machines: 1)"]
-    load_experiment(write(tmp_path, "fixed: {pool: threads, machines: 2}\nmatrix:\n  fault: [kill_worker@1:2, "
-                                    "'kill_worker@1:all']\n"))  # fine
+    assert problems(path) == [
+        f"{path}:6:11: fault kill_worker@1:2: it strikes the run's worker host 2, but this cell runs on 1 (machines: 1)"
+    ]
+    load_experiment(
+        write(
+            tmp_path, "fixed: {pool: threads, machines: 2}\nmatrix:\n  fault: [kill_worker@1:2, 'kill_worker@1:all']\n"
+        )
+    )  # fine
 
 
-@pytest.mark.parametrize("value, message", [
-    ("kill_kid@3", "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
-                   "restart_broker, partition_worker, failover_broker, kill_broker_node)"),
-    ("kill_child",
-     "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)"),
-    ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
-    ("partition_worker@3", "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
-                           "e.g. partition_worker@3s/5s)"),
-    ("kill_child@3/2", "fault 'kill_child@3/2': kill_child takes no duration (only partition_worker does)"),
-    ("kill_worker@2:0", "fault 'kill_worker@2:0': the target must be N (the run's Nth worker host, from 1) or all, "
-                        "got '0'"),
-    ("kill_worker@2:x", "fault 'kill_worker@2:x': the target must be N (the run's Nth worker host, from 1) or all, "
-                        "got 'x'"),
-    ("restart_broker@2:2", "fault 'restart_broker@2:2': restart_broker strikes the run's broker, it takes no :TARGET "
-                           "(only the kinds that strike a worker host or a broker node do)"),
-    ("kill_broker_node@2:all", "fault 'kill_broker_node@2:all': the target must be N (the Nth node of the run's "
-                               "cluster, from 1), got 'all'"),
-    (3, "fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of kill_child, kill_worker, term_worker, "
-        "restart_broker, "
-        "partition_worker, failover_broker, kill_broker_node), got 3"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            "kill_kid@3",
+            "unknown fault kind 'kill_kid' in 'kill_kid@3' (known: kill_child, kill_worker, term_worker, "
+            "restart_broker, partition_worker, failover_broker, kill_broker_node)",
+        ),
+        (
+            "kill_child",
+            "fault 'kill_child' needs a time: kill_child@TIME, seconds from the clock start (e.g. kill_child@3s)",
+        ),
+        ("kill_child@soon", "fault 'kill_child@soon': the time must be a duration such as 3, 3s or 250ms"),
+        (
+            "partition_worker@3",
+            "fault 'partition_worker@3' needs a duration: partition_worker@T/D (D seconds, "
+            "e.g. partition_worker@3s/5s)",
+        ),
+        ("kill_child@3/2", "fault 'kill_child@3/2': kill_child takes no duration (only partition_worker does)"),
+        (
+            "kill_worker@2:0",
+            "fault 'kill_worker@2:0': the target must be N (the run's Nth worker host, from 1) or all, got '0'",
+        ),
+        (
+            "kill_worker@2:x",
+            "fault 'kill_worker@2:x': the target must be N (the run's Nth worker host, from 1) or all, got 'x'",
+        ),
+        (
+            "restart_broker@2:2",
+            "fault 'restart_broker@2:2': restart_broker strikes the run's broker, it takes no :TARGET "
+            "(only the kinds that strike a worker host or a broker node do)",
+        ),
+        (
+            "kill_broker_node@2:all",
+            "fault 'kill_broker_node@2:all': the target must be N (the Nth node of the run's "
+            "cluster, from 1), got 'all'",
+        ),
+        (
+            3,
+            "fault must be none or KIND@TIME[/DURATION][:TARGET] (KIND one of kill_child, kill_worker, term_worker, "
+            "restart_broker, "
+            "partition_worker, failover_broker, kill_broker_node), got 3",
+        ),
+    ],
+)
 def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
     import json
 
@@ -80,22 +111,27 @@ def test_a_bad_fault_is_one_line_at_its_value(tmp_path, value, message):
 
 
 def test_cells_hold_the_canonical_fault(tmp_path):
-    exp = load_experiment(write(tmp_path,
-                                "matrix:\n  fault: [none, kill_child@3s, 'kill_worker@1+kill_child@250ms']\n"))
+    exp = load_experiment(
+        write(tmp_path, "matrix:\n  fault: [none, kill_child@3s, 'kill_worker@1+kill_child@250ms']\n")
+    )
     assert [c.values["fault"] for c in expand(exp)] == ["none", "kill_child@3", "kill_child@0.25+kill_worker@1"]
 
 
 def test_kill_child_is_refused_for_a_pool_without_child_processes(tmp_path):
     path = write(tmp_path, "matrix:\n  pool: [prefork, threads]\n  fault: [none, kill_child@1]\n")
-    assert problems(path) == [f"{path}:5:17: fault kill_child@1: kill_child kills a pool child process, which only "
-                              "the prefork pool has (this cell's pool is threads)"]
+    assert problems(path) == [
+        f"{path}:5:17: fault kill_child@1: kill_child kills a pool child process, which only "
+        "the prefork pool has (this cell's pool is threads)"
+    ]
     load_experiment(write(tmp_path, "fixed: {pool: prefork}\nmatrix:\n  fault: [kill_child@1]\n"))  # fine
 
 
 def test_failover_broker_only_on_a_sentinel_set(tmp_path):
     path = write(tmp_path, "matrix:\n  broker: [redis, redis-sentinel]\n  fault: [none, failover_broker@1]\n")
-    assert problems(path) == [f"{path}:5:17: fault failover_broker@1: failover_broker fails a Redis Sentinel set's "
-                              "master over, which only a redis-sentinel broker has (this cell's broker is redis)"]
+    assert problems(path) == [
+        f"{path}:5:17: fault failover_broker@1: failover_broker fails a Redis Sentinel set's "
+        "master over, which only a redis-sentinel broker has (this cell's broker is redis)"
+    ]
 
 
 def broker_problem(values, provisioned, disposable, place_problem=None):
@@ -111,10 +147,16 @@ def test_restart_broker_only_on_a_broker_cmx_owns():
         assert broker_problem(cell, provisioned=False, disposable=True) is None
         assert "not one the sweep provisions" in broker_problem(cell, provisioned=False, disposable=False)
         assert broker_problem({"broker": broker, "fault": "kill_child@1"}, provisioned=False, disposable=False) is None
-    told = broker_problem({"broker": "rabbitmq", "fault": "restart_broker@2"}, provisioned=False, disposable=True,
-                          place_problem="give rabbitmq_base_dir on brokers host b1 (...)")
-    assert told.startswith("fault restart_broker: the rabbitmq broker is marked cmx_disposable but cmx cannot "
-                           "restart it: give rabbitmq_base_dir on brokers host b1")
+    told = broker_problem(
+        {"broker": "rabbitmq", "fault": "restart_broker@2"},
+        provisioned=False,
+        disposable=True,
+        place_problem="give rabbitmq_base_dir on brokers host b1 (...)",
+    )
+    assert told.startswith(
+        "fault restart_broker: the rabbitmq broker is marked cmx_disposable but cmx cannot "
+        "restart it: give rabbitmq_base_dir on brokers host b1"
+    )
 
 
 def test_a_disposable_broker_must_say_where_it_lives():
@@ -128,8 +170,11 @@ def test_a_disposable_broker_must_say_where_it_lives():
     assert redis.place_of("b1", {"redis_dir": "/srv/r"}, provisioned=True) == {"unit": "cmx-redis-b1"}  # the workdir's
     with pytest.raises(ValueError, match="^give rabbitmq_base_dir and rabbitmq_nodename on brokers host b1 "):
         rabbit.place_of("b1", {}, provisioned=False)
-    assert rabbit.place_of("b1", {"rabbitmq_base_dir": "/srv/q", "rabbitmq_nodename": "q@b1"}, provisioned=False) == \
-        {"dir": "/srv/q", "node": "q@b1", "env": {}}
+    assert rabbit.place_of("b1", {"rabbitmq_base_dir": "/srv/q", "rabbitmq_nodename": "q@b1"}, provisioned=False) == {
+        "dir": "/srv/q",
+        "node": "q@b1",
+        "env": {},
+    }
 
 
 def test_a_provisioned_rabbitmq_is_found_where_its_role_lays_it_out():
@@ -144,13 +189,21 @@ def test_a_provisioned_rabbitmq_is_found_where_its_role_lays_it_out():
     defaults = yaml.safe_load((ROLES / "rabbitmq" / "defaults" / "main.yml").read_text())
     env = yaml.safe_load((ROLES / "rabbitmq" / "vars" / "main.yml").read_text())["__rabbitmq_env_node"]
     assert env["RABBITMQ_DIST_PORT"] == "{{ rabbitmq_dist_port }}"
-    render = {"{{ inventory_hostname }}": "a.b", "{{ rabbitmq_port | int + 20000 }}": "25673",
-              "{{ inventory_hostname | regex_replace('[^A-Za-z0-9_-]', '-') }}": "a-b"}
-    want = {k: re.sub(r"\{\{.*?\}\}", lambda m: render[m.group(0)], str(defaults[k]))
-            for k in ("rabbitmq_base_dir", "rabbitmq_nodename", "rabbitmq_dist_port")}
+    render = {
+        "{{ inventory_hostname }}": "a.b",
+        "{{ rabbitmq_port | int + 20000 }}": "25673",
+        "{{ inventory_hostname | regex_replace('[^A-Za-z0-9_-]', '-') }}": "a-b",
+    }
+    want = {
+        k: re.sub(r"\{\{.*?\}\}", lambda m: render[m.group(0)], str(defaults[k]))
+        for k in ("rabbitmq_base_dir", "rabbitmq_nodename", "rabbitmq_dist_port")
+    }
     got = servers.get("rabbitmq").place_of("a.b", {"rabbitmq_port": 5673}, provisioned=True)
-    assert got == {"dir": want["rabbitmq_base_dir"], "node": want["rabbitmq_nodename"],
-                   "env": {"RABBITMQ_DIST_PORT": want["rabbitmq_dist_port"]}}
+    assert got == {
+        "dir": want["rabbitmq_base_dir"],
+        "node": want["rabbitmq_nodename"],
+        "env": {"RABBITMQ_DIST_PORT": want["rabbitmq_dist_port"]},
+    }
 
 
 def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):
@@ -160,8 +213,14 @@ def test_settle_and_fault_restart_are_limits_with_defaults(tmp_path):
     assert (exp.limits.settle, exp.limits.fault_restart) == (2.0, 0.5)
 
 
-def _fault_run(con, run_id: str, after: list[float], lost: int = 0, end: float | None = None,
-               names=("fault_at_s", "stall_s", "recovery_s")) -> dict:
+def _fault_run(
+    con,
+    run_id: str,
+    after: list[float],
+    lost: int = 0,
+    end: float | None = None,
+    names=("fault_at_s", "stall_s", "recovery_s"),
+) -> dict:
     """A run finishing a task every second from T0+1 to T0+5, a fault struck at T0+5.5 (the clock
     started at T0+0.2), then tasks finishing at ``after`` (seconds from T0), ``lost`` tasks never
     finishing, the drive ending at ``end`` (seconds from T0); its fault metrics."""
@@ -172,9 +231,11 @@ def _fault_run(con, run_id: str, after: list[float], lost: int = 0, end: float |
     tasks += [(f"b{i}", T0, T0 + s - 0.5, T0 + s, "SUCCESS") for i, s in enumerate(after)]
     tasks += [(f"l{i}", T0, None, None, "LOST") for i in range(lost)]
     add_run(con, "e", run_id, {"fault": "kill_worker@5"}, tasks=tasks)
-    con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host, drive_end_at) "
-                "VALUES (?, 0, 'kill_worker@5', 'kill_worker', 'w1', ?, ?, 'w1', ?)",
-                [run_id, T0 + 5.5, T0 + 0.2, None if end is None else T0 + end])
+    con.execute(
+        "INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host, drive_end_at) "
+        "VALUES (?, 0, 'kill_worker@5', 'kill_worker', 'w1', ?, ?, 'w1', ?)",
+        [run_id, T0 + 5.5, T0 + 0.2, None if end is None else T0 + end],
+    )
     got = dict(con.execute(db.sql("metrics.sql"), {"run_id": run_id, "warmup_s": 0}).fetchall())
     return {k: got[k] for k in names}
 
@@ -232,12 +293,17 @@ def test_fault_metrics_have_exact_values(tmp_path):
 def test_the_rate_over_time_chart_marks_each_fault_where_it_struck():
     from cmx.analysis import charts
 
-    rows = [{"run": run, "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0}
-            for run in ("a #1", "b #1") for s in range(5)]
+    rows = [
+        {"run": run, "second": s, "width_s": 1.0, "completed": 2, "rate": 2.0, "queue_depth": 0}
+        for run in ("a #1", "b #1")
+        for s in range(5)
+    ]
     spec = charts.rate_over_time(rows, "t", [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]).to_dict()
     panels = spec["concat"]
-    marks = [[(layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]) for layer in p["layer"]]
-             for p in panels]
+    marks = [
+        [(layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]) for layer in p["layer"]]
+        for p in panels
+    ]
     assert marks == [["area", "line", "rule"], ["area", "line"]]  # only the fault run's panel has the rule
     rule = panels[0]["layer"][2]
     assert rule["data"]["values"] == [{"run": "a #1", "second": 2.5, "fault": "kill_child@2"}]
@@ -250,8 +316,10 @@ def test_detect_s_is_when_a_worker_first_noticed_its_broker_gone(tmp_path):
     from tests.results_fixture import T0
 
     with db.connect(tmp_path / "d.duckdb") as con:
-        con.executemany("INSERT INTO broker_lost VALUES (?, ?, ?, ?)",
-                        [("k", "w1", 7, T0 + 3.0), ("k", "w1", 7, T0 + 20.0), ("k", "w2", 9, T0 + 17.25)])
+        con.executemany(
+            "INSERT INTO broker_lost VALUES (?, ?, ?, ?)",
+            [("k", "w1", 7, T0 + 3.0), ("k", "w1", 7, T0 + 20.0), ("k", "w2", 9, T0 + 17.25)],
+        )
         assert _fault_run(con, "k", [30], names=("detect_s",)) == pytest.approx({"detect_s": 11.75})
         assert _fault_run(con, "q", [30], names=("detect_s",)) == {"detect_s": None}
 
@@ -265,8 +333,8 @@ def test_a_fault_cells_summary_leads_with_delivery():
     workload = registry.get("concurrent_sleep")
     plain, faulted = Cell("c1", {"fault": "none"}), Cell("c2", {"fault": "kill_child@1"})
     union, shown = cell_headlines(workload, [plain, faulted])
-    assert union[:len(FAULT_HEADLINE)] == FAULT_HEADLINE
-    assert shown[faulted.cell_id][:len(FAULT_HEADLINE)] == FAULT_HEADLINE
+    assert union[: len(FAULT_HEADLINE)] == FAULT_HEADLINE
+    assert shown[faulted.cell_id][: len(FAULT_HEADLINE)] == FAULT_HEADLINE
     assert shown[plain.cell_id] == workload.headline_metrics
 
 
@@ -278,10 +346,12 @@ def test_a_cell_without_faults_keeps_the_id_it_had_before_the_fault_dimension(tm
     from cmx.engine.model.dimensions import normalise_values
 
     (plain,) = expand(load_experiment(write(tmp_path, "fixed: {pool: threads}\n")))
-    before = {k: v for k, v in plain.values.items()
-              if k not in ("fault", "drivers", "queue_type", "delivery_limit")}  # as 0.2.0 held them
-    old = hashlib.sha256(canonical({"workload": "concurrent_sleep",
-                                    "values": normalise_values("concurrent_sleep", before)}).encode()).hexdigest()[:12]
+    before = {
+        k: v for k, v in plain.values.items() if k not in ("fault", "drivers", "queue_type", "delivery_limit")
+    }  # as 0.2.0 held them
+    old = hashlib.sha256(
+        canonical({"workload": "concurrent_sleep", "values": normalise_values("concurrent_sleep", before)}).encode()
+    ).hexdigest()[:12]
     assert plain.values["fault"] == "none" and plain.cell_id == old
     assert cell_id("concurrent_sleep", {**before, "fault": "kill_worker@1"}) != old
 
@@ -300,8 +370,13 @@ def test_a_fault_run_that_never_recovered_reads_never_in_the_summary_and_the_rep
     path = tmp_path / "n.duckdb"
     with db.connect(path) as con:
         db.record_sweep(con, "s1", "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1}, planned=2)
-        add_run(con, "e", "f1", {"fault": "restart_broker@2"}, metrics={"fault_at_s": 2.0, "stall_s": 12.0,
-                                                                        "stall_censored": 1, "recovery_s": None})
+        add_run(
+            con,
+            "e",
+            "f1",
+            {"fault": "restart_broker@2"},
+            metrics={"fault_at_s": 2.0, "stall_s": 12.0, "stall_censored": 1, "recovery_s": None},
+        )
         add_run(con, "e", "p1", {"fault": "none"}, metrics={"consume_rate": 10.0})
     with views.connect(path, read_only=True) as con:
         metrics = report_cells.table_metrics(con, "e")
@@ -324,21 +399,36 @@ def test_kill_broker_node_strikes_a_node_of_a_cluster_only():
 
     (fault,) = faults.parse("kill_broker_node@2s:3")
     assert (fault.kind, fault.target, fault.host, fault.text()) == (
-        "kill_broker_node", "broker", 3, "kill_broker_node@2:3")
+        "kill_broker_node",
+        "broker",
+        3,
+        "kill_broker_node@2:3",
+    )
     assert fault.definition.downs_workers and fault.definition.cuts_off and fault.definition.needs_place
     assert faults.DOWNS_WORKERS == ("kill_broker_node",)
     assert cell_problem({"broker": "rabbitmq-cluster", "fault": "kill_broker_node@2:3", "machines": 1}) is None
     assert cell_problem({"broker": "rabbitmq", "fault": "kill_broker_node@2"}) == (
         "fault kill_broker_node@2: kill_broker_node kills a node of a RabbitMQ cluster, which only a "
-        "rabbitmq-cluster broker has (this cell's broker is rabbitmq)")
+        "rabbitmq-cluster broker has (this cell's broker is rabbitmq)"
+    )
 
 
 def test_kill_broker_node_goes_to_the_host_of_the_node_it_names():
     from cmx.engine.run.faultrun import FaultScheduler
 
     nodes = [{"host": h, "name": f"n{i}"} for i, h in enumerate(("b1", "b2", "b3"), 1)]
-    sched = FaultScheduler(None, "r1", (), "d", ("w1",), {"broker": "b1", "driver": "d"}, 0.0, 1.0, 1.0,
-                           broker={"service": "rabbitmq_cluster", "nodes": nodes})
+    sched = FaultScheduler(
+        None,
+        "r1",
+        (),
+        "d",
+        ("w1",),
+        {"broker": "b1", "driver": "d"},
+        0.0,
+        1.0,
+        1.0,
+        broker={"service": "rabbitmq_cluster", "nodes": nodes},
+    )
     (second,) = faults.parse("kill_broker_node@2:2")
     assert sched.hosts_of(second) == ("b2",)
     assert sched._broker_part(second) == {"service": "rabbitmq_cluster", "node": nodes[1]}

@@ -1,4 +1,5 @@
 """Pure pieces of the harness's own measurement and housekeeping (issue 11)."""
+
 from __future__ import annotations
 
 import os
@@ -30,12 +31,15 @@ def test_stop_ends_when_the_slowest_host_had_stopped():
 
 def test_harness_overhead_is_wall_minus_tasks_in_flight(tmp_path):
     with db.connect(tmp_path / "r.duckdb") as con:
-        con.execute("INSERT INTO tasks (run_id, sent_at, finished_at) VALUES ('r', 100.0, 101.0), ('r', 100.5, 103.0), "
-                    "('r', 102.0, NULL)")
+        con.execute(
+            "INSERT INTO tasks (run_id, sent_at, finished_at) VALUES ('r', 100.0, 101.0), ('r', 100.5, 103.0), "
+            "('r', 102.0, NULL)"
+        )
         assert record_harness_overhead(con, "r", 10.0) == 7.0
         assert record_harness_overhead(con, "none", 4.0) == 4.0  # no task ran: all of it was harness
-        assert con.execute("SELECT run_id, value, unit FROM metrics WHERE name = 'harness_overhead_s' ORDER BY 1"
-                           ).fetchall() == [("none", 4.0, "s"), ("r", 7.0, "s")]
+        assert con.execute(
+            "SELECT run_id, value, unit FROM metrics WHERE name = 'harness_overhead_s' ORDER BY 1"
+        ).fetchall() == [("none", 4.0, "s"), ("r", 7.0, "s")]
 
 
 def test_a_backlog_is_sent_in_at_least_twenty_batches_of_at_most_batch():

@@ -1,5 +1,6 @@
 """What a host must be to run the compiled wheels the controller installed for it: the platform
 and the newest glibc they ask, read from the wheels' own tags (roles/python_env checks them)."""
+
 from __future__ import annotations
 
 import sysconfig
@@ -20,10 +21,13 @@ def test_pure_python_wheels_ask_nothing(tmp_path):
 
 
 def test_the_newest_glibc_any_wheel_asks_each_wheel_by_its_oldest_tag(tmp_path):
-    a = _house(tmp_path / "a", "celery-5.7.0-py3-none-any.whl",
-               # runs on glibc 2.17 (either tag will do for pip): asks 2.17, not 2.28
-               "psutil-7.2.2-cp36-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.manylinux_2_28_x86_64.whl",
-               "gevent-26.9.0-cp311-cp311-manylinux2010_x86_64.whl")
+    a = _house(
+        tmp_path / "a",
+        "celery-5.7.0-py3-none-any.whl",
+        # runs on glibc 2.17 (either tag will do for pip): asks 2.17, not 2.28
+        "psutil-7.2.2-cp36-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.manylinux_2_28_x86_64.whl",
+        "gevent-26.9.0-cp311-cp311-manylinux2010_x86_64.whl",
+    )
     b = _house(tmp_path / "b", "pydantic_core-2.50.5-cp311-cp311-manylinux_2_28_x86_64.whl")
     assert host_needs([a]) == {"platform": sysconfig.get_platform(), "glibc": "2.17"}
     assert host_needs([a, b])["glibc"] == "2.28"  # a package.* environment's wheels count too

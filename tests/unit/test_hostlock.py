@@ -1,5 +1,6 @@
 """One sweep at a time on a host's work dir (issue 43 point 5): a second sweep waits with one line
 naming the first, takes the host when the first ends (or dies), and gives up at its bound."""
+
 from __future__ import annotations
 
 import subprocess

@@ -2,6 +2,7 @@
 from the experiment file's folder), else ./inventory/local.yml, else the built-in localhost
 inventory, said in one line. A named inventory that is missing, or one without workers, is one
 line naming what and where, exit 2, and nothing is written."""
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,8 @@ def test_precedence_option_then_file_then_current_folder_then_built_in(tmp_path,
 def test_the_built_in_inventory_is_localhost_in_every_group_without_ssh(tmp_path):
     inv = load_inventory(BUILTIN_INVENTORY, secrets_dir=tmp_path)
     assert {g: list(h) for g, h in inv.groups.items()} == {
-        g: ["localhost"] for g in ("brokers", "backends", "workers", "drivers", "services")}
+        g: ["localhost"] for g in ("brokers", "backends", "workers", "drivers", "services")
+    }
     assert connections(BUILTIN_INVENTORY, ["localhost"])["localhost"].local  # no SSH
     assert inv.broker_url("redis").startswith("redis://127.0.0.1:")
 
@@ -64,9 +66,11 @@ def test_an_inventory_named_in_the_file_is_found_from_its_folder_else_from_the_c
     with pytest.raises(InputError) as info:
         choose_inventory(None, "nowhere/lab.yml", "experiments/f.yaml")
     [problem] = info.value.problems
-    assert str(problem) == ("experiments/f.yaml:3:12: inventory: experiments/nowhere/lab.yml not found (a "
-                            "relative inventory is found from the experiment file's folder, or else from the "
-                            "current folder)")
+    assert str(problem) == (
+        "experiments/f.yaml:3:12: inventory: experiments/nowhere/lab.yml not found (a "
+        "relative inventory is found from the experiment file's folder, or else from the "
+        "current folder)"
+    )
     assert exp.exists()
 
 
@@ -84,10 +88,15 @@ def test_bad_inventory_is_one_line_exit_2_and_nothing_written(tmp_path, case):
         proc = cmx(*command, cwd=tmp_path, timeout=120)
         assert proc.returncode == 2, proc.stderr
         [line] = proc.stderr.strip().splitlines()
-        assert {"option": line == "nope.yml: inventory not found (named by --inventory)",
-                "file": line.startswith("experiments/e.yaml:3:12: inventory: nope.yml not found"),
-                "no-workers": line == ("inventory/local.yml: inventory has no hosts in group(s) workers (every "
-                                       "sweep needs brokers, workers and drivers)")}[case], line
+        assert {
+            "option": line == "nope.yml: inventory not found (named by --inventory)",
+            "file": line.startswith("experiments/e.yaml:3:12: inventory: nope.yml not found"),
+            "no-workers": line
+            == (
+                "inventory/local.yml: inventory has no hosts in group(s) workers (every "
+                "sweep needs brokers, workers and drivers)"
+            ),
+        }[case], line
         assert "Traceback" not in proc.stdout + proc.stderr
         assert _files(tmp_path) == before, "a refused command wrote files"
     assert exp.exists()
@@ -99,8 +108,10 @@ def test_init_in_an_empty_folder_validates_on_the_built_in_inventory_and_says_so
     proc = cmx("validate", "experiments/demo.yaml", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     [line] = proc.stderr.strip().splitlines()
-    assert line == (f"experiments/demo.yaml: no inventory named (--inventory, inventory:, ./inventory/local.yml): "
-                    f"using the built-in localhost inventory, {BUILTIN_INVENTORY}")
+    assert line == (
+        f"experiments/demo.yaml: no inventory named (--inventory, inventory:, ./inventory/local.yml): "
+        f"using the built-in localhost inventory, {BUILTIN_INVENTORY}"
+    )
     assert _files(tmp_path) == {"experiments", "experiments/demo.yaml", "experiments/demo_tasks.py"}
     # naming the built-in file itself is naming an inventory: nothing to say
     named = cmx("validate", "experiments/demo.yaml", "--inventory", str(BUILTIN_INVENTORY), cwd=tmp_path, timeout=120)

@@ -1,5 +1,6 @@
 """Broker and backend kinds live in one table (workloads/vocab/kinds.py); the inventory, provisioning,
 the probes, the roles and the app factory read it and agree with it."""
+
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,20 @@ PLAYBOOKS = REPO / "engine" / "hosts" / "playbooks"
 
 def lab(**broker_vars) -> Inventory:
     """Broker and backend on one host ``b`` (reached as 10.0.0.1), passwords given."""
-    hostvars = {"b": {"ansible_host": "10.0.0.1", "redis_password": "rpw", "rabbitmq_password": "qpw",
-                      "postgres_password": "ppw", **broker_vars}}
-    return Inventory(path=Path("inv.yml"), hostvars=hostvars,
-                     groups={"brokers": ("b",), "backends": ("b",), "workers": ("w",), "drivers": ("w",)})
+    hostvars = {
+        "b": {
+            "ansible_host": "10.0.0.1",
+            "redis_password": "rpw",
+            "rabbitmq_password": "qpw",
+            "postgres_password": "ppw",
+            **broker_vars,
+        }
+    }
+    return Inventory(
+        path=Path("inv.yml"),
+        hostvars=hostvars,
+        groups={"brokers": ("b",), "backends": ("b",), "workers": ("w",), "drivers": ("w",)},
+    )
 
 
 def test_the_urls_of_the_servers_a_sweep_provisions():
@@ -42,8 +53,7 @@ def test_the_urls_of_the_servers_a_sweep_provisions():
 
 
 def test_a_given_url_is_used_for_the_kinds_its_scheme_serves_and_nothing_is_provisioned_for_them():
-    inv = lab(broker_url=["amqps://u:p@mq:5671/v", "rediss://:x@r:6380/2"],
-              backend_url="db+postgresql://u:p@pg/db")
+    inv = lab(broker_url=["amqps://u:p@mq:5671/v", "rediss://:x@r:6380/2"], backend_url="db+postgresql://u:p@pg/db")
     assert inv.broker_url("rabbitmq-quorum") == "amqps://u:p@mq:5671/v"
     assert inv.broker_url("redis") == "rediss://:x@r:6380/2"
     assert inv.backend_url("postgres") == "db+postgresql://u:p@pg/db"
@@ -51,7 +61,10 @@ def test_a_given_url_is_used_for_the_kinds_its_scheme_serves_and_nothing_is_prov
     assert inv.services_to_provision({"redis", "rabbitmq", "rabbitmq-quorum"}, {"none", "rpc", "postgres"}) == {}
     assert inv.services_to_provision({"redis"}, {"redis", "rpc"}) == {"redis": ["b"]}
     assert lab().services_to_provision({"rabbitmq-quorum", "redis"}, {"postgres", "none"}) == {
-        "postgres": ["b"], "rabbitmq": ["b"], "redis": ["b"]}
+        "postgres": ["b"],
+        "rabbitmq": ["b"],
+        "redis": ["b"],
+    }
 
 
 def test_every_kind_names_a_known_server_and_every_server_can_be_reached_counted_and_provisioned():
@@ -94,7 +107,13 @@ def test_schemes_and_default_ports():
     assert servers.schemes("backend", "postgres") == ("postgresql", "postgres", "db+postgresql")
     assert servers.schemes("backend", "rpc") == ()
     assert [servers.default_port(s) for s in ("redis", "amqp", "amqps", "postgresql", "sentinel", "http")] == [
-        6379, 5672, 5671, 5432, 26379, None]
+        6379,
+        5672,
+        5671,
+        5432,
+        26379,
+        None,
+    ]
     assert servers.libpq_url("db+postgresql+psycopg2://u:p@h:1/d") == "postgresql://u:p@h:1/d"
     assert servers.of_scheme("pyamqp").name == "rabbitmq"
     with pytest.raises(ValueError, match="no server of cmx takes sqs:// URLs"):
@@ -109,8 +128,9 @@ def test_an_unknown_server_is_an_error_never_another_servers_branch():
 
 
 def spec(broker: str, backend: str) -> RunSpec:
-    return RunSpec(run_id="r1", experiment="e", cell_id="c", repeat=1, workload="throughput",
-                   broker=broker, backend=backend)
+    return RunSpec(
+        run_id="r1", experiment="e", cell_id="c", repeat=1, workload="throughput", broker=broker, backend=backend
+    )
 
 
 def test_the_app_factory_reads_queue_arguments_and_backend_urls_from_the_kinds(monkeypatch):
@@ -167,7 +187,7 @@ def _enums_under(node, key: str) -> list[frozenset]:
 
 def _walk(node):
     yield node
-    for v in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()):
+    for v in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
         yield from _walk(v)
 
 
@@ -198,7 +218,8 @@ def test_each_server_declares_its_capabilities_and_answers_the_controllers_hooks
     assert rabbit.secrets(lab(rabbitmq_management_port=15673))["CMX_RABBITMQ_API"].endswith(":15673")
     assert rabbit.secrets(lab(broker_url="amqp://u:p@mq//")) == {"CMX_RABBITMQ_API": ""}
     assert rabbit.secrets(lab(broker_url="amqp://u:p@mq//", rabbitmq_api_url="http://u:p@mq:15672")) == {
-        "CMX_RABBITMQ_API": "http://u:p@mq:15672"}
+        "CMX_RABBITMQ_API": "http://u:p@mq:15672"
+    }
     assert servers.get("redis").secrets(lab()) == {} and servers.get("redis").provision_vars(lab()) == {}
     assert [p.var for p in rabbit.parts] == ["rabbitmq_api_url"]
     from cmx.workloads.host.hostrun import is_secret
@@ -221,18 +242,35 @@ def test_a_workload_waiting_for_results_on_no_backend_is_told_the_kinds_that_kee
     with pytest.raises(InputError) as info:
         check_against_inventory(exp, expand(exp), load_inventory(BUILTIN_INVENTORY, tmp_path))
     assert [p.message for p in info.value.problems] == [
-        "workload io_chord waits for task results: set backend to redis, rpc or postgres (not none)"]
+        "workload io_chord waits for task results: set backend to redis, rpc or postgres (not none)"
+    ]
 
 
 def test_the_inventory_variables_the_servers_declare_are_the_ones_cmx_always_read():
     """The inventory's format is a contract: moving each server's variables into its module kept them."""
-    assert {k: v for k, v in VARIABLES.items() if not k.endswith(("_password", "_port")) or k in (
-        "rabbitmq_management_port", "redis_sentinel_redis_port", "rabbitmq_dist_port", "cmx_service_port")} == {
-        "broker_url": "urls", "backend_url": "urls", "database_url": "url", "cmx_workdir": "text",
-        "ansible_host": "text", "cmx_service_port": "port", "cmx_disposable": "flag", "redis_dir": "text",
-        "rabbitmq_api_url": "url", "rabbitmq_management_port": "port", "rabbitmq_base_dir": "text",
-        "rabbitmq_nodename": "text", "rabbitmq_dist_port": "port", "redis_sentinel_redis_port": "port",
+    assert {
+        k: v
+        for k, v in VARIABLES.items()
+        if not k.endswith(("_password", "_port"))
+        or k in ("rabbitmq_management_port", "redis_sentinel_redis_port", "rabbitmq_dist_port", "cmx_service_port")
+    } == {
+        "broker_url": "urls",
+        "backend_url": "urls",
+        "database_url": "url",
+        "cmx_workdir": "text",
+        "ansible_host": "text",
+        "cmx_service_port": "port",
+        "cmx_disposable": "flag",
+        "redis_dir": "text",
+        "rabbitmq_api_url": "url",
+        "rabbitmq_management_port": "port",
+        "rabbitmq_base_dir": "text",
+        "rabbitmq_nodename": "text",
+        "rabbitmq_dist_port": "port",
+        "redis_sentinel_redis_port": "port",
         # A RabbitMQ cluster's (issue 42): its node count and where its nodes keep their files.
-        "rabbitmq_cluster_nodes": "count", "rabbitmq_cluster_base_dir": "text"}
+        "rabbitmq_cluster_nodes": "count",
+        "rabbitmq_cluster_base_dir": "text",
+    }
     for name in SERVICE_NAMES:
         assert VARIABLES[f"{name}_password"] == "secret" and VARIABLES[f"{name}_port"] == "port"

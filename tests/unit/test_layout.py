@@ -7,6 +7,7 @@ Two graphs are checked: module-level imports alone (a cycle there can break impo
 module-level plus those inside functions (a cycle there is still a tangle: one room reaching
 back into a room that depends on it).
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,7 +44,8 @@ MODULES = _modules()
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST, in_function: bool = False):
@@ -159,16 +161,20 @@ def test_no_import_cycle(include_functions):
 
 
 def test_no_module_over_the_size_limit():
-    over = {str(path.relative_to(ROOT)): n for path in MODULES.values()
-            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    over = {
+        str(path.relative_to(ROOT)): n
+        for path in MODULES.values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
     unexpected = {p: n for p, n in over.items() if p not in PENDING_SPLIT}
     assert not unexpected, f"modules over {MAX_LINES} lines: {unexpected}"
 
 
 def test_pending_lists_are_current():
     """A pending entry that no longer applies is removed, so the lists only ever shrink."""
-    fitting = [p for p in PENDING_SPLIT
-               if not (ROOT / p).exists() or len((ROOT / p).read_text().splitlines()) <= MAX_LINES]
+    fitting = [
+        p for p in PENDING_SPLIT if not (ROOT / p).exists() or len((ROOT / p).read_text().splitlines()) <= MAX_LINES
+    ]
     assert not fitting, f"remove from PENDING_SPLIT, they fit now: {fitting}"
     components = cycles(import_graph(include_functions=True))
     stale = [names for names in PENDING_CYCLES if not any(_within(c, names) for c in components)]
@@ -186,16 +192,45 @@ ROOMS = {
     "cmx.engine.limits": {"cmx.workloads"},
     "cmx.engine.model": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.paths"},
     "cmx.engine.plan": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model"},
-    "cmx.engine.hosts": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
-                         "cmx.engine.paths"},
+    "cmx.engine.hosts": {
+        "cmx.workloads",
+        "cmx.engine.errors",
+        "cmx.engine.limits",
+        "cmx.engine.model",
+        "cmx.engine.paths",
+    },
     "cmx.engine.results": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits"},
-    "cmx.engine.run": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
-                       "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results", "cmx.engine.paths"},
-    "cmx.analysis": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
-                     "cmx.engine.results", "cmx.engine.paths"},
-    "cmx.cli": {"cmx.workloads", "cmx.engine.errors", "cmx.engine.limits", "cmx.engine.model",
-                "cmx.engine.plan", "cmx.engine.hosts", "cmx.engine.results", "cmx.engine.run",
-                "cmx.analysis", "cmx.engine.paths", "cmx.engine.replay"},
+    "cmx.engine.run": {
+        "cmx.workloads",
+        "cmx.engine.errors",
+        "cmx.engine.limits",
+        "cmx.engine.model",
+        "cmx.engine.plan",
+        "cmx.engine.hosts",
+        "cmx.engine.results",
+        "cmx.engine.paths",
+    },
+    "cmx.analysis": {
+        "cmx.workloads",
+        "cmx.engine.errors",
+        "cmx.engine.limits",
+        "cmx.engine.model",
+        "cmx.engine.results",
+        "cmx.engine.paths",
+    },
+    "cmx.cli": {
+        "cmx.workloads",
+        "cmx.engine.errors",
+        "cmx.engine.limits",
+        "cmx.engine.model",
+        "cmx.engine.plan",
+        "cmx.engine.hosts",
+        "cmx.engine.results",
+        "cmx.engine.run",
+        "cmx.analysis",
+        "cmx.engine.paths",
+        "cmx.engine.replay",
+    },
 }
 
 
@@ -248,8 +283,15 @@ def _workload_room(module: str) -> int | None:
     None for the package marker (cmx/workloads/__init__.py: a docstring)."""
     if module == "cmx.workloads":
         return None
-    best = max(((len(name), i) for i, (_, names) in enumerate(WORKLOAD_ROOMS) for name in names
-                if module == name or module.startswith(name + ".")), default=None)
+    best = max(
+        (
+            (len(name), i)
+            for i, (_, names) in enumerate(WORKLOAD_ROOMS)
+            for name in names
+            if module == name or module.startswith(name + ".")
+        ),
+        default=None,
+    )
     return best[1] if best else None
 
 
@@ -284,9 +326,13 @@ def test_analysis_reads_metric_definitions_never_a_workload_class():
     the metric registry and table run_headlines), never by importing its class or a user's file;
     of the shipped package it reads only the vocabulary and the runtime's plain tables."""
     runtime = next(i for i, (name, _) in enumerate(WORKLOAD_ROOMS) if name == "runtime")
-    wrong = [f"{module} imports {target}" for module, targets in import_graph(include_functions=True).items()
-             if module.startswith("cmx.analysis") for target in sorted(targets)
-             if target.startswith("cmx.workloads") and (_workload_room(target) or 0) > runtime]
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in import_graph(include_functions=True).items()
+        if module.startswith("cmx.analysis")
+        for target in sorted(targets)
+        if target.startswith("cmx.workloads") and (_workload_room(target) or 0) > runtime
+    ]
     assert not wrong, "\n".join(wrong)
     planted = {"cmx.analysis.x": {"cmx.workloads.catalog.registry"}}
     assert [t for ts in planted.values() for t in ts if (_workload_room(t) or 0) > runtime]  # the rule catches one

@@ -2,6 +2,7 @@
 point 5): long strings and help texts are adjacent literals inside parentheses, argument lists
 are broken. ruff's E501 holds it too (make lint); this test says which file and line.
 """
+
 from __future__ import annotations
 
 import tomllib

@@ -1,5 +1,6 @@
 """Tasks lost before the queue end a run's wait at once (workloads/drive/lost.py, issue 42): the
 rule that says nothing is left of the missing tasks anywhere, sample by sample."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,17 +18,21 @@ def test_empty_queue_nothing_held_and_no_completion_for_the_while_is_lost():
     v = Vanished(workers=2, alone=True, after_s=10)
     got = run(v, [(0, 100, 0, 2, 0), (5, 100, 0, 2, 0), (9.9, 100, 0, 2, 0), (10, 100, 0, 2, 0)])
     assert got[:3] == [None] * 3
-    assert got[3] == ("no worker counted them: the run's queue is empty, no worker holds a task of the run, "
-                   "and none finished for 10s")
+    assert got[3] == (
+        "no worker counted them: the run's queue is empty, no worker holds a task of the run, and none finished for 10s"
+    )
 
 
-@pytest.mark.parametrize("late, why", [
-    ((6, 101, 0, 2, 0), "a completion starts the while again"),
-    ((6, 100, 1, 2, 0), "a task a worker holds may still finish"),
-    ((6, 100, 0, 1, 0), "a worker that did not answer may hold some"),
-    ((6, 100, 0, 2, 3), "messages in the queue are still to come"),
-    ((6, 100, 0, 2, None), "a queue not sampled says nothing"),
-])
+@pytest.mark.parametrize(
+    "late, why",
+    [
+        ((6, 101, 0, 2, 0), "a completion starts the while again"),
+        ((6, 100, 1, 2, 0), "a task a worker holds may still finish"),
+        ((6, 100, 0, 1, 0), "a worker that did not answer may hold some"),
+        ((6, 100, 0, 2, 3), "messages in the queue are still to come"),
+        ((6, 100, 0, 2, None), "a queue not sampled says nothing"),
+    ],
+)
 def test_anything_left_anywhere_starts_the_while_again(late, why):
     v = Vanished(workers=2, alone=True, after_s=10)
     got = run(v, [(0, 100, 0, 2, 0), late, (12, late[1], 0, 2, 0), (15.9, late[1], 0, 2, 0)])

@@ -1,4 +1,5 @@
 """Matrix expansion, cell ids and --only, compared against literal expected cells (as asv does)."""
+
 import json
 import textwrap
 
@@ -15,10 +16,12 @@ DEFAULTS = {
     "concurrency": 1,
     "fault": "none",
     "heartbeat": 120.0,
-    "machines": 1, "drivers": 1,
+    "machines": 1,
+    "drivers": 1,
     "pool": "prefork",
     "prefetch_multiplier": 4,
-    "queue_type": "classic", "delivery_limit": 0,
+    "queue_type": "classic",
+    "delivery_limit": 0,
 }
 
 
@@ -45,12 +48,15 @@ def test_no_matrix_gives_one_cell_of_defaults_and_fixed(tmp_path):
 
 
 def test_matrix_is_a_product_in_key_order(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         fixed: {backend: redis}
         matrix:
           pool: [threads, gevent]
           concurrency: [1, 8]
-    """)
+    """,
+    )
     assert values(expand(exp)) == [
         cell(backend="redis", pool="threads", concurrency=1),
         cell(backend="redis", pool="threads", concurrency=8),
@@ -60,12 +66,15 @@ def test_matrix_is_a_product_in_key_order(tmp_path):
 
 
 def test_matrix_crossed_with_a_zip_group(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         matrix:
           broker: [redis, rabbitmq]
         zip:
           - {params.tasks: [10, 20], params.payload_bytes: [0, 64]}
-    """)
+    """,
+    )
     assert values(expand(exp)) == [
         cell(broker="redis", params_tasks=10, params_payload_bytes=0),
         cell(broker="redis", params_tasks=20, params_payload_bytes=64),
@@ -75,11 +84,14 @@ def test_matrix_crossed_with_a_zip_group(tmp_path):
 
 
 def test_two_zip_groups_are_crossed(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         zip:
           - {pool: [threads, gevent], concurrency: [4, 100]}
           - {params.tasks: [10, 20], params.mode: [backlog, stream]}
-    """)
+    """,
+    )
     assert values(expand(exp)) == [
         cell(pool="threads", concurrency=4, params_tasks=10, params_mode="backlog"),
         cell(pool="threads", concurrency=4, params_tasks=20, params_mode="stream"),
@@ -89,7 +101,9 @@ def test_two_zip_groups_are_crossed(tmp_path):
 
 
 def test_exclude_with_scalar_and_list_values(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         matrix:
           pool: [solo, threads]
           concurrency: [1, 8, 64]
@@ -97,7 +111,8 @@ def test_exclude_with_scalar_and_list_values(tmp_path):
         exclude:
           - {pool: solo, concurrency: [8, 64]}
           - {broker: rabbitmq, concurrency: 64}
-    """)
+    """,
+    )
     assert values(expand(exp)) == [
         cell(pool="solo", concurrency=1, broker="redis"),
         cell(pool="solo", concurrency=1, broker="rabbitmq"),
@@ -110,13 +125,16 @@ def test_exclude_with_scalar_and_list_values(tmp_path):
 
 
 def test_exclude_compares_normalised_values(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         matrix:
           heartbeat: [0, 10]
           celery.task_acks_late: [false, true]
         exclude:
           - {heartbeat: 0.0, celery.task_acks_late: false}
-    """)
+    """,
+    )
     # heartbeat 0 and 0.0 are the same value. (The setting False is not the number 0: a 0 for a
     # boolean setting is refused by validation, see test_celery_settings.py.)
     assert values(expand(exp)) == [
@@ -127,7 +145,9 @@ def test_exclude_compares_normalised_values(tmp_path):
 
 
 def test_include_is_appended_with_fixed_and_defaults_filled(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         fixed: {backend: redis, params.tasks: 100}
         matrix:
           pool: [prefork, solo]
@@ -136,7 +156,8 @@ def test_include_is_appended_with_fixed_and_defaults_filled(tmp_path):
         include:
           - {pool: gevent, concurrency: 1000, prefetch_multiplier: 1}
           - {pool: solo, celery.task_acks_late: true}
-    """)
+    """,
+    )
     assert values(expand(exp)) == [
         cell(backend="redis", params_tasks=100),
         cell(backend="redis", params_tasks=100, pool="gevent", concurrency=1000, prefetch_multiplier=1),
@@ -145,11 +166,14 @@ def test_include_is_appended_with_fixed_and_defaults_filled(tmp_path):
 
 
 def test_include_may_bring_back_an_excluded_cell(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         matrix: {pool: [prefork, solo]}
         exclude: [{pool: solo}]
         include: [{pool: solo}]
-    """)
+    """,
+    )
     assert values(expand(exp)) == [cell(), cell(pool="solo")]
 
 
@@ -166,6 +190,7 @@ def test_cell_values_are_read_only_and_json_serialisable(tmp_path):
 
 def test_id_is_12_hex_chars_of_sha256_over_canonical_json():
     import hashlib
+
     vals = cell(pool="solo", drivers=2)
     # fault at its default is left out: ids stay what they were before the dimension existed
     before = {k: v for k, v in vals.items() if k not in ("fault", "queue_type", "delivery_limit")}
@@ -182,18 +207,26 @@ def test_a_dimension_added_later_keeps_old_ids_at_its_default():
 
 
 def test_same_values_same_id_whatever_the_key_order_or_file(tmp_path):
-    a = load(tmp_path, """
+    a = load(
+        tmp_path,
+        """
         fixed: {heartbeat: 0, backend: redis}
         matrix:
           pool: [solo, threads]
           concurrency: [2]
-    """, name="a.yaml")
-    b = load(tmp_path, """
+    """,
+        name="a.yaml",
+    )
+    b = load(
+        tmp_path,
+        """
         fixed: {backend: redis, concurrency: 2}
         matrix:
           heartbeat: [0.0]
           pool: [threads, solo]
-    """, name="b.yaml")
+    """,
+        name="b.yaml",
+    )
     ids_a = {c.cell_id: dict(c.values) for c in expand(a)}
     ids_b = {c.cell_id: dict(c.values) for c in expand(b)}
     assert ids_a == ids_b
@@ -201,12 +234,15 @@ def test_same_values_same_id_whatever_the_key_order_or_file(tmp_path):
 
 
 def test_different_values_different_ids(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         matrix:
           pool: [prefork, threads, gevent]
           params.rate: [1, 2]
           celery.task_acks_late: [false, true]
-    """)
+    """,
+    )
     cells = expand(exp)
     assert len({c.cell_id for c in cells}) == len(cells) == 12
 
@@ -218,7 +254,8 @@ def test_ids_normalise_values_before_hashing():
     assert cell_id("throughput", {**base, "params.rate": 5}) == cell_id("throughput", {**base, "params.rate": 5.0})
     assert cell_id("throughput", base) != cell_id("other", base)
     assert cell_id("throughput", {**base, "celery.task_acks_late": True}) != cell_id(
-        "throughput", {**base, "celery.task_acks_late": 1})
+        "throughput", {**base, "celery.task_acks_late": 1}
+    )
 
 
 # ---------------------------------------------------------------- --only
@@ -226,13 +263,18 @@ def test_ids_normalise_values_before_hashing():
 
 @pytest.fixture
 def grid(tmp_path):
-    return expand(load(tmp_path, """
+    return expand(
+        load(
+            tmp_path,
+            """
         fixed: {heartbeat: 0}
         matrix:
           broker: [redis, rabbitmq]
           pool: [threads, gevent]
           concurrency: [4, 40]
-    """))
+    """,
+        )
+    )
 
 
 def pick(cells, glob):
@@ -241,13 +283,19 @@ def pick(cells, glob):
 
 def test_only_by_dimension_value(grid):
     assert pick(grid, "pool=gevent") == [
-        ("redis", "gevent", 4), ("redis", "gevent", 40), ("rabbitmq", "gevent", 4), ("rabbitmq", "gevent", 40)]
+        ("redis", "gevent", 4),
+        ("redis", "gevent", 40),
+        ("rabbitmq", "gevent", 4),
+        ("rabbitmq", "gevent", 40),
+    ]
 
 
 def test_only_with_several_globs_that_must_all_match(grid):
     assert pick(grid, "pool=gevent,concurrency=4") == [("redis", "gevent", 4), ("rabbitmq", "gevent", 4)]
     assert pick(grid, "broker=rabbit*, pool=threads, concurrency=4*") == [
-        ("rabbitmq", "threads", 4), ("rabbitmq", "threads", 40)]
+        ("rabbitmq", "threads", 4),
+        ("rabbitmq", "threads", 40),
+    ]
 
 
 def test_only_by_cell_id_glob(grid):
@@ -269,8 +317,10 @@ def test_only_matching_nothing(grid):
 def test_workload_params_are_cell_values_and_change_the_id(tmp_path):
     def exp(tasks):
         path = tmp_path / f"e{tasks}.yaml"
-        path.write_text(f"name: t\nworkload: {{name: throughput, params: {{tasks: {tasks}}}}}\n"
-                        "matrix: {pool: [solo], params.payload_bytes: [8]}\n")
+        path.write_text(
+            f"name: t\nworkload: {{name: throughput, params: {{tasks: {tasks}}}}}\n"
+            "matrix: {pool: [solo], params.payload_bytes: [8]}\n"
+        )
         return load_experiment(path)
 
     (a,), (b,) = expand(exp(10)), expand(exp(20))
@@ -279,12 +329,18 @@ def test_workload_params_are_cell_values_and_change_the_id(tmp_path):
 
 
 def test_a_zip_list_may_repeat_a_value_when_the_tuples_differ(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         zip:
           - {broker: [redis, rabbitmq, rabbitmq], backend: [redis, none, postgres]}
-    """)
+    """,
+    )
     assert [(c.values["broker"], c.values["backend"]) for c in expand(exp)] == [
-        ("redis", "redis"), ("rabbitmq", "none"), ("rabbitmq", "postgres")]
+        ("redis", "redis"),
+        ("rabbitmq", "none"),
+        ("rabbitmq", "postgres"),
+    ]
 
 
 def test_rabbitmq_quorum_is_rabbitmq_with_quorum_queues_and_keeps_its_cell_ids():
@@ -300,6 +356,9 @@ def test_rabbitmq_quorum_is_rabbitmq_with_quorum_queues_and_keeps_its_cell_ids()
     plain = {k: v for k, v in cell(broker="rabbitmq").items() if k not in ("queue_type", "delivery_limit")}
     assert cell_id("throughput", cell(broker="rabbitmq")) == cell_id("throughput", plain)
     assert cell_id("throughput", cell(broker="rabbitmq", queue_type="quorum")) not in (
-        cell_id("throughput", plain), "a3ae6a035519")
+        cell_id("throughput", plain),
+        "a3ae6a035519",
+    )
     assert cell_id("throughput", cell(broker="rabbitmq", queue_type="quorum", delivery_limit=5)) != cell_id(
-        "throughput", cell(broker="rabbitmq", queue_type="quorum"))
+        "throughput", cell(broker="rabbitmq", queue_type="quorum")
+    )

@@ -1,5 +1,6 @@
 """One metric registry (engine/results/metricdefs.py): every metric cmx can store is declared there,
 and summary, compare, report, the views and the CLI name only metrics it declares."""
+
 from __future__ import annotations
 
 import ast
@@ -28,21 +29,31 @@ def _metrics_sql_names(tmp_path) -> set[str]:
     connections of every client to every target, a queue depth."""
     path = tmp_path / "m.duckdb"
     tasks = [(f"t{i}", T0 + i, T0 + i + 0.1, T0 + i + 0.5, "SUCCESS") for i in range(6)]
-    samples = [("h1", 10 + k, role, T0 + s, 100 + s, 50 + s)
-               for k, role in enumerate(("worker", "worker-child", "sampler", *metricdefs.PROCESS_ROLES))
-               for s in (1, 2)]
+    samples = [
+        ("h1", 10 + k, role, T0 + s, 100 + s, 50 + s)
+        for k, role in enumerate(("worker", "worker-child", "sampler", *metricdefs.PROCESS_ROLES))
+        for s in (1, 2)
+    ]
     with db.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "prefork"}, tasks=tasks, samples=samples, queue_depth=[(T0 + 1, 3)])
-        con.execute("UPDATE tasks SET name = CASE WHEN task_id IN ('t0', 't1') THEN 'cmx.mixed.long' "
-                    "WHEN task_id = 't5' THEN 'cmx.concurrent_sleep.sleep' ELSE 'cmx.mixed.short' END")
+        con.execute(
+            "UPDATE tasks SET name = CASE WHEN task_id IN ('t0', 't1') THEN 'cmx.mixed.long' "
+            "WHEN task_id = 't5' THEN 'cmx.concurrent_sleep.sleep' ELSE 'cmx.mixed.short' END"
+        )
         con.execute("INSERT INTO peaks VALUES ('r1', 'h1', 10, 'worker', 'celery', 500)")
         con.execute("INSERT INTO sample_marks VALUES ('r1', 'h1', 'clock', ?), ('r1', 'h1', 'drain', ?)", [T0, T0 + 3])
-        con.execute("INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "
-                    "VALUES ('r1', 0, 'kill_child@2', 'kill_child', 'h1', ?, ?, 'h1')", [T0 + 2.5, T0])
+        con.execute(
+            "INSERT INTO faults (run_id, idx, fault, kind, host, struck_at, clock_at, clock_host) "
+            "VALUES ('r1', 0, 'kill_child@2', 'kill_child', 'h1', ?, ?, 'h1')",
+            [T0 + 2.5, T0],
+        )
         for target in TARGETS:
             for client in CLIENTS:
-                con.execute("INSERT INTO connections (run_id, host, role, kind, ts, count, client) "
-                            "VALUES ('r1', 'b1', ?, 'redis', ?, 2, ?)", [target, T0 + 1, client])
+                con.execute(
+                    "INSERT INTO connections (run_id, host, role, kind, ts, count, client) "
+                    "VALUES ('r1', 'b1', ?, 'redis', ?, 2, ?)",
+                    [target, T0 + 1, client],
+                )
         got = {name for name, _ in con.execute(db.sql("metrics.sql"), {"run_id": "r1", "warmup_s": 0}).fetchall()}
     return got
 
@@ -51,8 +62,12 @@ def test_every_metric_metrics_sql_can_produce_is_declared(tmp_path):
     produced = _metrics_sql_names(tmp_path)
     literal = set(re.findall(r"SELECT '([a-z0-9]+_[a-z0-9_]+)',", db.sql("metrics.sql")))
     assert literal <= produced  # the fixture reaches every row of the file
-    assert {"peak_pss_bytes_worker", "backend_connections_driver_max", "peak_rss_per_slot_bytes",
-            "short_delayed_share"} <= produced  # ...and the rows whose names are built in SQL
+    assert {
+        "peak_pss_bytes_worker",
+        "backend_connections_driver_max",
+        "peak_rss_per_slot_bytes",
+        "short_delayed_share",
+    } <= produced  # ...and the rows whose names are built in SQL
     assert sorted(produced - set(METRICS)) == []
 
 
@@ -96,8 +111,10 @@ def test_run_summary_sql_is_generated_from_the_registry():
 
 
 #: Metric-shaped: how every metric family's names end or begin (a misspelt metric matches too).
-_METRIC_SHAPED = re.compile(r"^([a-z0-9_]+_(rate|bytes|max|share)|[a-z_]+_p\d+_s|tasks_[a-z]+"
-                            r"|peak_[a-z_]*bytes[a-z_]*)$")
+_METRIC_SHAPED = re.compile(
+    r"^([a-z0-9_]+_(rate|bytes|max|share)|[a-z_]+_p\d+_s|tasks_[a-z]+"
+    r"|peak_[a-z_]*bytes[a-z_]*)$"
+)
 #: A metric named in SQL: ``name = 'x'`` (metrics.name; not table_name, view_name…).
 _IN_SQL = re.compile(r"(?<![a-z_])name\s*(?:=|<>)\s*'([a-z0-9_]+)'")
 
@@ -128,8 +145,11 @@ def test_compare_table_metrics_and_summary_show_only_declared_metrics(tmp_path):
     with db.connect(path) as con:  # a metric no registry entry declares, stored by some other tool
         con.execute("INSERT INTO metrics SELECT run_id, 'undeclared_rate', 1, '' FROM runs")
     with views.connect(path, read_only=True) as con:
-        res = compare(con, parse_selection("exp:broker=redis,pool=threads,concurrency=4"),
-                      parse_selection("exp:broker=rabbitmq,pool=threads,concurrency=4"))
+        res = compare(
+            con,
+            parse_selection("exp:broker=redis,pool=threads,concurrency=4"),
+            parse_selection("exp:broker=rabbitmq,pool=threads,concurrency=4"),
+        )
         shown = report.table_metrics(con, "exp")
     assert res.metrics and {m.metric for m in res.metrics} <= set(METRICS)
     assert shown and set(shown) <= set(METRICS)

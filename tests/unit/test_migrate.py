@@ -1,5 +1,6 @@
 """Per-table schema versions: steps run once, in order, on a database of an earlier release; a
 database of a newer cmx is refused untouched (engine/results/migrate.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,6 +30,7 @@ def steps(monkeypatch):
         named = {s.table for s in new}
         monkeypatch.setattr(migrate, "STEPS", tuple(s for s in real if s.table not in named) + tuple(new))
         migrate.current.cache_clear()
+
     yield use
     migrate.current.cache_clear()
 
@@ -49,8 +51,9 @@ def test_schema_sql_never_lowers_a_version():
     import re
 
     text = re.sub(r"--[^\n]*", "", migrate.SCHEMA_SQL.read_text())
-    assert not re.search(r"INSERT\s+OR\s+REPLACE\s+INTO\s+cmx_schema", text, re.IGNORECASE), \
+    assert not re.search(r"INSERT\s+OR\s+REPLACE\s+INTO\s+cmx_schema", text, re.IGNORECASE), (
         "schema.sql sets a version with INSERT OR REPLACE: add a Step to migrate.STEPS instead"
+    )
 
 
 def test_a_step_runs_once_on_an_old_database_and_keeps_its_rows(tmp_path, steps):
@@ -73,14 +76,19 @@ def test_a_step_runs_once_on_an_old_database_and_keeps_its_rows(tmp_path, steps)
 def test_a_new_database_takes_every_step_and_reopening_changes_no_version(tmp_path, steps):
     # A version in schema.sql must never lower one a step raised (INSERT OR REPLACE would: the
     # step would then run again at every open, and fail).
-    steps(migrate.Step("sweeps", 2, 3, "ALTER TABLE sweeps ADD COLUMN weather VARCHAR"),
-          migrate.Step("runs", 2, 3, "SELECT 1"),
-          migrate.Step("weather", 0, 1, "CREATE TABLE weather (run_id VARCHAR, celsius DOUBLE)"))
+    steps(
+        migrate.Step("sweeps", 2, 3, "ALTER TABLE sweeps ADD COLUMN weather VARCHAR"),
+        migrate.Step("runs", 2, 3, "SELECT 1"),
+        migrate.Step("weather", 0, 1, "CREATE TABLE weather (run_id VARCHAR, celsius DOUBLE)"),
+    )
     path = tmp_path / "new.duckdb"
     for _ in range(3):
         with db.connect(path) as con:
-            assert {t: v for t, v in migrate.versions(con).items() if t in ("sweeps", "runs", "weather")} == \
-                {"sweeps": 3, "runs": 3, "weather": 1}
+            assert {t: v for t, v in migrate.versions(con).items() if t in ("sweeps", "runs", "weather")} == {
+                "sweeps": 3,
+                "runs": 3,
+                "weather": 1,
+            }
 
 
 def test_a_failing_step_leaves_the_database_as_it_was(tmp_path, steps):
@@ -88,20 +96,27 @@ def test_a_failing_step_leaves_the_database_as_it_was(tmp_path, steps):
     shutil.copy(FIXTURE, path)
     with duckdb.connect(str(path), read_only=True) as con:
         found = migrate.versions(con)
-    steps(migrate.Step("tasks", found["tasks"], found["tasks"] + 1, "ALTER TABLE tasks ADD COLUMN a INTEGER"),
-          migrate.Step("hosts", found["hosts"], found["hosts"] + 1, "ALTER TABLE no_such_table ADD COLUMN b INTEGER"))
+    steps(
+        migrate.Step("tasks", found["tasks"], found["tasks"] + 1, "ALTER TABLE tasks ADD COLUMN a INTEGER"),
+        migrate.Step("hosts", found["hosts"], found["hosts"] + 1, "ALTER TABLE no_such_table ADD COLUMN b INTEGER"),
+    )
     with pytest.raises(InputError):
         with db.connect(path):
             pass
     with duckdb.connect(str(path), read_only=True) as con:
         assert migrate.versions(con) == found
-        assert "a" not in {c for (c,) in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'tasks'").fetchall()}
+        assert "a" not in {
+            c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'tasks'").fetchall()
+        }
 
 
-@pytest.mark.parametrize("table, version, says", [
-    ("tasks", 99, "table tasks at version 99; this cmx knows version 1"),
-    ("weather", 1, "table weather at version 1; this cmx knows no such table")])
+@pytest.mark.parametrize(
+    "table, version, says",
+    [
+        ("tasks", 99, "table tasks at version 99; this cmx knows version 1"),
+        ("weather", 1, "table weather at version 1; this cmx knows no such table"),
+    ],
+)
 @pytest.mark.parametrize("read_only", [True, False])
 def test_a_database_of_a_newer_cmx_is_refused_untouched(tmp_path, table, version, says, read_only):
     path = tmp_path / "newer.duckdb"
@@ -112,8 +127,10 @@ def test_a_database_of_a_newer_cmx_is_refused_untouched(tmp_path, table, version
     with pytest.raises(InputError) as info:
         with db.connect(path, read_only=read_only):
             pass
-    assert str(info.value) == f"{path}: written by a newer cmx ({says}): open it with that cmx or a later one; " \
-                              "left untouched"
+    assert (
+        str(info.value) == f"{path}: written by a newer cmx ({says}): open it with that cmx or a later one; "
+        "left untouched"
+    )
     assert _sha(path) == digest
 
 
@@ -141,6 +158,8 @@ def test_an_older_database_that_cannot_be_written_is_named_with_what_to_do(tmp_p
     with pytest.raises(InputError) as info:
         with db.connect(path, read_only=True):
             pass
-    assert str(info.value) == f"{path}: written by an older cmx: this one adds its columns once, but cannot write " \
-                              "it (Read-only file system): copy it somewhere writable and pass --db with the copy"
+    assert (
+        str(info.value) == f"{path}: written by an older cmx: this one adds its columns once, but cannot write "
+        "it (Read-only file system): copy it somewhere writable and pass --db with the copy"
+    )
     assert _sha(path) == digest

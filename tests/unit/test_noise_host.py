@@ -1,5 +1,6 @@
 """The host side of noise (workloads/host/noise.py): /proc parsing, and the sampler's noise.json
 telling the run's own CPU from CPU spent outside the run."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,7 @@ def test_loadavg():
 
 
 def test_pressure_lines_with_and_without_full():
-    both = (b"some avg10=4.45 avg60=1.93 avg300=0.72 total=11231582\n"
-            b"full avg10=0.00 avg60=0.00 avg300=0.00 total=17\n")
+    both = b"some avg10=4.45 avg60=1.93 avg300=0.72 total=11231582\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=17\n"
     assert noise.parse_pressure(both) == {"some_us": 11231582, "full_us": 17}
     assert noise.parse_pressure(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=42\n") == {"some_us": 42}
 
@@ -55,8 +55,10 @@ def test_a_missing_pressure_file_is_no_value_not_an_error(tmp_path):
 
 
 def test_process_stat_gives_its_start_time():
-    line = (b"42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 123456 1000 25 "
-            b"18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n")
+    line = (
+        b"42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 123456 1000 25 "
+        b"18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+    )
     stat = parse_stat(line)
     assert (stat.name, stat.cpu_ticks, stat.start_ticks) == ("a (b) c", 10, 123456)
 
@@ -64,15 +66,17 @@ def test_process_stat_gives_its_start_time():
 def test_a_process_started_inside_the_window_counts_whole_one_before_from_its_first_reading():
     meter = noise.NoiseMeter()
     meter.start_boot_ticks = 1000
-    meter.process(None, 50, start_ticks=900)   # running before the window: a baseline only
+    meter.process(None, 50, start_ticks=900)  # running before the window: a baseline only
     meter.process(50, 80, start_ticks=900)
     meter.process(None, 20, start_ticks=1100)  # started inside it
     assert meter.own_ticks == 30 + 20
 
 
 SPIN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
-SPIN_WATCHED = ("import os, sys, time\nopen(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n"
-                "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n" + SPIN)
+SPIN_WATCHED = (
+    "import os, sys, time\nopen(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n"
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n" + SPIN
+)
 
 
 def _spinner_ticks(pid: int) -> int:
@@ -90,8 +94,20 @@ def _sample(run_dir: Path, spinner: str, pidfile: Path, seconds: float = 2.0) ->
             while not pidfile.exists():
                 assert time.monotonic() < deadline, "the spinner wrote no pidfile"
                 time.sleep(0.02)
-        sampler = subprocess.Popen([sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(run_dir),
-                                    "--host", "h1", "--watch", f"worker={pidfile}"], cwd=ROOT)
+        sampler = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cmx.workloads.host.sampler",
+                "--run-dir",
+                str(run_dir),
+                "--host",
+                "h1",
+                "--watch",
+                f"worker={pidfile}",
+            ],
+            cwd=ROOT,
+        )
         deadline = time.monotonic() + 15
         while not (run_dir / "sampler.pid").exists():
             assert time.monotonic() < deadline, "the sampler did not start"
@@ -109,8 +125,11 @@ def _sample(run_dir: Path, spinner: str, pidfile: Path, seconds: float = 2.0) ->
         if sampler is not None and sampler.poll() is None:
             sampler.kill()
             sampler.wait()
-    return (json.loads((run_dir / noise.NOISE_FILE).read_text()), spun,
-            json.loads((run_dir / "sampler.json").read_text()))
+    return (
+        json.loads((run_dir / noise.NOISE_FILE).read_text()),
+        spun,
+        json.loads((run_dir / "sampler.json").read_text()),
+    )
 
 
 def test_a_spinner_outside_the_run_is_noise_one_inside_is_the_runs_own(tmp_path):

@@ -1,6 +1,7 @@
 """Words that mean what happened (issue 43): the tasks an interrupted or failed run never executed
 are `not run` (the run stopped before them), never `lost` (which reads as the broker losing them);
 an ok run's unexecuted tasks stay lost."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -30,9 +31,9 @@ def test_an_interrupted_runs_unfinished_tasks_are_not_run_not_lost(tmp_path):
         add_run(con, "e", "int0", DIMS, repeat=3, status="failed", metrics={M.TASKS_LOST: 0})
         assert not_run(con, "int1") == {M.TASKS_LOST: None, M.TASKS_NOT_RUN: 1270}
         assert not_run(con, "int0") == {M.TASKS_LOST: 0.0, M.TASKS_NOT_RUN: 0}
-        assert _metric(con, "int1", M.TASKS_LOST) is None           # unknown: the run stopped first
+        assert _metric(con, "int1", M.TASKS_LOST) is None  # unknown: the run stopped first
         assert _metric(con, "int1", M.TASKS_NOT_RUN) == 1270
-        assert _metric(con, "ok1", M.TASKS_LOST) == 2               # an ok run: nothing changes
+        assert _metric(con, "ok1", M.TASKS_LOST) == 2  # an ok run: nothing changes
         assert _metric(con, "ok1", M.TASKS_NOT_RUN) == "absent"
     with views.connect(path, read_only=True) as con:
         cell = Cell(cell_id(DIMS), DIMS)

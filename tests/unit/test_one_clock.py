@@ -5,6 +5,7 @@ A run where the worker's clock is 30 s ahead of the controller's (the driver's i
 the harness overhead, the rate search, the rate over time and the memory views of the same run
 with both clocks right; and no SQL or Python outside task_times.sql may read a stamp of `tasks`
 straight from the table."""
+
 from __future__ import annotations
 
 import ast
@@ -27,8 +28,11 @@ WORKER_AHEAD_S = 30.0  # the worker's clock minus the controller's
 #: Where a stamp of `tasks` may be read from the table itself: the view that corrects them, the
 #: schema that declares them and the ingest that writes them (and hosts' own code, which produces
 #: them and runs no SQL over the table).
-MAY_READ_RAW = {"engine/results/sql/task_times.sql", "engine/results/sql/schema.sql",
-                "engine/results/sql/ingest_tasks.sql"}
+MAY_READ_RAW = {
+    "engine/results/sql/task_times.sql",
+    "engine/results/sql/schema.sql",
+    "engine/results/sql/ingest_tasks.sql",
+}
 _READS_TASKS = re.compile(r"\b(?:FROM|JOIN)\s+(?:main\s*\.\s*)?\"?tasks\"?(?![\w.])", re.IGNORECASE)
 _COMMENT = re.compile(r"--[^\n]*")
 
@@ -36,8 +40,13 @@ _COMMENT = re.compile(r"--[^\n]*")
 def _stamp_columns() -> list[str]:
     con = duckdb.connect()
     con.execute((REPO / "engine/results/sql/schema.sql").read_text())
-    return [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'tasks' "
-                                      "AND column_name LIKE '%\\_at' ESCAPE '\\'").fetchall()]
+    return [
+        c
+        for (c,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'tasks' "
+            "AND column_name LIKE '%\\_at' ESCAPE '\\'"
+        ).fetchall()
+    ]
 
 
 def _sql_texts(path: Path) -> list[str]:
@@ -72,8 +81,10 @@ def raw_stamp_reads(root: Path) -> list[str]:
 
 
 def test_no_stamp_is_read_from_tasks_outside_task_times():
-    assert raw_stamp_reads(REPO) == [], ("read the stamps through the view task_times (the controller's clock), "
-                                         "not the table tasks (each host's own clock)")
+    assert raw_stamp_reads(REPO) == [], (
+        "read the stamps through the view task_times (the controller's clock), "
+        "not the table tasks (each host's own clock)"
+    )
 
 
 def test_the_scan_finds_a_raw_read_in_sql_and_in_python(tmp_path):
@@ -81,30 +92,48 @@ def test_the_scan_finds_a_raw_read_in_sql_and_in_python(tmp_path):
     (tmp_path / "engine").mkdir()
     (tmp_path / "analysis" / "sql" / "v.sql").write_text(
         "-- FROM tasks, finished_at: a comment is not a read\nCREATE VIEW v AS SELECT 1 FROM task_times;\n"
-        "CREATE VIEW w AS SELECT max(t.finished_at) FROM runs r JOIN tasks t USING (run_id);\n")
+        "CREATE VIEW w AS SELECT max(t.finished_at) FROM runs r JOIN tasks t USING (run_id);\n"
+    )
     (tmp_path / "engine" / "m.py").write_text(
         'Q = "SELECT count(*) FROM tasks WHERE run_id = ?"\n'
-        'def f(con, table):\n    return con.execute(f"SELECT min(sent_at) FROM main.tasks WHERE x = {table}")\n')
+        'def f(con, table):\n    return con.execute(f"SELECT min(sent_at) FROM main.tasks WHERE x = {table}")\n'
+    )
     assert sorted(r.split(":")[0] for r in raw_stamp_reads(tmp_path)) == ["analysis/sql/v.sql", "engine/m.py"]
 
 
 # --- the same answers whatever the hosts' clocks ---------------------------------------------------
 
+
 def _hosts(con, run_id: str, worker_offset: float) -> None:
     """Driver d1 (clock right) and worker w1 (``worker_offset`` s off), as ingest records them."""
-    con.execute("INSERT INTO hosts (run_id, host, groups, clock_offset_s, clock_uncertainty_s) VALUES "
-                "(?, 'd1', 'drivers', 0.0, 0.001), (?, 'w1', 'workers', ?, 0.001)", [run_id, run_id, worker_offset])
+    con.execute(
+        "INSERT INTO hosts (run_id, host, groups, clock_offset_s, clock_uncertainty_s) VALUES "
+        "(?, 'd1', 'drivers', 0.0, 0.001), (?, 'w1', 'workers', ?, 0.001)",
+        [run_id, run_id, worker_offset],
+    )
 
 
 def _tasks(con, run_id: str, rows, worker_offset: float) -> None:
     """rows: (task_id, intended, sent, started, finished, state) in controller time; the worker's
     stamps are stored on its own clock."""
-    con.executemany("INSERT INTO tasks (run_id, task_id, name, host, publisher_host, intended_at, sent_at, "
-                    "received_at, started_at, finished_at, state, redelivered) "
-                    "VALUES (?, ?, 'noop', 'w1', 'd1', ?, ?, ?, ?, ?, ?, false)",
-                    [(run_id, tid, i, s, None if st is None else st + worker_offset,
-                      None if st is None else st + worker_offset, None if f is None else f + worker_offset, state)
-                     for tid, i, s, st, f, state in rows])
+    con.executemany(
+        "INSERT INTO tasks (run_id, task_id, name, host, publisher_host, intended_at, sent_at, "
+        "received_at, started_at, finished_at, state, redelivered) "
+        "VALUES (?, ?, 'noop', 'w1', 'd1', ?, ?, ?, ?, ?, ?, false)",
+        [
+            (
+                run_id,
+                tid,
+                i,
+                s,
+                None if st is None else st + worker_offset,
+                None if st is None else st + worker_offset,
+                None if f is None else f + worker_offset,
+                state,
+            )
+            for tid, i, s, st, f, state in rows
+        ],
+    )
 
 
 @pytest.fixture
@@ -116,12 +145,21 @@ def two_clocks(tmp_path):
     def build(rows, samples=(), queue=(), facts=None):
         with views.connect(path) as con:
             for run_id, off in (("right", 0.0), ("skewed", WORKER_AHEAD_S)):
-                add_run(con, "e", run_id, {"broker": "redis", "pool": "threads", "case": run_id}, metrics=facts,
-                        samples=[(h, p, role, ts + (off if h == "w1" else 0.0), rss, pss)
-                                 for h, p, role, ts, rss, pss in samples], queue_depth=queue)
+                add_run(
+                    con,
+                    "e",
+                    run_id,
+                    {"broker": "redis", "pool": "threads", "case": run_id},
+                    metrics=facts,
+                    samples=[
+                        (h, p, role, ts + (off if h == "w1" else 0.0), rss, pss) for h, p, role, ts, rss, pss in samples
+                    ],
+                    queue_depth=queue,
+                )
                 _hosts(con, run_id, off)
                 _tasks(con, run_id, rows, off)
         return path
+
     return build
 
 
@@ -132,8 +170,7 @@ def _both(path, query: str):
 
 def test_harness_overhead_counts_tasks_in_flight_on_one_clock(two_clocks):
     # sent at T0 .. T0+1, finished 1 s later: 2 s in flight of a 10 s run
-    path = two_clocks([(f"t{i}", None, T0 + i / 10, T0 + i / 10 + 0.5, T0 + i / 10 + 1, "SUCCESS")
-                       for i in range(11)])
+    path = two_clocks([(f"t{i}", None, T0 + i / 10, T0 + i / 10 + 0.5, T0 + i / 10 + 1, "SUCCESS") for i in range(11)])
     with views.connect(path) as con:
         assert record_harness_overhead(con, "right", 10.0) == pytest.approx(8.0)
         # raw stamps would put the tasks in flight for 32 s: none of the 10 s would be harness
@@ -146,7 +183,7 @@ def test_the_rate_search_judges_latency_on_one_clock(two_clocks):
     # no runaway beside 30.01 s.
     rows = []
     for k in range(4):
-        n = 100 * 2 ** k
+        n = 100 * 2**k
         for i in range(n):
             at = T0 + k + i / n
             lat = 0.01 if k < 2 or i < n * 0.9 else 0.3
@@ -161,15 +198,21 @@ def test_rate_over_time_and_memory_views_on_one_clock(two_clocks):
     # 100 tasks sent at T0 .. T0+0.99, each finished 1 s later; the queue drains from 50; the
     # worker's main process grows from 100 to 200 once the tasks arrive (T0 + 1).
     rows = [(f"t{i}", None, T0 + i / 100, T0 + 1 + i / 100, T0 + 1 + i / 100 + 0.005, "SUCCESS") for i in range(100)]
-    samples = [("w1", 10, "worker", T0 + k / 2, 100 if k / 2 < 1 else 200, 90 if k / 2 < 1 else 180)
-               for k in range(5)]
-    path = two_clocks(rows, samples=samples, queue=[(T0 + 0.5 * k, 50 - 10 * k) for k in range(5)],
-                      facts={"peak_pss_bytes": 180, "peak_rss_bytes": 200})
-    right, skewed = _both(path, "SELECT second, width_s, completed, rate, queue_depth FROM rate_timeseries "
-                                "WHERE run_id = ? ORDER BY second")
+    samples = [("w1", 10, "worker", T0 + k / 2, 100 if k / 2 < 1 else 200, 90 if k / 2 < 1 else 180) for k in range(5)]
+    path = two_clocks(
+        rows,
+        samples=samples,
+        queue=[(T0 + 0.5 * k, 50 - 10 * k) for k in range(5)],
+        facts={"peak_pss_bytes": 180, "peak_rss_bytes": 200},
+    )
+    right, skewed = _both(
+        path,
+        "SELECT second, width_s, completed, rate, queue_depth FROM rate_timeseries WHERE run_id = ? ORDER BY second",
+    )
     assert right == skewed and sum(r[2] for r in right) == 100
     right, skewed = _both(path, "SELECT t_s, rss_bytes FROM memory_timeseries WHERE run_id = ? ORDER BY t_s")
     assert right == skewed == [(k / 2, 100 if k / 2 < 1 else 200) for k in range(5)]
-    right, skewed = _both(path, "SELECT idle_rss_bytes, idle_pss_bytes, all_in_flight FROM memory_per_task "
-                                "WHERE run_id = ?")
+    right, skewed = _both(
+        path, "SELECT idle_rss_bytes, idle_pss_bytes, all_in_flight FROM memory_per_task WHERE run_id = ?"
+    )
     assert right == skewed == [(100, 90, False)]

@@ -2,6 +2,7 @@
 them, its version is the one pyproject.toml and CHANGELOG.md name, an install claims no git
 commit, and `cmx report` of an experiment only smoke-run reports the smoke runs.
 (tests/integration/test_installed_wheel.py builds, installs and runs the wheel itself.)"""
+
 from __future__ import annotations
 
 import re
@@ -71,8 +72,8 @@ def test_without_db_an_experiment_only_smoke_run_is_read_from_the_smoke_db(tmp_p
     assert results_db(db.DEFAULT_DB) == db.DEFAULT_DB
     _db_with(SMOKE_DB, "demo")
     assert results_db(db.DEFAULT_DB, "demo") == SMOKE_DB
-    assert results_db(db.DEFAULT_DB) == SMOKE_DB                    # status: no run in the default one
-    assert results_db(db.DEFAULT_DB, "demo", "demo") == SMOKE_DB    # compare: both sides
+    assert results_db(db.DEFAULT_DB) == SMOKE_DB  # status: no run in the default one
+    assert results_db(db.DEFAULT_DB, "demo", "demo") == SMOKE_DB  # compare: both sides
     assert results_db(db.DEFAULT_DB, "demo", "other") == db.DEFAULT_DB
     assert results_db(db.DEFAULT_DB, "other") == db.DEFAULT_DB
     assert results_db(tmp_path / "given.duckdb", "demo") == tmp_path / "given.duckdb"
@@ -87,8 +88,9 @@ def test_every_results_command_finds_the_smoke_runs_after_the_install_flow(tmp_p
     """README's install flow: `cmx run … --smoke` writes only results/smoke.duckdb; then status,
     trend, compare and recommend read it as report does, saying so on stderr (issue 43)."""
     with db.connect(tmp_path / SMOKE_DB) as con:
-        db.record_sweep(con, "s1", "demo", "experiments/demo.yaml", "throughput", "", "inv", {}, {"revision": 1},
-                        planned=3)
+        db.record_sweep(
+            con, "s1", "demo", "experiments/demo.yaml", "throughput", "", "inv", {}, {"revision": 1}, planned=3
+        )
         for r in (1, 2, 3):
             add_run(con, "demo", f"demo-r{r}", {"pool": "threads"}, repeat=r, metrics={"consume_rate": 100.0 + r})
     for args in (["status"], ["trend", "demo"], ["compare", "demo", "demo"], ["recommend", "demo"]):

@@ -2,6 +2,7 @@
 setuptools packages it on purpose and warns nothing (a folder left out ships only through a
 deprecated fallback, 33 warnings of ~40 lines each in `make quickstart`); `make dist` builds the
 wheel. (tests/integration/test_installed_wheel.py builds it and checks the build says no warning.)"""
+
 from __future__ import annotations
 
 import fnmatch
@@ -16,7 +17,7 @@ def _folder_of(package: str) -> str | None:
     """The checkout folder of a dotted package name, through package-dir."""
     for name, folder in sorted(SETUPTOOLS["package-dir"].items(), key=lambda kv: -len(kv[0])):
         if package == name or package.startswith(name + "."):
-            return folder + package[len(name):].replace(".", "/")
+            return folder + package[len(name) :].replace(".", "/")
     return None
 
 
@@ -27,8 +28,11 @@ def _shipped_files() -> set[str]:
         root = REPO / _folder_of(package)
         for f in root.rglob("*"):
             rel = f.relative_to(root).as_posix()
-            if f.is_file() and "__pycache__" not in rel and any(
-                    fnmatch.fnmatch(rel, g) or (g.startswith("**/") and fnmatch.fnmatch(rel, g[3:])) for g in globs):
+            if (
+                f.is_file()
+                and "__pycache__" not in rel
+                and any(fnmatch.fnmatch(rel, g) or (g.startswith("**/") and fnmatch.fnmatch(rel, g[3:])) for g in globs)
+            ):
                 shipped.add(f.relative_to(REPO).as_posix())
     for package in SETUPTOOLS["packages"]:
         shipped |= {f.relative_to(REPO).as_posix() for f in (REPO / _folder_of(package)).glob("*.py")}

@@ -1,4 +1,5 @@
 """Runs from cells: repeat-major order, run ids, and the plan JSON."""
+
 import dataclasses
 import itertools
 import json
@@ -23,19 +24,26 @@ def counter():
 
 
 def test_plan_is_repeat_major_with_ids_per_execution(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         name: t
         repeats: 3
         workload: {name: throughput}
         matrix: {pool: [threads, gevent]}
-    """)
+    """,
+    )
     cells = expand(exp)
     a, b = cells
     runs = plan(exp, cells, new_id=counter())
     assert [(r.cell, r.repeat) for r in runs] == [(a, 1), (b, 1), (a, 2), (b, 2), (a, 3), (b, 3)]
     assert [r.run_id for r in runs] == [
-        f"{a.cell_id}-1-00000001", f"{b.cell_id}-1-00000002", f"{a.cell_id}-2-00000003",
-        f"{b.cell_id}-2-00000004", f"{a.cell_id}-3-00000005", f"{b.cell_id}-3-00000006",
+        f"{a.cell_id}-1-00000001",
+        f"{b.cell_id}-1-00000002",
+        f"{a.cell_id}-2-00000003",
+        f"{b.cell_id}-2-00000004",
+        f"{a.cell_id}-3-00000005",
+        f"{b.cell_id}-3-00000006",
     ]
     assert {r.experiment for r in runs} == {"t"}
 
@@ -58,18 +66,31 @@ def test_run_is_frozen(tmp_path):
 
 
 def test_plan_json_shape(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         name: pools
         repeats: 2
         workload: {name: throughput, params: {tasks: 5}}
         fixed: {heartbeat: 0}
         matrix: {pool: [solo, threads]}
-    """)
+    """,
+    )
     cells = expand(exp)
     doc = plan_json(exp, cells)
-    common = {"backend": "none", "broker": "redis", "concurrency": 1, "fault": "none", "heartbeat": 0.0,
-              "machines": 1, "drivers": 1, "prefetch_multiplier": 4, "params.tasks": 5,
-              "queue_type": "classic", "delivery_limit": 0}
+    common = {
+        "backend": "none",
+        "broker": "redis",
+        "concurrency": 1,
+        "fault": "none",
+        "heartbeat": 0.0,
+        "machines": 1,
+        "drivers": 1,
+        "prefetch_multiplier": 4,
+        "params.tasks": 5,
+        "queue_type": "classic",
+        "delivery_limit": 0,
+    }
     assert doc == {
         "experiment": "pools",
         "repeats": 2,
@@ -82,12 +103,15 @@ def test_plan_json_shape(tmp_path):
 
 
 def test_shuffle_randomises_within_each_round_and_keeps_rounds(tmp_path):
-    exp = load(tmp_path, """
+    exp = load(
+        tmp_path,
+        """
         name: t
         repeats: 3
         workload: {name: throughput}
         matrix: {pool: [threads, gevent, solo, prefork], concurrency: [1, 2]}
-    """)
+    """,
+    )
     cells = expand(exp)
     plain = plan(exp, cells)
     assert [r.seq for r in plain] == list(range(1, 25))
@@ -96,8 +120,9 @@ def test_shuffle_randomises_within_each_round_and_keeps_rounds(tmp_path):
     assert [r.seq for r in a] == list(range(1, 25))
     for repeat in (1, 2, 3):
         round_ = [r.cell for r in a if r.repeat == repeat]
-        assert a[(repeat - 1) * 8].repeat == repeat and sorted(c.cell_id for c in round_) == \
-            sorted(c.cell_id for c in cells)  # rounds stay whole: every cell once per round
+        assert a[(repeat - 1) * 8].repeat == repeat and sorted(c.cell_id for c in round_) == sorted(
+            c.cell_id for c in cells
+        )  # rounds stay whole: every cell once per round
     orders = [[r.cell.cell_id for r in a if r.repeat == k] for k in (1, 2, 3)]
     assert orders[0] != [c.cell_id for c in cells] or orders[1] != orders[0]  # actually shuffled
     assert [r.cell for r in plan(exp, cells, shuffle=8)] != [r.cell for r in a]
@@ -109,8 +134,19 @@ def test_seq_and_shuffle_seed_are_stored(tmp_path):
     path = tmp_path / "r.duckdb"
     with db.connect(path) as con:
         db.record_sweep(con, "s", "t", "t.yaml", "throughput", "", "inv", {}, shuffle_seed=7)
-        db.record_run_start(con, experiment="t", sweep_id="s", run_id="r1", cell_id="c", repeat=1,
-                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0, seq=3)
+        db.record_run_start(
+            con,
+            experiment="t",
+            sweep_id="s",
+            run_id="r1",
+            cell_id="c",
+            repeat=1,
+            workload="throughput",
+            dims={"pool": "solo"},
+            params={},
+            warmup_s=0,
+            seq=3,
+        )
         assert con.execute("SELECT seq FROM run_starts").fetchall() == [(3,)]
         assert con.execute("SELECT shuffle_seed FROM sweeps").fetchall() == [(7,)]
         assert dict(con.execute("SELECT * FROM cmx_schema").fetchall())["run_starts"] == 2

@@ -1,14 +1,20 @@
 """The report's PNG workers (analysis/pngs.py): the bytes vl-convert draws in the report's own
 process, every chart written, and a chart that cannot be drawn fails naming it."""
+
 from __future__ import annotations
 
 import pytest
 
 from cmx.analysis.pngs import Painter, PngError, render
 
-SPECS = {f"c{i}": {"data": {"values": [{"x": j, "y": j * i} for j in range(5)]}, "mark": "line",
-                   "encoding": {"x": {"field": "x", "type": "quantitative"},
-                                "y": {"field": "y", "type": "quantitative"}}} for i in range(3)}
+SPECS = {
+    f"c{i}": {
+        "data": {"values": [{"x": j, "y": j * i} for j in range(5)]},
+        "mark": "line",
+        "encoding": {"x": {"field": "x", "type": "quantitative"}, "y": {"field": "y", "type": "quantitative"}},
+    }
+    for i in range(3)
+}
 
 
 def test_workers_write_what_vl_convert_draws(tmp_path):

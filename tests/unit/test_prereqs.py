@@ -1,4 +1,5 @@
 """`make test` skips nothing silently: a missing prerequisite fails the test unless CMX_ALLOW_SKIP=1."""
+
 import subprocess
 
 import pytest
@@ -39,9 +40,13 @@ def test_no_test_skips_on_its_own():
     """One policy everywhere: a test whose prerequisite is missing goes through require() (fails
     saying what, or skips knowingly with CMX_ALLOW_SKIP=1), never a skip of its own that plain
     `pytest` hides."""
-    found = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
-             for path in sorted((REPO / "tests").rglob("*.py")) if path.relative_to(REPO).as_posix() not in _MAY_SKIP
-             for n, line in enumerate(path.read_text().splitlines(), 1) if any(s in line for s in _SKIPS)]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if path.relative_to(REPO).as_posix() not in _MAY_SKIP
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if any(s in line for s in _SKIPS)
+    ]
     assert found == []
 
 
@@ -50,6 +55,9 @@ def test_make_unit_runs_the_tests_that_need_no_service():
     tests/integration (marked `integration`) instead."""
     dry = subprocess.run(["make", "-n", "unit"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0 and "tests/unit" in dry.stdout and "not integration" in dry.stdout
-    marked = [p.name for p in sorted((REPO / "tests" / "unit").glob("test_*.py"))
-              if "mark.integration" in p.read_text() and p.name != "test_prereqs.py"]
+    marked = [
+        p.name
+        for p in sorted((REPO / "tests" / "unit").glob("test_*.py"))
+        if "mark.integration" in p.read_text() and p.name != "test_prereqs.py"
+    ]
     assert marked == []

@@ -1,6 +1,7 @@
 """A process of the run leaves without the interpreter's teardown, but only after every exit
 function ran, with the code it was given, its streams flushed (workloads/runtime/quickexit.py); and the
 prefork pool's shutdown timer thread sleeps briefly in a worker of a run (workloads/app/workerstop.py)."""
+
 from __future__ import annotations
 
 import subprocess

@@ -2,6 +2,7 @@
 simulation with known answers. Among identical cells a race names a false winner in at most 5 %
 of races, despite looking after every round; with a true 10 % difference at 5 % run-to-run
 spread it is decided for the better cell within max 10 in at least 90 % of races."""
+
 from __future__ import annotations
 
 
@@ -73,14 +74,20 @@ def test_a_real_difference_is_decided_within_max(raced):
     decided = sum(best == "c0" for best, _ in wins) / RACES
     wrong = sum(best == "c1" for best, _ in wins) / RACES
     runs = np.mean([n for best, n in wins if best])
-    print(f"10 % apart at 5 % spread: decided for the better in {decided:.1%} of {RACES} races "
-          f"(wrong {wrong:.1%}), at {runs:.1f} runs a cell on average")
+    print(
+        f"10 % apart at 5 % spread: decided for the better in {decided:.1%} of {RACES} races "
+        f"(wrong {wrong:.1%}), at {runs:.1f} runs a cell on average"
+    )
     assert decided >= 0.90 and wrong == 0
 
 
 def test_a_cell_out_of_the_constraints_or_without_values_stops():
-    d = racing.decide_samples({"a": [1.0, 1.1, 0.9], "b": [5.0, 5.1, 4.9], "c": []}, "higher", 0.05,
-                              {"b": "out of the objective's where: peak_pss_bytes <= 200 MiB"})
+    d = racing.decide_samples(
+        {"a": [1.0, 1.1, 0.9], "b": [5.0, 5.1, 4.9], "c": []},
+        "higher",
+        0.05,
+        {"b": "out of the objective's where: peak_pss_bytes <= 200 MiB"},
+    )
     assert d.best == "a" and d.decided and set(d.out) == {"b", "c"}
 
 
@@ -94,22 +101,28 @@ def test_racing_repeats_in_the_file_are_checked(tmp_path):
 
     from tests.conftest import cmx
 
-    cases = [("{min: 5, max: 3}", "e.yaml:3:10: repeats: max (3) is below min (5)"),
-             ("{min: 3, mx: 3}", "unknown key 'mx' in repeats (allowed: min, max, until); did you mean 'max'?"),
-             ("{min: 1, max: 3}", "repeats.min: "), ("{min: 3, max: 5, until: tired}", "repeats.until: "),
-             ("0", "repeats: ")]
+    cases = [
+        ("{min: 5, max: 3}", "e.yaml:3:10: repeats: max (3) is below min (5)"),
+        ("{min: 3, mx: 3}", "unknown key 'mx' in repeats (allowed: min, max, until); did you mean 'max'?"),
+        ("{min: 1, max: 3}", "repeats.min: "),
+        ("{min: 3, max: 5, until: tired}", "repeats.until: "),
+        ("0", "repeats: "),
+    ]
     files = []
     for i, (repeats, _) in enumerate(cases):
         (tmp_path / str(i)).mkdir()
         files.append(tmp_path / str(i) / "e.yaml")
         files[-1].write_text(f"name: e\nworkload: {{name: throughput}}\nrepeats: {repeats}\n")
     good = tmp_path / "good.yaml"
-    good.write_text("name: e\nworkload: {name: throughput}\nmatrix: {pool: [solo, threads]}\n"
-                    "repeats: {min: 3, max: 10}\n")
+    good.write_text(
+        "name: e\nworkload: {name: throughput}\nmatrix: {pool: [solo, threads]}\nrepeats: {min: 3, max: 10}\n"
+    )
     with ThreadPoolExecutor(max_workers=len(files) + 1) as pool:  # independent CLI processes, run at once
         *procs, proc = pool.map(lambda f: cmx("validate", str(f), timeout=120), [*files, good])
     for (repeats, said), bad in zip(cases, procs):
-        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, \
-            (repeats, bad.stderr)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, (
+            repeats,
+            bad.stderr,
+        )
     assert proc.returncode == 0 and "2 cells × 3–10 repeats (racing) = at most 20 runs" in proc.stdout, proc.stdout
     assert "each of its 8 looks tests at 0.019" in proc.stdout, proc.stdout

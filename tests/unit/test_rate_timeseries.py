@@ -2,6 +2,7 @@
 bucket divided by its real width, so a steady rate reads steady however long the run (issue 24.7:
 a one-second quickstart run at 1,750 tasks/s was drawn as two 1-second buckets, the second read
 as a fall to 244/s)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,9 +16,11 @@ def _steady(tmp_path, rate: float, seconds: float) -> list[dict]:
     n = int(rate * seconds) + 1
     with views.connect(tmp_path / "r.duckdb") as con:
         add_run(con, "e", "r1", {"broker": "redis"})
-        con.execute("INSERT INTO tasks (run_id, task_id, sent_at, started_at, finished_at, state) "
-                    "SELECT 'r1', 't' || i, ? + i / ?, ? + i / ?, ? + i / ? + 0.0001, 'SUCCESS' FROM range(?) r(i)",
-                    [T0, rate, T0, rate, T0, rate, n])
+        con.execute(
+            "INSERT INTO tasks (run_id, task_id, sent_at, started_at, finished_at, state) "
+            "SELECT 'r1', 't' || i, ? + i / ?, ? + i / ?, ? + i / ? + 0.0001, 'SUCCESS' FROM range(?) r(i)",
+            [T0, rate, T0, rate, T0, rate, n],
+        )
         cur = con.execute("SELECT * FROM rate_timeseries WHERE run_id = 'r1' ORDER BY second")
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
@@ -42,8 +45,9 @@ def test_a_stall_still_shows_as_buckets_of_zero(tmp_path):
     tasks += [(f"b{i}", T0 + 6 + i / 100, T0 + 6 + i / 100, T0 + 6 + i / 100, "SUCCESS") for i in range(0, 201, 10)]
     with views.connect(tmp_path / "r.duckdb") as con:
         add_run(con, "e", "r1", {"broker": "redis"}, tasks=tasks, queue_depth=[(T0 + 3, 7)])
-        rows = con.execute("SELECT second, rate, queue_depth FROM rate_timeseries WHERE run_id = 'r1' "
-                           "ORDER BY second").fetchall()
+        rows = con.execute(
+            "SELECT second, rate, queue_depth FROM rate_timeseries WHERE run_id = 'r1' ORDER BY second"
+        ).fetchall()
     assert len(rows) == 40
     assert [s for s, rate, _ in rows if rate == 0] == pytest.approx([2 + 0.2 * k for k in range(20)])
     assert [(s, d) for s, _, d in rows if d is not None] == [(3.0, 7)]

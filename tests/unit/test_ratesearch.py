@@ -1,4 +1,5 @@
 """The rate search's judge over stored ramp runs of known shape (no services)."""
+
 from __future__ import annotations
 
 from cmx.engine.results import db
@@ -14,14 +15,23 @@ def _ramp(con, run_id: str, latency) -> None:
     add_run(con, "r", run_id, {"broker": "redis", "pool": "threads", "params.mode": "ramp"}, metrics=FACTS)
     rows = []
     for k in range(4):
-        n = 100 * 2 ** k
+        n = 100 * 2**k
         for i in range(n):
             intended = T0 + k + i / n
             lat = latency(k, i, n)
-            rows.append((run_id, f"{k}-{i}", intended, intended + lat if lat is not None else None,
-                         "SUCCESS" if lat is not None else "LOST"))
-    con.executemany("INSERT INTO tasks (run_id, task_id, sent_at, intended_at, finished_at, state) "
-                    "VALUES (?, ?, ?, ?, ?, ?)", [(r, t, i, i, f, s) for r, t, i, f, s in rows])
+            rows.append(
+                (
+                    run_id,
+                    f"{k}-{i}",
+                    intended,
+                    intended + lat if lat is not None else None,
+                    "SUCCESS" if lat is not None else "LOST",
+                )
+            )
+    con.executemany(
+        "INSERT INTO tasks (run_id, task_id, sent_at, intended_at, finished_at, state) VALUES (?, ?, ?, ?, ?, ?)",
+        [(r, t, i, i, f, s) for r, t, i, f, s in rows],
+    )
 
 
 def test_the_step_where_latency_grows_through_the_step_is_the_limit(tmp_path):

@@ -1,5 +1,6 @@
 """One round trip per host when a sweep starts (engine/hosts/reach.py): who answers, and the
 content key each holds (engine/hosts/provision.py's Shipment), read without a playbook."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,7 +31,9 @@ def test_the_key_must_be_in_the_venv_and_in_this_codes_folder():
     assert not ship.held_by(f"{ship.key}\n")  # the code folder of this version is missing
     assert not ship.held_by(f"{ship.key}\n{'x' * 16}\n")
     assert ship.key_files(Connection("h", False, "/var/tmp/cmx/h")) == [
-        "/var/tmp/cmx/h/venv/.cmx-key", "/var/tmp/cmx/h/lib/workloads-abc123/.cmx-key"]
+        "/var/tmp/cmx/h/venv/.cmx-key",
+        "/var/tmp/cmx/h/lib/workloads-abc123/.cmx-key",
+    ]
 
 
 def test_a_host_that_does_not_answer_is_named_and_blocks_only_its_runs():
@@ -38,4 +41,5 @@ def test_a_host_that_does_not_answer_is_named_and_blocks_only_its_runs():
     lost, keys = survey({"ghost": ghost}, _shipment().key_files)
     assert list(lost) == ["ghost"] and lost["ghost"].startswith("ssh 127.0.0.1: ") and keys == {}
     assert blocked({"r1": ["h1"], "r2": ["h1", "ghost"]}, lost) == {
-        "r2": f"host ghost was unreachable when the sweep started ({lost['ghost']})"}
+        "r2": f"host ghost was unreachable when the sweep started ({lost['ghost']})"
+    }

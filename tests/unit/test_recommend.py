@@ -1,4 +1,5 @@
 """`cmx recommend` on fixture data whose answer is known: ranking, ties, constraints, the Pareto front."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,7 @@ import json
 import pytest
 
 from cmx.analysis import views
-from cmx.analysis.recommend import (MAXIMIZE, MINIMIZE, RecommendError, objective, parse_constraint,
-                                    recommend)
+from cmx.analysis.recommend import MAXIMIZE, MINIMIZE, RecommendError, objective, parse_constraint, recommend
 from cmx.engine.results import db
 from tests.conftest import cmx
 from tests.results_fixture import add_run, cell_id
@@ -34,11 +34,20 @@ def known(tmp_path_factory):
     with db.connect(path) as con:
         for pool, (rates, pss, lost) in CELLS.items():
             for i, rate in enumerate(rates):
-                add_run(con, "pick", f"{pool}-{i}", dims(pool), repeat=i + 1,
-                        metrics={"consume_rate": rate, "peak_pss_bytes": pss + i, "tasks_lost": lost,
-                                 "latency_p99_s": 0.01 * (i + 1)})
-        add_run(con, "pick", "gevent-failed", dims("gevent"), repeat=6, status="failed",
-                metrics={"consume_rate": 1.0})
+                add_run(
+                    con,
+                    "pick",
+                    f"{pool}-{i}",
+                    dims(pool),
+                    repeat=i + 1,
+                    metrics={
+                        "consume_rate": rate,
+                        "peak_pss_bytes": pss + i,
+                        "tasks_lost": lost,
+                        "latency_p99_s": 0.01 * (i + 1),
+                    },
+                )
+        add_run(con, "pick", "gevent-failed", dims("gevent"), repeat=6, status="failed", metrics={"consume_rate": 1.0})
     return path
 
 
@@ -62,6 +71,7 @@ def test_ranking_and_ties(known):
     assert (best.n, best.median) == (5, 1000)  # the failed run's 1.0 is not a value
     assert rec.pareto == [cell_id(dims("gevent"))]  # one objective: the best
     from cmx.analysis.recommend_format import answer
+
     assert got["threads"].versus_best.verdict == "same"  # shown within ±5 %
     assert answer(rec)[1] == "Tied with it (not told apart by these runs): 1 cell(s): pool threads."
 
@@ -83,7 +93,8 @@ def test_ties_say_how_many_runs_would_tell(known):
     need = threads.versus_best.runs_needed
     assert need > 3 and answer(rec)[2] == (
         f"1 of them are neither shown worse nor shown the same; the clearest difference would show with "
-        f"{need} runs a cell (cmx compare's rule).")
+        f"{need} runs a cell (cmx compare's rule)."
+    )
 
 
 def test_without_constraints_the_fastest_wins(known):
@@ -92,8 +103,7 @@ def test_without_constraints_the_fastest_wins(known):
 
 
 def test_two_objectives_give_the_pareto_front(known):
-    rec = run(known, [objective("consume_rate", MAXIMIZE), objective("peak_pss_bytes", MINIMIZE)],
-              ["tasks_lost == 0"])
+    rec = run(known, [objective("consume_rate", MAXIMIZE), objective("peak_pss_bytes", MINIMIZE)], ["tasks_lost == 0"])
     front = {by_pool(rec)[p].cell_id for p in ("gevent", "threads")}
     assert set(rec.pareto) == front  # prefork: slower and bigger than threads
 
@@ -114,16 +124,31 @@ def test_bad_input(known):
         objective("consume_rate", MINIMIZE)
     with pytest.raises(RecommendError, match="no run of 'pick' has this metric"):
         run(known, [objective("requests_per_s", MAXIMIZE)])
-    with pytest.raises(RecommendError, match=r"no cell of 'pick' meets every constraint \(peak_pss_bytes <= 1MiB "
-                                             r"excludes 4 of 4\)"):
+    with pytest.raises(
+        RecommendError,
+        match=r"no cell of 'pick' meets every constraint \(peak_pss_bytes <= 1MiB "
+        r"excludes 4 of 4\)",
+    ):
         run(known, [objective("consume_rate", MAXIMIZE)], ["peak_pss_bytes <= 1MiB"])
     with pytest.raises(RecommendError, match="expected 'METRIC OP VALUE'"):
         parse_constraint("peak_pss_bytes is small")
 
 
 def test_cli_json_contract_and_words(known):
-    p = cmx("recommend", "pick", "--maximize", "consume_rate", "--minimize", "peak_pss_bytes",
-            "--where", "tasks_lost == 0", "--db", str(known), "--format", "json")
+    p = cmx(
+        "recommend",
+        "pick",
+        "--maximize",
+        "consume_rate",
+        "--minimize",
+        "peak_pss_bytes",
+        "--where",
+        "tasks_lost == 0",
+        "--db",
+        str(known),
+        "--format",
+        "json",
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert {"objectives", "constraints", "ranking", "pareto"} <= set(doc)
@@ -134,10 +159,12 @@ def test_cli_json_contract_and_words(known):
     assert doc["answer"][0].startswith("Run pool gevent: consume_rate 1,000/s [")
     p = cmx("recommend", "pick", "--where", "tasks_lost == 0", "--db", str(known), "--format", "markdown")
     assert p.returncode == 0 and "Run pool gevent" in p.stdout and "Tied with it" in p.stdout  # default objective
-    for args, msg in ((["--maximize", "latency_p99_s"], "did you mean --minimize"),
-                      (["--maximize", "nope_rate"], "no run of 'pick' has this metric"),
-                      (["--maximize", "consume_rate", "--where", "tasks_lost > 5"], "no cell of 'pick' meets"),
-                      (["--where", "peak_pss_bytes <= 5 parsecs"], "no unit of peak_pss_bytes")):
+    for args, msg in (
+        (["--maximize", "latency_p99_s"], "did you mean --minimize"),
+        (["--maximize", "nope_rate"], "no run of 'pick' has this metric"),
+        (["--maximize", "consume_rate", "--where", "tasks_lost > 5"], "no cell of 'pick' meets"),
+        (["--where", "peak_pss_bytes <= 5 parsecs"], "no unit of peak_pss_bytes"),
+    ):
         p = cmx("recommend", "pick", *args, "--db", str(known))
         assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
 
@@ -148,10 +175,10 @@ def test_the_report_opens_with_the_answer(known, tmp_path):
     with views.connect(known, read_only=True) as con:
         rep = write_report(con, "pick", tmp_path)
     page = rep.html.read_text()
-    page = page[page.index("<body>"):]  # the inlined Vega libraries hold "<table" too
+    page = page[page.index("<body>") :]  # the inlined Vega libraries hold "<table" too
     answer = page.index("<h2>Which configuration?</h2>")
     assert answer < page.index("<table")  # before the summary table and every chart
-    section = page[answer:page.index("</section>", answer)]
+    section = page[answer : page.index("</section>", answer)]
     # The workload's own objective (throughput: consume_rate), cells that lost tasks left out.
     assert "Run pool gevent: consume_rate 1,000/s" in section and "Tied with it" in section
     assert "pool threads" in section and "tasks_lost == 0" in section
@@ -163,14 +190,21 @@ def declared(tmp_path_factory):
     where: {peak_pss_bytes: "<= 150 MiB", tasks_lost: "== 0"}} (issue 38): threads is its answer
     (gevent and prefork use too much memory, solo loses tasks)."""
     path = tmp_path_factory.mktemp("declared") / "r.duckdb"
-    definition = {"objective": {"maximize": "consume_rate",
-                                "where": {"peak_pss_bytes": "<= 150 MiB", "tasks_lost": "== 0"}}}
+    definition = {
+        "objective": {"maximize": "consume_rate", "where": {"peak_pss_bytes": "<= 150 MiB", "tasks_lost": "== 0"}}
+    }
     with db.connect(path) as con:
         db.record_sweep(con, "s1", "declared", "declared.yaml", "throughput", "", "inv", definition, {"revision": 1})
         for pool, (rates, pss, lost) in CELLS.items():
             for i, rate in enumerate(rates):
-                add_run(con, "declared", f"{pool}-{i}", dims(pool), repeat=i + 1,
-                        metrics={"consume_rate": rate, "peak_pss_bytes": pss + i, "tasks_lost": lost})
+                add_run(
+                    con,
+                    "declared",
+                    f"{pool}-{i}",
+                    dims(pool),
+                    repeat=i + 1,
+                    metrics={"consume_rate": rate, "peak_pss_bytes": pss + i, "tasks_lost": lost},
+                )
     return path
 
 
@@ -180,8 +214,11 @@ def test_the_experiments_objective_and_its_where_are_the_default(declared, tmp_p
     doc = json.loads(p.stdout)
     assert doc["answer"][0].startswith("Run pool threads: consume_rate"), doc["answer"]
     dropped = {r["values"]["pool"]: r["excluded_by"] for r in doc["ranking"] if r["excluded_by"]}
-    assert dropped == {"gevent": ["peak_pss_bytes <= 150 MiB"], "prefork": ["peak_pss_bytes <= 150 MiB"],
-                       "solo": ["tasks_lost == 0"]}, dropped
+    assert dropped == {
+        "gevent": ["peak_pss_bytes <= 150 MiB"],
+        "prefork": ["peak_pss_bytes <= 150 MiB"],
+        "solo": ["tasks_lost == 0"],
+    }, dropped
     # an objective named on the command line is the user's own question: the file's where is not added
     p = cmx("recommend", "declared", "--maximize", "consume_rate", "--db", str(declared), "--format", "json")
     assert json.loads(p.stdout)["answer"][0].startswith("Run pool solo"), p.stdout
@@ -189,13 +226,23 @@ def test_the_experiments_objective_and_its_where_are_the_default(declared, tmp_p
 
     with views.connect(declared, read_only=True) as con:
         page = write_report(con, "declared", tmp_path).html.read_text()
-    page = page[page.index("<h2>Which configuration?</h2>"):]
-    assert "Run pool threads" in page[:page.index("</section>")]
+    page = page[page.index("<h2>Which configuration?</h2>") :]
+    assert "Run pool threads" in page[: page.index("</section>")]
 
 
 def test_only_narrows_the_cells_ranked(known):
-    p = cmx("recommend", "pick", "--maximize", "consume_rate", "--only", "pool=prefork", "--db", str(known),
-            "--format", "json")
+    p = cmx(
+        "recommend",
+        "pick",
+        "--maximize",
+        "consume_rate",
+        "--only",
+        "pool=prefork",
+        "--db",
+        str(known),
+        "--format",
+        "json",
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert [r["values"]["pool"] for r in doc["ranking"]] == ["prefork"]

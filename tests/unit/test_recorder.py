@@ -2,6 +2,7 @@
 frames during the run, as the CSV layout ingest reads once converted), from threads, across a
 fork, and (but for the last flush interval) across a SIGKILL. tests/integration/test_stamps.py runs a
 real worker both ways."""
+
 from __future__ import annotations
 
 import csv
@@ -113,11 +114,15 @@ def stamped(tmp_path, monkeypatch):
     (tmp_path / "w1").mkdir()
     instrument.install(app, rec)
     yield app, rec
-    for sig, fn in ((signals.before_task_publish, instrument._on_publish),
-                    (signals.task_received, instrument._on_received), (signals.task_prerun, instrument._on_prerun),
-                    (signals.task_postrun, instrument._on_postrun),
-                    (signals.worker_process_shutdown, instrument._flush),
-                    (signals.worker_shutdown, instrument._flush), (signals.worker_ready, instrument._on_ready)):
+    for sig, fn in (
+        (signals.before_task_publish, instrument._on_publish),
+        (signals.task_received, instrument._on_received),
+        (signals.task_prerun, instrument._on_prerun),
+        (signals.task_postrun, instrument._on_postrun),
+        (signals.worker_process_shutdown, instrument._flush),
+        (signals.worker_shutdown, instrument._flush),
+        (signals.worker_ready, instrument._on_ready),
+    ):
         sig.disconnect(fn)
 
 
@@ -137,8 +142,9 @@ def test_handlers_record_every_field_and_ingest_reads_them(stamped, tmp_path):
         task.push_request(id=task_id, delivery_info={"redelivered": redelivered}, cmx_sent_at=sent)
         try:
             signals.task_prerun.send(sender=task, task_id=task_id, task=task, args=(), kwargs={})
-            signals.task_postrun.send(sender=task, task_id=task_id, task=task, args=(), kwargs={}, retval=None,
-                                      state="SUCCESS")
+            signals.task_postrun.send(
+                sender=task, task_id=task_id, task=task, args=(), kwargs={}, retval=None, state="SUCCESS"
+            )
         finally:
             task.pop_request()
     rec.flush()
@@ -158,6 +164,8 @@ def test_handlers_record_every_field_and_ingest_reads_them(stamped, tmp_path):
     # ingest reads them as before
     with db.connect(tmp_path / "r.duckdb") as con:
         ingest_run(con, "r1", tmp_path, 0.0, {"w1": HostInfo(groups=("workers",))})
-        got = con.execute("SELECT task_id, redelivered, sent_at IS NOT NULL, received_at IS NOT NULL, "
-                          "started_at <= finished_at FROM tasks ORDER BY task_id, redelivered").fetchall()
+        got = con.execute(
+            "SELECT task_id, redelivered, sent_at IS NOT NULL, received_at IS NOT NULL, "
+            "started_at <= finished_at FROM tasks ORDER BY task_id, redelivered"
+        ).fetchall()
     assert [g[0] for g in got] == ["a", "b"] and all(g[2] and g[3] and g[4] for g in got)

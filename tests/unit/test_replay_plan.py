@@ -1,5 +1,6 @@
 """The replay workload's plan (workloads/catalog/replay_plan.py): recorded sequence, children, inferred
 chords, names subset, speed, and fitted arrivals and runtimes with known answers."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,20 +9,33 @@ from cmx.workloads.catalog import replay_plan as plan
 
 
 def row(uuid, name, sent, runtime=0.02, parent=None, end=None, args=4, kwargs=2, queue="q"):
-    return {"uuid": uuid, "name": name, "queue": queue, "sent": sent, "started": sent + 0.001,
-            "succeeded": end if end is not None else sent + 0.001 + runtime, "failed": None, "runtime": runtime,
-            "parent_id": parent, "args_bytes": args, "kwargs_bytes": kwargs}
+    return {
+        "uuid": uuid,
+        "name": name,
+        "queue": queue,
+        "sent": sent,
+        "started": sent + 0.001,
+        "succeeded": end if end is not None else sent + 0.001 + runtime,
+        "failed": None,
+        "runtime": runtime,
+        "parent_id": parent,
+        "args_bytes": args,
+        "kwargs_bytes": kwargs,
+    }
 
 
 # What a real capture of chord([a, a, a])(b), chain(a, b, b), a.delay() looked like (a solo worker):
 # the chord's header members are root tasks sent 8-12 ms apart, its body a child of the last to end.
 CANVAS = [
-    row("h1", "app.a", 100.000, end=100.063), row("h2", "app.a", 100.012, end=100.123),
+    row("h1", "app.a", 100.000, end=100.063),
+    row("h2", "app.a", 100.012, end=100.123),
     row("h3", "app.a", 100.020, end=100.239),
     row("c1", "app.a", 100.028, end=100.297, args=2),
     row("body", "app.b", 100.222, parent="h3", args=12),
-    row("c2", "app.b", 100.280, parent="c1"), row("c3", "app.b", 100.500, parent="c2"),
-    row("solo", "app.a", 101.000), row("unlock", "celery.chord_unlock", 100.3),
+    row("c2", "app.b", 100.280, parent="c1"),
+    row("c3", "app.b", 100.500, parent="c2"),
+    row("solo", "app.a", 101.000),
+    row("unlock", "celery.chord_unlock", 100.3),
 ]
 
 
@@ -63,13 +77,13 @@ def test_fitted_draws_the_captured_rate_and_runtimes():
     rows = [row(f"t{i}", "svc", i * 0.01, runtime=0.05 * (1 + (i % 7) / 10)) for i in range(2000)]
     units, fits = plan.fitted(rows, seed=1)
     n = len(units)
-    assert abs(n - 2000) < 4 * 2000 ** 0.5  # Poisson at the captured 100/s over 20 s
+    assert abs(n - 2000) < 4 * 2000**0.5  # Poisson at the captured 100/s over 20 s
     assert fits["svc"]["rate_per_s"] == pytest.approx(100.0, rel=0.01)
     assert fits["svc"]["runtime"]["dist"] == "lognorm"
     runtimes = sorted(u.calls[0].runtime for u in units)
     assert runtimes[n // 2] == pytest.approx(0.065, rel=0.1)
     doubled, _ = plan.fitted(rows, rate=2.0, speed=2.0, seed=1)
-    assert abs(len(doubled) - 4000) < 4 * 4000 ** 0.5
+    assert abs(len(doubled) - 4000) < 4 * 4000**0.5
     assert max(u.at for u in doubled) <= 10.0
 
 
@@ -87,8 +101,12 @@ def test_without_sent_events_arrivals_are_receipts():
 
 
 def test_each_recorded_queue_is_routed_to_a_queue_of_the_run():
-    rows = [row("a", "x", 0.0, queue="emails"), row("b", "y", 0.1, queue="pdf/render"),
-            row("c", "y", 0.2, parent="a", queue="pdf/render"), row("d", "z", 0.3, queue=None)]
+    rows = [
+        row("a", "x", 0.0, queue="emails"),
+        row("b", "y", 0.1, queue="pdf/render"),
+        row("c", "y", 0.2, parent="a", queue="pdf/render"),
+        row("d", "z", 0.3, queue=None),
+    ]
     assert plan.recorded_queues(rows) == ["emails", "pdf/render"]
     assert plan.recorded_queues(rows, names=["x"]) == ["emails"]
     units = plan.exact(rows)

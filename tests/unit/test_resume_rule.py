@@ -1,19 +1,33 @@
 """When `cmx run` resumes: only after an unfinished sweep; a finished one is a point of history."""
+
 from __future__ import annotations
 
 from cmx.engine.results import db
 
 
-def sweep(con, sweep_id: str, planned: int | None, runs: list[tuple[str, int, str | None]], resumes=None,
-          started: int = 0) -> None:
-    db.record_sweep(con, sweep_id, "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
-                    planned=planned, resumes=resumes)
-    con.execute("UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?",
-                [1_700_000_000 + started, sweep_id])
+def sweep(
+    con, sweep_id: str, planned: int | None, runs: list[tuple[str, int, str | None]], resumes=None, started: int = 0
+) -> None:
+    db.record_sweep(
+        con, sweep_id, "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1}, planned=planned, resumes=resumes
+    )
+    con.execute(
+        "UPDATE sweeps SET started_at = to_timestamp(?) WHERE sweep_id = ?", [1_700_000_000 + started, sweep_id]
+    )
     for cell, repeat, status in runs:
         run_id = f"{sweep_id}-{cell}-{repeat}"
-        db.record_run_start(con, experiment="e", sweep_id=sweep_id, run_id=run_id, cell_id=cell, repeat=repeat,
-                            workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+        db.record_run_start(
+            con,
+            experiment="e",
+            sweep_id=sweep_id,
+            run_id=run_id,
+            cell_id=cell,
+            repeat=repeat,
+            workload="throughput",
+            dims={"pool": "solo"},
+            params={},
+            warmup_s=0,
+        )
         if status:
             db.record_run_end(con, run_id, status, None, {})
 
@@ -50,19 +64,41 @@ def test_an_aborted_sweep_is_resumed_even_when_its_last_run_was_the_one_that_fai
     every run has an end, yet the sweep was cut short: the next `cmx run` resumes it (a host that
     dropped, brought back, finishes the rest) rather than measuring it all again."""
     with db.connect(tmp_path / "r.duckdb") as con:
-        db.record_sweep(con, "s1", "e", "e.yaml", "throughput", "", "inv", {"on_error": "abort"}, {"revision": 1},
-                        planned=2)
+        db.record_sweep(
+            con, "s1", "e", "e.yaml", "throughput", "", "inv", {"on_error": "abort"}, {"revision": 1}, planned=2
+        )
         for cell, status in (("a", "ok"), ("b", "failed")):
-            db.record_run_start(con, experiment="e", sweep_id="s1", run_id=f"s1-{cell}", cell_id=cell, repeat=1,
-                                workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+            db.record_run_start(
+                con,
+                experiment="e",
+                sweep_id="s1",
+                run_id=f"s1-{cell}",
+                cell_id=cell,
+                repeat=1,
+                workload="throughput",
+                dims={"pool": "solo"},
+                params={},
+                warmup_s=0,
+            )
             db.record_run_end(con, f"s1-{cell}", status, None, {})
         assert db.resume_point(con, "e", 1) == ("s1", {("a", 1)})
         # The same runs under on_error: continue make a finished sweep: measured again.
-        db.record_sweep(con, "s2", "e", "e.yaml", "throughput", "", "inv", {"on_error": "continue"},
-                        {"revision": 1}, planned=2)
+        db.record_sweep(
+            con, "s2", "e", "e.yaml", "throughput", "", "inv", {"on_error": "continue"}, {"revision": 1}, planned=2
+        )
         con.execute("UPDATE sweeps SET started_at = started_at + INTERVAL 1 SECOND WHERE sweep_id = 's2'")
         for cell, status in (("a", "ok"), ("b", "failed")):
-            db.record_run_start(con, experiment="e", sweep_id="s2", run_id=f"s2-{cell}", cell_id=cell, repeat=1,
-                                workload="throughput", dims={"pool": "solo"}, params={}, warmup_s=0)
+            db.record_run_start(
+                con,
+                experiment="e",
+                sweep_id="s2",
+                run_id=f"s2-{cell}",
+                cell_id=cell,
+                repeat=1,
+                workload="throughput",
+                dims={"pool": "solo"},
+                params={},
+                warmup_s=0,
+            )
             db.record_run_end(con, f"s2-{cell}", status, None, {})
         assert db.resume_point(con, "e", 1) == (None, set())

@@ -1,6 +1,7 @@
 """Issue 41 point 4: analysis reads what each run stored of its workload's headline (table
 run_headlines), never the workload class: a user's class's headline reaches the report, a backlog's
 cells drop latency, an older database gets its built-in runs' headlines when it is upgraded."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,19 @@ class Resize(Workload):  # a user's class: analysis could not import it (no file
 
 
 def _user_run(con, run_id: str) -> None:
-    db.record_run_start(con, experiment="u", sweep_id="s1", run_id=run_id, cell_id="c1", repeat=1,
-                        workload=Resize.name, dims={"pool": "threads"}, params={}, warmup_s=0, loaded=Resize())
+    db.record_run_start(
+        con,
+        experiment="u",
+        sweep_id="s1",
+        run_id=run_id,
+        cell_id="c1",
+        repeat=1,
+        workload=Resize.name,
+        dims={"pool": "threads"},
+        params={},
+        warmup_s=0,
+        loaded=Resize(),
+    )
     db.record_run_end(con, run_id, "ok", None, {})
     for name, value in ((M.LATENCY_P50_S, 0.2), (M.CONSUME_RATE, 50.0), (M.MAKESPAN_S, 3.0)):
         con.execute("INSERT INTO metrics VALUES (?, ?, ?, '')", [run_id, name, value])

@@ -1,4 +1,5 @@
 """Run statuses come from typed outcomes, never from the words of an error message."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,14 @@ OK = PlaybookResult("successful", 0, (), 1.0)
 
 
 def _decide(started=OK, stopped=OK, driver=None, ingest_error=None, interrupted=False):
-    return decide(interrupted=interrupted, started=started, stopped=stopped,
-                  driver={"status": "ok"} if driver is None else driver, ingest_error=ingest_error, run_timeout_s=60)
+    return decide(
+        interrupted=interrupted,
+        started=started,
+        stopped=stopped,
+        driver={"status": "ok"} if driver is None else driver,
+        ingest_error=ingest_error,
+        run_timeout_s=60,
+    )
 
 
 def test_ok():
@@ -20,11 +27,18 @@ def test_ok():
 
 
 def test_a_failure_that_mentions_a_timeout_is_still_failed():
-    worker = Failure("h2", "Start the Celery worker of the run and wait until it is ready.",
-                     "worker on h2 not ready after 60s: socket timeout; connection timed out")
+    worker = Failure(
+        "h2",
+        "Start the Celery worker of the run and wait until it is ready.",
+        "worker on h2 not ready after 60s: socket timeout; connection timed out",
+    )
     assert _decide(PlaybookResult("failed", 2, (worker,), 1.0), driver={})[0] is RunStatus.FAILED
-    drive = Failure("h1", "Run the driver until the workload is done or the run times out.",
-                    "OperationalError: timeout expired", timed_out=False)
+    drive = Failure(
+        "h1",
+        "Run the driver until the workload is done or the run times out.",
+        "OperationalError: timeout expired",
+        timed_out=False,
+    )
     assert _decide(PlaybookResult("failed", 2, (drive,), 1.0), driver={})[0] is RunStatus.FAILED
     status, error = _decide(driver={"status": "failed", "error": "TimeoutError: broker timeout"})
     assert status is RunStatus.FAILED and "TimeoutError" in error
@@ -36,8 +50,12 @@ def test_the_drivers_deadline_is_a_timeout():
 
 
 def test_the_drive_steps_ansible_timeout_is_a_timeout():
-    drive = Failure("h1", "Run the driver until the workload is done or the run times out.",
-                    "The command action failed to execute in the expected time frame", timed_out=True)
+    drive = Failure(
+        "h1",
+        "Run the driver until the workload is done or the run times out.",
+        "The command action failed to execute in the expected time frame",
+        timed_out=True,
+    )
     status, error = _decide(PlaybookResult("failed", 2, (drive,), 1.0), driver={})
     assert status is RunStatus.TIMEOUT and error == "run_timeout of 60s passed"
     assert _decide(PlaybookResult("timeout", 254, (), 1.0), driver={})[0] is RunStatus.TIMEOUT
@@ -63,7 +81,7 @@ def test_controller_liveness():
     assert pid == os.getpid() and controller_alive(host, pid, started)
     assert not controller_alive(host, pid, started - 100)  # a reused pid is not our controller
     assert not controller_alive("another-machine", pid, started)
-    assert not controller_alive(host, 2 ** 22 + 7, started)
+    assert not controller_alive(host, 2**22 + 7, started)
 
 
 def test_status_tells_running_from_abandoned(tmp_path):
@@ -100,6 +118,7 @@ time.sleep(float(sys.argv[2]))
     lines = out.splitlines()
     header = next(ln for ln in lines if "abandoned" in ln)
     row = next(ln for ln in lines if ln.strip("│ ").startswith("e "))
-    counts = dict(zip([c.strip() for c in header.strip("┃").split("┃")],
-                      [c.strip() for c in row.strip("│").split("│")]))
+    counts = dict(
+        zip([c.strip() for c in header.strip("┃").split("┃")], [c.strip() for c in row.strip("│").split("│")])
+    )
     assert (counts["runs"], counts["running"], counts["abandoned"], counts["failed"]) == ("2", "1", "1", "0"), out

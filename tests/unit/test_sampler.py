@@ -4,6 +4,7 @@ real Redis, PostgreSQL and RabbitMQ: tests/integration/test_sampler_probes.py).
 Each test runs the sampler as its own process (``python -m cmx.workloads.host.sampler``), stops it with
 SIGTERM and reads the files it leaves in the run dir.
 """
+
 from __future__ import annotations
 
 import csv
@@ -86,7 +87,12 @@ class Sampler:
         self.run_dir = run_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(run_dir), "--host", "h1", *args],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         wait_for(lambda: (run_dir / "sampler.pid").exists(), what="sampler.pid")
 
     def stop(self) -> SamplerOutput:
@@ -101,7 +107,9 @@ class Sampler:
             peaks=read_csv(self.run_dir / "peaks.csv", "host,pid,role,name,vmhwm_bytes"),
             connections=read_csv(self.run_dir / "connections.csv", "host,role,kind,ts,count,client"),
             summary=json.loads((self.run_dir / "sampler.json").read_text()),
-            raw=raw, memory=read_csv(self.run_dir / "server_memory.csv", "host,role,kind,ts,node,used_bytes"))
+            raw=raw,
+            memory=read_csv(self.run_dir / "server_memory.csv", "host,role,kind,ts,node,used_bytes"),
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -285,8 +293,7 @@ def test_a_new_memory_high_reads_pss_whatever_the_spacing(tmp_path, spawn, sampl
     pidfile, go = tmp_path / "worker.pid", tmp_path / "go"
     spawn(SPIKE, str(pidfile), str(go))
     wait_for(pidfile.exists, what="worker.pid")
-    s = sampler("--interval", "0.1", "--pss-every", "10000", "--pss-budget", "0.0001",
-                "--watch", f"worker={pidfile}")
+    s = sampler("--interval", "0.1", "--pss-every", "10000", "--pss-budget", "0.0001", "--watch", f"worker={pidfile}")
     time.sleep(0.5)  # the regular first-tick round is behind us
     go.touch()
     time.sleep(2.0)
@@ -341,15 +348,25 @@ def test_without_a_spec_the_probe_counts_nothing_and_says_why(tmp_path, sampler)
     time.sleep(0.6)
     out = out.stop()
     assert out.connections == []
-    assert out.summary["errors"] == ["connections broker=redis: ProbeError: no spec.json in the run dir: "
-                                     "the run's clients cannot be told apart"]
+    assert out.summary["errors"] == [
+        "connections broker=redis: ProbeError: no spec.json in the run dir: the run's clients cannot be told apart"
+    ]
 
 
 def test_bad_arguments_exit_2(tmp_path):
-    for args in (["--watch", "worker"], ["--watch-port", "broker=99999"], ["--connections", "broker=kafka"],
-                 ["--interval", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(tmp_path),
-                               "--host", "h1", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    for args in (
+        ["--watch", "worker"],
+        ["--watch-port", "broker=99999"],
+        ["--connections", "broker=kafka"],
+        ["--interval", "0"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "cmx.workloads.host.sampler", "--run-dir", str(tmp_path), "--host", "h1", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert proc.returncode == 2, args
 
 

@@ -1,5 +1,6 @@
 """`cmx schema`: every shipped experiment is valid against it, bad files are not, and the
 committed copy the experiments point editors at is what `cmx schema` prints."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,14 @@ def test_every_shipped_experiment_is_valid_and_names_the_committed_schema(valida
 
 
 def test_the_committed_schema_is_what_cmx_schema_prints():
-    printed = subprocess.run([sys.executable, "-m", "cmx.cli.main", "schema"], cwd=REPO, capture_output=True,
-                             text=True, check=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}).stdout
+    printed = subprocess.run(
+        [sys.executable, "-m", "cmx.cli.main", "schema"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    ).stdout
     assert printed == schema_text()
     assert (REPO / COMMITTED).read_text() == printed, "run `cmx schema --out docs/cmx.schema.json`"
     assert json.loads(printed)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -65,8 +72,10 @@ BAD = [
     ("unknown param of this workload", "name: x\nworkload: {name: throughput}\nmatrix: {params.size_mb: [1]}\n"),
     ("unknown workload param", "name: x\nworkload: {name: throughput, params: {taks: 3}}\n"),
     ("param out of range", "name: x\nworkload: {name: throughput, params: {tasks: 0}}\n"),
-    ("param of the wrong type in a dimension", "name: x\nworkload: {name: concurrent_sleep}\n"
-                                               "matrix: {params.tasks: [a]}\n"),
+    (
+        "param of the wrong type in a dimension",
+        "name: x\nworkload: {name: concurrent_sleep}\nmatrix: {params.tasks: [a]}\n",
+    ),
     ("wrong choice in a workload param", "name: x\nworkload: {name: throughput}\nmatrix: {params.mode: [burst]}\n"),
     ("concurrency below 1", "name: x\nworkload: {name: throughput}\nfixed: {concurrency: 0}\n"),
     ("worker flag not boolean", "name: x\nworkload: {name: throughput}\nfixed: {worker.gossip: 1}\n"),
@@ -75,8 +84,10 @@ BAD = [
     ("bad on_error", "name: x\nworkload: {name: throughput}\non_error: retry\n"),
     ("repeats below 1", "name: x\nworkload: {name: throughput}\nrepeats: 0\n"),
     ("empty include rule", "name: x\nworkload: {name: throughput}\ninclude: [{}]\n"),
-    ("tasks workload without module or app: unknown param", "name: x\nworkload: {name: tasks, params: "
-                                                          "{task: a.b, modul: a.py}}\n"),
+    (
+        "tasks workload without module or app: unknown param",
+        "name: x\nworkload: {name: tasks, params: {task: a.b, modul: a.py}}\n",
+    ),
 ]
 
 
@@ -90,7 +101,8 @@ def test_a_bad_file_is_rejected_by_both_the_schema_and_validate(validator, tmp_p
 
 
 def test_a_good_file_with_every_section_is_accepted(validator):
-    doc = yaml.safe_load(textwrap.dedent("""
+    doc = yaml.safe_load(
+        textwrap.dedent("""
         name: all-sections
         repeats: 2
         workload: {name: tasks, params: {module: m.py, args: [1], kwargs: {a: 1}}}
@@ -100,8 +112,12 @@ def test_a_good_file_with_every_section_is_accepted(validator):
         exclude: [{pool: prefork, concurrency: [4]}]
         include: [{pool: gevent, concurrency: 100}]
         limits: {run_timeout: 1h30m, warmup: 250ms}
-    """))
+    """)
+    )
     assert [e.message for e in validator.iter_errors(doc)] == []
-    user_class = {"name": "x", "workload": {"name": "./my_workload.py:Chains", "params": {"chains": 3}},
-                  "matrix": {"params.length": [1, 2]}}
+    user_class = {
+        "name": "x",
+        "workload": {"name": "./my_workload.py:Chains", "params": {"chains": 3}},
+        "matrix": {"params.length": [1, 2]},
+    }
     assert [e.message for e in validator.iter_errors(user_class)] == []

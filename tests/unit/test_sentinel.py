@@ -1,4 +1,5 @@
 """Broker kind ``redis-sentinel``: where the set's servers run, its URL, and what Celery is given."""
+
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,14 @@ from cmx.workloads.runtime.spec import owned_key_problem
 
 def lab(*hosts: str, **hostvars) -> Inventory:
     names = hosts or ("b",)
-    return Inventory(path=Path("inv.yml"), groups={"brokers": names, "workers": ("w",), "drivers": ("w",)},
-                     hostvars={h: {"ansible_host": f"10.0.0.{i}", "redis_sentinel_password": "spw", **hostvars}
-                               for i, h in enumerate(names, 1)})
+    return Inventory(
+        path=Path("inv.yml"),
+        groups={"brokers": names, "workers": ("w",), "drivers": ("w",)},
+        hostvars={
+            h: {"ansible_host": f"10.0.0.{i}", "redis_sentinel_password": "spw", **hostvars}
+            for i, h in enumerate(names, 1)
+        },
+    )
 
 
 def roles(inv: Inventory) -> list[tuple[str, str, int]]:
@@ -24,26 +30,46 @@ def roles(inv: Inventory) -> list[tuple[str, str, int]]:
 
 
 def test_one_broker_host_runs_two_servers_and_three_sentinels_on_distinct_ports():
-    assert roles(lab()) == [("b", "master", 6380), ("b", "replica", 6381),
-                            ("b", "sentinel", 26379), ("b", "sentinel", 26380), ("b", "sentinel", 26381)]
+    assert roles(lab()) == [
+        ("b", "master", 6380),
+        ("b", "replica", 6381),
+        ("b", "sentinel", 26379),
+        ("b", "sentinel", 26380),
+        ("b", "sentinel", 26381),
+    ]
     assert roles(lab(redis_sentinel_redis_port=7000, redis_sentinel_port=27000))[1:3] == [
-        ("b", "replica", 7001), ("b", "sentinel", 27000)]
+        ("b", "replica", 7001),
+        ("b", "sentinel", 27000),
+    ]
 
 
 def test_several_broker_hosts_share_the_set_master_and_replica_apart():
-    assert roles(lab("b1", "b2")) == [("b1", "master", 6380), ("b2", "replica", 6380),
-                                      ("b1", "sentinel", 26379), ("b2", "sentinel", 26379), ("b1", "sentinel", 26380)]
+    assert roles(lab("b1", "b2")) == [
+        ("b1", "master", 6380),
+        ("b2", "replica", 6380),
+        ("b1", "sentinel", 26379),
+        ("b2", "sentinel", 26379),
+        ("b1", "sentinel", 26380),
+    ]
     assert roles(lab("b1", "b2", "b3", "b4")) == [
-        ("b1", "master", 6380), ("b2", "replica", 6380),
-        ("b1", "sentinel", 26379), ("b2", "sentinel", 26379), ("b3", "sentinel", 26379)]
+        ("b1", "master", 6380),
+        ("b2", "replica", 6380),
+        ("b1", "sentinel", 26379),
+        ("b2", "sentinel", 26379),
+        ("b3", "sentinel", 26379),
+    ]
     assert lab("b1", "b2").services_to_provision({"redis-sentinel", "redis"}, set()) == {
-        "redis": ["b1"], "redis_sentinel": ["b1", "b2"]}
+        "redis": ["b1"],
+        "redis_sentinel": ["b1", "b2"],
+    }
 
 
 def test_the_url_names_every_sentinel_and_the_master_and_celery_gets_kombus_form():
     url = lab("b1", "b2").broker_url("redis-sentinel")
-    assert url == ("sentinel://:spw@10.0.0.1:26379/0;sentinel://:spw@10.0.0.2:26379/0;"
-                   "sentinel://:spw@10.0.0.1:26380/0?master_name=cmx")
+    assert url == (
+        "sentinel://:spw@10.0.0.1:26379/0;sentinel://:spw@10.0.0.2:26379/0;"
+        "sentinel://:spw@10.0.0.1:26380/0?master_name=cmx"
+    )
     broker, options = sentinel.celery_broker(url)
     assert broker == url.split("?")[0]
     assert options == {"master_name": "cmx", "sentinel_kwargs": {"password": "spw"}}
@@ -69,8 +95,12 @@ def test_the_role_gets_the_layout_and_the_master_name_and_speaks_redis():
     assert extravars["redis_sentinel_dir"] == "{{ __cmx_workdir }}/redis_sentinel"  # its role's parameter
     assert "redis_sentinel_layout" not in _service_vars({"redis_sentinel": ["b1", "b2"]})  # stopping: defaults
     assert extravars["redis_sentinel_master_name"] == sentinel.MASTER_NAME
-    assert extravars["redis_sentinel_layout"][0] == {"host": "b1", "address": "10.0.0.1", "role": "master",
-                                                     "port": 6380}
+    assert extravars["redis_sentinel_layout"][0] == {
+        "host": "b1",
+        "address": "10.0.0.1",
+        "role": "master",
+        "port": 6380,
+    }
     server = servers.get(kinds.BROKERS["redis-sentinel"].service)
     assert isinstance(server, sentinel.RedisSentinel) and server.connect is sentinel.master_client
     assert server.client_name_settings("broker", "n", {})["broker_transport_options"] == {"client_name": "n"}
@@ -92,5 +122,6 @@ def test_a_worker_consuming_from_another_kind_of_broker_fails_the_run():
     spec = RunSpec(run_id="r", experiment="e", cell_id="c", repeat=1, workload="throughput", broker="redis-sentinel")
     assert broker_mismatch(spec, {"broker_scheme": "sentinel"}) == []
     assert broker_mismatch(spec, {"broker_scheme": "redis"}) == [
-        "cell asks broker redis-sentinel; worker consumes from a redis:// broker"]
+        "cell asks broker redis-sentinel; worker consumes from a redis:// broker"
+    ]
     assert broker_mismatch(spec.model_copy(update={"broker": "rabbitmq"}), {"broker_scheme": "amqp"}) == []

@@ -6,6 +6,7 @@ redelivered 2 s tasks (tests/faults/test_fault_dimension.py, term_worker, in the
 
 The context is a stand-in for the driver's (a fixed clock of rounds, no broker): what is tested is
 the rule, not Celery."""
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,10 @@ class _Rounds:
         monkeypatch.setattr(settle.time, "monotonic", lambda: self.t)
         monkeypatch.setattr(settle.time, "sleep", lambda s: setattr(self, "t", self.t + s))
         self.spec = SimpleNamespace(worker_nodes=["cmx@w1"], faults=faults.parse("term_worker@0.5"), settle_s=3.0)
-        self.app = SimpleNamespace(connection_for_read=lambda: SimpleNamespace(release=lambda: None),
-                                   control=SimpleNamespace(broadcast=self._poll))
+        self.app = SimpleNamespace(
+            connection_for_read=lambda: SimpleNamespace(release=lambda: None),
+            control=SimpleNamespace(broadcast=self._poll),
+        )
         self.queue_samples: list = []
 
     def _poll(self, *args, **kwargs):
@@ -37,8 +40,11 @@ class _Rounds:
         return 0
 
     def worker_events(self):
-        return [we.WorkerEvent(we.FAULT_END, "w1", time.time(), index=0, fault="term_worker@0.5")] \
-            if self.t >= self.over_at else []
+        return (
+            [we.WorkerEvent(we.FAULT_END, "w1", time.time(), index=0, fault="term_worker@0.5")]
+            if self.t >= self.over_at
+            else []
+        )
 
     def check_deadline(self, what: str) -> None:
         assert self.t < 600, what
@@ -57,12 +63,16 @@ class _TwoHosts(_Rounds):
     def __init__(self, monkeypatch, round_s: float, over_at: float, h2_at: float):
         super().__init__(monkeypatch, round_s, over_at)
         self.h2_at = h2_at
-        self.spec = SimpleNamespace(worker_nodes=["cmx@h1", "cmx@h2"], faults=faults.parse("kill_worker@0.5:all"),
-                                    settle_s=3.0)
+        self.spec = SimpleNamespace(
+            worker_nodes=["cmx@h1", "cmx@h2"], faults=faults.parse("kill_worker@0.5:all"), settle_s=3.0
+        )
 
     def worker_events(self):
-        return [we.WorkerEvent(we.FAULT_END, h, time.time(), index=0, fault="kill_worker@0.5:all")
-                for h, at in (("h1", self.over_at), ("h2", self.h2_at)) if self.t >= at]
+        return [
+            we.WorkerEvent(we.FAULT_END, h, time.time(), index=0, fault="kill_worker@0.5:all")
+            for h, at in (("h1", self.over_at), ("h2", self.h2_at))
+            if self.t >= at
+        ]
 
 
 def test_a_fault_on_every_host_settles_only_once_each_hosts_part_is_over(monkeypatch):

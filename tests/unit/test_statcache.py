@@ -1,6 +1,7 @@
 """The statistics cache (analysis/statcache.py): numbers read back are the numbers computed, a
 finished point is bootstrapped once, a changed sample is computed again, and a cache that cannot
 be written changes nothing but the time."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,8 +71,9 @@ def test_tests_and_series_changes_read_back_are_the_computed_ones(tmp_path, monk
     runs = [[1000.0, 1010.0, 995.0], [1003.0, 1001.0, 998.0], [1002.0, 997.0, 1006.0], [700.0, 705.0, 699.0]]
     medians = [stats.summarize(r).median for r in runs]
     with statcache.Cache() as cache:
-        computed, quiet = cache.tests([(before, after, "higher", 5.0), (before, before, "higher", 5.0)],
-                                      trend.shown_many)
+        computed, quiet = cache.tests(
+            [(before, after, "higher", 5.0), (before, before, "higher", 5.0)], trend.shown_many
+        )
         changes = cache.many(trend.change_steps, [(runs, medians, "higher", 5.0, True)], trend.shown_many)
     assert computed.verdict == stats.WORSE and quiet is None
     assert changes == [trend.change_points(runs, medians, "higher", 5.0, full_latest=True)]
@@ -128,8 +130,10 @@ def test_many_series_tested_in_batches_find_the_changes_one_by_one_finds(tmp_pat
     series = []
     for k in range(12):
         step = [1.0, 0.8, 1.3, 1.0][k % 4]
-        runs = [[rnd.gauss(1000 * (step if i >= 8 + k % 5 else 1.0), 10 + k) for _ in range(3 + (i % 3 == 0))]
-                for i in range(20 + k)]
+        runs = [
+            [rnd.gauss(1000 * (step if i >= 8 + k % 5 else 1.0), 10 + k) for _ in range(3 + (i % 3 == 0))]
+            for i in range(20 + k)
+        ]
         series.append((runs, [k % 2 and "higher" or "lower", "neither"][k % 3 == 0]))
     series.append(series[0])  # two cells with the same values
     series.append(([[5.0, 5.0, 5.0]] * 6 + [[5.0, 5.0]], "higher"))  # ties, a short last point
@@ -137,11 +141,15 @@ def test_many_series_tested_in_batches_find_the_changes_one_by_one_finds(tmp_pat
         grown = [(runs + [[rnd.gauss(700, 10) for _ in range(3)]] * night, better) for runs, better in series]
         medians = [[stats.summarize(r).median for r in runs] for runs, _ in grown]
         with statcache.Cache() as cache:
-            got = cache.many(trend.change_steps, [(runs, m, better, 5.0, k % 2 == 0)
-                                                  for k, ((runs, better), m) in enumerate(zip(grown, medians))],
-                             trend.shown_many)
-        alone = [trend.change_points(runs, m, better, 5.0, test=_shown_alone, full_latest=k % 2 == 0)
-                 for k, ((runs, better), m) in enumerate(zip(grown, medians))]
+            got = cache.many(
+                trend.change_steps,
+                [(runs, m, better, 5.0, k % 2 == 0) for k, ((runs, better), m) in enumerate(zip(grown, medians))],
+                trend.shown_many,
+            )
+        alone = [
+            trend.change_points(runs, m, better, 5.0, test=_shown_alone, full_latest=k % 2 == 0)
+            for k, ((runs, better), m) in enumerate(zip(grown, medians))
+        ]
         assert repr(got) == repr(alone) and any(f.changes for f in got)
 
 

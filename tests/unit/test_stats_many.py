@@ -1,4 +1,5 @@
 """stats.summarize_many: one bootstrap per sample size, the figures of summarize."""
+
 from __future__ import annotations
 
 
@@ -30,16 +31,26 @@ def test_compare_many_gives_compare_samples_comparisons():
 
     rnd = random.Random(11)
     base = [rnd.gauss(100, 10) for _ in range(3)]
-    contenders = [[rnd.gauss(mu, 10) for _ in range(n)] for n, mu in
-                  [(3, 100)] * 10 + [(3, 150)] * 5 + [(4, 60)] * 5 + [(5, 100), (2, 100), (1, 90), (0, 0)]]
-    contenders += [list(base), [base[0]] * 3, [round(v) for v in base], [1.0, 1.0, 2.0],
-                   [rnd.gauss(100, 1) for _ in range(20)], [None, 3.0, float("nan"), 4.0, 5.0]]
+    contenders = [
+        [rnd.gauss(mu, 10) for _ in range(n)]
+        for n, mu in [(3, 100)] * 10 + [(3, 150)] * 5 + [(4, 60)] * 5 + [(5, 100), (2, 100), (1, 90), (0, 0)]
+    ]
+    contenders += [
+        list(base),
+        [base[0]] * 3,
+        [round(v) for v in base],
+        [1.0, 1.0, 2.0],
+        [rnd.gauss(100, 1) for _ in range(20)],
+        [None, 3.0, float("nan"), 4.0, 5.0],
+    ]
     for better in ("higher", "lower", "neither"):
         many = stats.compare_many(base, contenders, better)
         assert _same(many, [stats.compare_samples(base, c, better) for c in contenders])
     for base in ([1.0, 1.0, 2.0], [0.0, 0.0, 0.0], [0.0, 1.0, 2.0], [5.0] * 8):
-        assert _same(stats.compare_many(base, contenders, "higher"),
-                     [stats.compare_samples(base, c, "higher") for c in contenders])
+        assert _same(
+            stats.compare_many(base, contenders, "higher"),
+            [stats.compare_samples(base, c, "higher") for c in contenders],
+        )
 
 
 def test_compare_many_property():
@@ -55,8 +66,10 @@ def test_compare_many_property():
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(sample, st.lists(sample, min_size=1, max_size=6), st.sampled_from(["higher", "lower", "neither"]))
     def check(base, contenders, better):
-        assert _same(stats.compare_many(base, contenders, better, resamples=200),
-                     [stats.compare_samples(base, c, better, resamples=200) for c in contenders])
+        assert _same(
+            stats.compare_many(base, contenders, better, resamples=200),
+            [stats.compare_samples(base, c, better, resamples=200) for c in contenders],
+        )
 
     check()
 
@@ -65,8 +78,16 @@ def test_mann_whitney_pairs_gives_mann_whitney_p():
     from cmx.analysis import stats
 
     base = [1.0, 2.0, 3.0, 4.0]
-    others = [[5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 2.0, 9.0], [4.0, 4.0, 4.0], [1.0] * 4, [], [3.5] * 30,
-              [float(i) for i in range(40)], [2.0, 3.0]]
+    others = [
+        [5.0, 6.0, 7.0, 8.0],
+        [1.0, 2.0, 2.0, 9.0],
+        [4.0, 4.0, 4.0],
+        [1.0] * 4,
+        [],
+        [3.5] * 30,
+        [float(i) for i in range(40)],
+        [2.0, 3.0],
+    ]
     assert _same(stats.mann_whitney_pairs([(base, o) for o in others]), [stats.mann_whitney_p(base, o) for o in others])
 
 
@@ -85,10 +106,13 @@ def test_compare_pairs_and_mann_whitney_pairs_property():
     @given(st.lists(pair, min_size=1, max_size=5), st.sampled_from([5.0, 1.0]))
     def check(pairs, margin):
         pairs += [(a, [v * 1.5 for v in b], better) for a, b, better in pairs[:2]]  # sizes shared: batches of rows
-        assert _same(stats.compare_pairs(pairs, resamples=200, margin_pct=margin),
-                     [stats.compare_samples(a, b, better, resamples=200, margin_pct=margin) for a, b, better in pairs])
-        assert _same(stats.mann_whitney_pairs([(a, b) for a, b, _ in pairs]),
-                     [stats.mann_whitney_p(a, b) for a, b, _ in pairs])
+        assert _same(
+            stats.compare_pairs(pairs, resamples=200, margin_pct=margin),
+            [stats.compare_samples(a, b, better, resamples=200, margin_pct=margin) for a, b, better in pairs],
+        )
+        assert _same(
+            stats.mann_whitney_pairs([(a, b) for a, b, _ in pairs]), [stats.mann_whitney_p(a, b) for a, b, _ in pairs]
+        )
 
     check()
 
@@ -100,8 +124,11 @@ def test_compare_pairs_of_long_histories_against_a_night():
     from cmx.analysis import stats
 
     rnd = random.Random(3)
-    pairs = [([rnd.gauss(1000, 20) for _ in range(n)], [rnd.gauss(mu, 20) for _ in range(m)], better)
-             for n, m in [(90, 3), (90, 4), (12, 4), (12, 3)] for mu in (800, 1000, 1010, 1200)
-             for better in ("higher", "lower")]
+    pairs = [
+        ([rnd.gauss(1000, 20) for _ in range(n)], [rnd.gauss(mu, 20) for _ in range(m)], better)
+        for n, m in [(90, 3), (90, 4), (12, 4), (12, 3)]
+        for mu in (800, 1000, 1010, 1200)
+        for better in ("higher", "lower")
+    ]
     pairs.append(([0.0] * 7 + [1.0] * 5, [0.0, 0.0, 2.0, 3.0], "higher"))  # a zero median beside the others
     assert _same(stats.compare_pairs(pairs), [stats.compare_samples(a, b, better) for a, b, better in pairs])

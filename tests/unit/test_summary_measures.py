@@ -1,5 +1,6 @@
 """The end-of-sweep summary says what it shows: backlog cells show queue wait and service time,
 not a latency that is their queue position; memory in binary units, PSS first."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -20,17 +21,19 @@ def test_backlog_cells_hide_latency_and_the_caption_says_from_where_to_where():
     headline, shown = cell_headlines(registry.get("throughput"), cells)
     assert "latency_p50_s" in headline and "queue_wait_p50_s" in headline and "service_time_p50_s" in headline
     assert "latency_p50_s" not in shown["b"] and "latency_p50_s" in shown["s"]
-    assert headline.index("peak_pss_bytes") < headline.index("peak_rss_bytes")   # PSS leads
+    assert headline.index("peak_pss_bytes") < headline.index("peak_rss_bytes")  # PSS leads
     from cmx.analysis.stats import summarize
 
     one = {"latency_p50_s": 4.8, "queue_wait_p50_s": 4.8, "service_time_p50_s": 0.001}
-    sums = [CellSummary(c, runs=1, ok=1, metrics={k: summarize([v]) for k, v in one.items()},
-                        shown=shown[c.cell_id]) for c in cells]
+    sums = [
+        CellSummary(c, runs=1, ok=1, metrics={k: summarize([v]) for k, v in one.items()}, shown=shown[c.cell_id])
+        for c in cells
+    ]
     console = Console(width=250, record=True)
     console.print(render("t", sums, headline))
     text = console.export_text()
     backlog_row = next(line for line in text.splitlines() if "backlog" in line)
-    assert "n/a" in backlog_row and "4.8 s" in backlog_row      # queue wait shown, latency not
+    assert "n/a" in backlog_row and "4.8 s" in backlog_row  # queue wait shown, latency not
     assert "latency: finished − intended send (stream) or − sent (backlog)" in " ".join(text.split())
     assert "service time: finished − started" in " ".join(text.split())
 
@@ -47,8 +50,10 @@ def test_tasks_unseen_show_beside_lost_not_as_lost():
 def test_a_narrow_terminal_folds_values_and_never_cuts_them():
     from cmx.analysis.stats import summarize
 
-    cells = [Cell("a", {"celery.broker_transport_options": {"visibility_timeout": 60}, "pool": "prefork"}),
-             Cell("b", {"celery.broker_transport_options": {"visibility_timeout": 3600}, "pool": "threads"})]
+    cells = [
+        Cell("a", {"celery.broker_transport_options": {"visibility_timeout": 60}, "pool": "prefork"}),
+        Cell("b", {"celery.broker_transport_options": {"visibility_timeout": 3600}, "pool": "threads"}),
+    ]
     headline = ("consume_rate", "latency_p50_s", "latency_p99_s", "peak_pss_bytes", "peak_rss_bytes")
     sums = [CellSummary(c, runs=3, ok=3, metrics={k: summarize([1.0, 2.0, 3.0]) for k in headline}) for c in cells]
     console = Console(width=90, record=True)
@@ -85,6 +90,7 @@ def test_status_and_report_flag_runs_whose_clocks_are_suspect(tmp_path):
     from cmx.analysis.page import summary_table
 
     from cmx.analysis.report import table_metrics
+
     with views.connect(path, read_only=True) as con:
         cells, varying, _, _ = build_charts(con, "e")
         shown = table_metrics(con, "e")
@@ -101,10 +107,23 @@ def test_the_report_leaves_backlog_cells_out_of_the_latency_chart(tmp_path):
     path = tmp_path / "b.duckdb"
     tasks = [(f"t{i}", T0 + i, T0 + i + 1, T0 + i + 1.5, "SUCCESS") for i in range(5)]
     with db.connect(path) as con:
-        add_run(con, "e", "s1", {"params.mode": "stream"}, tasks=tasks,
-                metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
-        add_run(con, "e", "b1", {"params.mode": "backlog"}, tasks=tasks, params={"mode": "backlog"},
-                metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0})
+        add_run(
+            con,
+            "e",
+            "s1",
+            {"params.mode": "stream"},
+            tasks=tasks,
+            metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0},
+        )
+        add_run(
+            con,
+            "e",
+            "b1",
+            {"params.mode": "backlog"},
+            tasks=tasks,
+            params={"mode": "backlog"},
+            metrics={"latency_p50_s": 1.5, "queue_wait_p50_s": 1.0},
+        )
     with views.connect(path, read_only=True) as con:
         cells, varying, _, found = build_charts(con, "e")
         shown = table_metrics(con, "e")
@@ -129,8 +148,7 @@ def test_cell_summary_and_report_page_count_unseen_tasks_apart_from_lost(tmp_pat
 
     path = tmp_path / "u.duckdb"
     with db.connect(path) as con:
-        add_run(con, "e", "r1", {"pool": "threads"}, status="failed",
-                metrics={"tasks_lost": None, "tasks_unseen": 7})
+        add_run(con, "e", "r1", {"pool": "threads"}, status="failed", metrics={"tasks_lost": None, "tasks_unseen": 7})
         add_run(con, "e", "r2", {"pool": "solo"}, metrics={"tasks_lost": 2, "tasks_unseen": 0})
     with views.connect(path, read_only=True) as con:
         got = dict(con.execute("SELECT DISTINCT pool, (lost_tasks, unseen_tasks) FROM cell_summary").fetchall())
@@ -154,11 +172,23 @@ def test_a_peak_not_sampled_in_some_runs_says_so_in_the_summary(tmp_path):
     path = tmp_path / "p.duckdb"
     with db.connect(path) as con:
         for i, pss in enumerate([40 << 20, None, 42 << 20]):
-            add_run(con, "e", f"a{i}", {"pool": "threads"}, repeat=i + 1,
-                    metrics={"peak_pss_bytes": pss, "peak_rss_bytes": 60 << 20})
+            add_run(
+                con,
+                "e",
+                f"a{i}",
+                {"pool": "threads"},
+                repeat=i + 1,
+                metrics={"peak_pss_bytes": pss, "peak_rss_bytes": 60 << 20},
+            )
         for i in range(3):
-            add_run(con, "e", f"b{i}", {"pool": "solo"}, repeat=i + 1,
-                    metrics={"peak_pss_bytes": None, "peak_rss_bytes": 60 << 20})
+            add_run(
+                con,
+                "e",
+                f"b{i}",
+                {"pool": "solo"},
+                repeat=i + 1,
+                metrics={"peak_pss_bytes": None, "peak_rss_bytes": 60 << 20},
+            )
     cells = [Cell(cell_id({"pool": pool}), {"pool": pool}) for pool in ("threads", "solo")]
     headline = ("peak_pss_bytes", "peak_rss_bytes")
     with views.connect(path, read_only=True) as con:
@@ -173,8 +203,10 @@ def test_a_peak_not_sampled_in_some_runs_says_so_in_the_summary(tmp_path):
 
 
 def test_cells_split_over_hosts_show_the_smallest_host_share_and_the_slowest_driver():
-    cells = [Cell("one", {"params.mode": "backlog", "machines": 1, "drivers": 1}),
-             Cell("many", {"params.mode": "backlog", "machines": 8, "drivers": 2})]
+    cells = [
+        Cell("one", {"params.mode": "backlog", "machines": 1, "drivers": 1}),
+        Cell("many", {"params.mode": "backlog", "machines": 8, "drivers": 2}),
+    ]
     headline, shown = cell_headlines(registry.get("throughput"), cells)
     assert headline[-2:] == ("host_share_min", "publish_rate_min_driver")
     assert "host_share_min" not in shown["one"] and "publish_rate_min_driver" not in shown["one"]

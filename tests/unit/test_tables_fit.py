@@ -1,6 +1,7 @@
 """Tables that fit (issue 43): at any width no number is split, no column appears twice, and a
 table too wide loses columns from the right (never what names a row) with a note naming --wide;
 --wide prints them all. Also the `tasks` workload's fault cells: `failed` once, not twice."""
+
 from __future__ import annotations
 
 import io
@@ -25,9 +26,14 @@ def _summaries():
     cells = []
     for broker in ("redis", "rabbitmq"):
         for pool in ("threads", "prefork"):
-            dims = {"broker": broker, "pool": pool, "fault": "kill_worker@2s", "params.task": "myapp.tasks.resize",
-                    "params.module": "myapp.tasks",
-                    "celery.broker_transport_options": {"health_check_interval": 5, "socket_timeout": 5}}
+            dims = {
+                "broker": broker,
+                "pool": pool,
+                "fault": "kill_worker@2s",
+                "params.task": "myapp.tasks.resize",
+                "params.module": "myapp.tasks",
+                "celery.broker_transport_options": {"health_check_interval": 5, "socket_timeout": 5},
+            }
             cells.append(Cell(cell_id(dims), dims))
     headline, shown = cell_headlines(workload, cells)
     summaries = []
@@ -44,8 +50,9 @@ def _printed(width: int, wide: bool = False) -> tuple[str, list[str]]:
     table = render("tasks with faults", summaries, headline)
     buf = io.StringIO()
     show(Console(file=buf, width=width, color_system=None), table, wide=wide)
-    return buf.getvalue(), [Text.from_markup(c.header).plain if isinstance(c.header, str) else str(c.header)
-                            for c in table.columns]
+    return buf.getvalue(), [
+        Text.from_markup(c.header).plain if isinstance(c.header, str) else str(c.header) for c in table.columns
+    ]
 
 
 def test_a_metric_in_both_headlines_is_one_column():
@@ -110,8 +117,10 @@ def test_fit_keeps_a_rank_and_the_names_before_the_numbers():
 def test_a_chart_legend_never_cuts_a_label():
     from cmx.analysis import legend
 
-    rows = [{"broker": b, "pool": "threads", "params.task": f"myapp.tasks.a_rather_long_task_name_{b}", "v": 1}
-            for b in ("redis", "rabbitmq")]
+    rows = [
+        {"broker": b, "pool": "threads", "params.task": f"myapp.tasks.a_rather_long_task_name_{b}", "v": 1}
+        for b in ("redis", "rabbitmq")
+    ]
     series = legend.assign(rows, ["broker", "params.task"])
     spec = {name: ch.to_dict() for name, ch in legend.channels(series).items()}
     assert spec["color"]["legend"] == {"labelLimit": 0, "titleLimit": 0}, spec

@@ -1,4 +1,5 @@
 """`cmx run --tag/--note`: stored with the sweep (old databases gain the columns), selectable by tag."""
+
 from __future__ import annotations
 
 import duckdb
@@ -16,8 +17,18 @@ def test_parse_tags():
 
 
 def _start(con, sweep_id, run_id):
-    db.record_run_start(con, experiment="e", sweep_id=sweep_id, run_id=run_id, cell_id="c", repeat=1,
-                        workload="throughput", dims={"pool": "threads"}, params={}, warmup_s=0.0)
+    db.record_run_start(
+        con,
+        experiment="e",
+        sweep_id=sweep_id,
+        run_id=run_id,
+        cell_id="c",
+        repeat=1,
+        workload="throughput",
+        dims={"pool": "threads"},
+        params={},
+        warmup_s=0.0,
+    )
 
 
 def test_an_old_database_gains_the_columns_and_runs_are_selected_by_tag(tmp_path):
@@ -29,16 +40,30 @@ def test_an_old_database_gains_the_columns_and_runs_are_selected_by_tag(tmp_path
                        description VARCHAR, inventory VARCHAR, started_at TIMESTAMPTZ, definition JSON)""")
         con.execute("INSERT INTO sweeps VALUES ('s0', 'e', 'e.yaml', 'throughput', '', 'inv', now(), '{}')")
     with db.connect(path) as con:
-        db.record_sweep(con, "s1", "e", "e.yaml", "throughput", "", "inv", {}, tags={"commit": "abc", "env": "lab"},
-                        note="after the upgrade")
+        db.record_sweep(
+            con,
+            "s1",
+            "e",
+            "e.yaml",
+            "throughput",
+            "",
+            "inv",
+            {},
+            tags={"commit": "abc", "env": "lab"},
+            note="after the upgrade",
+        )
         db.record_sweep(con, "s2", "e", "e.yaml", "throughput", "", "inv", {}, tags={"commit": "def"})
         _start(con, "s0", "r0")
         _start(con, "s1", "r1")
         _start(con, "s2", "r2")
         assert con.execute("SELECT sweep_id, tags ->> 'commit', note FROM sweeps ORDER BY 1").fetchall() == [
-            ("s0", None, None), ("s1", "abc", "after the upgrade"), ("s2", "def", None)]
-        assert (con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone()
-                == (migrate.current()["sweeps"],))
+            ("s0", None, None),
+            ("s1", "abc", "after the upgrade"),
+            ("s2", "def", None),
+        ]
+        assert con.execute("SELECT version FROM cmx_schema WHERE table_name = 'sweeps'").fetchone() == (
+            migrate.current()["sweeps"],
+        )
 
         def runs(tags):
             where, params = db.tagged_runs_sql(con, tags)
@@ -81,15 +106,26 @@ def _tagged_sweeps(path):
     """One cell of experiment e, three sweeps of three runs each, told apart only by their tags and
     their consume rates: commit=old env=lab ~100/s, commit=new env=lab ~150/s, commit=new env=prod ~300/s."""
     with db.connect(path) as con:
-        for sweep, tags, rate in (("s1", {"commit": "old", "env": "lab"}, 100.0),
-                                  ("s2", {"commit": "new", "env": "lab"}, 150.0),
-                                  ("s3", {"commit": "new", "env": "prod"}, 300.0)):
+        for sweep, tags, rate in (
+            ("s1", {"commit": "old", "env": "lab"}, 100.0),
+            ("s2", {"commit": "new", "env": "lab"}, 150.0),
+            ("s3", {"commit": "new", "env": "prod"}, 300.0),
+        ):
             db.record_sweep(con, sweep, "e", "e.yaml", "throughput", "", "inv", {}, tags=tags)
             for i in range(3):
                 run_id = f"{sweep}-r{i}"
-                db.record_run_start(con, experiment="e", sweep_id=sweep, run_id=run_id, cell_id="c", repeat=i + 1,
-                                    workload="throughput", dims={"pool": "threads"}, params={"mode": "stream"},
-                                    warmup_s=0.0)
+                db.record_run_start(
+                    con,
+                    experiment="e",
+                    sweep_id=sweep,
+                    run_id=run_id,
+                    cell_id="c",
+                    repeat=i + 1,
+                    workload="throughput",
+                    dims={"pool": "threads"},
+                    params={"mode": "stream"},
+                    warmup_s=0.0,
+                )
                 db.record_run_end(con, run_id, "ok", None, {})
                 con.execute("INSERT INTO metrics VALUES (?, 'consume_rate', ?, 'tasks/s')", [run_id, rate + i])
     return path

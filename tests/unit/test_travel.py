@@ -1,6 +1,7 @@
 """`cmx export` / `cmx import` (issue 26, point 6): an experiment's sweeps as Parquet, merged into
 another results database without duplicating a sweep, so the nights of several lab machines meet
 in one database. Real DuckDB files; the committed 0.1.0 fixture is copied, never opened in place."""
+
 import json
 import shutil
 from pathlib import Path
@@ -19,8 +20,7 @@ def rows_of(path: Path) -> dict[str, list]:
     """Every table's rows, sorted, as DuckDB reads them (JSON as text)."""
     con = duckdb.connect(str(path), read_only=True)
     try:
-        return {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"').fetchall()))
-                for t in travel.keyed_tables(con)}
+        return {t: sorted(map(repr, con.execute(f'SELECT * FROM "{t}"').fetchall())) for t in travel.keyed_tables(con)}
     finally:
         con.close()
 
@@ -33,9 +33,18 @@ def one_line_exit_2(proc) -> str:
 
 
 def sweep(con, sweep_id: str, experiment: str = "exp", host: str = "lab1") -> None:
-    db.record_sweep(con, sweep_id, experiment, f"/{host}/exp.yaml", "throughput", "", f"/{host}/inv.yml",
-                    {"name": experiment}, provenance={"cmx_version": "0.2.0", "git_commit": "abc123"},
-                    tags={"machine": host})
+    db.record_sweep(
+        con,
+        sweep_id,
+        experiment,
+        f"/{host}/exp.yaml",
+        "throughput",
+        "",
+        f"/{host}/inv.yml",
+        {"name": experiment},
+        provenance={"cmx_version": "0.2.0", "git_commit": "abc123"},
+        tags={"machine": host},
+    )
     db.record_controller(con, sweep_id, host, 1, 0.0)
 
 
@@ -62,7 +71,8 @@ def test_export_then_import_gives_the_same_rows(source, tmp_path):
     assert manifest["experiment"] == "exp" and manifest["sweeps"] == ["s1"] and manifest["cmx_version"]
     assert manifest["versions"]["sweeps"] == migrate.current()["sweeps"] and manifest["tables"]["tasks"]["rows"] == 160
     assert sorted(p.name for p in (tmp_path / "ex").glob("*.parquet")) == sorted(
-        f"{t}.parquet" for t in manifest["tables"])
+        f"{t}.parquet" for t in manifest["tables"]
+    )
     proc = cmx("import", str(tmp_path / "ex"), "--db", str(tmp_path / "b.duckdb"), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "imported 1 sweep(s) (s1)" in proc.stdout
@@ -94,8 +104,15 @@ def lab(path: Path, sweep_id: str, broker: str, rates) -> Path:
     with db.connect(path) as con:
         sweep(con, sweep_id, "nightly", host=sweep_id)
         for i, rate in enumerate(rates):
-            add_run(con, "nightly", f"{sweep_id}-{i}", {"broker": broker, "pool": "threads", "concurrency": 4},
-                    repeat=i + 1, sweep_id=sweep_id, metrics={"consume_rate": rate, "tasks_lost": 0})
+            add_run(
+                con,
+                "nightly",
+                f"{sweep_id}-{i}",
+                {"broker": broker, "pool": "threads", "concurrency": 4},
+                repeat=i + 1,
+                sweep_id=sweep_id,
+                metrics={"consume_rate": rate, "tasks_lost": 0},
+            )
     return path
 
 
@@ -103,16 +120,36 @@ def test_two_lab_machines_meet_in_one_database(tmp_path):
     lab(tmp_path / "lab1.duckdb", "lab1-night", "redis", [100, 101, 99, 100, 102])
     lab(tmp_path / "lab2.duckdb", "lab2-night", "rabbitmq", [200, 201, 199, 200, 202])
     for name in ("lab1", "lab2"):
-        assert cmx("export", "nightly", "--out", str(tmp_path / f"{name}-ex"), "--db",
-                   str(tmp_path / f"{name}.duckdb"), timeout=120).returncode == 0
+        assert (
+            cmx(
+                "export",
+                "nightly",
+                "--out",
+                str(tmp_path / f"{name}-ex"),
+                "--db",
+                str(tmp_path / f"{name}.duckdb"),
+                timeout=120,
+            ).returncode
+            == 0
+        )
         proc = cmx("import", str(tmp_path / f"{name}-ex"), "--db", str(tmp_path / "all.duckdb"), timeout=120)
         assert proc.returncode == 0 and f"({name}-night)" in proc.stdout, proc.stderr
     status = cmx("status", "--db", str(tmp_path / "all.duckdb"), timeout=120)
     assert status.returncode == 0 and "nightly" in status.stdout
     row = next(line for line in status.stdout.splitlines() if "nightly" in line)
     assert [c.strip() for c in row.split("│")][3:5] == ["10", "10"], row  # runs, ok: both machines'
-    proc = cmx("compare", "nightly:broker=redis", "nightly:broker=rabbitmq", "--db", str(tmp_path / "all.duckdb"),
-               "--metric", "consume_rate", "--format", "json", timeout=120)
+    proc = cmx(
+        "compare",
+        "nightly:broker=redis",
+        "nightly:broker=rabbitmq",
+        "--db",
+        str(tmp_path / "all.duckdb"),
+        "--metric",
+        "consume_rate",
+        "--format",
+        "json",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     [m] = json.loads(proc.stdout)
     assert (m["baseline"]["n"], m["contender"]["n"], m["verdict"]) == (5, 5, "better"), m
@@ -167,23 +204,29 @@ def test_an_older_export_is_imported_with_the_columns_added_since_empty(source, 
     travel.export(source, "exp", tmp_path / "ex", "test")
     sweeps = tmp_path / "ex" / "sweeps.parquet"
     con = duckdb.connect()
-    con.execute(f"COPY (SELECT sweep_id, experiment, source, workload, description, inventory, started_at, "
-                f"definition FROM read_parquet('{sweeps}')) TO '{sweeps}.v1' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT sweep_id, experiment, source, workload, description, inventory, started_at, "
+        f"definition FROM read_parquet('{sweeps}')) TO '{sweeps}.v1' (FORMAT parquet)"
+    )
     shutil.move(f"{sweeps}.v1", sweeps)
     body = json.loads((tmp_path / "ex" / "manifest.json").read_text())
     body["versions"]["sweeps"] = 1
     (tmp_path / "ex" / "manifest.json").write_text(json.dumps(body))
     travel.import_export(tmp_path / "ex", tmp_path / "b.duckdb")
-    got = duckdb.connect(str(tmp_path / "b.duckdb"), read_only=True).execute(
-        "SELECT sweep_id, workload, git_commit, revision FROM sweeps").fetchall()
+    got = (
+        duckdb.connect(str(tmp_path / "b.duckdb"), read_only=True)
+        .execute("SELECT sweep_id, workload, git_commit, revision FROM sweeps")
+        .fetchall()
+    )
     assert got == [("s1", "throughput", None, None)]
 
 
 def test_an_import_that_fails_midway_adds_nothing(source, tmp_path):
     travel.export(source, "exp", tmp_path / "ex", "test")
     tasks = tmp_path / "ex" / "tasks.parquet"
-    duckdb.connect().execute(f"COPY (SELECT run_id, 'x' AS no_such_column FROM read_parquet('{tasks}')) "
-                             f"TO '{tasks}.bad' (FORMAT parquet)")
+    duckdb.connect().execute(
+        f"COPY (SELECT run_id, 'x' AS no_such_column FROM read_parquet('{tasks}')) TO '{tasks}.bad' (FORMAT parquet)"
+    )
     shutil.move(f"{tasks}.bad", tasks)  # same rows, a column no table has: tasks sorts after the others
     target = tmp_path / "b.duckdb"
     line = one_line_exit_2(cmx("import", str(tmp_path / "ex"), "--db", str(target), timeout=120))
@@ -191,17 +234,26 @@ def test_an_import_that_fails_midway_adds_nothing(source, tmp_path):
     assert all(not rows for rows in rows_of(target).values())
 
 
-@pytest.mark.parametrize("manifest, words", [
-    (None, "no such folder"),
-    ("", "not a cmx export (no manifest.json)"),
-    ("{oops", "cannot read it as a cmx export manifest"),
-    ('{"a": 1}', "not a cmx export manifest"),
-    ('{"format": "cmx-export", "format_version": 1, "experiment": "e", "sweeps": [], "versions": {"runs": 2},'
-     ' "tables": {"runs": {"rows": 0}}}', "table runs is not one that travels"),
-    ('{"format": "cmx-export", "format_version": 1, "experiment": "e", "sweeps": [], "versions": {"tasks": 1},'
-     ' "tables": {"tasks": {"rows": 0}}}', "sweeps and run_starts are both needed"),
-    ('{"format": "cmx-export", "format_version": 2}', "export format 2 is newer than this cmx reads"),
-])
+@pytest.mark.parametrize(
+    "manifest, words",
+    [
+        (None, "no such folder"),
+        ("", "not a cmx export (no manifest.json)"),
+        ("{oops", "cannot read it as a cmx export manifest"),
+        ('{"a": 1}', "not a cmx export manifest"),
+        (
+            '{"format": "cmx-export", "format_version": 1, "experiment": "e", "sweeps": [], "versions": {"runs": 2},'
+            ' "tables": {"runs": {"rows": 0}}}',
+            "table runs is not one that travels",
+        ),
+        (
+            '{"format": "cmx-export", "format_version": 1, "experiment": "e", "sweeps": [], "versions": {"tasks": 1},'
+            ' "tables": {"tasks": {"rows": 0}}}',
+            "sweeps and run_starts are both needed",
+        ),
+        ('{"format": "cmx-export", "format_version": 2}', "export format 2 is newer than this cmx reads"),
+    ],
+)
 def test_bad_folders_are_one_line_exit_2(tmp_path, manifest, words):
     folder = tmp_path / "ex"
     if manifest is not None:

@@ -1,5 +1,6 @@
 """``cmx trend`` on hand-made histories: points per sweep or tag value, E-divisive change points
 kept under compare's rule, and the latest point flagged the night it changes."""
+
 from __future__ import annotations
 
 import json
@@ -56,7 +57,8 @@ def test_a_sweeps_end_computes_the_history_from_its_second_point_and_sees_that_n
         assert as_json(res) == as_json(trend(con, "e", metrics=("consume_rate",)))
         assert at_sweep_end(con, "e", 2) is None  # a revision without sweeps
     assert sorted((s.metric, c.at, c.comparison.verdict) for s, c in latest_verdicts(res)) == [
-        ("consume_rate", "s004", "worse")]
+        ("consume_rate", "s004", "worse")
+    ]
 
 
 def test_unchanged_nights_have_no_change(tmp_path):
@@ -85,8 +87,9 @@ def test_by_tag_merges_the_sweeps_of_one_value_in_the_order_they_first_ran(tmp_p
 def test_a_resumed_sweep_is_one_point_with_the_sweep_it_resumed(tmp_path):
     path = history(tmp_path / "r.duckdb", [1000, 1000])
     with db.connect(path) as con:
-        db.record_sweep(con, "s002b", "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1},
-                        planned=1, resumes="s002")
+        db.record_sweep(
+            con, "s002b", "e", "e.yaml", "throughput", "", "inv", {}, {"revision": 1}, planned=1, resumes="s002"
+        )
         add_run(con, "e", "late", CELL, repeat=4, sweep_id="s002b", metrics={"consume_rate": 1000})
         res = trend(con, "e")
     assert res.series[0].ats == ["s001", "s002"] and [p.n for p in res.series[0].summaries] == [3, 4]
@@ -111,11 +114,13 @@ def test_only_metric_and_json_contract(tmp_path):
 def test_bad_input_is_a_selection_error(tmp_path):
     path = history(tmp_path / "r.duckdb", [1000])
     with db.connect(path) as con:
-        for kwargs, message in [({"by": "night"}, "expected sweep or tag.KEY"),
-                                ({"metrics": ("nope",)}, "'nope' is no metric cmx knows"),
-                                ({"metrics": ("consume_rate", "makespan_s")}, "--metric makespan_s: no ok run"),
-                                ({"only": "pool"}, "is not DIM=VALUE"),
-                                ({"only": "colour=red"}, "'colour' is not a dimension")]:
+        for kwargs, message in [
+            ({"by": "night"}, "expected sweep or tag.KEY"),
+            ({"metrics": ("nope",)}, "'nope' is no metric cmx knows"),
+            ({"metrics": ("consume_rate", "makespan_s")}, "--metric makespan_s: no ok run"),
+            ({"only": "pool"}, "is not DIM=VALUE"),
+            ({"only": "colour=red"}, "'colour' is not a dimension"),
+        ]:
             with pytest.raises(SelectionError, match=message):
                 trend(con, "e", **kwargs)
         with pytest.raises(SelectionError, match="no sweep of experiment 'x'"):
@@ -157,18 +162,49 @@ def test_json_is_the_text_json_dumps_gives(tmp_path):
         res = trend(con, "e")
     res.series[0].ats[0] = 'a "quoted", odd ü key'
     assert len(res.series) > 1 and res.series[0].changes
-    latest = [None if s.latest is None else {
-        "at": s.ats[-1], "verdict": s.latest.verdict, "change_pct": s.latest.change_pct,
-        "p_value": s.latest.p_value, "runs_needed": s.latest.runs_needed} for s in res.series]
-    assert as_json(res) == json.dumps({"series": [{
-        "cell_id": s.cell_id, "metric": s.metric, "group": s.group,
-        "points": [{"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
-                   for at, p in zip(s.ats, s.summaries)],
-        "changes": [{"at": c.at, "change_pct": c.comparison.change_pct, "low": c.comparison.change_low,
-                     "high": c.comparison.change_high, "p_value": c.comparison.p_value, "p_adjusted": c.p_adjusted,
-                     "verdict": c.comparison.verdict, "noise": c.noise} for c in s.changes],
-        "latest": last,
-    } for s, last in zip(res.series, latest)]}, indent=2)
+    latest = [
+        None
+        if s.latest is None
+        else {
+            "at": s.ats[-1],
+            "verdict": s.latest.verdict,
+            "change_pct": s.latest.change_pct,
+            "p_value": s.latest.p_value,
+            "runs_needed": s.latest.runs_needed,
+        }
+        for s in res.series
+    ]
+    assert as_json(res) == json.dumps(
+        {
+            "series": [
+                {
+                    "cell_id": s.cell_id,
+                    "metric": s.metric,
+                    "group": s.group,
+                    "points": [
+                        {"at": at, "n": p.n, "median": p.median, "low": p.low, "high": p.high}
+                        for at, p in zip(s.ats, s.summaries)
+                    ],
+                    "changes": [
+                        {
+                            "at": c.at,
+                            "change_pct": c.comparison.change_pct,
+                            "low": c.comparison.change_low,
+                            "high": c.comparison.change_high,
+                            "p_value": c.comparison.p_value,
+                            "p_adjusted": c.p_adjusted,
+                            "verdict": c.comparison.verdict,
+                            "noise": c.noise,
+                        }
+                        for c in s.changes
+                    ],
+                    "latest": last,
+                }
+                for s, last in zip(res.series, latest)
+            ]
+        },
+        indent=2,
+    )
 
 
 def test_a_long_history_is_judged_within_a_window_and_still_flags_the_last_night(tmp_path):
@@ -190,12 +226,15 @@ def _found(path, metric="consume_rate", **kwargs):
     return res, s, [(c.at, c.comparison.verdict, c.comparison.change_pct) for c in s.changes]
 
 
-@pytest.mark.parametrize("levels, expected", [
-    ([1000] * 8 + [900] * 8 + [800] * 8, [("s009", "worse", -10.0), ("s017", "worse", -11.1)]),
-    ([1000] * 8 + [800] * 8 + [1000] * 8, [("s009", "worse", -20.0), ("s017", "better", 25.0)]),
-    # a three-night dip, recovered: still found, both ways, at its true size
-    ([1000] * 10 + [700] * 3 + [1000] * 10, [("s011", "worse", -30.0), ("s014", "better", 42.9)]),
-])
+@pytest.mark.parametrize(
+    "levels, expected",
+    [
+        ([1000] * 8 + [900] * 8 + [800] * 8, [("s009", "worse", -10.0), ("s017", "worse", -11.1)]),
+        ([1000] * 8 + [800] * 8 + [1000] * 8, [("s009", "worse", -20.0), ("s017", "better", 25.0)]),
+        # a three-night dip, recovered: still found, both ways, at its true size
+        ([1000] * 10 + [700] * 3 + [1000] * 10, [("s011", "worse", -30.0), ("s014", "better", 42.9)]),
+    ],
+)
 def test_each_change_is_measured_between_its_neighbours(tmp_path, levels, expected):
     from tests.results_fixture import nightly
 
@@ -226,7 +265,10 @@ def test_harness_metrics_are_shown_apart_and_never_gate(tmp_path):
     res, s, found = _found(path, "harness_overhead_s")
     assert s.group == "harness" and found and found[-1][1] == "worse"  # shown, in its own group
     assert {x.metric: x.group for x in res.series} == {
-        "consume_rate": "headline", "harness_overhead_s": "harness", "sampler_cpu_percent": "harness"}
+        "consume_rate": "headline",
+        "harness_overhead_s": "harness",
+        "sampler_cpu_percent": "harness",
+    }
     gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
     assert gate.returncode == 0, gate.stderr
     doc = json.loads(cmx("trend", "e", "--db", str(path), "--format", "json").stdout)
@@ -237,12 +279,18 @@ def test_an_objective_and_thresholds_join_the_headline(tmp_path):
     from tests.results_fixture import nightly
 
     definition = {"objective": {"minimize": "makespan_s"}, "thresholds": {"broker_connections_max": "<= 9"}}
-    path = nightly(tmp_path / "r.duckdb", [{"makespan_s": 1.0, "broker_connections_max": 4.0,
-                                            "backend_connections_max": 2.0}] * 3, definition=definition)
+    path = nightly(
+        tmp_path / "r.duckdb",
+        [{"makespan_s": 1.0, "broker_connections_max": 4.0, "backend_connections_max": 2.0}] * 3,
+        definition=definition,
+    )
     with db.connect(path) as con:
         groups = {s.metric: s.group for s in trend(con, "e").series}
-    assert groups == {"makespan_s": "headline", "broker_connections_max": "headline",
-                      "backend_connections_max": "other"}
+    assert groups == {
+        "makespan_s": "headline",
+        "broker_connections_max": "headline",
+        "backend_connections_max": "other",
+    }
 
 
 def test_a_small_change_is_reported_and_never_gates(tmp_path):
@@ -260,14 +308,31 @@ def test_false_alarms_are_adjusted_together_across_the_nights_series():
     from cmx.analysis import trend as trend_mod
 
     def series(metric, p):
-        cmp = stats.Comparison(stats.Summary(3, 1.0, 1.0, 1.0), stats.Summary(3, 2.0, 2.0, 2.0), 100.0, 90.0, 110.0,
-                               0.9, 1.1, p, stats.WORSE)
-        return trend_mod.Series("c", metric, "lower", ["a", "b"], [[1.0] * 3, [2.0] * 3], group="headline",
-                                changes=[trend_mod.Change(1, "b", cmp, "latest")])
+        cmp = stats.Comparison(
+            stats.Summary(3, 1.0, 1.0, 1.0),
+            stats.Summary(3, 2.0, 2.0, 2.0),
+            100.0,
+            90.0,
+            110.0,
+            0.9,
+            1.1,
+            p,
+            stats.WORSE,
+        )
+        return trend_mod.Series(
+            "c",
+            metric,
+            "lower",
+            ["a", "b"],
+            [[1.0] * 3, [2.0] * 3],
+            group="headline",
+            changes=[trend_mod.Change(1, "b", cmp, "latest")],
+        )
 
     # Ten series: one at p 0.004 alone is a discovery (0.004 × 10 ≤ 0.05), p 0.03 of another is not.
     many = [series("a", 0.004), series("b", 0.03)] + [
-        trend_mod.Series("c", f"m{i}", "lower", ["a", "b"], [[1.0], [1.0]], group="headline") for i in range(8)]
+        trend_mod.Series("c", f"m{i}", "lower", ["a", "b"], [[1.0], [1.0]], group="headline") for i in range(8)
+    ]
     trend_mod._adjust(many)
     assert [len(s.changes) for s in many[:2]] == [1, 0]
     assert many[0].changes[0].p_adjusted == pytest.approx(0.04)

@@ -1,4 +1,5 @@
 """The user's code on the controller: what is shipped, under which name, in a content-keyed archive."""
+
 from __future__ import annotations
 
 import tarfile
@@ -27,14 +28,17 @@ def test_names_and_references():
 def test_every_module_a_cell_uses_is_shipped_by_its_own_name(tmp_path):
     (tmp_path / "a.py").write_text("from celery import shared_task\n\n@shared_task\ndef t():\n    pass\n")
     (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("from celery import shared_task\n\n"
-                                                  "@shared_task\ndef t():\n    pass\n")
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        "from celery import shared_task\n\n@shared_task\ndef t():\n    pass\n"
+    )
     exp_file = tmp_path / "e.yaml"
-    exp_file.write_text(textwrap.dedent("""
+    exp_file.write_text(
+        textwrap.dedent("""
         name: e
         workload: {name: tasks, params: {task: a.t}}
         zip: [{params.module: [a.py, pkg], params.task: [a.t, pkg.t]}]
-    """))
+    """)
+    )
     exp = load_experiment(exp_file)
     assert sources(exp, expand(exp)) == {"cmx_user/a.py": tmp_path / "a.py", "cmx_user/pkg": tmp_path / "pkg"}
 
@@ -52,8 +56,12 @@ def test_the_archive_is_keyed_by_content_and_leaves_caches_and_hidden_files_home
     names = [n for n in tarfile.open(first).getnames() if not n.startswith("cmx/") and n != "cmx"]
     assert names.pop() == CODE_MARK  # last: a host's folder that has it holds the whole archive
     # The user's own byte code stays home; the archive's is compiled for the hosts' X.Y beside each source.
-    assert names == ["cmx_user/userpkg", "cmx_user/userpkg/__init__.py",
-                     cache_from_source("cmx_user/userpkg/__init__.py"), "cmx_user/userpkg/data.json"]
+    assert names == [
+        "cmx_user/userpkg",
+        "cmx_user/userpkg/__init__.py",
+        cache_from_source("cmx_user/userpkg/__init__.py"),
+        "cmx_user/userpkg/data.json",
+    ]
     assert workloads_archive(tmp_path / "out", code) == first
     (pkg / ".git" / "HEAD").write_text("another ref")
     assert workloads_archive(tmp_path / "out", code) == first

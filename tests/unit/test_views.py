@@ -1,4 +1,5 @@
 """The analysis views over small fixture databases, with values worked out by hand."""
+
 from __future__ import annotations
 
 import math
@@ -27,22 +28,43 @@ def test_run_summary_is_runs_plus_pivoted_metrics(matrix_db):
     got = rows(matrix_db, "SELECT * FROM run_summary ORDER BY run_id")
     assert len(got) == 17
     r = next(x for x in got if x["run_id"] == "rabbitmq-threads-4-2")
-    assert ((r["experiment"], r["broker"], r["pool"], r["concurrency"], r["status"])
-            == ("exp", "rabbitmq", "threads", 4, "ok"))
+    assert (r["experiment"], r["broker"], r["pool"], r["concurrency"], r["status"]) == (
+        "exp",
+        "rabbitmq",
+        "threads",
+        4,
+        "ok",
+    )
     assert r["consume_rate"] == 2142 and r["publish_rate"] == 4284
     assert (r["peak_rss_bytes"], r["peak_pss_bytes"], r["broker_connections_max"]) == (414, 209, 6)
     assert r["backend_connections_max"] is None  # no such metric stored: NULL, not 0
     failed = next(x for x in got if x["run_id"] == "redis-prefork-1-3")
     assert (failed["status"], failed["tasks_lost"], failed["latency_p50_s"]) == ("failed", 2, None)
-    headline = {"tasks_published", "tasks_completed", "tasks_lost", "tasks_duplicated", "publish_rate",
-                "consume_rate", "makespan_s", "latency_p50_s", "latency_p95_s", "latency_p99_s", "peak_rss_bytes",
-                "peak_pss_bytes", "broker_connections_max", "backend_connections_max"}
+    headline = {
+        "tasks_published",
+        "tasks_completed",
+        "tasks_lost",
+        "tasks_duplicated",
+        "publish_rate",
+        "consume_rate",
+        "makespan_s",
+        "latency_p50_s",
+        "latency_p95_s",
+        "latency_p99_s",
+        "peak_rss_bytes",
+        "peak_pss_bytes",
+        "broker_connections_max",
+        "backend_connections_max",
+    }
     assert headline <= set(got[0])
 
 
 def test_cell_summary_counts_failures_apart_from_statistics(matrix_db):
-    got = rows(matrix_db, "SELECT * FROM cell_summary WHERE broker = 'redis' AND pool = 'prefork' "
-                          "AND concurrency = 1 AND metric = 'consume_rate'")
+    got = rows(
+        matrix_db,
+        "SELECT * FROM cell_summary WHERE broker = 'redis' AND pool = 'prefork' "
+        "AND concurrency = 1 AND metric = 'consume_rate'",
+    )
     assert len(got) == 1
     c = got[0]
     # ok runs: 1011 and 1012; the failed run's 1.0 must not be in there.
@@ -50,8 +72,11 @@ def test_cell_summary_counts_failures_apart_from_statistics(matrix_db):
     assert c["stddev"] == pytest.approx(math.sqrt(0.5))
     assert c["iqr"] == pytest.approx(0.5)
     assert (c["runs"], c["ok_runs"], c["failed_runs"], c["timeout_runs"], c["lost_tasks"]) == (3, 2, 1, 0, 2)
-    clean = rows(matrix_db, "SELECT runs, failed_runs, lost_tasks FROM cell_summary WHERE broker = 'rabbitmq' "
-                            "AND pool = 'threads' AND concurrency = 4 AND metric = 'consume_rate'")
+    clean = rows(
+        matrix_db,
+        "SELECT runs, failed_runs, lost_tasks FROM cell_summary WHERE broker = 'rabbitmq' "
+        "AND pool = 'threads' AND concurrency = 4 AND metric = 'consume_rate'",
+    )
     assert clean == [{"runs": 2, "failed_runs": 0, "lost_tasks": 0}]
     assert rows(matrix_db, "SELECT count(DISTINCT cell_id) AS n FROM cell_summary") == [{"n": 8}]
 
@@ -76,11 +101,13 @@ def test_latency_percentiles(matrix_db):
 
 def test_latency_leaves_out_warmup_and_lost_tasks(tmp_path):
     path = tmp_path / "r.duckdb"
-    tasks = [("a", T0 + 0, T0 + 0, T0 + 9, "SUCCESS"),   # warm-up (first sent at T0, warmup 1.5 s)
-             ("b", T0 + 1, T0 + 1, T0 + 9, "SUCCESS"),   # warm-up
-             ("c", T0 + 2, T0 + 2, T0 + 3, "SUCCESS"),   # 1 s
-             ("d", T0 + 3, T0 + 3, T0 + 6, "SUCCESS"),   # 3 s
-             ("e", T0 + 4, None, None, "LOST")]
+    tasks = [
+        ("a", T0 + 0, T0 + 0, T0 + 9, "SUCCESS"),  # warm-up (first sent at T0, warmup 1.5 s)
+        ("b", T0 + 1, T0 + 1, T0 + 9, "SUCCESS"),  # warm-up
+        ("c", T0 + 2, T0 + 2, T0 + 3, "SUCCESS"),  # 1 s
+        ("d", T0 + 3, T0 + 3, T0 + 6, "SUCCESS"),  # 3 s
+        ("e", T0 + 4, None, None, "LOST"),
+    ]
     with views.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "solo"}, tasks=tasks, warmup_s=1.5)
     (r,) = rows(path, "SELECT tasks, p50_s, max_s FROM latency_percentiles")
@@ -89,16 +116,22 @@ def test_latency_leaves_out_warmup_and_lost_tasks(tmp_path):
     (s,) = rows(path, "SELECT runs, tasks, p50_s, max_s FROM latency_spectrum")
     assert s == {"runs": 1, "tasks": 2, "p50_s": 2.0, "max_s": 3.0}
     assert rows(path, "SELECT task_id, latency_s FROM steady_tasks ORDER BY task_id") == [
-        {"task_id": "c", "latency_s": 1.0}, {"task_id": "d", "latency_s": 3.0}]
+        {"task_id": "c", "latency_s": 1.0},
+        {"task_id": "d", "latency_s": 3.0},
+    ]
 
 
 def test_memory_timeseries_sums_per_role_and_tick(tmp_path):
     path = tmp_path / "r.duckdb"
-    samples = [("w1", 1, "worker", T0 + 2, 100, 60), ("w1", 2, "worker-child", T0 + 2, 30, 10),
-               ("w1", 3, "worker-child", T0 + 2, 30, 10),
-               ("w1", 1, "worker", T0 + 2.5, 110, None), ("w1", 2, "worker-child", T0 + 2.5, 40, 12),
-               ("w1", 3, "worker-child", T0 + 2.5, 40, None),   # PSS not read for every child: NULL
-               ("b1", 9, "broker", T0 + 2, 500, 400)]
+    samples = [
+        ("w1", 1, "worker", T0 + 2, 100, 60),
+        ("w1", 2, "worker-child", T0 + 2, 30, 10),
+        ("w1", 3, "worker-child", T0 + 2, 30, 10),
+        ("w1", 1, "worker", T0 + 2.5, 110, None),
+        ("w1", 2, "worker-child", T0 + 2.5, 40, 12),
+        ("w1", 3, "worker-child", T0 + 2.5, 40, None),  # PSS not read for every child: NULL
+        ("b1", 9, "broker", T0 + 2, 500, 400),
+    ]
     with views.connect(path) as con:
         add_run(con, "e", "r1", {"pool": "prefork"}, samples=samples)
     got = rows(path, "SELECT host, role, t_s, processes, rss_bytes, pss_bytes FROM memory_timeseries ORDER BY ALL")
@@ -113,9 +146,18 @@ def test_memory_timeseries_sums_per_role_and_tick(tmp_path):
 
 def test_connection_maxima(matrix_db):
     got = rows(matrix_db, "SELECT * FROM connection_maxima WHERE run_id = 'rabbitmq-prefork-4-1'")
-    assert got == [{"run_id": "rabbitmq-prefork-4-1", "role": "broker", "kind": "rabbitmq",
-                    "max_connections": 6, "mean_connections": 4.0, "samples": 2,
-                    "worker_max_connections": None, "driver_max_connections": None}]  # stored before clients were named
+    assert got == [
+        {
+            "run_id": "rabbitmq-prefork-4-1",
+            "role": "broker",
+            "kind": "rabbitmq",
+            "max_connections": 6,
+            "mean_connections": 4.0,
+            "samples": 2,
+            "worker_max_connections": None,
+            "driver_max_connections": None,
+        }
+    ]  # stored before clients were named
 
 
 def test_connection_maxima_sums_client_roles_per_tick(tmp_path):
@@ -124,8 +166,10 @@ def test_connection_maxima_sums_client_roles_per_tick(tmp_path):
         con.execute("""INSERT INTO connections (run_id, host, role, kind, ts, count, client) VALUES
             ('r1', 'd1', 'broker', 'redis', 1, 4, 'worker'), ('r1', 'd1', 'broker', 'redis', 1, 1, 'driver'),
             ('r1', 'd1', 'broker', 'redis', 2, 6, 'worker'), ('r1', 'd1', 'broker', 'redis', 2, 0, 'driver')""")
-    got = rows(tmp_path / "c.duckdb", "SELECT max_connections, worker_max_connections, driver_max_connections, "
-               "samples FROM connection_maxima")
+    got = rows(
+        tmp_path / "c.duckdb",
+        "SELECT max_connections, worker_max_connections, driver_max_connections, samples FROM connection_maxima",
+    )
     assert got == [{"max_connections": 6, "worker_max_connections": 6, "driver_max_connections": 1, "samples": 2}]
 
 
@@ -148,7 +192,13 @@ def test_views_are_stored_for_other_duckdb_clients(matrix_db):
 
 
 def test_cmx_sql_reads_views(matrix_db):
-    p = cmx("sql", "SELECT count(*) AS n FROM cell_summary WHERE metric = 'consume_rate'", "--db", str(matrix_db),
-            "--format", "csv")
+    p = cmx(
+        "sql",
+        "SELECT count(*) AS n FROM cell_summary WHERE metric = 'consume_rate'",
+        "--db",
+        str(matrix_db),
+        "--format",
+        "csv",
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout == "n\n8\n"  # plain newlines: the output goes to shells and pipes

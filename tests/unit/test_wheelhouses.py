@@ -1,5 +1,6 @@
 """Where the controller keeps the wheelhouses it builds: the user's cache, shared by every results
 folder; the results folder's own where that cache cannot be written."""
+
 from __future__ import annotations
 
 from cmx.engine.hosts import provision

@@ -1,5 +1,6 @@
 """Pure parts of the driver's checks on workers: what the cell asks vs what the worker reports,
 and how a worker's end is told (exit code or signal)."""
+
 from __future__ import annotations
 
 import json
@@ -19,25 +20,39 @@ def _spec(**kw) -> RunSpec:
 
 
 def test_the_cells_intent_in_the_workers_terms():
-    spec = _spec(pool="threads", concurrency=4, prefetch_multiplier=2, heartbeat=0,
-                 celery={"task_acks_late": True, "worker_max_tasks_per_child": 10})
-    assert wanted_config(spec) == {"pool": "threads", "concurrency": 4, "prefetch_multiplier": 2, "heartbeat": 0,
-                                   "queue_type": "classic", "celery.task_acks_late": True,
-                                   "celery.worker_max_tasks_per_child": 10}
+    spec = _spec(
+        pool="threads",
+        concurrency=4,
+        prefetch_multiplier=2,
+        heartbeat=0,
+        celery={"task_acks_late": True, "worker_max_tasks_per_child": 10},
+    )
+    assert wanted_config(spec) == {
+        "pool": "threads",
+        "concurrency": 4,
+        "prefetch_multiplier": 2,
+        "heartbeat": 0,
+        "queue_type": "classic",
+        "celery.task_acks_late": True,
+        "celery.worker_max_tasks_per_child": 10,
+    }
 
 
 def test_a_mismatch_names_both_values():
     want = {"prefetch_multiplier": 4, "heartbeat": 0, "celery.worker_max_tasks_per_child": 10, "pool": "threads"}
     runs = {"prefetch_multiplier": 1, "heartbeat": 0.0, "celery.worker_max_tasks_per_child": None, "pool": "threads"}
-    assert mismatches(want, runs) == ["cell asks prefetch_multiplier 4; worker runs 1",
-                                      "cell asks celery.worker_max_tasks_per_child 10; worker runs None"]
+    assert mismatches(want, runs) == [
+        "cell asks prefetch_multiplier 4; worker runs 1",
+        "cell asks celery.worker_max_tasks_per_child 10; worker runs None",
+    ]
 
 
 def test_numbers_compare_by_value_and_booleans_by_identity():
     assert mismatches({"heartbeat": 10, "x": [1, 2]}, {"heartbeat": 10.0, "x": [1, 2]}) == []
     assert mismatches({"celery.task_acks_late": True}, {"celery.task_acks_late": 1}) != []
-    assert mismatches({"celery.task_acks_late": False}, {}) == ["cell asks celery.task_acks_late False; "
-                                                               "worker runs None"]
+    assert mismatches({"celery.task_acks_late": False}, {}) == [
+        "cell asks celery.task_acks_late False; worker runs None"
+    ]
 
 
 def test_a_childs_end_is_described_by_code_or_signal(tmp_path):
@@ -70,8 +85,7 @@ def test_a_workers_end_and_first_receipt_as_its_host_sees_them(tmp_path):
     (tmp_path / "recv-41.rows").write_bytes(b"")  # the recorder's file before its first flush
     assert we.observe(tmp_path, "w2") == []
     (tmp_path / "recv-41.rows").write_bytes(b"frame")
-    (tmp_path / "worker.exit").write_text(json.dumps({"pid": 41, "at": 100.0, "signal": "SIGKILL",
-                                                      "signal_number": 9}))
+    (tmp_path / "worker.exit").write_text(json.dumps({"pid": 41, "at": 100.0, "signal": "SIGKILL", "signal_number": 9}))
     exited, consuming = we.observe(tmp_path, "w2")
     assert (consuming.kind, consuming.host) == (we.CONSUMING, "w2")
     assert exited == we.WorkerEvent(we.EXITED, "w2", 100.0, 41, None, "SIGKILL", 9)

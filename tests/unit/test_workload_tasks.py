@@ -4,6 +4,7 @@ Celery's ``@app.task`` is shared by default: every app finalized later in the sa
 given the first app's callable under that name, and a closure over the first run's state would
 then serve the second (Celery 5.6+ warns "already registered to a different callable").
 """
+
 from __future__ import annotations
 
 import warnings
@@ -38,8 +39,10 @@ def test_replay_registers_each_recorded_name_on_each_app_apart(tmp_path):
     from cmx.engine.replay import capture
     from cmx.workloads.catalog.replay import Replay, ReplayParams
 
-    rows = [{"uuid": u, "name": n, "sent": 1.0 + i, "runtime": 0.01} for i, (u, n) in
-            enumerate([("a", "shop.render"), ("b", "shop.charge"), ("c", "celery.chord_unlock")])]
+    rows = [
+        {"uuid": u, "name": n, "sent": 1.0 + i, "runtime": 0.01}
+        for i, (u, n) in enumerate([("a", "shop.render"), ("b", "shop.charge"), ("c", "celery.chord_unlock")])
+    ]
     capture.write_profile([{c: r.get(c) for c in capture.COLUMNS} for r in rows], tmp_path / "p.parquet")
     params = ReplayParams(profile=str(tmp_path / "p.parquet"))
     apps = []

@@ -6,6 +6,7 @@ workload's ``drive``, and writes ``driver.json`` (status, error, timings, broker
 versions, the driver's own package versions, metrics the workload reported). It never raises past
 ``main``: what went wrong is in ``driver.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,10 @@ def connection_lost(exc: BaseException, spec: RunSpec | None) -> str | None:
     services = [f"broker {spec.broker} at {_where(os.environ.get('CMX_BROKER_URL', ''))}"]
     if kinds.BACKENDS[spec.backend].service is not None:
         services.append(f"backend {spec.backend} at {_where(os.environ.get('CMX_BACKEND_URL', ''))}")
-    return (f"lost the connection to the {' or the '.join(services)} mid-run: "
-            + f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+    return (
+        f"lost the connection to the {' or the '.join(services)} mid-run: "
+        + f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    )
 
 
 class PackageMismatch(Exception):
@@ -95,16 +98,20 @@ def check_queue_type(app: Celery, spec: RunSpec) -> list[dict]:
     with app.connection_for_write() as conn:
         got, source = server.queue_type(conn, spec.queue, spec.queue_arguments())
     if got != want:
-        raise RuntimeError(f"the broker's queue {spec.queue} is {got} (read from its {source}), not the "
-                           f"{want} queue the cell asks")
+        raise RuntimeError(
+            f"the broker's queue {spec.queue} is {got} (read from its {source}), not the {want} queue the cell asks"
+        )
     return [{"queue": spec.queue, "type": got, "source": source}]
 
 
 def check_packages(spec: RunSpec, found: dict[str, str | None]) -> None:
     """Raise :class:`PackageMismatch` naming each package, the version the cell asks and the one
     this process imported."""
-    bad = [f"cell asks package.{name} {wanted!r}; driver runs {found.get(name)!r}"
-           for name, wanted in spec.packages.items() if not version_matches(wanted, found.get(name))]
+    bad = [
+        f"cell asks package.{name} {wanted!r}; driver runs {found.get(name)!r}"
+        for name, wanted in spec.packages.items()
+        if not version_matches(wanted, found.get(name))
+    ]
     if bad:
         raise PackageMismatch("the driver does not run what the cell asks: " + "; ".join(bad))
 

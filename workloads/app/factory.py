@@ -1,4 +1,5 @@
 """The Celery app factory: one app per run, configured from the run spec and the environment."""
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,9 @@ def own_replies(app: Celery, prefix: str) -> None:
     from kombu.common import oid_from
 
     mailbox = app.control.mailbox
-    mailbox.__class__ = type("RunMailbox", (type(mailbox),),
-                             {"oid": property(lambda self: f"{prefix}.{oid_from(self)}")})
+    mailbox.__class__ = type(
+        "RunMailbox", (type(mailbox),), {"oid": property(lambda self: f"{prefix}.{oid_from(self)}")}
+    )
 
 
 def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:
@@ -67,16 +69,18 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     broker, transport = broker_settings(spec)
     if own is None:
         # Its task class stamps every task (workloads/runtime/instrument.py), the user's shared_task too.
-        app = Celery("cmx", broker=broker, backend=backend_url(spec), set_as_current=True,
-                     task_cls=instrument.StampedTask)
+        app = Celery(
+            "cmx", broker=broker, backend=backend_url(spec), set_as_current=True, task_cls=instrument.StampedTask
+        )
     else:  # the user's app: theirs except what the harness owns and the cell sets (recorded below)
         app = own
         app.set_current()
     qargs = spec.queue_arguments()
     harness = dict(
         task_default_queue=spec.queue,
-        task_queues=tuple(Queue(q, queue_arguments=qargs)
-                          for q in (spec.queue, spec.hold_queue, *spec.workload_queues)),
+        task_queues=tuple(
+            Queue(q, queue_arguments=qargs) for q in (spec.queue, spec.hold_queue, *spec.workload_queues)
+        ),
         task_ignore_result=spec.backend == "none",
         **worker_config(spec),  # worker_prefetch_multiplier, broker_heartbeat: workloads/vocab/dimensions.py
         broker_connection_retry_on_startup=True,
@@ -85,6 +89,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
     )
     if own is not None:
         from cmx.workloads.catalog.user_app import own_settings
+
         harness.update(broker_url=broker, result_backend=backend_url(spec), task_routes=None)
         own_settings(app, {**harness, **spec.celery}, run_dir)
     # The cell's celery.* settings first, ours after: RunSpec refuses a spec whose celery.* names

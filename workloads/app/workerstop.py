@@ -47,6 +47,7 @@ The worker still shuts down as Celery does (its pool, its recorder's last flush,
 only the waits for nothing are gone. Where a wake fails, the worker stops when its wait times
 out, as Celery has it, and says so in its log.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -159,8 +160,10 @@ def _wake_green_pidbox_at_stop() -> None:
             try:
                 self.c.app.control.broadcast("ping", destination=[self.hostname], reply=False)
             except Exception as exc:  # it then stops when its wait times out, as Celery has it
-                print(f"cmx: could not wake the stopping worker's control loop ({type(exc).__name__}: {exc})",
-                      file=sys.stderr)
+                print(
+                    f"cmx: could not wake the stopping worker's control loop ({type(exc).__name__}: {exc})",
+                    file=sys.stderr,
+                )
         real(self)
 
     on_stop.cmx_wakes = True

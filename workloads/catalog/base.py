@@ -1,4 +1,5 @@
 """What a workload is: a params schema, the Celery tasks it registers, and the driver that runs it."""
+
 from __future__ import annotations
 
 import abc
@@ -58,8 +59,10 @@ class Workload(abc.ABC):
     def split_problem(self, params: WorkloadParams) -> str | None:
         """Why this workload with these params cannot be published by several drivers, or None."""
         if not self.splits:
-            return (f"workload '{self.name}' has one driver that cannot be split (it waits on its own "
-                    "results or paces one request at a time): use drivers: 1")
+            return (
+                f"workload '{self.name}' has one driver that cannot be split (it waits on its own "
+                "results or paces one request at a time): use drivers: 1"
+            )
         return None
 
     def queues(self, params: WorkloadParams, folder) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ a chord to its callback's result (``chord_callback_s``) and per header task
 chords minus before, per chord. Server-wide: anything else using that Redis server counts too,
 so it is an upper bound on the chords' own commands, not an exact count (hence the name).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -32,8 +33,7 @@ class ChordSize(Workload):
     Params = ChordSizeParams
     needs_backend = True  # a chord's callback needs its header's results
     objective = M.CHORD_CALLBACK_S
-    headline_metrics = (M.CHORD_CALLBACK_S, M.CHORD_CALLBACK_PER_TASK_S, M.BACKEND_COMMANDS_APPROX,
-                        M.TASKS_COMPLETED)
+    headline_metrics = (M.CHORD_CALLBACK_S, M.CHORD_CALLBACK_PER_TASK_S, M.BACKEND_COMMANDS_APPROX, M.TASKS_COMPLETED)
 
     def register_tasks(self, app):
         @app.task(name="cmx.chord_size.part", shared=False)
@@ -59,8 +59,9 @@ class ChordSize(Workload):
             try:
                 count = result.get(timeout=max(ctx.remaining(), 0.1), interval=0.05)
             except CeleryTimeout:
-                raise DriveTimeout(f"run_timeout of {ctx.spec.run_timeout_s:g}s passed while waiting for "
-                                   f"chord {c} of {params.chords}") from None
+                raise DriveTimeout(
+                    f"run_timeout of {ctx.spec.run_timeout_s:g}s passed while waiting for chord {c} of {params.chords}"
+                ) from None
             elapsed.append(time.time() - t0)
             if count != params.header:  # the callback must have seen every header result
                 raise RuntimeError(f"chord {c}: the callback saw {count} results of {params.header}")

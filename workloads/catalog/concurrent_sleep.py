@@ -8,6 +8,7 @@ validated here) they are all in flight at once. The finding is memory per concur
 at once (``tasks_in_flight_max``; engine/results/sql/metrics.sql), what the workload ranks on. The
 peaks themselves stay beside it (a runtime heavy at one task may be light per task).
 """
+
 from __future__ import annotations
 
 import time
@@ -29,8 +30,15 @@ class ConcurrentSleep(Workload):
     splits = True
     smoke_params = {"tasks": 4, "sleep_s": 0.2}
     objective = M.MEMORY_PER_TASK_BYTES
-    headline_metrics = (M.MEMORY_PER_TASK_BYTES, M.TASKS_IN_FLIGHT_MAX, M.MAKESPAN_S, M.PEAK_PSS_BYTES,
-                        M.PEAK_RSS_BYTES, M.PEAK_PSS_PER_SLOT_BYTES, M.PEAK_RSS_PER_SLOT_BYTES)
+    headline_metrics = (
+        M.MEMORY_PER_TASK_BYTES,
+        M.TASKS_IN_FLIGHT_MAX,
+        M.MAKESPAN_S,
+        M.PEAK_PSS_BYTES,
+        M.PEAK_RSS_BYTES,
+        M.PEAK_PSS_PER_SLOT_BYTES,
+        M.PEAK_RSS_PER_SLOT_BYTES,
+    )
 
     def register_tasks(self, app):
         @app.task(name="cmx.concurrent_sleep.sleep", shared=False)

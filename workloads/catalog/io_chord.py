@@ -13,6 +13,7 @@ task-side stamps, the study's "total time"; the standard ``makespan_s`` also spa
 ``service_distinct_ids`` (the service's own count of answered requests), ``service_slept_s``
 (the sleeps it chose, summed: the work a perfectly parallel run would overlap).
 """
+
 from __future__ import annotations
 
 import functools
@@ -75,8 +76,13 @@ class IoChord(Workload):
     needs_backend = True  # a chord's callback needs its header's results
     service_module = "cmx.workloads.host.sleep_service"
     objective = M.CHORDS_MAKESPAN_S
-    headline_metrics = (M.MAKESPAN_S, M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES, M.BROKER_CONNECTIONS_MAX,
-                        M.BACKEND_CONNECTIONS_MAX)
+    headline_metrics = (
+        M.MAKESPAN_S,
+        M.PEAK_PSS_BYTES,
+        M.PEAK_RSS_BYTES,
+        M.BROKER_CONNECTIONS_MAX,
+        M.BACKEND_CONNECTIONS_MAX,
+    )
 
     def register_tasks(self, app):
         @app.task(name="cmx.io_chord.waitinate", shared=False)
@@ -88,9 +94,12 @@ class IoChord(Workload):
 
         @app.task(name="cmx.io_chord.summarize", shared=False)
         def summarize(results: list[dict]) -> dict:
-            return {"count": len(results), "slept_s": sum(r["slept_s"] for r in results),
-                    "first_started_at": min(r["task_started_at"] for r in results),
-                    "last_finished_at": max(r["task_finished_at"] for r in results)}
+            return {
+                "count": len(results),
+                "slept_s": sum(r["slept_s"] for r in results),
+                "first_started_at": min(r["task_started_at"] for r in results),
+                "last_finished_at": max(r["task_finished_at"] for r in results),
+            }
 
     def drive(self, ctx, params: IoChordParams):
         from celery import chord
@@ -111,15 +120,22 @@ class IoChord(Workload):
             try:
                 summaries.append(result.get(timeout=max(ctx.remaining(), 0.1), interval=0.2))
             except CeleryTimeout:
-                raise DriveTimeout(f"run_timeout of {ctx.spec.run_timeout_s:g}s passed while waiting for "
-                                   f"chord {c} ({len(summaries)} of {len(results)} chords done)") from None
-        ctx.metric(M.CHORDS_MAKESPAN_S, max(s["last_finished_at"] for s in summaries)
-                   - min(s["first_started_at"] for s in summaries), "s")
+                raise DriveTimeout(
+                    f"run_timeout of {ctx.spec.run_timeout_s:g}s passed while waiting for "
+                    f"chord {c} ({len(summaries)} of {len(results)} chords done)"
+                ) from None
+        ctx.metric(
+            M.CHORDS_MAKESPAN_S,
+            max(s["last_finished_at"] for s in summaries) - min(s["first_started_at"] for s in summaries),
+            "s",
+        )
         ctx.metric(M.HEADER_TASKS, sum(s["count"] for s in summaries), "tasks")
         ctx.metric(M.SERVICE_SLEPT_S, sum(s["slept_s"] for s in summaries), "s")
         stats = call("/stats", timeout=10)
         ctx.metric(M.SERVICE_REQUESTS, stats["requests"], "requests")
         ctx.metric(M.SERVICE_DISTINCT_IDS, stats["distinct_ids"], "requests")
         if stats["requests"] != sum(params.chords):
-            ctx.notes.append(f"the service answered {stats['requests']} requests for {sum(params.chords)} header "
-                             "tasks (a task ran twice, or a call failed)")
+            ctx.notes.append(
+                f"the service answered {stats['requests']} requests for {sum(params.chords)} header "
+                "tasks (a task ran twice, or a call failed)"
+            )

@@ -9,6 +9,7 @@ The study's question is the worker's memory: the sampler gives it over time (``s
 peaks (``peak_rss_bytes``, ``peak_pss_bytes``, ``worker_vmhwm_max_bytes``); the task's own
 execution time is ``makespan_s`` (one task: its finish minus its start), so the driver adds nothing.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,7 +30,8 @@ class MemoryFanoutParams(WorkloadParams):
     size_mb: float = Field(20.0, gt=0, description="data each unit allocates and holds, in MiB")
     work_s: float = Field(0.5, ge=0, description="seconds each unit holds its data (time.sleep)")
     inner: Literal["sequential", pools.THREADS, pools.GEVENT] = Field(  # type: ignore[valid-type]
-        "sequential", description="how the task runs its units: a loop, a ThreadPoolExecutor, a gevent Pool")
+        "sequential", description="how the task runs its units: a loop, a ThreadPoolExecutor, a gevent Pool"
+    )
     inner_workers: int = Field(4, ge=1, description="threads or greenlets of the inner pool")
 
 

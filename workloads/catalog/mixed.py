@@ -12,6 +12,7 @@ tasks that took longer than half a long task, i.e. that waited behind one) in en
 Latency is from the intended send time; with a countdown it includes the countdown (the latency
 metrics are for the prefetch experiment, which has none).
 """
+
 from __future__ import annotations
 
 import time
@@ -29,11 +30,15 @@ class MixedParams(WorkloadParams):
     short_s: float = Field(0.01, ge=0, description="seconds a short task sleeps")
     rate: float = Field(20.0, gt=0, description="tasks published per second")
     countdown_s: float = Field(0.0, ge=0, description="Celery countdown of every task (an ETA this far ahead)")
-    blocking: bool = Field(False, description="sleep with the unpatched time.sleep: under gevent/eventlet the "
-                                              "whole worker blocks (its event loop and heartbeats too); a "
-                                              "task longer than 2 s yields for its first 2 s")
-    settle_s: float = Field(0.0, ge=0, description="seconds to wait after the last task finished, for late "
-                                                   "duplicate executions to show up")
+    blocking: bool = Field(
+        False,
+        description="sleep with the unpatched time.sleep: under gevent/eventlet the "
+        "whole worker blocks (its event loop and heartbeats too); a "
+        "task longer than 2 s yields for its first 2 s",
+    )
+    settle_s: float = Field(
+        0.0, ge=0, description="seconds to wait after the last task finished, for late duplicate executions to show up"
+    )
 
 
 #: The task names engine/results/sql/metrics.sql splits on (keep the two in step).
@@ -44,8 +49,13 @@ class Mixed(Workload):
     name = "mixed"
     Params = MixedParams
     objective = M.SHORT_LATENCY_P99_S
-    headline_metrics = (M.SHORT_LATENCY_P50_S, M.SHORT_LATENCY_P99_S, M.SHORT_DELAYED_SHARE, M.TASKS_DUPLICATED,
-                        M.CONSUME_RATE)
+    headline_metrics = (
+        M.SHORT_LATENCY_P50_S,
+        M.SHORT_LATENCY_P99_S,
+        M.SHORT_DELAYED_SHARE,
+        M.TASKS_DUPLICATED,
+        M.CONSUME_RATE,
+    )
 
     def register_tasks(self, app):
         # time.sleep: cooperative in gevent/eventlet workers (they patch it), blocking in prefork;
@@ -72,8 +82,12 @@ class Mixed(Workload):
                 intended = pacer.wait(i)
                 is_long = params.long_every and i % params.long_every == 0
                 task, seconds = (long, params.long_s) if is_long else (short, params.short_s)
-                task.apply_async((seconds, params.blocking), producer=producer, countdown=countdown,
-                                 headers={INTENDED_HEADER: intended})
+                task.apply_async(
+                    (seconds, params.blocking),
+                    producer=producer,
+                    countdown=countdown,
+                    headers={INTENDED_HEADER: intended},
+                )
                 if i % 100 == 0:
                     ctx.check_deadline("publishing the mix")
         pacer.note_behind(ctx, params.tasks)

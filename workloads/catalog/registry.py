@@ -5,6 +5,7 @@ file next to the experiment, shipped to the hosts) or ``pkg.mod:Resize`` (import
 classes are looked up in the folders :func:`search_in` added (the experiment's, on the
 controller) and in the shipped user folder (on hosts).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

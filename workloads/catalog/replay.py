@@ -15,6 +15,7 @@ lost and duplicated tasks as any other. Each recorded queue is replayed as a que
 every worker of the run consumes and the run's end removes; a task with no recorded queue goes to
 the run's own queue.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,18 +30,26 @@ from cmx.workloads.vocab import metrics as M
 
 
 class ReplayParams(WorkloadParams):
-    profile: str = Field(description="the profile cmx capture wrote (.parquet), relative to the experiment file "
-                                     "(shipped to every host)")
+    profile: str = Field(
+        description="the profile cmx capture wrote (.parquet), relative to the experiment file (shipped to every host)"
+    )
     speed: float = Field(1.0, gt=0, description="time scale: 2.0 sends the recorded traffic in half the time")
     names: list[str] | None = Field(None, description="replay only these task names (default: every recorded one)")
-    work: Literal["sleep", "cpu"] = Field("sleep", description="how a task spends its recorded runtime: "
-                                                               "sleep, or cpu (spinning)")
-    mode: Literal["exact", "fitted"] = Field("exact", description="exact: the recorded sequence; fitted: per "
-                                             "name Poisson arrivals and log-normal runtimes fitted to it")
+    work: Literal["sleep", "cpu"] = Field(
+        "sleep", description="how a task spends its recorded runtime: sleep, or cpu (spinning)"
+    )
+    mode: Literal["exact", "fitted"] = Field(
+        "exact",
+        description="exact: the recorded sequence; fitted: per "
+        "name Poisson arrivals and log-normal runtimes fitted to it",
+    )
     rate: float = Field(1.0, gt=0, description="fitted mode: each name's arrival rate × this")
     seed: int = Field(0, ge=0, description="fitted mode: the random draw's seed")
-    limit: int | None = Field(None, ge=1, description="replay only the first N units (a root task with what it "
-                                                      "spawned, or a chord), in send order")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        description="replay only the first N units (a root task with what it spawned, or a chord), in send order",
+    )
 
 
 #: How late (seconds) a send may be before it counts as behind its intended time.
@@ -54,8 +63,17 @@ class Replay(Workload):
     host_requirements = ("duckdb", "scipy", "numpy")
     objective = M.LATENCY_P99_S
     smoke_params = {"limit": 20}
-    headline_metrics = (M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.queue_wait(50), M.queue_wait(99),
-                        M.service_time(50), M.service_time(95), M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES)
+    headline_metrics = (
+        M.CONSUME_RATE,
+        M.LATENCY_P50_S,
+        M.LATENCY_P99_S,
+        M.queue_wait(50),
+        M.queue_wait(99),
+        M.service_time(50),
+        M.service_time(95),
+        M.PEAK_RSS_BYTES,
+        M.PEAK_PSS_BYTES,
+    )
 
     def __init__(self) -> None:
         self._params: ReplayParams | None = None
@@ -94,9 +112,14 @@ class Replay(Workload):
             units = plan.exact(rows, params.names, params.speed)
         else:
             units, fits = plan.fitted(rows, params.names, params.speed, params.rate, params.seed)
-            ctx.notes.append("fitted: " + "; ".join(f"{n} {f['tasks']} tasks at {f['rate_per_s']:.3g}/s, runtime "
-                                                    f"{f['runtime']['dist']}" for n, f in fits.items()))
-        units = units[:params.limit]
+            ctx.notes.append(
+                "fitted: "
+                + "; ".join(
+                    f"{n} {f['tasks']} tasks at {f['rate_per_s']:.3g}/s, runtime {f['runtime']['dist']}"
+                    for n, f in fits.items()
+                )
+            )
+        units = units[: params.limit]
         if note := plan.arrival_note(rows):
             ctx.notes.append(note)
         plan.route(units, ctx.spec.queue)
@@ -104,15 +127,19 @@ class Replay(Workload):
             raise ValueError(f"profile {params.profile}: no task to replay (names: {params.names})")
         chords = ctx.spec.backend != "none"
         if not chords and any(u.body for u in units):
-            ctx.notes.append("the profile has chords and the run has no result backend: each chord's body is "
-                             "sent by its last header task when it ends")
+            ctx.notes.append(
+                "the profile has chords and the run has no result backend: each chord's body is "
+                "sent by its last header task when it ends"
+            )
         total = sum(u.count() for u in units)
         ctx.wait_for_workers()
         ctx.start_consuming()
         behind = _send_all(ctx, units, params.work, chords)
         if behind:
-            ctx.notes.append(f"driver sent {behind} of {len(units)} replayed units more than {LATE_S * 1000:g} ms "
-                             "after their intended time")
+            ctx.notes.append(
+                f"driver sent {behind} of {len(units)} replayed units more than {LATE_S * 1000:g} ms "
+                "after their intended time"
+            )
         ctx.metric(M.PUBLISH_BEHIND, behind, "tasks")
         ctx.wait_completed(total)
 
@@ -140,16 +167,22 @@ def _send_all(ctx, units: list[Unit], work: str, chords: bool) -> int:
                 if unit.body is not None:
                     unit.calls[-1].children.append(unit.body)
                 for call in unit.calls:
-                    ctx.app.tasks[call.name].apply_async(kwargs=_kwargs(call, work), headers=headers,
-                                                         producer=producer, queue=call.queue)
+                    ctx.app.tasks[call.name].apply_async(
+                        kwargs=_kwargs(call, work), headers=headers, producer=producer, queue=call.queue
+                    )
             if i % 100 == 0:
                 ctx.check_deadline("replaying the profile")
     return behind
 
 
 def _kwargs(call: Call, work: str) -> dict:
-    return {"runtime": call.runtime, "work": work, "padding": "x" * call.payload_bytes, "queue": call.queue,
-            "children": [c.as_spec() for c in call.children]}
+    return {
+        "runtime": call.runtime,
+        "work": work,
+        "padding": "x" * call.payload_bytes,
+        "queue": call.queue,
+        "children": [c.as_spec() for c in call.children],
+    }
 
 
 def _signature(app, call: Call, work: str, headers: dict):
@@ -160,8 +193,7 @@ def _register(app, name: str) -> None:
     """A generic task called ``name``: spends its runtime, then sends the calls it spawned."""
 
     @app.task(name=name, shared=False, bind=True)
-    def replayed(self, *results, runtime: float = 0.0, work: str = "sleep", padding: str = "", queue=None,
-                 children=()):
+    def replayed(self, *results, runtime: float = 0.0, work: str = "sleep", padding: str = "", queue=None, children=()):
         spend(runtime, work)
         for spec in children:
             call = Call.from_spec(spec)

@@ -17,6 +17,7 @@ the recorded one did.
 the captured rate (the inter-arrival gaps fitted by ``scipy.stats.expon``) times ``rate``, and
 runtimes from a log-normal fitted by ``scipy.stats.lognorm`` (a constant when all are equal).
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,20 @@ CHORD_GAP_S = 0.1
 CHORD_SPAN_S = 1.0
 #: Celery's own tasks (chord_unlock, backend_cleanup): replaying the canvas recreates them.
 CELERY_OWN = "celery."
-_COLUMNS = ("uuid", "name", "queue", "sent", "received", "started", "succeeded", "failed", "runtime", "parent_id",
-            "args_bytes", "kwargs_bytes")
+_COLUMNS = (
+    "uuid",
+    "name",
+    "queue",
+    "sent",
+    "received",
+    "started",
+    "succeeded",
+    "failed",
+    "runtime",
+    "parent_id",
+    "args_bytes",
+    "kwargs_bytes",
+)
 
 
 @dataclass
@@ -48,13 +61,23 @@ class Call:
 
     def as_spec(self) -> dict:
         """What travels in a parent's message so its worker can send this call."""
-        return {"name": self.name, "queue": self.queue, "runtime": self.runtime,
-                "payload_bytes": self.payload_bytes, "children": [c.as_spec() for c in self.children]}
+        return {
+            "name": self.name,
+            "queue": self.queue,
+            "runtime": self.runtime,
+            "payload_bytes": self.payload_bytes,
+            "children": [c.as_spec() for c in self.children],
+        }
 
     @classmethod
     def from_spec(cls, spec: dict) -> "Call":
-        return cls(spec["name"], spec.get("queue"), float(spec["runtime"]), int(spec["payload_bytes"]),
-                   [cls.from_spec(c) for c in spec.get("children") or ()])
+        return cls(
+            spec["name"],
+            spec.get("queue"),
+            float(spec["runtime"]),
+            int(spec["payload_bytes"]),
+            [cls.from_spec(c) for c in spec.get("children") or ()],
+        )
 
 
 @dataclass
@@ -86,9 +109,11 @@ def arrival_sql(con, path: str) -> tuple[str, str]:
     cols = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()}
     if {"arrival", "arrival_source"} <= cols:
         return "arrival", "arrival_source"
-    return ("coalesce(sent, received, started)",
-            "CASE WHEN sent IS NOT NULL THEN 'sent' WHEN received IS NOT NULL THEN 'received' "
-            "WHEN started IS NOT NULL THEN 'started' END")
+    return (
+        "coalesce(sent, received, started)",
+        "CASE WHEN sent IS NOT NULL THEN 'sent' WHEN received IS NOT NULL THEN 'received' "
+        "WHEN started IS NOT NULL THEN 'started' END",
+    )
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -98,9 +123,12 @@ def read_rows(path: Path) -> list[dict]:
     con = duckdb.connect()
     try:
         arrival, source = arrival_sql(con, str(path))
-        cur = con.execute(f"SELECT {', '.join(_COLUMNS)}, {arrival} AS arrival, {source} AS arrival_source "
-                          f"FROM read_parquet(?) WHERE name IS NOT NULL AND {arrival} IS NOT NULL "
-                          f"ORDER BY {arrival}", [str(path)])
+        cur = con.execute(
+            f"SELECT {', '.join(_COLUMNS)}, {arrival} AS arrival, {source} AS arrival_source "
+            f"FROM read_parquet(?) WHERE name IS NOT NULL AND {arrival} IS NOT NULL "
+            f"ORDER BY {arrival}",
+            [str(path)],
+        )
         return [dict(zip((*_COLUMNS, "arrival", "arrival_source"), r)) for r in cur.fetchall()]
     except duckdb.Error as exc:
         raise ValueError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
@@ -113,9 +141,11 @@ def arrival_note(rows: list[dict]) -> str | None:
     other = sum(1 for r in rows if r.get("arrival_source") not in (None, "sent"))
     if not other:
         return None
-    return (f"arrivals of {other:,} of {len(rows):,} recorded tasks are their workers' receipts (task-received; "
-            "captured without task_send_sent_event or with --arrivals received): the wait in the queue before "
-            "reception is not in the replayed arrivals")
+    return (
+        f"arrivals of {other:,} of {len(rows):,} recorded tasks are their workers' receipts (task-received; "
+        "captured without task_send_sent_event or with --arrivals received): the wait in the queue before "
+        "reception is not in the replayed arrivals"
+    )
 
 
 def queue_suffix(queue: str) -> str:
@@ -132,6 +162,7 @@ def recorded_queues(rows: list[dict], names: list[str] | None = None) -> list[st
 def route(units: list[Unit], run_queue: str) -> None:
     """Point every call at the run's queue for its recorded one (``<run queue>.<queue_suffix>``),
     or at the run's own queue when none was recorded."""
+
     def walk(call: Call) -> None:
         call.queue = f"{run_queue}.{queue_suffix(call.queue)}" if call.queue else run_queue
         for child in call.children:
@@ -215,7 +246,7 @@ def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[l
             i -= 1
         while j + 1 < len(roots) and member(roots[j + 1]) and _sent(roots[j + 1]) - _sent(roots[j]) <= CHORD_GAP_S:
             j += 1
-        header = roots[i:j + 1]
+        header = roots[i : j + 1]
         parent = roots[order[parent_id]]
         last = max(header, key=lambda r: r["succeeded"] or r["failed"])
         # Celery's chord body is sent by the header member that ends last: anything else is a chain.
@@ -225,8 +256,9 @@ def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[l
     return found
 
 
-def fitted(rows: list[dict], names: list[str] | None = None, speed: float = 1.0, rate: float = 1.0,
-           seed: int = 0) -> tuple[list[Unit], dict[str, dict]]:
+def fitted(
+    rows: list[dict], names: list[str] | None = None, speed: float = 1.0, rate: float = 1.0, seed: int = 0
+) -> tuple[list[Unit], dict[str, dict]]:
     """Per name, arrivals and runtimes drawn from what was fitted to the capture (module docstring),
     over the recorded span / ``speed``. Returns the units and, per name, what was fitted."""
     import numpy as np

@@ -26,6 +26,7 @@ direct computation; a mismatch fails the run) and ``result_rows`` (rows of that 
 The table and the queries are in sql_fanout_sql.py; here: the params, the worker's connections
 and the driver's client threads.
 """
+
 from __future__ import annotations
 
 import csv
@@ -40,8 +41,15 @@ from pydantic import Field
 
 from cmx.workloads.catalog.base import DriveTimeout, Workload, WorkloadParams
 from cmx.workloads.vocab import pools
-from cmx.workloads.catalog.sql_fanout_sql import (Result, ensure_table, normalise, query_sql, run_direct, run_union,
-                                                  table_name)
+from cmx.workloads.catalog.sql_fanout_sql import (
+    Result,
+    ensure_table,
+    normalise,
+    query_sql,
+    run_direct,
+    run_union,
+    table_name,
+)
 from cmx.workloads.vocab import metrics as M
 
 Mode = Literal["celery", "direct", "union"]
@@ -244,18 +252,23 @@ class SqlFanout(Workload):
                 if conn is not None:
                     conn.close()
 
-        threads = [threading.Thread(target=client, args=(t,), name=f"client-{t}", daemon=True)
-                   for t in range(params.client_threads)]
+        threads = [
+            threading.Thread(target=client, args=(t,), name=f"client-{t}", daemon=True)
+            for t in range(params.client_threads)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=max(ctx.remaining(), 0.1))
         self._write_requests(ctx.run_dir / "requests.csv", timings, write_atomic)
-        if any(t.is_alive() for t in threads) or (ctx.remaining() <= 0 and
-                                                  len(timings) < params.client_threads * params.requests):
+        if any(t.is_alive() for t in threads) or (
+            ctx.remaining() <= 0 and len(timings) < params.client_threads * params.requests
+        ):
             # a client's last wait ran out with the run's time (Celery's TimeoutError) is a timeout too
-            raise DriveTimeout(f"run_timeout of {ctx.spec.run_timeout_s:g}s passed with {len(timings)} of "
-                               f"{params.client_threads * params.requests} requests done")
+            raise DriveTimeout(
+                f"run_timeout of {ctx.spec.run_timeout_s:g}s passed with {len(timings)} of "
+                f"{params.client_threads * params.requests} requests done"
+            )
         if errors:
             exc = errors[0]
             raise RuntimeError(f"a client thread failed: {type(exc).__name__}: {exc}") from exc

@@ -2,10 +2,31 @@
 from a client (``direct``: one after another; ``union``: one ``UNION ALL``). The workload and its
 worker side are in sql_fanout.py.
 """
+
 from __future__ import annotations
 
-COUNTRIES = ("US", "CN", "JP", "GB", "DE", "FR", "KR", "BR", "IN", "RU",
-             "CA", "AU", "IT", "ES", "MX", "NL", "SE", "CH", "TR", "PL")
+COUNTRIES = (
+    "US",
+    "CN",
+    "JP",
+    "GB",
+    "DE",
+    "FR",
+    "KR",
+    "BR",
+    "IN",
+    "RU",
+    "CA",
+    "AU",
+    "IT",
+    "ES",
+    "MX",
+    "NL",
+    "SE",
+    "CH",
+    "TR",
+    "PL",
+)
 CATEGORIES = 20
 FEEDS = (1000, 1001, 1002)  # the study's feeds
 DEVICES = ("ios", "android")
@@ -45,14 +66,21 @@ def create_table_sql(rows: int) -> list[str]:
 def query_sql(rows: int, index: int, request_key: int) -> tuple[str, dict]:
     """Query ``index`` of request ``request_key``: per-country sums (exact integers) for one
     category, feed and device over a window that moves with the request."""
-    sql = (f"SELECT country, sum(downloads)::bigint AS downloads, sum(revenue_cents)::bigint AS revenue_cents, "
-           f"count(DISTINCT app_id) AS apps FROM {table_name(rows)} "
-           "WHERE category = %(category)s AND feed = %(feed)s AND device = %(device)s "
-           "AND day >= DATE '2014-01-01' + %(start)s AND day < DATE '2014-01-01' + %(end)s "
-           "GROUP BY country")
+    sql = (
+        f"SELECT country, sum(downloads)::bigint AS downloads, sum(revenue_cents)::bigint AS revenue_cents, "
+        f"count(DISTINCT app_id) AS apps FROM {table_name(rows)} "
+        "WHERE category = %(category)s AND feed = %(feed)s AND device = %(device)s "
+        "AND day >= DATE '2014-01-01' + %(start)s AND day < DATE '2014-01-01' + %(end)s "
+        "GROUP BY country"
+    )
     start = (index * 7 + request_key * 3) % (365 - WINDOW_DAYS)
-    params = {"category": index % CATEGORIES, "feed": FEEDS[index % len(FEEDS)],
-              "device": DEVICES[(index // len(FEEDS)) % len(DEVICES)], "start": start, "end": start + WINDOW_DAYS}
+    params = {
+        "category": index % CATEGORIES,
+        "feed": FEEDS[index % len(FEEDS)],
+        "device": DEVICES[(index // len(FEEDS)) % len(DEVICES)],
+        "start": start,
+        "end": start + WINDOW_DAYS,
+    }
     return sql, params
 
 

@@ -7,6 +7,7 @@ tasks/s while the workers consume: per-task latency is what it measures.
 ``via: raw`` does the same without Celery, with the broker's own client (workloads/catalog/throughput_raw.py);
 for now its consumers are threads of the driver process, on the driver host.
 """
+
 from __future__ import annotations
 
 from cmx.workloads.catalog.base import Workload
@@ -21,8 +22,18 @@ class Throughput(Workload):
     Params = ThroughputParams
     smoke_params = {"tasks": 20}
     splits = True
-    headline_metrics = (M.PUBLISH_RATE, M.PUBLISH_BATCH, M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S,
-                        M.queue_wait(50), M.queue_wait(99), M.service_time(50), M.PEAK_PSS_BYTES, M.PEAK_RSS_BYTES)
+    headline_metrics = (
+        M.PUBLISH_RATE,
+        M.PUBLISH_BATCH,
+        M.CONSUME_RATE,
+        M.LATENCY_P50_S,
+        M.LATENCY_P99_S,
+        M.queue_wait(50),
+        M.queue_wait(99),
+        M.service_time(50),
+        M.PEAK_PSS_BYTES,
+        M.PEAK_RSS_BYTES,
+    )
 
     def headline(self, params: ThroughputParams) -> tuple[str, ...]:
         # A backlog's finished - sent is the task's place in the queue, not a latency anyone feels:
@@ -36,8 +47,9 @@ class Throughput(Workload):
         if params.via == "raw":
             return "via: raw consumes in its own driver process, which cannot be split: use drivers: 1"
         if params.mode == "ramp" or params.rate_fraction is not None:
-            return ("a rate search (mode: ramp, rate_fraction) reads one driver's pace and cannot be split: "
-                    "use drivers: 1")
+            return (
+                "a rate search (mode: ramp, rate_fraction) reads one driver's pace and cannot be split: use drivers: 1"
+            )
         return None
 
     def register_tasks(self, app):
@@ -59,8 +71,9 @@ class Throughput(Workload):
         publish(ctx, noop, (payload,), {}, params.tasks, params.mode, params.rate, publisher=params.publisher)
 
 
-def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: float, publisher: str = "celery",
-            **options) -> None:
+def publish(
+    ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: float, publisher: str = "celery", **options
+) -> None:
     """Publish ``tasks`` calls of ``task`` and wait for them: ``backlog`` publishes all while the
     workers hold off, then lets them consume; ``stream`` publishes at ``rate`` per second while they
     consume, each message carrying when it was meant to be sent. Shared by every workload that
@@ -82,16 +95,16 @@ def publish(ctx, task, args: tuple, kwargs: dict, tasks: int, mode: str, rate: f
         from cmx.workloads.drive import publisher as fast
 
         if mode == "backlog":
-            fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline,
-                                  returned=ctx.returned)
+            fast.publish_backlog(ctx.app, task.name, args, tasks, ctx.host, ctx.check_deadline, returned=ctx.returned)
             consuming = time.time()
             ctx.start_consuming()
             ctx.wait_completed(total)
             if ctx.leads:  # the workers' own completion counts, polled: a consume rate that needs no stamps
                 ctx.metric(M.DRAINED_RATE, total / (time.time() - consuming), "tasks/s")
             return
-        behind = fast.publish_stream(ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline,
-                                     returned=ctx.returned)
+        behind = fast.publish_stream(
+            ctx.app, task.name, args, tasks, rate, ctx.host, ctx.check_deadline, returned=ctx.returned
+        )
         if behind:
             ctx.notes.append(f"driver fell behind the target rate on {behind} of {tasks} publishes")
         ctx.metric(M.PUBLISH_BEHIND, behind, "tasks")

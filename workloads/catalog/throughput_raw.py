@@ -16,6 +16,7 @@ confirms). Stream mode always sends one message per call. ``publish_batch`` (met
 For now the raw consumers run in the driver process, on the driver host, as ``concurrency``
 threads: running them on the worker hosts needs a worker kind the engine does not have yet.
 """
+
 from __future__ import annotations
 
 import os
@@ -84,8 +85,9 @@ def batch_size(params: ThroughputParams) -> int:
     return 1 if params.mode == "stream" else params.raw_batch
 
 
-def stamp_batch(pubs: list, batch: list[tuple[str, float | str]], began: float, acked: float,
-                host: str, pid: int) -> None:
+def stamp_batch(
+    pubs: list, batch: list[tuple[str, float | str]], began: float, acked: float, host: str, pid: int
+) -> None:
     """``pub`` rows of one acknowledged batch: message k of n at began + (acked - began)(k+1)/n, so
     the last is the acknowledgement itself and the rate spans the first batch's round trip too."""
     n = len(batch)
@@ -93,8 +95,14 @@ def stamp_batch(pubs: list, batch: list[tuple[str, float | str]], began: float, 
         pubs.append((task_id, TASK_NAME, host, pid, intended, began + (acked - began) * (k + 1) / n))
 
 
-def publish_batches(ctx, params, schedule: Pacer, pubs: list, send: Callable[[bytes], object],
-                    flush: Callable[[], object] = lambda: None) -> None:
+def publish_batches(
+    ctx,
+    params,
+    schedule: Pacer,
+    pubs: list,
+    send: Callable[[bytes], object],
+    flush: Callable[[], object] = lambda: None,
+) -> None:
     """Send ``params.tasks`` raw messages paced by ``schedule``, ``batch_size`` at a time: ``send``
     each, then ``flush`` (which returns once the broker acknowledged the batch; not called for
     batches of one, whose ``send`` is acknowledged itself), then their ``pub`` rows."""
@@ -144,8 +152,10 @@ def publish(ctx, params, schedule: Pacer, pubs: list, broker) -> None:
 def drive_raw(ctx: "DriveContext", params: ThroughputParams) -> None:
     """Publish ``tasks`` raw messages and consume them with ``concurrency`` threads, here."""
     url, queue, consumers = os.environ["CMX_BROKER_URL"], raw_queue(ctx), ctx.spec.concurrency
-    ctx.notes.append(f"via raw: {consumers} consumer thread(s) ran in the driver process on {ctx.host}, "
-                     "not on the worker hosts; the Celery workers stayed idle")
+    ctx.notes.append(
+        f"via raw: {consumers} consumer thread(s) ran in the driver process on {ctx.host}, "
+        "not on the worker hosts; the Celery workers stayed idle"
+    )
     ctx.notes.append(f"via raw: published {batch_size(params)} message(s) per acknowledged round trip")
     # Started like every run (same machine load), but never told to consume.
     ctx.wait_for_workers()
@@ -153,14 +163,21 @@ def drive_raw(ctx: "DriveContext", params: ThroughputParams) -> None:
     kind = kinds.BROKERS[ctx.spec.broker]
     # The run's queue arguments (x-expires too); durable only where the kind needs it (quorum).
     # A server without a raw client (or unknown) is an error, never another server's client.
-    broker = servers.get(kind.service).raw_client(url, queue, name, queue_arguments=ctx.spec.queue_arguments(),
-                                                  durable="x-queue-type" in ctx.spec.queue_arguments(),
-                                                  prefetch=ctx.spec.prefetch_multiplier)
+    broker = servers.get(kind.service).raw_client(
+        url,
+        queue,
+        name,
+        queue_arguments=ctx.spec.queue_arguments(),
+        durable="x-queue-type" in ctx.spec.queue_arguments(),
+        prefetch=ctx.spec.prefetch_multiplier,
+    )
     pubs: list[tuple] = []
     rows: list[list[tuple]] = [[] for _ in range(consumers)]  # one list per thread: no lock per message
     tally = Tally(params.tasks)
-    threads = [threading.Thread(target=consume, args=(broker, ctx.host, tally, rows[i]), daemon=True,
-                                name=f"raw-consumer-{i}") for i in range(consumers)]
+    threads = [
+        threading.Thread(target=consume, args=(broker, ctx.host, tally, rows[i]), daemon=True, name=f"raw-consumer-{i}")
+        for i in range(consumers)
+    ]
     try:
         broker.reset()
         schedule = schedule_for(params)

@@ -4,6 +4,7 @@ Written as ``app-config.json`` in the run dir of every host that built the app (
 run's artifacts): the user's own settings (secrets masked as Celery masks them) and, for each
 setting the harness or the cell set, the user's value and the run's.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,11 @@ def own_settings(app: Celery, overrides: dict[str, Any], run_dir: Path) -> dict:
     theirs = filter_hidden_settings(dict(app.conf.table(with_defaults=False)))
     masked = filter_hidden_settings({k: app.conf.get(k) for k in overrides})
     ours = filter_hidden_settings(dict(overrides))
-    overridden = {k: {"yours": _plain(masked[k]), "run": _plain(ours[k])} for k in overrides
-                  if _plain(app.conf.get(k)) != _plain(overrides[k])}
+    overridden = {
+        k: {"yours": _plain(masked[k]), "run": _plain(ours[k])}
+        for k in overrides
+        if _plain(app.conf.get(k)) != _plain(overrides[k])
+    }
     record = {"app": app.main, "settings": _plain(theirs), "overridden": overridden}
     write_atomic(Path(run_dir) / "app-config.json", json.dumps(record, indent=2, sort_keys=True))
     return record

@@ -9,6 +9,7 @@ With ``app: pkg.mod:app`` the run uses the user's Celery app object and its conf
 except what the harness owns (broker, backend, queues, routes) and what the cell sets
 (``workloads/app/factory.py`` applies those on top and records what it overrode).
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal
@@ -22,17 +23,24 @@ from cmx.workloads.vocab import metrics as M
 
 
 class UserTasksParams(WorkloadParams):
-    module: str | None = Field(None, description="your tasks: a .py file or a package folder, relative to the "
-                                                 "experiment file (shipped to every worker)")
+    module: str | None = Field(
+        None,
+        description="your tasks: a .py file or a package folder, relative to the "
+        "experiment file (shipped to every worker)",
+    )
     task: str = Field(description="the registered name of the task to call, e.g. mytasks.resize")
     args: list[Any] = Field(default_factory=list, description="JSON-able positional arguments of each call")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="JSON-able keyword arguments of each call")
     tasks: int = Field(100, ge=1, description="calls to publish")
-    mode: Literal["backlog", "stream"] = Field("backlog", description="backlog: publish all, then consume; "
-                                               "stream: publish at rate while workers consume")
+    mode: Literal["backlog", "stream"] = Field(
+        "backlog", description="backlog: publish all, then consume; stream: publish at rate while workers consume"
+    )
     rate: float = Field(100.0, gt=0, description="stream mode: calls published per second")
-    app: str | None = Field(None, description="your Celery app, pkg.mod:attr, inside module: its settings are "
-                                              "used except broker, backend, queues and the cell's own")
+    app: str | None = Field(
+        None,
+        description="your Celery app, pkg.mod:attr, inside module: its settings are "
+        "used except broker, backend, queues and the cell's own",
+    )
 
     @model_validator(mode="after")
     def _module_or_app(self):
@@ -80,8 +88,18 @@ class UserTasks(Workload):
     #: What the user's own tasks are judged by (and ``cmx trend`` gates on): how fast they are consumed,
     #: how long they wait and run, whether they fail, the workers' memory. The driver's publish rate
     #: is the broker's and cmx's, not the tasks': shown, never gating.
-    headline_metrics = (M.CONSUME_RATE, M.LATENCY_P50_S, M.LATENCY_P99_S, M.queue_wait(50), M.queue_wait(99),
-                        M.service_time(50), M.service_time(95), M.TASKS_FAILED, M.PEAK_RSS_BYTES, M.PEAK_PSS_BYTES)
+    headline_metrics = (
+        M.CONSUME_RATE,
+        M.LATENCY_P50_S,
+        M.LATENCY_P99_S,
+        M.queue_wait(50),
+        M.queue_wait(99),
+        M.service_time(50),
+        M.service_time(95),
+        M.TASKS_FAILED,
+        M.PEAK_RSS_BYTES,
+        M.PEAK_PSS_BYTES,
+    )
     smoke_params = {"tasks": 5}
 
     def __init__(self) -> None:
@@ -107,8 +125,16 @@ class UserTasks(Workload):
 
         task = ctx.app.tasks[params.task]
         # The task's own `queue` option would send it where no worker of the run listens.
-        publish(ctx, task, tuple(params.args), dict(params.kwargs), params.tasks, params.mode, params.rate,
-                queue=ctx.spec.queue)
+        publish(
+            ctx,
+            task,
+            tuple(params.args),
+            dict(params.kwargs),
+            params.tasks,
+            params.mode,
+            params.rate,
+            queue=ctx.spec.queue,
+        )
 
 
 def check_script() -> str:
@@ -136,4 +162,3 @@ def check_script() -> str:
         "    out['where'] = where\n"
         "print(json.dumps(out))\n"
     )
-

@@ -8,6 +8,7 @@ Celery derives from ``__module__`` are the same on the driver and the workers.
 The user's folder goes at the END of ``sys.path``: a user file called ``json.py`` must never shadow
 the standard library for the harness; a name that collides is refused instead (:func:`import_module`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -59,8 +60,9 @@ def import_module(name: str, folder: Path) -> ModuleType:
     module = importlib.import_module(name)
     origin = Path(getattr(module, "__file__", None) or "").resolve()
     if not origin.is_relative_to(Path(folder).resolve()):
-        raise ImportError(f"module {top!r} is already installed ({origin}); rename your module so "
-                          f"yours is the one imported")
+        raise ImportError(
+            f"module {top!r} is already installed ({origin}); rename your module so yours is the one imported"
+        )
     return module
 
 

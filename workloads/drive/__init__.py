@@ -3,6 +3,7 @@
 :class:`DriveTimeout` lives here, where the drive raises it; workloads import it from
 cmx.workloads.catalog.base as before. :func:`connection_errors` is what every part of the drive treats as
 the broker (or a Redis backend) going away."""
+
 from __future__ import annotations
 
 
@@ -18,8 +19,14 @@ def connection_errors() -> tuple[type[BaseException], ...]:
     import redis.exceptions
     from kombu.exceptions import OperationalError
 
-    return (ConnectionError, TimeoutError, OperationalError, amqp.exceptions.ConnectionError,
-            redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+    return (
+        ConnectionError,
+        TimeoutError,
+        OperationalError,
+        amqp.exceptions.ConnectionError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
 
 
 class TasksLost(Exception):

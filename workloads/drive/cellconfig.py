@@ -1,6 +1,7 @@
 """What a run's cell asks of its workers, in the keys a worker's effective configuration answers
 (workloads/runtime/effective.py), and where a worker runs something else: each mismatch says both
 values. workloads/drive/workerwatch.py asks the workers and fails the run on one."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,10 +38,15 @@ def mismatches(want: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """'cell asks KEY X; worker runs Y' for every key where the worker runs something else, and
     'cell asks celery.SETTING X; task T runs Y' for every task of the run that runs a task-level
     setting of the cell otherwise (its own option, an annotation, a pool that drops it)."""
-    bad = [f"cell asks {key} {wanted!r}; worker runs {config.get(key)!r}"
-           for key, wanted in want.items()
-           if not (version_matches(wanted, config.get(key)) if key.startswith(PACKAGE_PREFIX)
-                   else _same(wanted, config.get(key)))]
+    bad = [
+        f"cell asks {key} {wanted!r}; worker runs {config.get(key)!r}"
+        for key, wanted in want.items()
+        if not (
+            version_matches(wanted, config.get(key))
+            if key.startswith(PACKAGE_PREFIX)
+            else _same(wanted, config.get(key))
+        )
+    ]
     for key, actual in sorted(config.items()):
         task_setting = parse_task_key(key)
         if task_setting is not None and (wanted_key := "celery." + task_setting[1]) in want:

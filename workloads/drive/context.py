@@ -4,6 +4,7 @@ The contract between the driver (workloads/app/driver.py, which builds it) and t
 (workloads/catalog/, the user's own): it needs nothing of the app factory, so a workload can use
 it without importing the driver.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,14 @@ from kombu import Queue
 from cmx.workloads.vocab import kinds
 from cmx.workloads.drive import DriveTimeout, TasksLost, connection_errors
 from cmx.workloads.drive import drivers
-from cmx.workloads.drive.workerwatch import (Watchdog, check_alive, check_configs, reported, start_consuming,
-                                             worker_configs)
+from cmx.workloads.drive.workerwatch import (
+    Watchdog,
+    check_alive,
+    check_configs,
+    reported,
+    start_consuming,
+    worker_configs,
+)
 from cmx.workloads.runtime.files import write_atomic
 from cmx.workloads.servers import registry as servers
 from cmx.workloads.runtime.spec import RunSpec
@@ -113,10 +120,13 @@ class DriveContext:
                 break
             if time.monotonic() > limit:
                 missing = ", ".join(sorted(want - seen))
-                raise RuntimeError(f"workers did not answer within {self.spec.worker_start_timeout_s:g}s: {missing} "
-                                   "(see worker.log in the run's artifacts)")
-        configs = worker_configs(self.app, self.spec, timeout_s=max(5.0, min(30.0, self.remaining())),
-                                 events=self.worker_events)
+                raise RuntimeError(
+                    f"workers did not answer within {self.spec.worker_start_timeout_s:g}s: {missing} "
+                    "(see worker.log in the run's artifacts)"
+                )
+        configs = worker_configs(
+            self.app, self.spec, timeout_s=max(5.0, min(30.0, self.remaining())), events=self.worker_events
+        )
         write_atomic(self.run_dir / "worker_config.json", json.dumps(configs, indent=2, sort_keys=True))
         check_configs(self.spec, configs)
 
@@ -162,14 +172,22 @@ class DriveContext:
         for fresh in (False, True):
             try:
                 with self.app.connection_for_write() if fresh else nullcontext() as conn:
-                    self.app.control.broadcast("cmx_mark", arguments={"name": name}, connection=conn,
-                                               destination=self.spec.worker_nodes, reply=wait, timeout=3.0,
-                                               limit=len(self.spec.worker_nodes))
+                    self.app.control.broadcast(
+                        "cmx_mark",
+                        arguments={"name": name},
+                        connection=conn,
+                        destination=self.spec.worker_nodes,
+                        reply=wait,
+                        timeout=3.0,
+                        limit=len(self.spec.worker_nodes),
+                    )
                 break
             except connection_errors() as exc:
                 if fresh:
-                    self.notes.append(f"the {name} mark did not reach the workers ({type(exc).__name__}: "
-                                      f"{exc}): their peak PSS is not sampled")
+                    self.notes.append(
+                        f"the {name} mark did not reach the workers ({type(exc).__name__}: "
+                        f"{exc}): their peak PSS is not sampled"
+                    )
         if wait:
             mark(self.run_dir, name, wait_s=2.0)
 
@@ -180,8 +198,16 @@ class DriveContext:
     def progress(self) -> tuple[int, int, int]:
         """(tasks finished, tasks held: received and not finished, workers that answered) over
         the run's workers, as Celery counts them (``cmx_progress``)."""
-        replies = self.app.control.broadcast("cmx_progress", destination=self.spec.worker_nodes, reply=True,
-                                             timeout=2.0, limit=len(self.spec.worker_nodes)) or []
+        replies = (
+            self.app.control.broadcast(
+                "cmx_progress",
+                destination=self.spec.worker_nodes,
+                reply=True,
+                timeout=2.0,
+                limit=len(self.spec.worker_nodes),
+            )
+            or []
+        )
         counts = [r for reply in replies for r in reply.values() if isinstance(r, dict)]
         # A worker of an older cmx says nothing of what it holds: never "nothing held".
         return (sum(r["completed"] for r in counts), sum(r.get("held", 1) for r in counts), len(counts))
@@ -227,8 +253,11 @@ class DriveContext:
                 (done, held, answered), now = self.progress(), time.monotonic()
                 if done >= n - len(self.returned):
                     if self.returned:
-                        raise TasksLost(len(self.returned), n, "the broker returned them unroutable (basic.return): "
-                                        "no queue took them")
+                        raise TasksLost(
+                            len(self.returned),
+                            n,
+                            "the broker returned them unroutable (basic.return): no queue took them",
+                        )
                     return
                 self.check_deadline(f"waiting for {n} tasks to finish")
                 why = vanished.check(now, done, held, answered, depth)

@@ -14,6 +14,7 @@ queue, and the controller stops waiting for the others once the leader ended
 The broker carries the meeting because every driver already talks to it: no new port, no path
 through the controller, and a driver that cannot reach the broker could not publish anyway.
 """
+
 from __future__ import annotations
 
 import time
@@ -105,8 +106,14 @@ def meet(app: Celery, spec: RunSpec, host: str, until: float, check: Callable[[s
             queue.close()
         queue = _queue(conn, spec, go)
         try:
-            return float(_get(queue, until, check, f"waiting for the leading driver on {spec.driver_hosts[0]} "
-                                                   "to start the workers")["consuming_at"])
+            return float(
+                _get(
+                    queue,
+                    until,
+                    check,
+                    f"waiting for the leading driver on {spec.driver_hosts[0]} to start the workers",
+                )["consuming_at"]
+            )
         finally:
             queue.close()
 

@@ -16,6 +16,7 @@ accepted tasks lost increments under the threads pool (workloads/runtime/acceptc
 cause of that 600 s run: its tasks had all run). What ran is stored from the tasks' own records
 either way (``tasks_lost`` counts the unexecuted ones, whatever the driver concluded).
 """
+
 from __future__ import annotations
 
 #: How long completions must have stopped, with the run's queue empty and no worker holding a task
@@ -45,5 +46,7 @@ class Vanished:
             self.quiet_since = now
         if now - self.quiet_since < self.after_s:
             return None
-        return (f"no worker counted them: the run's queue is empty, no worker holds a task of the run, and "
-                f"none finished for {self.after_s:g}s")
+        return (
+            f"no worker counted them: the run's queue is empty, no worker holds a task of the run, and "
+            f"none finished for {self.after_s:g}s"
+        )

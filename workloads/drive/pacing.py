@@ -4,6 +4,7 @@ Used by the publishers that send one message per call (``apply_async`` loops, th
 baselines); workloads/drive/publisher.py's fast stream sends every message due at a wake-up in one
 batch and counts lateness the same way (more than one interval after its intended time).
 """
+
 from __future__ import annotations
 
 import time

@@ -21,6 +21,7 @@ message no queue takes), so AMQP messages go ``mandatory``: those no queue took 
 their ids reach the driver (``returned``), which counts them lost before the queue
 (workloads/drive/lost.py) instead of waiting for them.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,9 @@ class Captured:
     kwargs: dict
 
 
-def capture(app, task_name: str, args: tuple, kwargs: dict | None, stream: bool, channel,
-            method: str) -> list[Captured]:
+def capture(
+    app, task_name: str, args: tuple, kwargs: dict | None, stream: bool, channel, method: str
+) -> list[Captured]:
     """Publish one ``apply_async`` with ``channel.<method>`` replaced by a recorder of its
     arguments: the message as it would reach the broker, not sent, not counted as published."""
     from kombu import Producer
@@ -62,8 +64,9 @@ def capture(app, task_name: str, args: tuple, kwargs: dict | None, stream: bool,
     try:
         headers = {INTENDED_HEADER: 0.0} if stream else None
         with instrument.capturing():
-            app.tasks[task_name].apply_async(args, kwargs, task_id=TEMPLATE_ID, producer=Producer(channel),
-                                             headers=headers)
+            app.tasks[task_name].apply_async(
+                args, kwargs, task_id=TEMPLATE_ID, producer=Producer(channel), headers=headers
+            )
     finally:
         delattr(channel, method)  # the class's method again
     if len(caught) != 1:
@@ -71,8 +74,9 @@ def capture(app, task_name: str, args: tuple, kwargs: dict | None, stream: bool,
     return caught
 
 
-def publisher_for(app, task_name: str, args: tuple, kwargs: dict | None = None, stream: bool = False,
-                  service: str | None = None):
+def publisher_for(
+    app, task_name: str, args: tuple, kwargs: dict | None = None, stream: bool = False, service: str | None = None
+):
     """The fast publisher of the app's broker server (workloads/servers/): ``service`` names it,
     else the server the scheme of the app's broker URL says."""
     if service is None:
@@ -90,9 +94,16 @@ def returned_by(pub) -> list[str]:
     return list(getattr(pub, "returned", ()))
 
 
-def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
-                    check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None,
-                    returned: list[str] | None = None) -> None:
+def publish_backlog(
+    app,
+    task_name: str,
+    args: tuple,
+    n: int,
+    host: str,
+    check: Callable[[str], None] = lambda what: None,
+    kwargs: dict | None = None,
+    returned: list[str] | None = None,
+) -> None:
     """Publish ``n`` copies of the task as fast as the broker takes them, recording a ``pub`` row each.
     The ids of those the broker returned unroutable (:func:`returned_by`) are added to ``returned``."""
     pub = publisher_for(app, task_name, args, kwargs, stream=False)
@@ -111,9 +122,17 @@ def publish_backlog(app, task_name: str, args: tuple, n: int, host: str,
             returned.extend(returned_by(pub))
 
 
-def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: str,
-                   check: Callable[[str], None] = lambda what: None, kwargs: dict | None = None,
-                   returned: list[str] | None = None) -> int:
+def publish_stream(
+    app,
+    task_name: str,
+    args: tuple,
+    n: int,
+    rate: float,
+    host: str,
+    check: Callable[[str], None] = lambda what: None,
+    kwargs: dict | None = None,
+    returned: list[str] | None = None,
+) -> int:
     """Publish ``n`` copies at ``rate``/s: each wake-up sends every message due by then, in one
     batch. Returns how many were sent more than one interval after their intended time; the ids
     of those the broker returned unroutable are added to ``returned``."""
@@ -140,4 +159,3 @@ def publish_stream(app, task_name: str, args: tuple, n: int, rate: float, host: 
         if returned is not None:
             returned.extend(returned_by(pub))
     return behind
-

@@ -8,6 +8,7 @@ when the driver itself falls behind the schedule (then the publisher, not the ce
 said in a note). At most ``ramp_steps`` steps: the run is bounded by
 ``ramp_steps × ramp_step_s`` plus the drain of the last step.
 """
+
 from __future__ import annotations
 
 import time
@@ -30,7 +31,7 @@ def drive_ramp(ctx, params, task, payload) -> None:
     # steps from intended send times alone; a late publish counts as latency, as it should.
     with ctx.app.connection_for_read() as conn, ctx.app.producer_or_acquire() as producer:
         for k in range(params.ramp_steps):
-            rate = params.rate * params.ramp_factor ** k
+            rate = params.rate * params.ramp_factor**k
             n = max(1, round(rate * params.ramp_step_s))
             interval = params.ramp_step_s / n
             for i in range(n):
@@ -51,8 +52,10 @@ def drive_ramp(ctx, params, task, payload) -> None:
                 ctx.notes.append(f"ramp stopped after step {steps} ({rate:,.0f}/s): {depth} tasks waiting")
                 break
             if overrun > OVERRUN_SHARE * params.ramp_step_s:
-                ctx.notes.append(f"ramp stopped after step {steps} ({rate:,.0f}/s): the driver could not publish "
-                                 "faster (the publisher, not the cell, is the limit here)")
+                ctx.notes.append(
+                    f"ramp stopped after step {steps} ({rate:,.0f}/s): the driver could not publish "
+                    "faster (the publisher, not the cell, is the limit here)"
+                )
                 break
     # What the judge needs to rebuild the steps from the tasks' intended send times.
     ctx.metric(M.RAMP_STEPS_RUN, steps, "steps")

@@ -7,6 +7,7 @@ without a task finishing. Ingest counts the tasks that never finished as lost.
 Progress is the workers' own count of finished tasks (``cmx_progress``), per worker process: a
 replacement worker of the same node counts from 0 again, so each process's count is kept apart.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,12 @@ def wait_settled(ctx, poll_s: float = 0.2) -> None:
                 _release(conn)
                 conn = None
             try:
-                replies = ctx.app.control.broadcast("cmx_progress", destination=nodes, reply=True, timeout=1.0,
-                                                    limit=len(nodes)) or []
+                replies = (
+                    ctx.app.control.broadcast(
+                        "cmx_progress", destination=nodes, reply=True, timeout=1.0, limit=len(nodes)
+                    )
+                    or []
+                )
             except Exception:  # the broker is away: no word of progress this round
                 replies = []
             for reply in replies:

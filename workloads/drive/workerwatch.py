@@ -6,6 +6,7 @@ late) must not let the run go on with fewer workers than ``machines`` says. What
 answer itself (it is busy in a task on a one-thread pool, or dead) comes from its host instead:
 the worker events (workloads/runtime/workerevents.py) its host's agent saw and the controller passed on.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,18 +62,26 @@ def check_alive(spec: RunSpec, events: list[WorkerEvent]) -> None:
     the run could not be injected."""
     failed = [e for e in events if e.kind == FAULT_END and e.error]
     if failed:
-        raise WorkerProblem("; ".join(f"fault {e.fault} on {e.host} could not be injected: {e.error}" for e in failed),
-                            [e.host for e in failed], silent=False)
+        raise WorkerProblem(
+            "; ".join(f"fault {e.fault} on {e.host} could not be injected: {e.error}" for e in failed),
+            [e.host for e in failed],
+            silent=False,
+        )
     nodes = set(spec.worker_nodes)
     struck = {(e.host, e.pid) for e in events if e.kind == FAULT}
     # From the strike of a fault that may end the workers themselves (``downs_workers``), an exit is
     # its finding (the tasks counted lost once the run settles), not a harness failure.
     downed = min((e.at for e in events if e.kind == FAULT and _downs_workers(e.fault)), default=None)
-    dead = [e for e in events if e.kind == EXITED and node_name(spec.run_id, e.host) in nodes
-            and (e.host, e.pid) not in struck and (downed is None or e.at < downed)]
+    dead = [
+        e
+        for e in events
+        if e.kind == EXITED
+        and node_name(spec.run_id, e.host) in nodes
+        and (e.host, e.pid) not in struck
+        and (downed is None or e.at < downed)
+    ]
     if dead:
-        raise WorkerProblem("; ".join(f"{e.text()} (pid {e.pid})" for e in dead), [e.host for e in dead],
-                            silent=False)
+        raise WorkerProblem("; ".join(f"{e.text()} (pid {e.pid})" for e in dead), [e.host for e in dead], silent=False)
 
 
 def _downs_workers(text: str | None) -> bool:
@@ -96,35 +105,56 @@ def worker_configs(app: Celery, spec: RunSpec, timeout_s: float, events=_no_even
     while want - set(got):
         check_alive(spec, events())
         missing = sorted(want - set(got))
-        got |= {n: c for n, c in _replies(app.control.broadcast(
-            "cmx_config", arguments={"settings": sorted(spec.celery)}, destination=missing, reply=True,
-            timeout=2.0, limit=len(missing))).items() if isinstance(c, dict) and "pool" in c}
+        got |= {
+            n: c
+            for n, c in _replies(
+                app.control.broadcast(
+                    "cmx_config",
+                    arguments={"settings": sorted(spec.celery)},
+                    destination=missing,
+                    reply=True,
+                    timeout=2.0,
+                    limit=len(missing),
+                )
+            ).items()
+            if isinstance(c, dict) and "pool" in c
+        }
         if want - set(got) and time.monotonic() > limit:
             missing = sorted(want - set(got))
-            raise WorkerProblem("worker(s) did not report their configuration within "
-                                f"{timeout_s:g}s: " + ", ".join(f"{n} on host {host_of(n)}" for n in missing),
-                                [host_of(n) for n in missing])
+            raise WorkerProblem(
+                "worker(s) did not report their configuration within "
+                f"{timeout_s:g}s: " + ", ".join(f"{n} on host {host_of(n)}" for n in missing),
+                [host_of(n) for n in missing],
+            )
     return got
 
 
 def check_configs(spec: RunSpec, configs: dict[str, dict]) -> None:
     """Fail with both values when a worker runs something other than the cell asks."""
     want = wanted_config(spec)
-    bad = {node: m for node, config in sorted(configs.items())
-           if (m := mismatches(want, config) + broker_mismatch(spec, config))}
+    bad = {
+        node: m
+        for node, config in sorted(configs.items())
+        if (m := mismatches(want, config) + broker_mismatch(spec, config))
+    }
     if bad:
-        raise WorkerProblem("the worker does not run what the cell asks: " + "; ".join(
-            f"{node} on host {host_of(node)}: " + ", ".join(m) for node, m in bad.items()),
-            [host_of(n) for n in bad], silent=False)
+        raise WorkerProblem(
+            "the worker does not run what the cell asks: "
+            + "; ".join(f"{node} on host {host_of(node)}: " + ", ".join(m) for node, m in bad.items()),
+            [host_of(n) for n in bad],
+            silent=False,
+        )
 
 
 # -- every worker consumes before the workload is released ----------------------------------------
 def consuming(app: Celery, nodes: list[str], queue: str) -> set[str]:
     """The nodes that say they consume ``queue`` now (``active_queues``, answered per node)."""
-    answers = _replies(app.control.broadcast("active_queues", destination=nodes, reply=True, timeout=1.0,
-                                             limit=len(nodes)))
-    return {n for n, queues in answers.items()
-            if isinstance(queues, list) and any(q.get("name") == queue for q in queues)}
+    answers = _replies(
+        app.control.broadcast("active_queues", destination=nodes, reply=True, timeout=1.0, limit=len(nodes))
+    )
+    return {
+        n for n, queues in answers.items() if isinstance(queues, list) and any(q.get("name") == queue for q in queues)
+    }
 
 
 def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_events) -> float:
@@ -158,9 +188,11 @@ def start_consuming(app: Celery, spec: RunSpec, timeout_s: float, events=_no_eve
         confirmed |= consuming(app, sorted(want - confirmed), spec.queue)
         if confirmed != want and time.monotonic() > limit:
             missing = sorted(want - confirmed)
-            raise WorkerProblem(f"worker(s) never confirmed consuming the run's queue within {timeout_s:g}s: "
-                                + ", ".join(f"{n} on host {host_of(n)}" for n in missing),
-                                [host_of(n) for n in missing])
+            raise WorkerProblem(
+                f"worker(s) never confirmed consuming the run's queue within {timeout_s:g}s: "
+                + ", ".join(f"{n} on host {host_of(n)}" for n in missing),
+                [host_of(n) for n in missing],
+            )
         if confirmed != want:
             time.sleep(0.05)
     wake_blocked(app, spec)
@@ -202,7 +234,7 @@ def cut_off(spec: RunSpec, events: list[WorkerEvent]) -> set[str]:
             continue
         for fault in struck:
             if fault.definition.cuts_off:
-                nodes |= ({node_name(spec.run_id, e.host)} if fault.target == "worker" else set(spec.worker_nodes))
+                nodes |= {node_name(spec.run_id, e.host)} if fault.target == "worker" else set(spec.worker_nodes)
     return nodes
 
 
@@ -275,8 +307,11 @@ class Watchdog:
             # first receipt may not answer at all). Its death its host reports (check_alive).
             took = {node_name(self.spec.run_id, e.host) for e in events if e.kind == CONSUMING}
             try:
-                answers = _replies(self.app.control.broadcast("cmx_progress", destination=nodes, reply=True,
-                                                              timeout=1.0, limit=len(nodes)))
+                answers = _replies(
+                    self.app.control.broadcast(
+                        "cmx_progress", destination=nodes, reply=True, timeout=1.0, limit=len(nodes)
+                    )
+                )
             except Exception:  # the broker itself: the driver's own calls will say so
                 continue
             now = time.monotonic()
@@ -287,17 +322,31 @@ class Watchdog:
             # A worker a fault ended answers nothing until its replacement is ready (a warm shutdown
             # lasts as long as its tasks); from its end it has the usual time to answer again.
             ended = {(e.host, e.index) for e in events if e.kind == FAULT_END}
-            down = {node_name(self.spec.run_id, e.host) for e in events
-                    if e.kind == FAULT and (e.host, e.index) not in ended}
+            down = {
+                node_name(self.spec.run_id, e.host)
+                for e in events
+                if e.kind == FAULT and (e.host, e.index) not in ended
+            }
             for e in events:
                 if e.kind == FAULT_END and (e.host, e.index) not in restarted:
                     restarted.add((e.host, e.index))
                     if node_name(self.spec.run_id, e.host) in seen:
                         seen[node_name(self.spec.run_id, e.host)] = now
             quiet = cut_off(self.spec, events)
-            lost = [n for n in nodes if now - seen[n] > self.lost_after_s and n not in down and n not in quiet
-                    and not (self.spec.pool in SILENT_WHEN_BUSY and (busy[n] or n in took))]
+            lost = [
+                n
+                for n in nodes
+                if now - seen[n] > self.lost_after_s
+                and n not in down
+                and n not in quiet
+                and not (self.spec.pool in SILENT_WHEN_BUSY and (busy[n] or n in took))
+            ]
             if lost:
-                return self._fail(WorkerProblem(
-                    "; ".join(f"worker {n} on host {host_of(n)} stopped answering for "
-                              f"{now - seen[n]:.0f}s" for n in lost), [host_of(n) for n in lost]))
+                return self._fail(
+                    WorkerProblem(
+                        "; ".join(
+                            f"worker {n} on host {host_of(n)} stopped answering for {now - seen[n]:.0f}s" for n in lost
+                        ),
+                        [host_of(n) for n in lost],
+                    )
+                )

@@ -11,6 +11,7 @@ kind's ``inject`` (workloads/host/faultinject.py); the driver lets a fault's own
 the hosts: standard library only. Nothing outside this package spells a kind's name
 (tests/unit/test_fault_kinds_home.py).
 """
+
 from __future__ import annotations
 
 from . import registry
@@ -29,13 +30,40 @@ DOWNS_WORKERS = tuple(name for name, kind in registry.KINDS.items() if kind.down
 #: Kinds that need a duration (``@T/D``).
 WITH_DURATION = registry.with_duration()
 #: The ``fault`` dimension's help (and its JSON Schema's description).
-DESCRIPTION = ("none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
-               + ", ".join(registry.KINDS) + "".join(f"; {name}@T/D lasts D seconds" for name in WITH_DURATION)
-               + f"; :N strikes the run's Nth worker host (default 1), :{ALL} every one"
-               + "".join(f"; {name}@T:N the Nth node of the run's cluster" for name, kind in registry.KINDS.items()
-                         if kind.takes_target and kind.strikes != WORKER))
+DESCRIPTION = (
+    "none, or faults to inject: KIND@TIME (seconds from the clock start) joined with +; KIND one of "
+    + ", ".join(registry.KINDS)
+    + "".join(f"; {name}@T/D lasts D seconds" for name in WITH_DURATION)
+    + f"; :N strikes the run's Nth worker host (default 1), :{ALL} every one"
+    + "".join(
+        f"; {name}@T:N the Nth node of the run's cluster"
+        for name, kind in registry.KINDS.items()
+        if kind.takes_target and kind.strikes != WORKER
+    )
+)
 
-__all__ = ["ALL", "BROKER", "BUSY_CHILD_WAIT_S", "CHILD_POOLS", "CUTS_OFF", "DESCRIPTION", "DOWNS_WORKERS", "DRIVER",
-           "ENDS_WORKER",
-           "KINDS", "NONE", "WITH_DURATION", "WORKER", "CellView", "Fault", "FaultFailed", "FaultKind", "HostsView",
-           "Injection", "canonical", "parse", "parse_duration", "registry"]
+__all__ = [
+    "ALL",
+    "BROKER",
+    "BUSY_CHILD_WAIT_S",
+    "CHILD_POOLS",
+    "CUTS_OFF",
+    "DESCRIPTION",
+    "DOWNS_WORKERS",
+    "DRIVER",
+    "ENDS_WORKER",
+    "KINDS",
+    "NONE",
+    "WITH_DURATION",
+    "WORKER",
+    "CellView",
+    "Fault",
+    "FaultFailed",
+    "FaultKind",
+    "HostsView",
+    "Injection",
+    "canonical",
+    "parse",
+    "parse_duration",
+    "registry",
+]

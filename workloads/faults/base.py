@@ -13,6 +13,7 @@ This package is the vocabulary's (tests/unit/test_layout.py): standard library a
 ships to the hosts, and the controller's validation reads it; a kind reaches servers, processes
 and the network only through what its caller hands it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

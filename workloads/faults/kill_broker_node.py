@@ -6,6 +6,7 @@ node died is gone with it until the node is back, and a Celery worker whose rede
 queue is refused ("home node ... is down") exits: that exit is this fault's finding
 (``downs_workers``), the tasks it never finished counted lost once the run settles. A quorum
 queue's members on the other nodes elect a new leader."""
+
 from __future__ import annotations
 
 from .base import BROKER, CellView, FaultKind, HostsView, Injection
@@ -14,8 +15,10 @@ from .base import BROKER, CellView, FaultKind, HostsView, Injection
 class KillBrokerNode(FaultKind):
     name = "kill_broker_node"
     strikes = BROKER
-    does = ("SIGKILL the Nth node (:N, the first by default) of the run's RabbitMQ cluster "
-            "(broker rabbitmq-cluster); it starts again after limits.fault_restart")
+    does = (
+        "SIGKILL the Nth node (:N, the first by default) of the run's RabbitMQ cluster "
+        "(broker rabbitmq-cluster); it starts again after limits.fault_restart"
+    )
     cuts_off = True
     downs_workers = True
     needs_place = True
@@ -33,14 +36,18 @@ class KillBrokerNode(FaultKind):
             return None
         able = cell.able(self.capability)
         products = " or ".join(dict.fromkeys(server.product for server in able.values()))
-        return (f"fault {fault.text()}: {self.name} kills a node of a {products}, which only a "
-                f"{' or '.join(able)} broker has (this cell's broker is {cell.values.get('broker')})")
+        return (
+            f"fault {fault.text()}: {self.name} kills a node of a {products}, which only a "
+            f"{' or '.join(able)} broker has (this cell's broker is {cell.values.get('broker')})"
+        )
 
     def check_hosts(self, fault, hosts: HostsView) -> str | None:
         if hosts.provisioned:
             return None
-        return (f"fault {self.name}: the {hosts.service} broker of this cell is not one the sweep provisions "
-                "(its URL comes from the inventory): cmx kills only the nodes of a cluster it started")
+        return (
+            f"fault {self.name}: the {hosts.service} broker of this cell is not one the sweep provisions "
+            "(its URL comes from the inventory): cmx kills only the nodes of a cluster it started"
+        )
 
     def inject(self, fault, host: Injection) -> None:
         host.strike()

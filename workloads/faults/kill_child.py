@@ -2,6 +2,7 @@
 child marks the task it runs in ``busy.<pid>`` in fault cells: workloads/runtime/instrument.py); none
 within :data:`BUSY_CHILD_WAIT_S`: the fault fails, saying so. Refused at validation for a pool
 whose children are not processes."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ class KillChild(FaultKind):
     def check(self, fault, cell: CellView) -> str | None:
         pool = cell.values.get("pool")
         if pool not in CHILD_POOLS:
-            return (f"fault {fault.text()}: {self.name} kills a pool child process, which only the "
-                    f"{', '.join(CHILD_POOLS)} pool has (this cell's pool is {pool})")
+            return (
+                f"fault {fault.text()}: {self.name} kills a pool child process, which only the "
+                f"{', '.join(CHILD_POOLS)} pool has (this cell's pool is {pool})"
+            )
         return None
 
     def inject(self, fault, host: Injection) -> None:

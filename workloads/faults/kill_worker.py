@@ -2,6 +2,7 @@
 gone, after ``limits.fault_restart``, a replacement worker of the same node name starts consuming
 the run's queue (as systemd restarts a unit). :class:`EndsWorker` is that sequence, which
 term_worker.py sends another signal with."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 (a :class:`~cmx.workloads.faults.base.FaultKind` subclass) and one line below; validation, the
 JSON Schema, the controller's scheduling, the driver's wait and the hosts' agents all read this
 table, never a kind's name."""
+
 from __future__ import annotations
 
 from .base import FaultKind
@@ -14,15 +15,18 @@ from .restart_broker import RestartBroker
 from .term_worker import TermWorker
 
 #: Every kind by its name, in the order messages and the docs list them.
-KINDS: dict[str, FaultKind] = {k.name: k for k in (
-    KillChild(),
-    KillWorker(),
-    TermWorker(),
-    RestartBroker(),
-    PartitionWorker(),
-    FailoverBroker(),
-    KillBrokerNode(),
-)}
+KINDS: dict[str, FaultKind] = {
+    k.name: k
+    for k in (
+        KillChild(),
+        KillWorker(),
+        TermWorker(),
+        RestartBroker(),
+        PartitionWorker(),
+        FailoverBroker(),
+        KillBrokerNode(),
+    )
+}
 
 
 def get(name: str) -> FaultKind:

@@ -5,6 +5,7 @@ TARGET: ``N``, the run's Nth worker host (1, the default), or ``all``, every wor
 at once (``KIND@2s:2``, ``KIND@3s/20s:all``). What each kind is, and whether it takes a duration
 or a TARGET, its module says (``registry.py``); this module only reads the form.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,7 @@ def parse_duration(value: Any) -> float:
         parts = _DURATION_PART.findall(text)
         if parts and "".join(n + u for n, u in parts) == text:
             return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    raise ValueError(f"expected a duration such as 30s, 10m, 1h or 250ms (or a number of seconds), "
-                     f"got {value!r}")
+    raise ValueError(f"expected a duration such as 30s, 10m, 1h or 250ms (or a number of seconds), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,20 @@ class Fault:
     def text(self) -> str:
         """The canonical form: ``kill_child@3``, ``partition_worker@2/5``, ``kill_worker@2:2``
         (the default target, the first worker host, is not written: cell ids stay as they were)."""
-        return (f"{self.kind}@{self.at_s:g}" + (f"/{self.duration_s:g}" if self.duration_s is not None else "")
-                + (f":{self.host}" if self.host != 1 else ""))
+        return (
+            f"{self.kind}@{self.at_s:g}"
+            + (f"/{self.duration_s:g}" if self.duration_s is not None else "")
+            + (f":{self.host}" if self.host != 1 else "")
+        )
 
     def hosts_of(self, workers: tuple[str, ...] | list[str]) -> tuple[str, ...]:
         """The worker hosts it strikes among the run's ``workers`` (in order): all, or the Nth."""
         if self.host == ALL:
             return tuple(workers)
         if not 1 <= int(self.host) <= len(workers):
-            raise ValueError(f"fault {self.text()} strikes worker host {self.host}, but the run has "
-                             f"{len(workers)} (machines)")
+            raise ValueError(
+                f"fault {self.text()} strikes worker host {self.host}, but the run has {len(workers)} (machines)"
+            )
         return (workers[int(self.host) - 1],)
 
     def strikes(self, machines: int) -> int:
@@ -81,8 +85,10 @@ def parse(value: Any) -> tuple[Fault, ...]:
     """The faults of a ``fault`` value, in time order; () for ``none``. ValueError with a one-line
     message for anything else."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"fault must be none or KIND@TIME[/DURATION][:TARGET] "
-                         f"(KIND one of {', '.join(registry.KINDS)}), got {value!r}")
+        raise ValueError(
+            f"fault must be none or KIND@TIME[/DURATION][:TARGET] "
+            f"(KIND one of {', '.join(registry.KINDS)}), got {value!r}"
+        )
     if value.strip() == NONE:
         return ()
     faults = []
@@ -91,27 +97,36 @@ def parse(value: Any) -> tuple[Fault, ...]:
         kind, at, when = part.partition("@")
         if kind not in registry.KINDS:
             raise ValueError(f"unknown fault kind {kind!r} in {value!r} (known: {', '.join(registry.KINDS)})")
-        strikes, timed, targeted = (registry.KINDS[kind].strikes, registry.KINDS[kind].with_duration,
-                                    registry.KINDS[kind].takes_target)
+        strikes, timed, targeted = (
+            registry.KINDS[kind].strikes,
+            registry.KINDS[kind].with_duration,
+            registry.KINDS[kind].takes_target,
+        )
         if not at:
             raise ValueError(f"fault {part!r} needs a time: {kind}@TIME, seconds from the clock start (e.g. {kind}@3s)")
         when, colon, target = when.partition(":")
         host: int | str = 1
         if colon:
             if not targeted:
-                raise ValueError(f"fault {part!r}: {kind} strikes the run's {strikes}, it takes no :TARGET "
-                                 f"(only the kinds that strike a worker host or a broker node do)")
+                raise ValueError(
+                    f"fault {part!r}: {kind} strikes the run's {strikes}, it takes no :TARGET "
+                    f"(only the kinds that strike a worker host or a broker node do)"
+                )
             target = target.strip()
             if target == ALL and strikes != WORKER:
-                raise ValueError(f"fault {part!r}: the target must be N ({registry.KINDS[kind].target_text}), "
-                                 f"got {target!r}")
+                raise ValueError(
+                    f"fault {part!r}: the target must be N ({registry.KINDS[kind].target_text}), got {target!r}"
+                )
             if target == ALL:
                 host = ALL
             elif target.isdigit() and int(target) >= 1:
                 host = int(target)
             else:
-                raise ValueError(f"fault {part!r}: the target must be N ({registry.KINDS[kind].target_text})"
-                                 + (f" or {ALL}" if strikes == WORKER else "") + f", got {target!r}")
+                raise ValueError(
+                    f"fault {part!r}: the target must be N ({registry.KINDS[kind].target_text})"
+                    + (f" or {ALL}" if strikes == WORKER else "")
+                    + f", got {target!r}"
+                )
         when, slash, length = when.partition("/")
         try:
             at_s = parse_duration(when)
@@ -123,8 +138,9 @@ def parse(value: Any) -> tuple[Fault, ...]:
         if timed and duration is None:
             raise ValueError(f"fault {part!r} needs a duration: {kind}@T/D (D seconds, e.g. {kind}@3s/5s)")
         if not timed and duration is not None:
-            raise ValueError(f"fault {part!r}: {kind} takes no duration "
-                             f"(only {', '.join(registry.with_duration())} does)")
+            raise ValueError(
+                f"fault {part!r}: {kind} takes no duration (only {', '.join(registry.with_duration())} does)"
+            )
         faults.append(Fault(kind, at_s, duration, host))
     return tuple(sorted(faults, key=lambda f: f.at_s))
 

@@ -33,6 +33,7 @@ is removed (on the driver's host), and the agent exits, when its stdin ends (the
 died, SSH dropped), on SIGTERM/SIGHUP/SIGINT, or when nothing arrived for ``--lease`` seconds.
 A broker restart under way (a restart_broker fault) is let finish first: never a broker left stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,8 +105,13 @@ class Agent:
             self.send({"id": msg.get("id"), "ok": True})
             self.end("asked to quit")
             return
-        handler = {"begin": self.begin, "drive": self.drive, "finish": self.finish,
-                   "tell": self.tell, "fault": self.fault}.get(cmd)
+        handler = {
+            "begin": self.begin,
+            "drive": self.drive,
+            "finish": self.finish,
+            "tell": self.tell,
+            "fault": self.fault,
+        }.get(cmd)
         if handler is None:
             self.send({"id": msg.get("id"), "ok": False, "error": f"unknown command {cmd!r}"})
             return
@@ -150,8 +156,13 @@ class Agent:
                 state.driver = hostctl.start_driver(state.run_dir, warm=True)
 
             state.drives = bool(msg["payload"].get("driver"))
-            rc = hostrun.begin(state.run_dir, self.host, msg["payload"], state.cancelled.is_set,
-                               warm if msg["payload"].get("driver") else None)
+            rc = hostrun.begin(
+                state.run_dir,
+                self.host,
+                msg["payload"],
+                state.cancelled.is_set,
+                warm if msg["payload"].get("driver") else None,
+            )
         return {"rc": rc, "error": hostrun.begin_error(state.run_dir) if rc else None}
 
     def drive(self, msg: dict) -> dict:
@@ -190,8 +201,14 @@ class Agent:
             self._enter(state)
             hostrun.load_secrets(state.run_dir)  # reset needs the broker's URL
             try:
-                report = hostrun.finish_report(state.run_dir, self.host, float(msg.get("grace", 10)),
-                                               bool(msg.get("reset")), msg.get("clock_port"), bool(msg.get("keep")))
+                report = hostrun.finish_report(
+                    state.run_dir,
+                    self.host,
+                    float(msg.get("grace", 10)),
+                    bool(msg.get("reset")),
+                    msg.get("clock_port"),
+                    bool(msg.get("keep")),
+                )
             finally:
                 hostrun.forget_secrets()
                 with self.state_lock:
@@ -235,11 +252,17 @@ class Agent:
                     return 1
                 hostrun.load_secrets(state.run_dir)
                 queue = RunSpec.load(state.run_dir).queue
-                return hostctl.start_worker(state.run_dir, self.host, float(msg.get("ready_timeout") or 60),
-                                            state.cancelled.is_set, queues=queue)
+                return hostctl.start_worker(
+                    state.run_dir,
+                    self.host,
+                    float(msg.get("ready_timeout") or 60),
+                    state.cancelled.is_set,
+                    queues=queue,
+                )
 
-        return faultinject.inject(state.run_dir, self.host, {**msg, "workdir": str(self.workdir)},
-                                  state.cancelled.is_set, send, replacement)
+        return faultinject.inject(
+            state.run_dir, self.host, {**msg, "workdir": str(self.workdir)}, state.cancelled.is_set, send, replacement
+        )
 
     def watch_workers(self) -> None:
         """Send every new worker event of the runs under way (not once their finish began: the
@@ -317,8 +340,11 @@ class Agent:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cmx.workloads.host.agent", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m cmx.workloads.host.agent",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--host", required=True)
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--lease", type=float, default=LEASE_S, help="seconds without word before it stops all")

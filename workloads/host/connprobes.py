@@ -16,6 +16,7 @@ Each server's probe is in its module (workloads/servers/, ``probe``); this modul
 Standard library only at import; redis and psycopg2 are imported by the probes that need them.
 URLs (they carry passwords) are never printed or written.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ from cmx.workloads.vocab.services import SERVICE_NAMES
 if TYPE_CHECKING:
     from cmx.workloads.servers.probes import ConnectionProbe
 
-__all__ = ["ConnectionProbe", "ConnectionSampler", "ProbeError",  # noqa: F822 (module __getattr__)
-           "make_probe", "run_id_of", "MEMORY_HEADER"]
+__all__ = [
+    "ConnectionProbe",
+    "ConnectionSampler",
+    "ProbeError",  # noqa: F822 (module __getattr__)
+    "make_probe",
+    "run_id_of",
+    "MEMORY_HEADER",
+]
 
 
 def __getattr__(name: str):
@@ -43,6 +50,7 @@ def __getattr__(name: str):
 
         return getattr(probes, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 CONNECTIONS_HEADER = ("host", "role", "kind", "ts", "count", "client")
 #: The memory the server says it uses, one row per node that answered a probe tick (server_memory.csv).
@@ -114,8 +122,9 @@ class ConnectionSampler:
         if used:
             ts = round((before + time.time()) / 2, 6)
             with self._lock:
-                self._memory_rows.extend((self._host, probe.role, probe.kind, ts, node, n)
-                                         for node, n in sorted(used.items()))
+                self._memory_rows.extend(
+                    (self._host, probe.role, probe.kind, ts, node, n) for node, n in sorted(used.items())
+                )
 
     def _run(self) -> None:
         due = [time.monotonic()] * len(self._probes)
@@ -132,8 +141,9 @@ class ConnectionSampler:
                 else:
                     ts = round((before + time.time()) / 2, 6)
                     with self._lock:
-                        self._rows.extend((self._host, probe.role, probe.kind, ts, n, client)
-                                          for client, n in sorted(counts.items()))
+                        self._rows.extend(
+                            (self._host, probe.role, probe.kind, ts, n, client) for client, n in sorted(counts.items())
+                        )
                     self._memory(probe)  # the server answered: its memory now (not asked of one that is gone)
                 period = max(self._interval_s, probe.min_period_s)
                 due[i] = max(due[i] + period, time.monotonic())

@@ -12,6 +12,7 @@ this is), so the warm-up yields the CPU to it: it runs at a lower priority until
 own back then, before the driver does anything the run measures. Only where the process may raise
 its priority again (CAP_SYS_NICE, as root); elsewhere nothing changes.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -13,6 +13,7 @@ Before the blow the agent sends a ``fault`` event (which process, which task, wh
 ``fault_end`` event (its ``error`` when it could not be done). Each fault is also a row of
 ``faults.csv`` in the run dir, which ingest reads (table ``faults``).
 """
+
 from __future__ import annotations
 
 import csv
@@ -65,8 +66,9 @@ def busy_child(run_dir: Path, worker: int, wait_s: float, cancelled: Callable[[]
             if task_id:
                 return child.pid, task_id
         if time.monotonic() > deadline:
-            raise FaultFailed(f"no prefork pool child of the worker (pid {worker}) was running a task of the run "
-                              f"within {wait_s:g} s")
+            raise FaultFailed(
+                f"no prefork pool child of the worker (pid {worker}) was running a task of the run within {wait_s:g} s"
+            )
         if cancelled():
             raise FaultFailed("the run ended before a pool child ran a task")
         time.sleep(0.01)
@@ -141,8 +143,14 @@ FAILOVER_TIMEOUT_S = 30.0
 PARTITION = "partition.json"  # in the run dir while a partition holds: what heal() undoes
 
 
-def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Callable[[], bool],
-              on_cut: Callable[[str], None] = lambda method: None, what: str = "a partition") -> tuple[str, str]:
+def partition(
+    run_dir: Path,
+    broker_url: str,
+    duration_s: float,
+    cancelled: Callable[[], bool],
+    on_cut: Callable[[str], None] = lambda method: None,
+    what: str = "a partition",
+) -> tuple[str, str]:
     """Drop this host's traffic to and from the broker's address and port for ``duration_s``
     (workloads/host/netcut.py: a packet filter, else a blackhole route), then restore it, also
     when the run ends first or anything fails; (the address, the method used). Refused on a host
@@ -156,8 +164,10 @@ def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Call
     from cmx.workloads.host import netcut
 
     if not os.environ.get("SSH_CONNECTION"):
-        raise FaultFailed(f"{what} changes the worker host's network: it needs a worker host reached "
-                          "over SSH, never the controller's own machine")
+        raise FaultFailed(
+            f"{what} changes the worker host's network: it needs a worker host reached "
+            "over SSH, never the controller's own machine"
+        )
     url = urlsplit(broker_url)
     host = url.hostname or ""
     try:
@@ -165,8 +175,10 @@ def partition(run_dir: Path, broker_url: str, duration_s: float, cancelled: Call
     except OSError as exc:
         raise FaultFailed(f"cannot resolve the broker's host {host!r}: {exc}") from None
     if address.startswith("127.") or address == os.environ["SSH_CONNECTION"].split()[0]:
-        raise FaultFailed(f"the broker ({address}) is this host or the controller's own address: a partition "
-                          "from it would cut the cmx agent off, not the worker")
+        raise FaultFailed(
+            f"the broker ({address}) is this host or the controller's own address: a partition "
+            "from it would cut the cmx agent off, not the worker"
+        )
     from cmx.workloads.runtime.files import write_atomic
 
     from cmx.workloads.servers import registry as servers
@@ -218,8 +230,16 @@ class Injection:
     """The steps a fault kind's ``inject`` takes on this host (workloads/faults/base.py's
     ``Injection``), for the run in ``run_dir``; ``row`` is the fault's ``faults.csv`` row."""
 
-    def __init__(self, run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
-                 send: Callable[[WorkerEvent], None], start_worker: Callable[[], int], row: dict):
+    def __init__(
+        self,
+        run_dir: Path,
+        host: str,
+        msg: dict,
+        cancelled: Callable[[], bool],
+        send: Callable[[WorkerEvent], None],
+        start_worker: Callable[[], int],
+        row: dict,
+    ):
         self.run_dir, self.host, self.msg, self.cancelled = run_dir, host, msg, cancelled
         self.send, self._start_worker, self.row = send, start_worker, row
         self.shutdown_timeout = float(msg.get("shutdown_timeout") or 3600)
@@ -235,10 +255,22 @@ class Injection:
         return _pid(self.run_dir, "supervisor.pid")
 
     def strike(self, pid: int | None = None, task_id: str | None = None) -> None:
-        self.row.update(struck_at=time.time(), **({"pid": pid} if pid is not None else {}),
-                        **({"task_id": task_id} if task_id is not None else {}))
-        self.send(WorkerEvent(FAULT, self.host, self.row["struck_at"], pid=pid, index=self.row["idx"],
-                              fault=self.row["fault"], task_id=task_id))
+        self.row.update(
+            struck_at=time.time(),
+            **({"pid": pid} if pid is not None else {}),
+            **({"task_id": task_id} if task_id is not None else {}),
+        )
+        self.send(
+            WorkerEvent(
+                FAULT,
+                self.host,
+                self.row["struck_at"],
+                pid=pid,
+                index=self.row["idx"],
+                fault=self.row["fault"],
+                task_id=task_id,
+            )
+        )
 
     def note(self, **fields) -> None:
         self.row.update(fields)
@@ -259,12 +291,23 @@ class Injection:
         return self._start_worker()
 
     def restart_server(self) -> int | None:
-        return restart_server(Path(self.msg["workdir"]), self.host, str(self.msg["service"]),
-                              os.environ.get("CMX_BROKER_URL", ""), dict(self.msg.get("place") or {}))
+        return restart_server(
+            Path(self.msg["workdir"]),
+            self.host,
+            str(self.msg["service"]),
+            os.environ.get("CMX_BROKER_URL", ""),
+            dict(self.msg.get("place") or {}),
+        )
 
     def partition(self, duration_s: float, what: str) -> str:
-        return partition(self.run_dir, os.environ.get("CMX_BROKER_URL", ""), duration_s, self.cancelled,
-                         on_cut=lambda method: self.row.update(method=method), what=what)[1]
+        return partition(
+            self.run_dir,
+            os.environ.get("CMX_BROKER_URL", ""),
+            duration_s,
+            self.cancelled,
+            on_cut=lambda method: self.row.update(method=method),
+            what=what,
+        )[1]
 
     def heal(self) -> None:
         heal(self.run_dir)
@@ -278,8 +321,9 @@ class Injection:
             with RESTARTING:  # the agent's lease end lets it finish: no node is left down
                 if CLOSING.is_set():
                     raise FaultFailed(f"node {node.get('name')} was not killed: the host's agent is stopping")
-                return servers.get(service).kill_node(node, os.environ.get("CMX_BROKER_URL", ""),
-                                                      self.restart_s, RESTART_TIMEOUT_S)
+                return servers.get(service).kill_node(
+                    node, os.environ.get("CMX_BROKER_URL", ""), self.restart_s, RESTART_TIMEOUT_S
+                )
         except RestartError as exc:
             raise FaultFailed(f"node {node.get('name')} of the run's cluster: {exc}") from None
 
@@ -295,8 +339,14 @@ class Injection:
             raise FaultFailed(str(exc)) from None
 
 
-def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
-           send: Callable[[WorkerEvent], None], start_worker: Callable[[], int]) -> dict:
+def inject(
+    run_dir: Path,
+    host: str,
+    msg: dict,
+    cancelled: Callable[[], bool],
+    send: Callable[[WorkerEvent], None],
+    start_worker: Callable[[], int],
+) -> dict:
     """Wait ``msg["delay_s"]``, then inject fault ``msg["fault"]`` (its index ``msg["index"]``)
     through its kind's ``inject``; a kind that ends the worker calls ``start_worker()`` (its exit
     code) after ``restart_s``. Returns {"ok", "error", "at", "pid", "task_id", "ended_at"}; never
@@ -310,12 +360,22 @@ def inject(run_dir: Path, host: str, msg: dict, cancelled: Callable[[], bool],
         _sleep_until(deadline, cancelled)
         fault.definition.inject(fault, Injection(run_dir, host, msg, cancelled, send, start_worker, row))
         row["ended_at"] = time.time()
-        send(WorkerEvent(FAULT_END, host, row["ended_at"], pid=row.get("pid"), index=index, fault=text,
-                         task_id=row.get("task_id")))
+        send(
+            WorkerEvent(
+                FAULT_END,
+                host,
+                row["ended_at"],
+                pid=row.get("pid"),
+                index=index,
+                fault=text,
+                task_id=row.get("task_id"),
+            )
+        )
         ok = True
     except (FaultFailed, OSError, psutil.Error) as exc:
-        row.update(error=str(exc) if isinstance(exc, FaultFailed) else f"{type(exc).__name__}: {exc}",
-                   ended_at=time.time())
+        row.update(
+            error=str(exc) if isinstance(exc, FaultFailed) else f"{type(exc).__name__}: {exc}", ended_at=time.time()
+        )
         send(WorkerEvent(FAULT_END, host, row["ended_at"], index=index, fault=text, error=row["error"]))
         ok = False
     _record(run_dir, row)

@@ -5,6 +5,7 @@ The host may not be provisioned yet (no venv, no cmx), so the controller sends t
 source, with ``cmx/workloads/runtime/clock.py``'s, to the host's own interpreter on stdin
 (:func:`script`; engine/hosts/doctor.py) and reads one JSON line back. Standard library only.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,17 @@ def check(workdir: str, become: str | None, clock_port: int | None) -> dict:
     found["disk_free"] = shutil.disk_usage(found["disk_path"]).free
     if become:
         try:
-            proc = subprocess.run(["sudo", "-n", "-u", become, "true"], capture_output=True, text=True,
-                                  stdin=subprocess.DEVNULL, timeout=SUDO_TIMEOUT_S)
-            found["become"], found["become_error"] = (proc.returncode == 0,
-                                                      (proc.stderr.strip().splitlines() or [""])[-1])
+            proc = subprocess.run(
+                ["sudo", "-n", "-u", become, "true"],
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=SUDO_TIMEOUT_S,
+            )
+            found["become"], found["become_error"] = (
+                proc.returncode == 0,
+                (proc.stderr.strip().splitlines() or [""])[-1],
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             found["become"], found["become_error"] = False, str(exc)
     if clock_port:
@@ -54,14 +62,18 @@ def script() -> str:
     their source, without cmx installed there."""
     from cmx.workloads.runtime import clock
 
-    sources = {"cmx.workloads.runtime.clock": Path(clock.__file__).read_text(),
-               "cmx_hostcheck": Path(__file__).read_text()}
-    return ("import sys, types\n"
-            "for name, src in %r.items():\n"
-            "    mod = types.ModuleType(name)\n"
-            "    exec(compile(src, name, 'exec'), mod.__dict__)\n"
-            "    sys.modules[name] = mod\n"
-            "sys.modules['cmx_hostcheck'].main(sys.argv[1:])\n" % sources)
+    sources = {
+        "cmx.workloads.runtime.clock": Path(clock.__file__).read_text(),
+        "cmx_hostcheck": Path(__file__).read_text(),
+    }
+    return (
+        "import sys, types\n"
+        "for name, src in %r.items():\n"
+        "    mod = types.ModuleType(name)\n"
+        "    exec(compile(src, name, 'exec'), mod.__dict__)\n"
+        "    sys.modules[name] = mod\n"
+        "sys.modules['cmx_hostcheck'].main(sys.argv[1:])\n" % sources
+    )
 
 
 if __name__ == "__main__":

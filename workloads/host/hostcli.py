@@ -15,6 +15,7 @@ Every command works in the run dir given by ``--run-dir`` (the per-host work dir
                  (a JSON document on stdin; workloads/host/hostrun.py)
   finish         the run's end on this host in one call: stop, reset, facts, pack the run dir
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,25 @@ from cmx.workloads.host import hostctl, hostrun
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cmx.workloads.host.hostcli", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["start-worker", "start-service", "start-sampler", "drive", "reset", "stop",
-                                        "facts", "begin", "finish"])
+    ap = argparse.ArgumentParser(
+        prog="python -m cmx.workloads.host.hostcli",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "command",
+        choices=[
+            "start-worker",
+            "start-service",
+            "start-sampler",
+            "drive",
+            "reset",
+            "stop",
+            "facts",
+            "begin",
+            "finish",
+        ],
+    )
     ap.add_argument("--run-dir", type=Path, required=True)
     ap.add_argument("--host", default=os.environ.get("CMX_HOST", platform.node()))
     ap.add_argument("--ready-timeout", type=float, default=60.0)

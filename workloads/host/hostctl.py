@@ -4,6 +4,7 @@ workloads/host/hostrun.py call; ``python -m cmx.workloads.host.hostcli CMD`` run
 Every function works in the run dir (the per-host work dir's ``runs/<run_id>``), tracks what it
 starts by pid files there, and is safe to call twice.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,15 @@ SPAWNED: list[subprocess.Popen] = []
 def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str | None, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     """Start ``cmd`` in its own session (out of the agent's and the terminal's process group)."""
     with open(run_dir / log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=run_dir, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=os.environ.copy())
+        proc = subprocess.Popen(
+            cmd,
+            cwd=run_dir,
+            stdin=stdin,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ.copy(),
+        )
     SPAWNED.append(proc)
     if pidfile:
         write_atomic(run_dir / pidfile, str(proc.pid))
@@ -61,15 +69,30 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_neve
     spec = RunSpec.load(run_dir)
     (run_dir / "worker.ready").unlink(missing_ok=True)
     # The cell's package.* versions: the worker runs in their environment (the supervisor need not).
-    cmd = [python_for(spec, run_dir), "-m", "celery", "-A", "cmx.workloads.app.worker", "worker",
-           "-n", node_name(spec.run_id, host), "-Q", ",".join((queues or spec.hold_queue, *spec.workload_queues)),
-           "-l", "WARNING",
-           *worker_argv(spec)]  # -P POOL -c N and the worker.* switches, from the dimension registry
+    cmd = [
+        python_for(spec, run_dir),
+        "-m",
+        "celery",
+        "-A",
+        "cmx.workloads.app.worker",
+        "worker",
+        "-n",
+        node_name(spec.run_id, host),
+        "-Q",
+        ",".join((queues or spec.hold_queue, *spec.workload_queues)),
+        "-l",
+        "WARNING",
+        *worker_argv(spec),
+    ]  # -P POOL -c N and the worker.* switches, from the dimension registry
     write_atomic(run_dir / "worker.cmd", " ".join(cmd[1:]) + "\n")  # what really ran, for the artifacts
     (run_dir / "worker.exit").unlink(missing_ok=True)
     # The supervisor is the worker's parent: it writes worker.pid, and worker.exit when it ends.
-    proc = _spawn([sys.executable, "-m", "cmx.workloads.host.supervisor", str(run_dir), "--", *cmd], run_dir,
-                  "worker.log", "supervisor.pid")
+    proc = _spawn(
+        [sys.executable, "-m", "cmx.workloads.host.supervisor", str(run_dir), "--", *cmd],
+        run_dir,
+        "worker.log",
+        "supervisor.pid",
+    )
     deadline = time.monotonic() + ready_timeout
     while not (run_dir / "worker.ready").exists():
         if proc.poll() is not None:
@@ -79,8 +102,9 @@ def start_worker(run_dir: Path, host: str, ready_timeout: float, cancelled=_neve
             print(f"worker on {host} {how} before it was ready: {_tail(run_dir / 'worker.log')}", file=sys.stderr)
             return 1
         if time.monotonic() > deadline:
-            print(f"worker on {host} not ready after {ready_timeout:g}s: {_tail(run_dir / 'worker.log')}",
-                  file=sys.stderr)
+            print(
+                f"worker on {host} not ready after {ready_timeout:g}s: {_tail(run_dir / 'worker.log')}", file=sys.stderr
+            )
             return 1
         if cancelled():
             print(f"worker on {host}: the run was stopped before the worker was ready", file=sys.stderr)
@@ -123,8 +147,9 @@ def start_driver(run_dir: Path, warm: bool = False) -> subprocess.Popen:
     module = "cmx.workloads.app.driver"
     python = python_for(RunSpec.load(run_dir), run_dir)
     if warm:
-        return _spawn([python, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None,
-                      stdin=subprocess.PIPE)
+        return _spawn(
+            [python, "-m", "cmx.workloads.host.drivewarm", module], run_dir, "driver.log", None, stdin=subprocess.PIPE
+        )
     return _spawn([python, "-m", module], run_dir, "driver.log", None)
 
 
@@ -242,8 +267,12 @@ def stop(run_dir: Path, grace: float) -> int:
     supervisor = _read_pid(run_dir / "supervisor.pid")
     gone_after: dict[int, float] = {}
     stopped = _stop_trees([p for p in pids if p], grace, [supervisor] if supervisor else [], gone_after)
-    write_atomic(run_dir / "stop.json", json.dumps({"stopped_pids": stopped, "seconds": time.monotonic() - t0,
-                                                    "at": t_wall, "gone_after_s": gone_after}))
+    write_atomic(
+        run_dir / "stop.json",
+        json.dumps(
+            {"stopped_pids": stopped, "seconds": time.monotonic() - t0, "at": t_wall, "gone_after_s": gone_after}
+        ),
+    )
     return 0
 
 
@@ -267,11 +296,20 @@ def facts(run_dir: Path, host: str, clock_port: int | None = None) -> int:
     except OSError:
         pass
     data = {
-        "host": host, "cpu_model": cpu_model or platform.processor(), "cores": os.cpu_count(),
-        "memory_bytes": psutil.virtual_memory().total, "kernel": platform.release(),
-        "python": platform.python_version(), "celery": ver("celery"), "kombu": ver("kombu"),
-        "hostname": platform.node(), "time": time.time(), "governor": governor(),
-        "clock_offset_s": None, "clock_uncertainty_s": None, "clock_method": "not measured",
+        "host": host,
+        "cpu_model": cpu_model or platform.processor(),
+        "cores": os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "celery": ver("celery"),
+        "kombu": ver("kombu"),
+        "hostname": platform.node(),
+        "time": time.time(),
+        "governor": governor(),
+        "clock_offset_s": None,
+        "clock_uncertainty_s": None,
+        "clock_method": "not measured",
     }
     if clock_port:
         from cmx.workloads.runtime.clock import controller_address, measure

@@ -11,6 +11,7 @@ Secrets: ``begin`` writes them to ``secrets.json`` (mode 0600) in the run dir; e
 command of the run loads them into its own environment (so the processes it starts inherit them,
 never as arguments), and ``finish`` deletes the file before the run dir is packed.
 """
+
 from __future__ import annotations
 
 import json
@@ -95,7 +96,6 @@ def begin_error(run_dir: Path) -> str:
 
 def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=None) -> int:
 
-
     write_atomic(run_dir / "spec.json", json.dumps(payload["spec"], indent=2) + "\n")
     write_secrets(run_dir, payload.get("secrets") or {})
     load_secrets(run_dir)
@@ -106,8 +106,9 @@ def _begin(run_dir: Path, host: str, payload: dict, cancelled=_never, prepared=N
     if prepared is not None:
         prepared()
     service = payload.get("service")
-    if service and hostctl.start_service(run_dir, service["module"], int(service["port"]),
-                                         float(service.get("ready_timeout", 60)), cancelled):
+    if service and hostctl.start_service(
+        run_dir, service["module"], int(service["port"]), float(service.get("ready_timeout", 60)), cancelled
+    ):
         return 1
     worker = payload.get("worker")
     if worker and not cancelled():
@@ -125,8 +126,7 @@ def finish(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int 
     return report["rc"]
 
 
-def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None,
-                  keep: bool) -> dict:
+def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_port: int | None, keep: bool) -> dict:
     """Stop the run's processes while, beside them, the facts are recorded (clock offset included);
     then remove what the run left on its broker and backend (``reset``: one host), write the stamps
     as CSV, remove the results of the tasks run here, delete the secrets and pack the run dir into

@@ -19,6 +19,7 @@ is left to remove goes through expiry: on RabbitMQ the run's queues carry ``x-ex
 Nothing here touches a name another run could own: every deletion is of a name built from this
 run's id, or of the results of tasks this run's workers ran.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,13 @@ URL_VARS = {BROKER: "CMX_BROKER_URL", BACKEND: "CMX_BACKEND_URL"}
 def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
     """The run's names, from its spec."""
     table = (spec.celery.get("database_table_names") or {}).get("task", "celery_taskmeta")
-    return RunNames(spec.run_id, (spec.queue, spec.hold_queue, *spec.workload_queues, *spec.drivers_queues),
-                    (spec.raw_queue,), tuple(task_ids), table)
+    return RunNames(
+        spec.run_id,
+        (spec.queue, spec.hold_queue, *spec.workload_queues, *spec.drivers_queues),
+        (spec.raw_queue,),
+        tuple(task_ids),
+        table,
+    )
 
 
 def _servers(spec, targets):
@@ -57,8 +63,10 @@ def keep_expiring(spec) -> int:
     if not spec.queue_expires_s:
         return 0
     names = names_of(spec)
-    return sum(servers.get(service).keep_expiring(target, url, names, spec.queue_expires_s)
-               for target, service, url in _servers(spec, ((BROKER, spec.broker), (BACKEND, spec.backend))))
+    return sum(
+        servers.get(service).keep_expiring(target, url, names, spec.queue_expires_s)
+        for target, service, url in _servers(spec, ((BROKER, spec.broker), (BACKEND, spec.backend)))
+    )
 
 
 def remove_run(spec, task_ids: tuple[str, ...] = ()) -> dict[str, int]:
@@ -67,5 +75,6 @@ def remove_run(spec, task_ids: tuple[str, ...] = ()) -> dict[str, int]:
     only. Safe to call twice, and for a run that never began."""
     names = names_of(spec, task_ids)
     targets = ((BACKEND, spec.backend),) if task_ids else ((BROKER, spec.broker), (BACKEND, spec.backend))
-    return {target: servers.get(service).remove_run(target, url, names)
-            for target, service, url in _servers(spec, targets)}
+    return {
+        target: servers.get(service).remove_run(target, url, names) for target, service, url in _servers(spec, targets)
+    }

@@ -9,6 +9,7 @@ sends fail at once, ``EINVAL``, instead of hanging). The one used is returned an
 (faults.csv ``method``) so that :func:`undo` removes exactly it. Only this host's own network
 namespace changes, and only for packets to or from the broker's address and port.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -43,11 +44,13 @@ def method() -> str:
 
 def _nft_ruleset(address: str, port: int, run_id: str) -> str:
     note = f'comment "cmx partition of run {run_id}"'
-    return (f"table inet {NAME} {{\n"
-            f"  chain out {{ type filter hook output priority -10; policy accept;\n"
-            f"    ip daddr {address} tcp dport {port} drop {note}\n  }}\n"
-            f"  chain in {{ type filter hook input priority -10; policy accept;\n"
-            f"    ip saddr {address} tcp sport {port} drop {note}\n  }}\n}}\n")
+    return (
+        f"table inet {NAME} {{\n"
+        f"  chain out {{ type filter hook output priority -10; policy accept;\n"
+        f"    ip daddr {address} tcp dport {port} drop {note}\n  }}\n"
+        f"  chain in {{ type filter hook input priority -10; policy accept;\n"
+        f"    ip saddr {address} tcp sport {port} drop {note}\n  }}\n}}\n"
+    )
 
 
 def cut(address: str, port: int, run_id: str, how: str | None = None) -> str:

@@ -31,6 +31,7 @@ counts; ingest (engine/results/ingest_noise.py) turns them into the ``noise_*`` 
 
 Standard library only (Linux).
 """
+
 from __future__ import annotations
 
 import os
@@ -87,7 +88,7 @@ def parse_pressure(data: bytes) -> dict[str, int]:
         kind, _, rest = line.partition(" ")
         for field in rest.split():
             if field.startswith("total=") and kind in ("some", "full"):
-                out[f"{kind}_us"] = int(field[len("total="):])
+                out[f"{kind}_us"] = int(field[len("total=") :])
     return out
 
 
@@ -155,14 +156,21 @@ class NoiseMeter:
         """What noise.json holds (the window up to now)."""
         times = os.times()
         children = times.children_user + times.children_system - self._children0
-        out: dict = {"host": host, "clk_tck": CLK_TCK,
-                     "own_ticks": self.own_ticks + round(children * CLK_TCK),
-                     "load1_mean": round(sum(self._load) / len(self._load), 4) if self._load else None,
-                     "load1_max": max(self._load) if self._load else None, "load_readings": len(self._load)}
+        out: dict = {
+            "host": host,
+            "clk_tck": CLK_TCK,
+            "own_ticks": self.own_ticks + round(children * CLK_TCK),
+            "load1_mean": round(sum(self._load) / len(self._load), 4) if self._load else None,
+            "load1_max": max(self._load) if self._load else None,
+            "load_readings": len(self._load),
+        }
         if self._first is not None and self._last is not None:
-            out |= {"cpus": self._first.cpus, "total_ticks": self._last.total - self._first.total,
-                    "busy_ticks": self._last.busy - self._first.busy,
-                    "steal_ticks": self._last.steal - self._first.steal}
+            out |= {
+                "cpus": self._first.cpus,
+                "total_ticks": self._last.total - self._first.total,
+                "busy_ticks": self._last.busy - self._first.busy,
+                "steal_ticks": self._last.steal - self._first.steal,
+            }
         psi = {}
         for name, (at0, first) in self._psi0.items():
             now = read_pressure(PRESSURE[name])

@@ -7,6 +7,7 @@ resident are the same counter; utime + stime over wall time is cpu_percent).
 
 Standard library only (Linux).
 """
+
 from __future__ import annotations
 
 import math
@@ -54,18 +55,22 @@ class Stat(NamedTuple):
     """What one read of /proc/PID/stat gives the sampler."""
 
     name: str
-    state: bytes        # R, S, D, Z, X...
-    cpu_ticks: int      # utime + stime, in clock ticks
+    state: bytes  # R, S, D, Z, X...
+    cpu_ticks: int  # utime + stime, in clock ticks
     rss_bytes: int
-    start_ticks: int    # when the process started, in clock ticks since boot
+    start_ticks: int  # when the process started, in clock ticks since boot
 
 
 def parse_stat(data: bytes) -> Stat:
     close = data.rindex(b")")  # comm may contain spaces and ')'
-    f = data[close + 2:].split()
-    return Stat(name=data[data.index(b"(") + 1:close].decode(errors="replace"), state=f[0],
-                cpu_ticks=int(f[11]) + int(f[12]), rss_bytes=int(f[21]) * PAGE_SIZE,
-                start_ticks=int(f[19]))
+    f = data[close + 2 :].split()
+    return Stat(
+        name=data[data.index(b"(") + 1 : close].decode(errors="replace"),
+        state=f[0],
+        cpu_ticks=int(f[11]) + int(f[12]),
+        rss_bytes=int(f[21]) * PAGE_SIZE,
+        start_ticks=int(f[19]),
+    )
 
 
 def parse_vmhwm(data: bytes) -> int | None:
@@ -73,7 +78,7 @@ def parse_vmhwm(data: bytes) -> int | None:
     at = data.find(b"\nVmHWM:")
     if at < 0:
         return None
-    return int(data[at + 7:data.index(b"kB", at)]) * 1024
+    return int(data[at + 7 : data.index(b"kB", at)]) * 1024
 
 
 def read_stat(pid: int) -> Stat:
@@ -108,7 +113,7 @@ def holds(pid: int, fd_link: str) -> bool:
 def _read_ppid(pid: int) -> int | None:
     try:
         data = read_proc(f"/proc/{pid}/stat", 4096)
-        return int(data[data.rindex(b")") + 2:].split(maxsplit=2)[1])
+        return int(data[data.rindex(b")") + 2 :].split(maxsplit=2)[1])
     except (OSError, ValueError, IndexError):
         return None
 

@@ -5,6 +5,7 @@ than ``budget_percent`` % of a core, and also on any tick whose summed RSS is a 
 than PSS_NEW_HIGH above every earlier PSS tick's, so a short-lived memory peak gets its PSS
 whatever the spacing: at most log(peak/start)/log(1 + PSS_NEW_HIGH) extra rounds per run.
 """
+
 from __future__ import annotations
 
 import math

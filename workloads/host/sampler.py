@@ -36,6 +36,7 @@ The time series are appended every ``FLUSH_EVERY_S`` (so a killed sampler loses 
 and memory stays bounded); peaks.csv and sampler.json are rewritten atomically at each flush.
 URLs (they carry passwords) are never printed or written.
 """
+
 from __future__ import annotations
 
 import json
@@ -148,8 +149,9 @@ class Sampler:
             if name not in self._marks and mark_file(self.config.run_dir, name).exists():
                 self._marks[name] = self.tick(with_pss=True)
                 self.ticks += 1
-                self._out.replace_csv("sample_marks.csv", MARKS_HEADER,
-                                      [(self.config.host, n, ts) for n, ts in self._marks.items()])
+                self._out.replace_csv(
+                    "sample_marks.csv", MARKS_HEADER, [(self.config.host, n, ts) for n, ts in self._marks.items()]
+                )
                 self._out.replace(sampled_file(self.config.run_dir, name).name, f"{self._marks[name]!r}\n")
 
     def tick(self, with_pss: bool) -> float:
@@ -201,8 +203,11 @@ class Sampler:
         interval = self.config.interval_s
         t0 = self._started_mono
         self._out.replace("sampler.pid", f"{self._own_pid}\n")
-        for name, header in (("samples.csv", SAMPLES_HEADER), ("connections.csv", CONNECTIONS_HEADER),
-                             ("server_memory.csv", MEMORY_HEADER)):
+        for name, header in (
+            ("samples.csv", SAMPLES_HEADER),
+            ("connections.csv", CONNECTIONS_HEADER),
+            ("server_memory.csv", MEMORY_HEADER),
+        ):
             self._out.replace_csv(name, header, [])
         self._connections.start()
         self._noise.start()
@@ -254,8 +259,11 @@ class Sampler:
         self._out.append_csv("connections.csv", self._connections.take_rows())
         self._out.append_csv("server_memory.csv", self._connections.take_memory_rows())
         host = self.config.host
-        self._out.replace_csv("peaks.csv", PEAKS_HEADER,
-                              [(host, pid, role, name, hwm) for pid, (role, name, hwm) in sorted(self._peaks.items())])
+        self._out.replace_csv(
+            "peaks.csv",
+            PEAKS_HEADER,
+            [(host, pid, role, name, hwm) for pid, (role, name, hwm) in sorted(self._peaks.items())],
+        )
         self._out.replace(NOISE_FILE, json.dumps(self._noise.summary(host), indent=2) + "\n")
         self._out.replace("sampler.json", json.dumps(self.summary(complete), indent=2) + "\n")
 

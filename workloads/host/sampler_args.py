@@ -1,6 +1,7 @@
 """The sampler's command line (workloads/host/sampler.py): its arguments read into a
 :class:`SamplerConfig`, each checked as it is read (a role's ``ROLE=VALUE``, a port, a connection
 kind, positive intervals)."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,6 @@ class SamplerConfig:
     keep_expiring: bool = False
 
 
-
 def _role_value(kind: str, convert):
     def parse(text: str):
         role, sep, value = text.partition("=")
@@ -36,6 +36,7 @@ def _role_value(kind: str, convert):
             return role, convert(value)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
     return parse
 
 
@@ -58,6 +59,7 @@ def _non_negative(convert):
         if not value >= 0:
             raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
         return value
+
     return parse
 
 
@@ -67,6 +69,7 @@ def _positive(convert):
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return value
+
     return parse
 
 
@@ -76,21 +79,38 @@ def parse_args(argv: list[str] | None, description: str = "") -> SamplerConfig:
     parser.add_argument("--host", required=True, help="the inventory name of this host")
     parser.add_argument("--interval", type=_positive(float), default=0.2, help="seconds between ticks")
     parser.add_argument("--pss-every", type=_positive(int), default=5, help="read PSS every N-th tick")
-    parser.add_argument("--pss-budget", type=_non_negative(float), default=0.3, metavar="PERCENT",
-                        help="space PSS rounds out so they cost at most this %% of a core (0: no limit)")
-    parser.add_argument("--watch", action="append", default=[], metavar="ROLE=PIDFILE",
-                        type=_role_value("PIDFILE", Path))
-    parser.add_argument("--watch-port", action="append", default=[], metavar="ROLE=PORT",
-                        type=_role_value("PORT", _port))
-    parser.add_argument("--connections", action="append", default=[], metavar="ROLE=KIND",
-                        type=_role_value("KIND", _kind))
+    parser.add_argument(
+        "--pss-budget",
+        type=_non_negative(float),
+        default=0.3,
+        metavar="PERCENT",
+        help="space PSS rounds out so they cost at most this %% of a core (0: no limit)",
+    )
+    parser.add_argument(
+        "--watch", action="append", default=[], metavar="ROLE=PIDFILE", type=_role_value("PIDFILE", Path)
+    )
+    parser.add_argument(
+        "--watch-port", action="append", default=[], metavar="ROLE=PORT", type=_role_value("PORT", _port)
+    )
+    parser.add_argument(
+        "--connections", action="append", default=[], metavar="ROLE=KIND", type=_role_value("KIND", _kind)
+    )
     parser.add_argument("--conn-interval", type=_positive(float), default=0.25)
-    parser.add_argument("--keep-expiring", action="store_true",
-                        help="keep a TTL on the run's keys on its Redis broker while the run lives")
+    parser.add_argument(
+        "--keep-expiring",
+        action="store_true",
+        help="keep a TTL on the run's keys on its Redis broker while the run lives",
+    )
     args = parser.parse_args(argv)
     return SamplerConfig(
-        run_dir=args.run_dir, host=args.host, interval_s=args.interval, pss_every=args.pss_every,
+        run_dir=args.run_dir,
+        host=args.host,
+        interval_s=args.interval,
+        pss_every=args.pss_every,
         pss_budget_percent=args.pss_budget,
         watches=tuple(PidfileWatch(role, path) for role, path in args.watch),
-        ports=tuple(args.watch_port), connections=tuple(args.connections),
-        conn_interval_s=args.conn_interval, keep_expiring=args.keep_expiring)
+        ports=tuple(args.watch_port),
+        connections=tuple(args.connections),
+        conn_interval_s=args.conn_interval,
+        keep_expiring=args.keep_expiring,
+    )

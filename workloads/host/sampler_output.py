@@ -3,6 +3,7 @@
 URLs (they carry passwords) are never printed or written: ErrorLog replaces every secret the
 sampler's environment holds before a message is kept.
 """
+
 from __future__ import annotations
 
 import csv

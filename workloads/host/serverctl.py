@@ -8,6 +8,7 @@ Run here (a local host) or over SSH with the host's venv, as the agent is. Print
 one-line error and exit 1 when it did not stop or come back within ``--timeout``, exit 2 on bad
 input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,11 @@ from cmx.workloads.servers.base import Place, RestartError
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cmx.workloads.host.serverctl", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m cmx.workloads.host.serverctl",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("command", choices=["restart"])
     ap.add_argument("service", choices=sorted(registry.SERVERS))
     ap.add_argument("--dir", required=True, help="the server's directory, as its role laid it out")

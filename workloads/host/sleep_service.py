@@ -13,6 +13,7 @@ Every answered request is recorded in memory and written to ``service-requests.c
 (fetched with the run's artifacts): every second when something changed, and on SIGTERM/SIGINT
 (how ``hostctl stop`` ends it). Each request has a thread (daemon: stop never waits for a sleeper).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -117,8 +118,11 @@ class SleepServer(ThreadingHTTPServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cmx.workloads.host.sleep_service", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m cmx.workloads.host.sleep_service",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--bind", default="0.0.0.0", help="address to listen on (all: workers may be other hosts)")
     args = ap.parse_args(argv)

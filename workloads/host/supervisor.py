@@ -8,6 +8,7 @@ child subreaper it also inherits what the worker leaves behind (prefork children
 worker) and ends them, so no process of the run outlives the worker. Kept tiny: it idles beside
 the worker for the whole run.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,8 +29,7 @@ def describe(status: int) -> dict:
     """{"exit_code": N} or {"signal": "SIGKILL", "signal_number": 9}, from a wait status."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        return {"signal": signal.Signals(sig).name if sig in signal.valid_signals() else str(sig),
-                "signal_number": sig}
+        return {"signal": signal.Signals(sig).name if sig in signal.valid_signals() else str(sig), "signal_number": sig}
     return {"exit_code": os.WEXITSTATUS(status)}
 
 
@@ -76,7 +76,7 @@ def _end_orphans(grace: float = 5.0) -> None:
 
 
 def main(argv: list[str]) -> int:
-    run_dir, cmd = Path(argv[0]), argv[argv.index("--") + 1:]
+    run_dir, cmd = Path(argv[0]), argv[argv.index("--") + 1 :]
     _subreaper()
     worker = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)  # stdout/err: ours, i.e. worker.log
     write_atomic(run_dir / "worker.pid", str(worker.pid))

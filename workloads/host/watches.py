@@ -2,6 +2,7 @@
 
 Each watch gives the tick's root pids for one role; the sampler adds their descendants.
 """
+
 from __future__ import annotations
 
 import math

@@ -11,6 +11,7 @@ queue run of rabbitmq-queue-types: 19,979 of 20,000 "ran", 600 s). :func:`guard`
 call with a lock (a few hundred nanoseconds a task; prefork, gevent and eventlet call it from one
 thread anyway).
 """
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@ The controller answers each 8-byte request with its ``time.time()``; the host se
 the exchange with the shortest round trip, and takes offset = (t0 + t1) / 2 − t_controller with
 uncertainty rtt / 2. Cheap (milliseconds), and precise enough to trust or flag cross-host latency.
 """
+
 from __future__ import annotations
 
 import os

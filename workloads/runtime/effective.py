@@ -10,6 +10,7 @@ Settings a task can set for itself (``@shared_task(acks_late=False)``, ``task_an
 as the task object has them, whatever ``app.conf`` says: those are read from each of the run's own
 tasks, one key per task and setting (:func:`task_key`).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -44,8 +45,10 @@ def _pool_size(c) -> int | None:
 
 def _prefork_only(attr: str) -> Callable:
     """A recycling limit that only the prefork pool implements; other pools run without it."""
+
     def read(c):
         return (getattr(c.pool._pool, attr, None) or None) if _pool_name(c) in pools.PER_CHILD_LIMITS else None
+
     return read
 
 
@@ -65,8 +68,9 @@ EFFECTIVE_SETTINGS: dict[str, Callable[[Any], Any]] = {
 #: (``Task.from_config``: ``Task.bind`` gives an attribute the task left None its setting's value),
 #: plus ``compression``, which Celery takes from the task at publish and otherwise from
 #: ``task_compression`` (celery/app/amqp.py), not through ``from_config``.
-TASK_SETTINGS: dict[str, str] = ({setting: attr for attr, setting in Task.from_config}
-                                  | {"task_compression": "compression"})
+TASK_SETTINGS: dict[str, str] = {setting: attr for attr, setting in Task.from_config} | {
+    "task_compression": "compression"
+}
 _TASK_PREFIX = "task."
 
 
@@ -78,9 +82,9 @@ def task_key(task: str, setting: str) -> str:
 
 def parse_task_key(key: str) -> tuple[str, str] | None:
     """(task name, setting) of a :func:`task_key`; None for any other key."""
-    if not key.startswith(_TASK_PREFIX) or "." not in key[len(_TASK_PREFIX):]:
+    if not key.startswith(_TASK_PREFIX) or "." not in key[len(_TASK_PREFIX) :]:
         return None
-    task, setting = key[len(_TASK_PREFIX):].rsplit(".", 1)
+    task, setting = key[len(_TASK_PREFIX) :].rsplit(".", 1)
     return task, setting
 
 
@@ -99,8 +103,9 @@ TASK_READERS: dict[str, Callable[[Any, Task], Any]] = {
     "time_limit": lambda c, task: task.time_limit if _pool_passes(c, "timeout") else None,
     "soft_time_limit": lambda c, task: task.soft_time_limit if _pool_passes(c, "soft_timeout") else None,
     # The consumer's token bucket for the task limits it; none when the worker disables rate limits.
-    "rate_limit": lambda c, task: (task.rate_limit if not c.disable_rate_limits
-                                   and c.task_buckets.get(task.name) is not None else None),
+    "rate_limit": lambda c, task: (
+        task.rate_limit if not c.disable_rate_limits and c.task_buckets.get(task.name) is not None else None
+    ),
     "compression": lambda c, task: getattr(task, "compression", None) or c.app.conf.task_compression,
 }
 

@@ -3,6 +3,7 @@
 A task that raises is counted by its state (``tasks_failed``); this keeps *why*, once per process,
 so a run of the user's own tasks that fails says what went wrong without a per-task cost.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,14 @@ def _on_failure(sender=None, task_id=None, exception=None, args=None, kwargs=Non
     if pid in _written or _run_dir is None:
         return
     _written.add(pid)
-    head = {"task": getattr(sender, "name", str(sender)), "task_id": task_id, "at": time.time(),
-            "exception": f"{type(exception).__name__}: {exception}".splitlines()[0][:300],
-            "args": repr(args)[:300], "kwargs": repr(kwargs)[:300]}
+    head = {
+        "task": getattr(sender, "name", str(sender)),
+        "task_id": task_id,
+        "at": time.time(),
+        "exception": f"{type(exception).__name__}: {exception}".splitlines()[0][:300],
+        "args": repr(args)[:300],
+        "kwargs": repr(kwargs)[:300],
+    }
     text = json.dumps(head) + "\n" + (str(einfo.traceback) if einfo is not None else "")
     try:
         (_run_dir / f"{PREFIX}{pid}.txt").write_text(text)
@@ -62,5 +68,4 @@ def failure_error(art_dir: Path, failed: float) -> str:
     if first is None:
         return f"{failed:g} task(s) did not succeed (no traceback was kept)"
     head, path = first
-    return (f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} "
-            f"(traceback: {path})")
+    return f"{failed:g} task(s) raised; first: {head['task']}: {head['exception']} (traceback: {path})"

@@ -1,4 +1,5 @@
 """Small file helpers shared by host-side code."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ The packages are the ones whose releases change how Celery moves a message: Cele
 messaging (kombu, amqp, pika), its pool (billiard) and the Redis client. Standard library only:
 shipped to every host. The fingerprint as compare and trend read it is cmx.analysis.fingerprint.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

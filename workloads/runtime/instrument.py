@@ -19,6 +19,7 @@ Two ways to the same rows, the same moments:
 
 The publish is stamped by ``before_task_publish`` either way.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -92,7 +93,8 @@ class _BrokerLost(logging.Handler):
 def watch_broker_lost(run_dir, host: str) -> None:
     """Record when this worker noticed its broker connection broken (:data:`BROKER_LOST_CSV`)."""
     logging.getLogger("celery.worker.consumer.consumer").addHandler(
-        _BrokerLost(os.path.join(str(run_dir), BROKER_LOST_CSV), host))
+        _BrokerLost(os.path.join(str(run_dir), BROKER_LOST_CSV), host)
+    )
 
 
 def busy_file(run_dir, pid: int) -> str:
@@ -150,8 +152,9 @@ def own_tasks(app: Celery) -> list[str]:
     """The names of the run's own tasks (the workload's, the user's), sorted: neither Celery's
     built-in ones (``celery.chord_unlock``..., defined in ``celery.app.builtins``) nor the
     harness's :data:`WAKE_TASK`."""
-    return sorted(name for name, task in app.tasks.items()
-                  if name != WAKE_TASK and task.__module__ != builtins.__name__)
+    return sorted(
+        name for name, task in app.tasks.items() if name != WAKE_TASK and task.__module__ != builtins.__name__
+    )
 
 
 def register_wake(app: Celery) -> None:
@@ -188,12 +191,14 @@ def _on_publish(sender=None, headers=None, **_):
     if _capturing:
         return
     rec = _recorder
-    rec.add("pub", (headers["id"], headers.get("task", sender), rec.host, rec.pid, headers.get(INTENDED_HEADER, ""),
-                    now))
+    rec.add(
+        "pub", (headers["id"], headers.get("task", sender), rec.host, rec.pid, headers.get(INTENDED_HEADER, ""), now)
+    )
 
 
 # What runs for every task a worker takes: a clock read, a tuple, one list append; no lock, no
 # system call, no formatting (benchmarks/stamping_parts.py measures what it costs).
+
 
 def _received(task_id: str) -> None:
     rec = _recorder
@@ -215,6 +220,7 @@ class StampedRequest(Request):
     """The worker's Request for a :class:`StampedTask`: stamps the receipt as the consumer builds
     it (where ``task_received`` would fire: a request revoked then has a receipt and no execution,
     which ingest ignores)."""
+
     __slots__ = ()
 
     def __init__(self, message, **kwargs):
@@ -234,6 +240,7 @@ _running: dict[tuple[str, int], tuple] = {}
 
 class StampedTask(Task):
     """The task class of every app cmx creates: stamps start and finish without signals."""
+
     Request = StampedRequest
 
     def __call__(self, *args, **kwargs):
@@ -291,8 +298,9 @@ def _on_postrun(task_id=None, task=None, state=None, **_):
     if task.name == WAKE_TASK:
         _started.pop(task_id, None)
         return
-    _executed(task_id, task.name, *_sent_and_redelivered(task.request), _started.pop(task_id, finished), finished,
-              state)
+    _executed(
+        task_id, task.name, *_sent_and_redelivered(task.request), _started.pop(task_id, finished), finished, state
+    )
     if _fault_dir:
         _mark_idle()
 
@@ -322,11 +330,24 @@ def cmx_progress(state):
     harness's :data:`WAKE_TASK` left out)."""
     accepted = sum(n for name, n in worker_state.total_count.items() if name != WAKE_TASK)
     active = sum(1 for req in list(worker_state.active_requests) if req.name != WAKE_TASK)
-    held = {req for group in (worker_state.reserved_requests, getattr(worker_state, "scheduled_requests", ()),
-                              worker_state.active_requests) for req in list(group) if req.name != WAKE_TASK}
+    held = {
+        req
+        for group in (
+            worker_state.reserved_requests,
+            getattr(worker_state, "scheduled_requests", ()),
+            worker_state.active_requests,
+        )
+        for req in list(group)
+        if req.name != WAKE_TASK
+    }
     # pid: a fault's replacement worker (same node) counts from 0 again (workloads/drive/settle.py).
-    return {"accepted": accepted, "active": active, "completed": accepted - active, "held": len(held),
-            "pid": os.getpid()}
+    return {
+        "accepted": accepted,
+        "active": active,
+        "completed": accepted - active,
+        "held": len(held),
+        "pid": os.getpid(),
+    }
 
 
 @control_command(args=[("name", str)], signature="<name>")

@@ -11,6 +11,7 @@ flush the standard streams and end with ``os._exit`` and the code they would hav
 
 Standard library only: the worker, the supervisor, the sampler and the driver import it.
 """
+
 from __future__ import annotations
 
 import atexit

@@ -23,6 +23,7 @@ After a fork (prefork children) the child starts with empty buffers and, at its 
 flusher of its own (an at-fork hook clears them in place: handlers that hold a list's ``append``
 keep working); the parent keeps and writes its own rows.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -78,8 +79,9 @@ class Recorder:
         it records anything, so it forks with no thread of ours running."""
         with self._flush_lock:
             if self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_forever, args=(self.pid,),
-                                                 name="cmx-recorder", daemon=True)
+                self._flusher = threading.Thread(
+                    target=self._flush_forever, args=(self.pid,), name="cmx-recorder", daemon=True
+                )
                 self._flusher.start()
 
     def _flush_forever(self, pid: int) -> None:

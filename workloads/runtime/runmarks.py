@@ -11,6 +11,7 @@ between a host's two marks (engine/results/sql/metrics.sql); without them it is 
 
 Standard library only: the workers, the driver and the sampler all import it.
 """
+
 from __future__ import annotations
 
 import os

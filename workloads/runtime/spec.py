@@ -4,6 +4,7 @@ The engine writes it; workers, the driver and the sampler read it. Secrets are n
 and backend URLs reach host processes through the environment (``CMX_BROKER_URL``,
 ``CMX_BACKEND_URL``), set by Ansible tasks that are not logged.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,18 +27,40 @@ from cmx.workloads.vocab.dimensions import ON_HOSTS, Dimension, owned_settings
 # workloads/app/factory.py name_clients), merged into the user's mapping, so the probes count the run's own
 # clients. Those keys alone are refused (OWNED_KEYS), not the whole mapping: a user's name would
 # be overwritten silently.
-_CLIENT_NAME = ("set by the harness: every connection of a run carries the run's name, by which "
-                "the sampler counts the run's own connections")
+_CLIENT_NAME = (
+    "set by the harness: every connection of a run carries the run's name, by which "
+    "the sampler counts the run's own connections"
+)
 _FROM_INVENTORY = "set by the harness from the {} dimension and the inventory"
 OWNED_SETTINGS: dict[str, str] = {
     **owned_settings(),  # worker_pool, worker_concurrency...: the dimensions' own (workloads/vocab/dimensions.py)
     # Where the broker and backend are, and their credentials: never in an experiment file.
-    **{name: _FROM_INVENTORY.format("broker") for name in (
-        "broker_url", "broker_read_url", "broker_write_url", "broker_transport", "broker_host", "broker_port",
-        "broker_user", "broker_password", "broker_vhost")},
-    **{name: _FROM_INVENTORY.format("backend") for name in (
-        "result_backend", "database_url", "redis_host", "redis_port", "redis_db", "redis_username",
-        "redis_password")},
+    **{
+        name: _FROM_INVENTORY.format("broker")
+        for name in (
+            "broker_url",
+            "broker_read_url",
+            "broker_write_url",
+            "broker_transport",
+            "broker_host",
+            "broker_port",
+            "broker_user",
+            "broker_password",
+            "broker_vhost",
+        )
+    },
+    **{
+        name: _FROM_INVENTORY.format("backend")
+        for name in (
+            "result_backend",
+            "database_url",
+            "redis_host",
+            "redis_port",
+            "redis_db",
+            "redis_username",
+            "redis_password",
+        )
+    },
     "task_ignore_result": "set by the harness from the backend dimension (backend none ignores results)",
     # Every run has its own queues, so runs and sweeps sharing a broker never see each other's tasks.
     "task_default_queue": "the harness gives every run its own queue",
@@ -51,9 +74,13 @@ OWNED_SETTINGS: dict[str, str] = {
 }
 #: Keys inside a mapping setting that the harness sets; the rest of the mapping is the user's.
 OWNED_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "broker_transport_options": (("client_name",), ("client_properties", "connection_name"),
-                                 # A Sentinel set's master and password: from the inventory's URL.
-                                 ("master_name",), ("sentinel_kwargs", "password")),
+    "broker_transport_options": (
+        ("client_name",),
+        ("client_properties", "connection_name"),
+        # A Sentinel set's master and password: from the inventory's URL.
+        ("master_name",),
+        ("sentinel_kwargs", "password"),
+    ),
     "database_engine_options": (("connect_args", "application_name"),),
     # The run's result keys carry the run's prefix, by which the run's end removes them
     # (workloads/host/leftovers.py).
@@ -77,9 +104,13 @@ def owned_key_problem(setting: str, value: Any) -> str | None:
                 break
             inner = inner[key]
         else:
-            why = (_RUN_KEYS if setting == "result_backend_transport_options"
-                   else _FROM_INVENTORY.format("broker") if path[0] in ("master_name", "sentinel_kwargs")
-                   else _CLIENT_NAME)
+            why = (
+                _RUN_KEYS
+                if setting == "result_backend_transport_options"
+                else _FROM_INVENTORY.format("broker")
+                if path[0] in ("master_name", "sentinel_kwargs")
+                else _CLIENT_NAME
+            )
             return f"celery.{setting}.{'.'.join(path)}: {why}"
     return None
 

@@ -10,6 +10,7 @@ signal). The host's agent (workloads/host/agent.py) reads them from the worker's
 :func:`record`), where the driver's start barrier and watchdog read them
 (workloads/drive/workerwatch.py). The file comes back with the run's artifacts.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,17 @@ def observe(run_dir: Path, host: str) -> list[WorkerEvent]:
     events = []
     try:
         info = json.loads((run_dir / "worker.exit").read_text())
-        events.append(WorkerEvent(EXITED, host, float(info.get("at") or 0.0), info.get("pid"), info.get("exit_code"),
-                                  info.get("signal"), info.get("signal_number")))
+        events.append(
+            WorkerEvent(
+                EXITED,
+                host,
+                float(info.get("at") or 0.0),
+                info.get("pid"),
+                info.get("exit_code"),
+                info.get("signal"),
+                info.get("signal_number"),
+            )
+        )
     except (OSError, ValueError, AttributeError):
         pass
     try:

@@ -15,6 +15,7 @@ by name; an unknown name is an error, never another server's branch.
 This room imports only the vocabulary (and, inside its methods, the servers' client libraries):
 the drive, the app factory, the host tools and the controller all read it, and it ships to hosts.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,9 +41,11 @@ def new_ids(k: int) -> list[str]:
     ``os.urandom`` call: a fifth of the cost of ``uuid4()`` each, which was a third of the
     publisher's time per message."""
     h = os.urandom(16 * k).hex()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-"
-            f"{_VARIANT[h[i + 16]]}{h[i + 17:i + 20]}-{h[i + 20:i + 32]}"
-            for i in range(0, 32 * k, 32)]
+    return [
+        f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-4{h[i + 13 : i + 16]}-"
+        f"{_VARIANT[h[i + 16]]}{h[i + 17 : i + 20]}-{h[i + 20 : i + 32]}"
+        for i in range(0, 32 * k, 32)
+    ]
 
 
 #: A fast publisher's capture of the one message ``apply_async`` would send:
@@ -132,8 +135,11 @@ class RunNames:
     def owns(self, name: str) -> bool:
         """A queue, exchange or key of this run: its prefix (then the end, a dot, or kombu's
         priority separator), or a control queue of its workers."""
-        return (re.match(re.escape(self.prefix) + r"($|[.\x06])", name) is not None
-                or name.startswith(f"cmx-{self.run_id}@") or name in self.other_queues)
+        return (
+            re.match(re.escape(self.prefix) + r"($|[.\x06])", name) is not None
+            or name.startswith(f"cmx-{self.run_id}@")
+            or name in self.other_queues
+        )
 
 
 class Server:
@@ -287,8 +293,9 @@ class Server:
         ``close()`` (workloads/drive/publisher.py)."""
         self._none("fast publisher")
 
-    def raw_client(self, url: str, queue: str, name: str, queue_arguments: Mapping[str, Any],
-                   durable: bool, prefetch: int):
+    def raw_client(
+        self, url: str, queue: str, name: str, queue_arguments: Mapping[str, Any], durable: bool, prefetch: int
+    ):
         """The broker's own client for ``via: raw`` (workloads/catalog/throughput_raw.py): ``reset()``,
         ``sender(batched) -> (send, flush)``, ``consume(handle, done, poll_s)``, ``close()``."""
         self._none("raw client")

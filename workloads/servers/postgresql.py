@@ -1,5 +1,6 @@
 """PostgreSQL: a result backend (Celery's database backend over SQLAlchemy and psycopg2), and the
 cluster a sweep provisions with roles/postgres."""
+
 from __future__ import annotations
 
 import glob
@@ -62,8 +63,10 @@ def remove_postgres(target: str, url: str, names: RunNames) -> int:
             cur.execute("SELECT to_regclass(%s)", (names.result_table,))
             if cur.fetchone()[0] is None:  # no result stored yet on this database
                 return 0
-            cur.execute(sql.SQL("DELETE FROM {} WHERE task_id = ANY(%s)").format(sql.Identifier(names.result_table)),
-                        (list(names.task_ids),))
+            cur.execute(
+                sql.SQL("DELETE FROM {} WHERE task_id = ANY(%s)").format(sql.Identifier(names.result_table)),
+                (list(names.task_ids),),
+            )
             return cur.rowcount
     finally:
         conn.close()
@@ -95,7 +98,7 @@ class PostgreSQL(Server):
         url = url.removeprefix("db+")
         for bare in ("postgresql://", "postgres://"):
             if url.startswith(bare):
-                url = "postgresql+psycopg2://" + url[len(bare):]
+                url = "postgresql+psycopg2://" + url[len(bare) :]
         return "db+" + url
 
     def client_name_settings(self, target: str, name: str, conf: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,6 +133,24 @@ class PostgreSQL(Server):
         if not found:
             raise RestartError(f"no pg_ctl for PostgreSQL {version} on this host")
         began = time.monotonic()
-        run(["runuser", "-u", "postgres", "--", found[0], "-D", place.dir, "-l", f"{place.dir}/server.log",
-             "-m", "fast", "-w", "-t", str(int(timeout)), "restart"], timeout + 5)
+        run(
+            [
+                "runuser",
+                "-u",
+                "postgres",
+                "--",
+                found[0],
+                "-D",
+                place.dir,
+                "-l",
+                f"{place.dir}/server.log",
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "restart",
+            ],
+            timeout + 5,
+        )
         return time.monotonic() - began

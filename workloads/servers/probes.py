@@ -2,6 +2,7 @@
 server's clients and counts those bearing the run's names (workloads/vocab/clientname.py), per client
 role, and reads the memory the server says it uses (:meth:`ConnectionProbe.memory`). Each server's
 own probe is in its module; URLs (they carry passwords) are never printed."""
+
 from __future__ import annotations
 
 import abc

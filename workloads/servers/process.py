@@ -1,5 +1,6 @@
 """The process helpers of a server's restart on its host (workloads/servers/: ``restart``,
 ``kill_node``): a bounded command, a pid file read, a process's end, a port's state."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,9 @@ class RestartError(RuntimeError):
 def run(argv: list[str], timeout: float, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run one command of a restart, bounded; its failure names the command and what it said."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **env} if env else None)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env} if env else None
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RestartError(f"{argv[0]}: {type(exc).__name__}: {exc}") from exc
     if done.returncode != 0:

@@ -1,139 +1,34 @@
 """RabbitMQ: a broker over AMQP 0-9-1 (kombu's py-amqp transport; pika for ``via: raw``), and the
 node a sweep provisions with roles/rabbitmq."""
+
 from __future__ import annotations
 
 import os
 import re
 import time
-import uuid
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from cmx.workloads.vocab.clients import BROKER, INTENDED_HEADER, SENT_HEADER
+from cmx.workloads.vocab.clients import BROKER
 from cmx.workloads.vocab.queues import QUEUE_TYPES
 from cmx.workloads.vocab.services import RABBITMQ
 
-from .base import (TEMPLATE_ID, Capture, Hosts, LocalService, Part, Place, RestartError, RunNames, Server, read_pid,
-                   run, stop_pid)
+from .base import (
+    Capture,
+    Hosts,
+    LocalService,
+    Part,
+    Place,
+    RestartError,
+    RunNames,
+    Server,
+    read_pid,
+    run,
+    stop_pid,
+)
 from .probes import ConnectionProbe
+from .rabbitmq_publisher import AmqpPublisher
 from .rabbitmq_probes import API_ENV, API_VAR, MANAGEMENT_PORT_VAR, api_url, check_api, queue_from_api, rabbitmq_probe
-
-
-class AmqpPublisher:
-    """The template's ``basic.publish`` frames, as py-amqp wrote them, copied with each task's values
-    patched in place (same lengths: a uuid for the placeholder id, 8-byte doubles for the stamps)
-    and written a batch at a time on a channel of kombu's own connection, in confirm mode: a batch
-    is written once the one before the last is confirmed. The confirms are the back-pressure:
-    RabbitMQ stops reading a publisher that outruns its queue, and py-amqp's 1 s TCP user timeout
-    then ends the connection.
-
-    A confirm alone does not say a message reached a queue: RabbitMQ confirms (``basic.ack``) a
-    message no queue took and drops it. So every message is published ``mandatory``: one that no
-    queue takes comes back as ``basic.return`` (before its confirm), and its id is kept in
-    :attr:`returned` for the driver to count as lost before the queue, never silently."""
-
-    CONFIRM_TIMEOUT_S = 60.0
-
-    def __init__(self, app, capture: Capture, stream: bool):
-        import struct
-
-        self.conn = app.connection_for_write()
-        channel = self.channel = self.conn.channel()
-        channel.confirm_select()
-        self.written = self.acked = 0
-        self.nacked = False
-        #: Ids of the messages the broker returned unroutable (``basic.return``): never in a queue.
-        self.returned: list[str] = []
-        channel.events["basic_ack"].add(self._on_ack)
-        channel.events["basic_nack"].add(self._on_nack)
-        channel.events["basic_return"].add(self._on_return)
-        ((c_args, c_kwargs),) = capture(channel, "basic_publish")
-        c_kwargs = {**c_kwargs, "mandatory": True}  # unroutable: returned, not confirmed and dropped
-        message = c_args[0]
-        headers = message.properties["application_headers"]
-        # Stand-ins the frames can be searched for: a 36-character id (a uuid's length) and
-        # doubles no clock gives.
-        self.id_ph, self.sent_ph, self.intended_ph = "cmx-template-task-id-000000000000000", 1.25e-301, 2.5e-301
-        assert len(self.id_ph) == len(str(uuid.uuid4()))
-        for holder in (headers, message.properties):
-            for k, v in list(holder.items()):
-                if v == TEMPLATE_ID:
-                    holder[k] = self.id_ph
-        headers[SENT_HEADER] = self.sent_ph
-        if stream:
-            headers[INTENDED_HEADER] = self.intended_ph
-        transport = self.conn.connection.transport
-        written: list[bytes] = []
-        real_write = transport._write  # py-amqp's frame writer ends in it (the socket's sendall)
-        transport._write = lambda data: written.append(bytes(data))  # a copy: py-amqp reuses its buffer
-        try:
-            channel.basic_publish(message, **c_kwargs)
-        finally:
-            transport._write = real_write
-        self.frames = b"".join(written)
-        self.pack = struct.Struct(">d").pack
-        self.id_b = self.id_ph.encode()
-        self.sent_b, self.intended_b = self.pack(self.sent_ph), self.pack(self.intended_ph)
-        for ph in (self.id_b, self.sent_b) + ((self.intended_b,) if stream else ()):
-            if ph not in self.frames:
-                raise RuntimeError("a placeholder is not in the captured frames")
-        self.transport = transport
-        if not c_kwargs.get("exchange") and c_kwargs.get("routing_key"):
-            # The default exchange routes by queue name: a queue this node sees is routable from here.
-            # Celery declared it on this channel while the template was caught, as it does on a new
-            # connection; asked again here so the publisher never relies on that (a queue declared on
-            # another node of a cluster is not routable from this one at once: basic.return).
-            channel.queue_declare(c_kwargs["routing_key"], passive=True)
-
-    def _on_ack(self, delivery_tag: int, multiple: bool) -> None:
-        self.acked = max(self.acked, delivery_tag)
-
-    def _on_nack(self, delivery_tag: int, multiple: bool) -> None:
-        self.nacked = True
-
-    def _on_return(self, exc, exchange: str, routing_key: str, message) -> None:
-        props = getattr(message, "properties", {}) or {}
-        headers = props.get("application_headers") or {}
-        self.returned.append(str(headers.get("id") or props.get("correlation_id") or "?"))
-
-    def wait_confirmed(self, upto: int) -> None:
-        """Read the broker's confirms until message ``upto`` (1-based) is confirmed."""
-        deadline = time.monotonic() + self.CONFIRM_TIMEOUT_S
-        while self.acked < upto:
-            if self.nacked:
-                raise RuntimeError("the broker refused (nacked) published messages")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RuntimeError(f"the broker confirmed {self.acked} of {upto} messages within "
-                                   f"{self.CONFIRM_TIMEOUT_S:g}s")
-            try:
-                self.conn.connection.drain_events(timeout=min(remaining, 1.0))
-            except TimeoutError:
-                pass
-
-    def send(self, ids: list[str], intended: list[float] | None) -> float:
-        frames, id_b = self.frames, self.id_b
-        out = []
-        for i, task_id in enumerate(ids):
-            f = frames.replace(id_b, task_id.encode())
-            if intended:
-                f = f.replace(self.intended_b, self.pack(intended[i]))
-            out.append(f)
-        sent = time.time()
-        before = self.written
-        self.transport.write(b"".join(out).replace(self.sent_b, self.pack(sent)))
-        self.written += len(ids)
-        self.wait_confirmed(before)  # the previous batch: one batch stays in flight
-        return sent
-
-    def close(self) -> None:
-        try:
-            self.wait_confirmed(self.written)
-        finally:
-            try:
-                self.channel.close()
-            finally:
-                self.conn.release()
 
 
 def pika_parameters(url: str, name: str | None = None):
@@ -144,9 +39,13 @@ def pika_parameters(url: str, name: str | None = None):
     parts = urlsplit(url)
     vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
     return pika.ConnectionParameters(
-        host=parts.hostname or "localhost", port=parts.port or 5672, virtual_host=vhost,
+        host=parts.hostname or "localhost",
+        port=parts.port or 5672,
+        virtual_host=vhost,
         credentials=pika.PlainCredentials(unquote(parts.username or "guest"), unquote(parts.password or "guest")),
-        heartbeat=0, client_properties={"connection_name": name} if name else None)
+        heartbeat=0,
+        client_properties={"connection_name": name} if name else None,
+    )
 
 
 class RabbitRaw:
@@ -169,8 +68,10 @@ class RabbitRaw:
             self.channel.confirm_delivery()  # each basic_publish then returns with the broker's ack
         # A synchronous method on the same channel: the broker answers it only after handling
         # every publish the channel sent before it.
-        return (lambda body: self.channel.basic_publish("", self.queue, body),
-                lambda: self.channel.queue_declare(self.queue, passive=True))
+        return (
+            lambda body: self.channel.basic_publish("", self.queue, body),
+            lambda: self.channel.queue_declare(self.queue, passive=True),
+        )
 
     def consume(self, handle, done, poll_s: float) -> None:
         conn = self.pika.BlockingConnection(self.params)  # pika connections are not thread-safe
@@ -195,8 +96,6 @@ class RabbitRaw:
             self.conn.close()
 
 
-
-
 def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
     """The run's queues (with their messages and bindings) and its exchanges. Deleting what is
     not there is not an error (RabbitMQ answers ok). Returns how many deletions were asked."""
@@ -208,8 +107,9 @@ def remove_rabbitmq(target: str, url: str, names: RunNames) -> int:
     with Connection(url, connect_timeout=10) as conn:
         conn.ensure_connection(max_retries=3)
         channel = conn.channel()
-        for what, name in ([("queue", q) for q in (*names.queues, *names.other_queues)]
-                           + [("exchange", e) for e in names.queues]):
+        for what, name in [("queue", q) for q in (*names.queues, *names.other_queues)] + [
+            ("exchange", e) for e in names.queues
+        ]:
             try:
                 if what == "queue":
                     channel.queue_delete(name)
@@ -227,22 +127,48 @@ class RabbitMQ(Server):
     schemes = MappingProxyType({"amqp": 5672, "amqps": 5671, "pyamqp": 5672})
     url_form = "amqp://cmx:{password}@{address}:{port}//"
     expires_queues = restartable = partitionable = heartbeats = True
-    variables = MappingProxyType({
-        API_VAR: "url", MANAGEMENT_PORT_VAR: "port",
-        # Where a node lives on its host, for restart_broker (place_of).
-        f"{RABBITMQ}_base_dir": "text", f"{RABBITMQ}_nodename": "text", f"{RABBITMQ}_dist_port": "port"})
-    parts = (Part(f"{RABBITMQ} api", API_VAR, "connection counts come from rabbitmqctl "
-                  "(~0.5 CPU-second a call on the broker host)", check_api),)
+    variables = MappingProxyType(
+        {
+            API_VAR: "url",
+            MANAGEMENT_PORT_VAR: "port",
+            # Where a node lives on its host, for restart_broker (place_of).
+            f"{RABBITMQ}_base_dir": "text",
+            f"{RABBITMQ}_nodename": "text",
+            f"{RABBITMQ}_dist_port": "port",
+        }
+    )
+    parts = (
+        Part(
+            f"{RABBITMQ} api",
+            API_VAR,
+            "connection counts come from rabbitmqctl (~0.5 CPU-second a call on the broker host)",
+            check_api,
+        ),
+    )
     secret_names = (API_ENV,)
     #: Where the run's processes find its management API (the probe, the queue type's read-back).
     api_env = API_ENV
     queue_types = QUEUE_TYPES
     local = (
-        LocalService("RabbitMQ", RABBITMQ, 5672, "rabbitmq-server", "rabbitmq-server", 90,
-                     lambda: [["rabbitmq-server", "-detached"]]),
+        LocalService(
+            "RabbitMQ",
+            RABBITMQ,
+            5672,
+            "rabbitmq-server",
+            "rabbitmq-server",
+            90,
+            lambda: [["rabbitmq-server", "-detached"]],
+        ),
         # Cheap connection counts for the sampler (else rabbitmqctl, ~0.5 CPU-second a call).
-        LocalService("RabbitMQ management", None, 15672, "rabbitmq-plugins", "rabbitmq-server", 60,
-                     lambda: [["rabbitmq-plugins", "enable", "--quiet", "rabbitmq_management"]]),
+        LocalService(
+            "RabbitMQ management",
+            None,
+            15672,
+            "rabbitmq-plugins",
+            "rabbitmq-server",
+            60,
+            lambda: [["rabbitmq-plugins", "enable", "--quiet", "rabbitmq_management"]],
+        ),
     )
 
     def ping(self, url: str, timeout: float) -> None:
@@ -271,8 +197,9 @@ class RabbitMQ(Server):
         return AmqpPublisher(app, capture, stream)
 
     def raw_client(self, url, queue, name, queue_arguments, durable, prefetch) -> RabbitRaw:
-        return RabbitRaw(url, queue, queue_arguments=dict(queue_arguments), durable=durable, prefetch=prefetch,
-                         name=name)
+        return RabbitRaw(
+            url, queue, queue_arguments=dict(queue_arguments), durable=durable, prefetch=prefetch, name=name
+        )
 
     def secrets(self, hosts: Hosts) -> dict[str, str]:
         """Its management API's URL, for the sampler's probe (else rabbitmqctl's)."""
@@ -317,13 +244,18 @@ class RabbitMQ(Server):
         distribution port when it set one."""
         missing = [v for v in self.PLACE_VARS if not hostvars.get(v)]
         if missing and not provisioned:
-            raise ValueError(f"give {' and '.join(missing)} on brokers host {host} (the node's files and name, "
-                             "as roles/rabbitmq lays them out)")
+            raise ValueError(
+                f"give {' and '.join(missing)} on brokers host {host} (the node's files and name, "
+                "as roles/rabbitmq lays them out)"
+            )
         port = int(hostvars.get("rabbitmq_port", 5672))
         node = hostvars.get("rabbitmq_nodename") or f"cmx-{re.sub('[^A-Za-z0-9_-]', '-', host)}@localhost"
         dist = hostvars.get("rabbitmq_dist_port") or (port + 20000 if provisioned else None)  # else RabbitMQ's own
-        return {"dir": str(hostvars.get("rabbitmq_base_dir") or f"/var/lib/cmx-rabbitmq/{host}"), "node": str(node),
-                "env": {"RABBITMQ_DIST_PORT": str(dist)} if dist else {}}
+        return {
+            "dir": str(hostvars.get("rabbitmq_base_dir") or f"/var/lib/cmx-rabbitmq/{host}"),
+            "node": str(node),
+            "env": {"RABBITMQ_DIST_PORT": str(dist)} if dist else {},
+        }
 
     def restart(self, place: Place, timeout: float = 60.0) -> float:
         """As roles/rabbitmq: node ``place.node`` with its files in ``place.dir`` (the role's
@@ -331,10 +263,15 @@ class RabbitMQ(Server):
         if not place.node:
             raise RestartError("a RabbitMQ restart needs the node's name")
         base, pidfile = place.dir, os.path.join(place.dir, "rabbitmq.pid")
-        env = {"RABBITMQ_NODENAME": place.node, "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
-               "RABBITMQ_LOG_BASE": f"{base}/log", "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq.conf",
-               "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins", "RABBITMQ_PID_FILE": pidfile,
-               **place.env}
+        env = {
+            "RABBITMQ_NODENAME": place.node,
+            "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
+            "RABBITMQ_LOG_BASE": f"{base}/log",
+            "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq.conf",
+            "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins",
+            "RABBITMQ_PID_FILE": pidfile,
+            **place.env,
+        }
         pid = read_pid(pidfile)
         if pid is None:
             raise RestartError(f"no RabbitMQ node provisioned by cmx in {base} (no pid file)")

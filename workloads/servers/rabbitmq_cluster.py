@@ -16,6 +16,7 @@ Celery reaches it by kombu's failover list, every node's URL joined by ``;``
 answers and moves on when its node dies. Its management API lists the connections of every node,
 so the run's connection count is the sum over the nodes; the probe asks the first node that answers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,8 +62,14 @@ def group_hosts(hosts: Hosts, group: str = "brokers") -> list[GroupHost]:
 
 #: The inventory variables the layout reads (the first brokers host's node count; each host's first
 #: node's ports and folder), with their types (engine/hosts/invvars.py).
-VARIABLES = MappingProxyType({f"{RABBITMQ_CLUSTER}_nodes": "count", f"{RABBITMQ_CLUSTER}_management_port": "port",
-                              f"{RABBITMQ_CLUSTER}_dist_port": "port", f"{RABBITMQ_CLUSTER}_base_dir": "text"})
+VARIABLES = MappingProxyType(
+    {
+        f"{RABBITMQ_CLUSTER}_nodes": "count",
+        f"{RABBITMQ_CLUSTER}_management_port": "port",
+        f"{RABBITMQ_CLUSTER}_dist_port": "port",
+        f"{RABBITMQ_CLUSTER}_base_dir": "text",
+    }
+)
 #: How the run's processes get the management APIs of every node (the sampler's probe, the
 #: driver's queue type read-back), ``;``-joined.
 API_ENV = f"CMX_{RABBITMQ_CLUSTER.upper()}_API"
@@ -100,9 +107,21 @@ def layout(hosts: list[GroupHost]) -> list[Node]:
         base = v.get("rabbitmq_cluster_base_dir") or f"/var/lib/cmx-rabbitmq/{h.host}-cluster"
         ctl, port = dist + 10000 + CTL_PORTS * k, int(v.get("rabbitmq_cluster_port", PORT)) + k
         # Named by its AMQP port too: two clusters on one host (two sweeps' own) never share a name.
-        nodes.append(Node(h.host, h.address, i + 1, f"cmx-{slug}-{port}@{h.address if n > 1 else 'localhost'}", port,
-                          int(v.get("rabbitmq_cluster_management_port", MANAGEMENT_PORT)) + k,
-                          dist + k, ctl, ctl + CTL_PORTS - 1, f"{base}/{port}", n > 1))
+        nodes.append(
+            Node(
+                h.host,
+                h.address,
+                i + 1,
+                f"cmx-{slug}-{port}@{h.address if n > 1 else 'localhost'}",
+                port,
+                int(v.get("rabbitmq_cluster_management_port", MANAGEMENT_PORT)) + k,
+                dist + k,
+                ctl,
+                ctl + CTL_PORTS - 1,
+                f"{base}/{port}",
+                n > 1,
+            )
+        )
     return nodes
 
 
@@ -126,11 +145,18 @@ def node_env(node: Node | Mapping[str, Any], password: str) -> dict[str, str]:
     roles/rabbitmq's ``__rabbitmq_env`` with the cluster's variables."""
     n = node if isinstance(node, Mapping) else asdict(node)
     base = n["dir"]
-    env = {"RABBITMQ_NODENAME": n["name"], "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
-           "RABBITMQ_LOG_BASE": f"{base}/log", "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq.conf",
-           "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins", "RABBITMQ_PID_FILE": f"{base}/rabbitmq.pid",
-           "RABBITMQ_DIST_PORT": str(n["dist_port"]), "RABBITMQ_CTL_DIST_PORT_MIN": str(n["ctl_port_min"]),
-           "RABBITMQ_CTL_DIST_PORT_MAX": str(n["ctl_port_max"]), "RABBITMQ_ERLANG_COOKIE": cookie(password)}
+    env = {
+        "RABBITMQ_NODENAME": n["name"],
+        "RABBITMQ_MNESIA_BASE": f"{base}/mnesia",
+        "RABBITMQ_LOG_BASE": f"{base}/log",
+        "RABBITMQ_CONFIG_FILE": f"{base}/rabbitmq.conf",
+        "RABBITMQ_ENABLED_PLUGINS_FILE": f"{base}/enabled_plugins",
+        "RABBITMQ_PID_FILE": f"{base}/rabbitmq.pid",
+        "RABBITMQ_DIST_PORT": str(n["dist_port"]),
+        "RABBITMQ_CTL_DIST_PORT_MIN": str(n["ctl_port_min"]),
+        "RABBITMQ_CTL_DIST_PORT_MAX": str(n["ctl_port_max"]),
+        "RABBITMQ_ERLANG_COOKIE": cookie(password),
+    }
     if n["longname"]:  # reached from other hosts: none of the host's own RabbitMQ's settings (its
         # rabbitmq-env.conf may bind epmd and the distribution to loopback; roles/rabbitmq's vars)
         env.update(RABBITMQ_USE_LONGNAME="true", RABBITMQ_CONF_ENV_FILE="/dev/null")
@@ -185,8 +211,11 @@ class RabbitMQCluster(RabbitMQ):
         if not hosts.hosts_of("brokers") or (given and self.takes_url(given)):
             return {API_ENV: ""}
         password = hosts.password(self.name)
-        return {API_ENV: ";".join(f"http://{USER}:{password}@{_host(n.address)}:{n.management_port}"
-                                  for n in layout(group_hosts(hosts)))}
+        return {
+            API_ENV: ";".join(
+                f"http://{USER}:{password}@{_host(n.address)}:{n.management_port}" for n in layout(group_hosts(hosts))
+            )
+        }
 
     def node_places(self, hosts: Hosts) -> list[dict[str, Any]]:
         return [asdict(n) for n in layout(group_hosts(hosts))]

@@ -3,6 +3,7 @@
 ``rabbitmqctl`` (connections only: its memory is not asked, a second Erlang VM a tick); and that API's URL and check on
 the controller (the broker's secret, doctor's part). urllib.request is imported by the request
 that needs it: with the servers' modules it would cost a loaded host's samplers CPU."""
+
 from __future__ import annotations
 
 import base64
@@ -50,6 +51,8 @@ RABBITMQCTL_MIN_PERIOD_S = 5.0
 #: The management API's connection list changes only at its stats collection (1 s at the least,
 #: as cmx's role sets it): asking more often only loads the broker.
 RABBIT_API_MIN_PERIOD_S = 1.0
+
+
 def api_get(base_urls: str, path: str):
     """The JSON of a GET of ``path`` on the management API at ``base_urls`` (credentials in it: sent
     as a header). A cluster's is every node's API joined by ``;``: any node answers for all of
@@ -89,16 +92,21 @@ class RabbitApiProbe(ConnectionProbe):
         self._base = base_url
 
     def client_names(self) -> list[str | None]:
-        return [c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
-                for c in api_get(self._base, "/api/connections?columns=user_provided_name,client_properties")]
+        return [
+            c.get("user_provided_name") or (c.get("client_properties") or {}).get("connection_name")
+            for c in api_get(self._base, "/api/connections?columns=user_provided_name,client_properties")
+        ]
 
     def memory(self) -> dict[str, int]:
         """``mem_used`` of every node of the cluster (``/api/nodes``: any node answers for all) that
         is running: the node's own accounting (its memory breakdown's total, which its high
         watermark is checked against), as of its last stats collection."""
         nodes = api_get(self._base, "/api/nodes?columns=name,mem_used,running")
-        return {str(n["name"]): int(n["mem_used"]) for n in nodes
-                if n.get("running", True) and n.get("mem_used") is not None}
+        return {
+            str(n["name"]): int(n["mem_used"])
+            for n in nodes
+            if n.get("running", True) and n.get("mem_used") is not None
+        }
 
 
 class RabbitCtlProbe(ConnectionProbe):
@@ -117,7 +125,11 @@ class RabbitCtlProbe(ConnectionProbe):
             raise ProbeError("sampler is stopping")
         self._popen = subprocess.Popen(
             ["rabbitmqctl", "-q", "list_connections", "--no-table-headers", "client_properties"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             out, err = self._popen.communicate(timeout=PROBE_TIMEOUT_S)
         except subprocess.TimeoutExpired:

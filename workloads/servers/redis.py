@@ -1,5 +1,6 @@
 """Redis: as a broker (kombu's Redis transport) and as a result backend, and the server a sweep
 provisions with roles/redis."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,21 @@ from typing import Any, Mapping
 from cmx.workloads.vocab.clients import BACKEND, BROKER, INTENDED_HEADER, SENT_HEADER
 from cmx.workloads.vocab.services import REDIS
 
-from .base import (SENT_TOKEN, TEMPLATE_ID, Capture, LocalService, Place, RestartError, RunNames, Server, new_ids,
-                   read_pid, run, stop_pid, wait_port)
+from .base import (
+    SENT_TOKEN,
+    TEMPLATE_ID,
+    Capture,
+    LocalService,
+    Place,
+    RestartError,
+    RunNames,
+    Server,
+    new_ids,
+    read_pid,
+    run,
+    stop_pid,
+    wait_port,
+)
 from .probes import PROBE_TIMEOUT_S, ConnectionProbe, url_from_env
 
 
@@ -34,8 +48,12 @@ class RedisPublisher:
         text = dumps(message).replace("%", "%%")
         if TEMPLATE_ID not in text:
             raise RuntimeError("the task id is not in the captured message")
-        self.template = (text.replace(TEMPLATE_ID, "%(id)s").replace("@@TAG@@", "%(tag)s")
-                         .replace('"@@SENT@@"', SENT_TOKEN).replace('"@@INTENDED@@"', "%(intended)s")).encode()
+        self.template = (
+            text.replace(TEMPLATE_ID, "%(id)s")
+            .replace("@@TAG@@", "%(tag)s")
+            .replace('"@@SENT@@"', SENT_TOKEN)
+            .replace('"@@INTENDED@@"', "%(intended)s")
+        ).encode()
         self.sent_token = SENT_TOKEN.encode()
         self.client = channel.client
 
@@ -44,9 +62,15 @@ class RedisPublisher:
         # that many LPUSHes would (the worker's BRPOP takes them in publish order), in one trip.
         # Bytes (UTF-8, as redis-py would encode them), so redis-py sends them as they are.
         tmpl, tags = self.template, new_ids(len(ids))
-        built = [tmpl % {b"id": task_id.encode(), b"tag": tags[i].encode(),
-                         b"intended": repr(intended[i]).encode() if intended else b""}
-                 for i, task_id in enumerate(ids)]
+        built = [
+            tmpl
+            % {
+                b"id": task_id.encode(),
+                b"tag": tags[i].encode(),
+                b"intended": repr(intended[i]).encode() if intended else b"",
+            }
+            for i, task_id in enumerate(ids)
+        ]
         sent = time.time()
         stamp, token = repr(sent).encode(), self.sent_token
         self.client.lpush(self.key, *[m.replace(token, stamp) for m in built])
@@ -133,7 +157,7 @@ def remove_redis(target: str, url: str, names: RunNames, connect=from_url) -> in
     try:
         if names.task_ids:  # results by name (the prefix scan of the run's end found the rest)
             keys = [f"{names.prefix}.celery-task-meta-{t}" for t in names.task_ids] if target == BACKEND else []
-            return sum(client.delete(*keys[i:i + 1000]) for i in range(0, len(keys), 1000))
+            return sum(client.delete(*keys[i : i + 1000]) for i in range(0, len(keys), 1000))
         removed, owned, shared = 0, [], []
         for key in client.scan_iter(count=1000):
             name = key.decode(errors="replace")
@@ -142,7 +166,7 @@ def remove_redis(target: str, url: str, names: RunNames, connect=from_url) -> in
             elif name.startswith("_kombu.binding"):
                 shared.append(key)
         for i in range(0, len(owned), 1000):
-            removed += client.delete(*owned[i:i + 1000])
+            removed += client.delete(*owned[i : i + 1000])
         if target == BROKER:
             removed += _redis_shared_tables(client, shared, names)
         return removed
@@ -154,7 +178,7 @@ def _kombu_name(key: str) -> str:
     """The queue or exchange a kombu key is about (its binding tables are named after exchanges)."""
     for prefix in ("_kombu.binding.", "_kombu.binding_permanent."):
         if key.startswith(prefix):
-            return key[len(prefix):]
+            return key[len(prefix) :]
     return key
 
 
@@ -167,14 +191,18 @@ def _redis_shared_tables(client, tables: list[bytes], names: RunNames) -> int:
     for key in sorted(tables, key=lambda k: types[k] == b"zset"):
         kind = types[key]
         if kind == b"set":  # members are routing_key SEP pattern SEP queue
-            members = [m for m in client.sscan_iter(key, count=1000)
-                       if names.owns(m.decode(errors="replace").split(sep)[-1])]
+            members = [
+                m for m in client.sscan_iter(key, count=1000) if names.owns(m.decode(errors="replace").split(sep)[-1])
+            ]
             if members:
                 removed += client.srem(key, *members)
         elif kind == b"zset":  # _kombu.binding_deadlines: exchange → when its table expires
             # The run's, and deadlines of tables gone (a consumer's refresh re-adds one that comes back).
-            members = [m for m, _ in client.zscan_iter(key, count=1000)
-                       if names.owns(m.decode(errors="replace")) or not client.exists(b"_kombu.binding." + m)]
+            members = [
+                m
+                for m, _ in client.zscan_iter(key, count=1000)
+                if names.owns(m.decode(errors="replace")) or not client.exists(b"_kombu.binding." + m)
+            ]
             if members:
                 removed += client.zrem(key, *members)
     tags = []
@@ -200,8 +228,11 @@ def keep_redis(target: str, url: str, names: RunNames, ttl_s: float, connect=fro
     each call (a list emptied and filled again has lost it). Its results carry Celery's own."""
     if target != BROKER:
         return 0
-    keys = [k for q in (*names.queues, *names.other_queues)
-            for k in (q, *[f"{q}{_REDIS_SEP}{p}" for p in _REDIS_PRIORITY_STEPS])]
+    keys = [
+        k
+        for q in (*names.queues, *names.other_queues)
+        for k in (q, *[f"{q}{_REDIS_SEP}{p}" for p in _REDIS_PRIORITY_STEPS])
+    ]
     keys += [f"{table}{q}" for q in names.queues for table in ("_kombu.binding.", "_kombu.binding_permanent.")]
     client = connect(url, 10)
     try:
@@ -221,10 +252,37 @@ class Redis(Server):
     variables = MappingProxyType({"redis_dir": "text"})
     role_vars = MappingProxyType({"redis_dir": "{{ __cmx_workdir }}/redis"})
     restartable = partitionable = visibility_timeout = True
-    local = (LocalService("Redis", REDIS, 6379, "redis-server", "redis-server", 30, lambda: [
-        ["mkdir", "-p", "/var/lib/redis", "/var/log/redis"],
-        ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
-         "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/cmx.log"]]),)
+    local = (
+        LocalService(
+            "Redis",
+            REDIS,
+            6379,
+            "redis-server",
+            "redis-server",
+            30,
+            lambda: [
+                ["mkdir", "-p", "/var/lib/redis", "/var/log/redis"],
+                [
+                    "redis-server",
+                    "--daemonize",
+                    "yes",
+                    "--bind",
+                    "127.0.0.1",
+                    "-::1",
+                    "--port",
+                    "6379",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    "/var/lib/redis",
+                    "--logfile",
+                    "/var/log/redis/cmx.log",
+                ],
+            ],
+        ),
+    )
 
     #: How its raw clients (probe, remover, keeper, raw baseline, ping) reach it: ``(url, timeout,
     #: **redis-py options)`` → a redis-py client.
@@ -301,8 +359,10 @@ class Redis(Server):
         if provisioned:
             return {"unit": unit}
         if not hostvars.get("redis_dir"):
-            raise ValueError(f"give redis_dir on brokers host {host} (the dir of its redis.conf and redis.pid, "
-                             "as roles/redis lays them out)")
+            raise ValueError(
+                f"give redis_dir on brokers host {host} (the dir of its redis.conf and redis.pid, "
+                "as roles/redis lays them out)"
+            )
         return {"dir": str(hostvars["redis_dir"]), "unit": unit}
 
     def restart(self, place: Place, timeout: float = 60.0) -> float:
@@ -319,7 +379,6 @@ class Redis(Server):
         systemd = settings.get("daemonize", "yes").strip() == "no"
         if systemd and not place.unit:
             raise RestartError("a Redis under systemd needs its unit name to be started again")
-        run((["systemd-run", "--unit", place.unit, "--collect"] if systemd else []) + ["redis-server", conf],
-            timeout)
+        run((["systemd-run", "--unit", place.unit, "--collect"] if systemd else []) + ["redis-server", conf], timeout)
         wait_port(bind, place.port, True, max(1.0, timeout - (time.monotonic() - began)))
         return time.monotonic() - began

@@ -13,6 +13,7 @@ Its server (:class:`RedisSentinel`) is Redis's, reached through the sentinels: e
 connections follow them by kombu. Its faults: :func:`failover` (``SENTINEL FAILOVER``) and
 :func:`kill_master`. Standard library only at import; redis-py is imported by the clients.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -81,9 +82,17 @@ def layout(hosts: list[BrokerHost]) -> list[Member]:
 def layout_of(hosts: Hosts, group: str) -> list[Member]:
     """Where the set cmx provisions runs: spread over every host of ``group``, from each host's
     ``redis_sentinel_redis_port`` and ``redis_sentinel_port``."""
-    return layout([BrokerHost(
-        h, hosts.address(h), int(hosts.hostvars.get(h, {}).get(REDIS_PORT_VAR, REDIS_PORT)),
-        int(hosts.hostvars.get(h, {}).get(f"{REDIS_SENTINEL}_port", SENTINEL_PORT))) for h in hosts.hosts_of(group)])
+    return layout(
+        [
+            BrokerHost(
+                h,
+                hosts.address(h),
+                int(hosts.hostvars.get(h, {}).get(REDIS_PORT_VAR, REDIS_PORT)),
+                int(hosts.hostvars.get(h, {}).get(f"{REDIS_SENTINEL}_port", SENTINEL_PORT)),
+            )
+            for h in hosts.hosts_of(group)
+        ]
+    )
 
 
 def url(members: list[Member], password: str, db: int = 0, master_name: str = MASTER_NAME) -> str:
@@ -146,8 +155,9 @@ def master_client(broker_url: str, timeout: float | None = 10.0, **kwargs):
     """A redis-py client of the set's master as the sentinels name it now (and again after a
     failover, at its next connection): what every raw client of a ``redis-sentinel`` broker uses."""
     _, _, name = sentinels(broker_url)
-    return sentinel_client(broker_url, timeout).master_for(name, socket_timeout=timeout,
-                                                           socket_connect_timeout=timeout, **kwargs)
+    return sentinel_client(broker_url, timeout).master_for(
+        name, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs
+    )
 
 
 def master_address(broker_url: str, timeout: float = 10.0) -> tuple[str, int]:
@@ -212,8 +222,9 @@ def failover(broker_url: str, timeout_s: float = 30.0) -> Failover:
     else:
         raise RuntimeError(f"no sentinel of {len(found)} took SENTINEL FAILOVER {name}: {'; '.join(errors)}")
     new = took = None
-    with redis.Redis(host=old[0], port=old[1], password=password, socket_timeout=2,
-                     socket_connect_timeout=2) as old_master:
+    with redis.Redis(
+        host=old[0], port=old[1], password=password, socket_timeout=2, socket_connect_timeout=2
+    ) as old_master:
         while True:
             if new is None:
                 try:
@@ -226,10 +237,13 @@ def failover(broker_url: str, timeout_s: float = 30.0) -> Failover:
                 return Failover(old, new, asked_at, took, time.monotonic() - start)
             if time.monotonic() - start > timeout_s:
                 if new is None:
-                    raise RuntimeError(f"the sentinels named no new master for {name} within {timeout_s:g} s "
-                                       f"(still {old[0]}:{old[1]})")
-                raise RuntimeError(f"the old master {old[0]}:{old[1]} of {name} still served as a master "
-                                   f"{timeout_s:g} s after SENTINEL FAILOVER (the new one: {new[0]}:{new[1]})")
+                    raise RuntimeError(
+                        f"the sentinels named no new master for {name} within {timeout_s:g} s (still {old[0]}:{old[1]})"
+                    )
+                raise RuntimeError(
+                    f"the old master {old[0]}:{old[1]} of {name} still served as a master "
+                    f"{timeout_s:g} s after SENTINEL FAILOVER (the new one: {new[0]}:{new[1]})"
+                )
             time.sleep(0.05)
 
 
@@ -270,8 +284,7 @@ def kill_master(broker_url: str, set_dir: str, timeout_s: float = 60.0) -> Failo
     finally:
         # Undone: the killed server comes back (with the umask its role starts it with: the
         # config the sentinels rewrite holds the password).
-        subprocess.run(["redis-server", base + ".conf"], check=True, timeout=30,
-                       preexec_fn=lambda: os.umask(0o077))
+        subprocess.run(["redis-server", base + ".conf"], check=True, timeout=30, preexec_fn=lambda: os.umask(0o077))
 
 
 class RedisSentinel(Redis):
@@ -294,8 +307,10 @@ class RedisSentinel(Redis):
 
     def provision_vars(self, hosts: Hosts) -> dict[str, Any]:
         """The role's ``redis_sentinel_layout`` (the set spread over the broker hosts) and master's name."""
-        return {f"{self.name}_layout": [asdict(m) for m in layout_of(hosts, "brokers")],
-                f"{self.name}_master_name": MASTER_NAME}
+        return {
+            f"{self.name}_layout": [asdict(m) for m in layout_of(hosts, "brokers")],
+            f"{self.name}_master_name": MASTER_NAME,
+        }
 
     def celery_broker(self, url: str) -> tuple[str, dict[str, Any]]:
         return celery_broker(url)

@@ -2,6 +2,7 @@
 as a whole: which server a broker or backend kind needs, which serves a URL scheme, the
 variables, secrets and capabilities they declare. Adding a server is one module and one line in
 :data:`SERVERS` (its name in workloads/vocab/services.py, its role in roles/)."""
+
 from __future__ import annotations
 
 from cmx.workloads.vocab import kinds
@@ -16,12 +17,28 @@ from .redis import Redis
 from .redis_sentinel import RedisSentinel
 
 #: Every server by its service name.
-SERVERS: dict[str, Server] = {s.name: s for s in (Redis(), RabbitMQ(), PostgreSQL(), RedisSentinel(),
-                                                    RabbitMQCluster())}
+SERVERS: dict[str, Server] = {
+    s.name: s for s in (Redis(), RabbitMQ(), PostgreSQL(), RedisSentinel(), RabbitMQCluster())
+}
 assert tuple(SERVERS) == SERVICE_NAMES, "a server of the vocabulary has no module (or the reverse)"
 
-__all__ = ["Hosts", "Part", "Place", "RestartError", "SERVERS", "Server", "default_port", "get", "libpq_url",
-           "of_scheme", "queue_type_problem", "schemes", "service_of", "takes_url", "with_capability"]
+__all__ = [
+    "Hosts",
+    "Part",
+    "Place",
+    "RestartError",
+    "SERVERS",
+    "Server",
+    "default_port",
+    "get",
+    "libpq_url",
+    "of_scheme",
+    "queue_type_problem",
+    "schemes",
+    "service_of",
+    "takes_url",
+    "with_capability",
+]
 
 
 def get(name: str | None) -> Server:
@@ -71,14 +88,18 @@ def queue_type_problem(broker: str, queue_type: str, delivery_limit: int = 0) ->
     if kind is None or kind.service is None:
         return None
     if queue_type not in SERVERS[kind.service].queue_types:
-        on = ", ".join(k.name for k in kinds.BROKERS.values()
-                       if k.service and queue_type in SERVERS[k.service].queue_types)
-        return (f"queue_type {queue_type}: only a broker of {on} has {queue_type} queues "
-                f"(this cell's broker is {broker})")
+        on = ", ".join(
+            k.name for k in kinds.BROKERS.values() if k.service and queue_type in SERVERS[k.service].queue_types
+        )
+        return (
+            f"queue_type {queue_type}: only a broker of {on} has {queue_type} queues (this cell's broker is {broker})"
+        )
     own = kinds.queue_type_of(broker, queue_type)
     if delivery_limit and own != QUORUM:
-        return (f"delivery_limit {delivery_limit}: x-delivery-limit is a quorum queue's (this cell's queues are "
-                f"{own}: set queue_type: quorum)")
+        return (
+            f"delivery_limit {delivery_limit}: x-delivery-limit is a quorum queue's (this cell's queues are "
+            f"{own}: set queue_type: quorum)"
+        )
     return None
 
 

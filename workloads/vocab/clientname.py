@@ -8,6 +8,7 @@ redis-py's ``client_name``), RabbitMQ as the ``connection_name`` client property
 ``user_provided_name`` by the management API), PostgreSQL as ``application_name``.
 Standard library only: the sampler imports it.
 """
+
 from __future__ import annotations
 
 CLIENTS = ("worker", "driver")
@@ -24,5 +25,5 @@ def parse(name: str | None, run_id: str) -> tuple[str, str] | None:
     prefix = f"cmx.{run_id}."
     if not name or not name.startswith(prefix):
         return None
-    client, sep, target = name[len(prefix):].partition(".")
+    client, sep, target = name[len(prefix) :].partition(".")
     return (client, target) if sep and client in CLIENTS and target in TARGETS else None

@@ -1,5 +1,6 @@
 """Who a client of a run is and what it talks to (workloads/vocab/clientname.py builds its name from
 these), and the message headers cmx stamps (workloads/runtime/instrument.py)."""
+
 from __future__ import annotations
 
 WORKER, DRIVER = "worker", "driver"

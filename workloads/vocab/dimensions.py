@@ -12,6 +12,7 @@ runs with, in workloads/runtime/effective.py: a run fails loudly when the two di
 
 It ships to the hosts with the app factory, so it imports nothing from the engine.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,29 +67,102 @@ class Dimension:
 
 
 DIMENSIONS: tuple[Dimension, ...] = (
-    Dimension("broker", "choice", REDIS, "url", "the message broker the run uses (from the inventory)",
-              choices=tuple(kinds.BROKERS)),
-    Dimension("backend", "choice", "none", "url", "the result backend (none: results are ignored)",
-              choices=tuple(kinds.BACKENDS)),
-    Dimension("pool", "choice", pools.PREFORK, "argv", "the worker's execution pool",
-              choices=pools.POOLS, argv="-P", setting="worker_pool"),
-    Dimension("concurrency", "integer", 1, "argv", "the pool's size (processes, threads or greenlets)",
-              minimum=1, maximum=10_000, argv="-c", setting="worker_concurrency"),
-    Dimension("prefetch_multiplier", "integer", 4, "config", "messages a worker reserves per pool slot",
-              minimum=0, maximum=10_000, setting="worker_prefetch_multiplier"),
-    Dimension("heartbeat", "seconds", 120.0, "config", "the broker heartbeat in seconds (0 = off)",
-              setting="broker_heartbeat", hint="seconds, 0 = off"),
-    Dimension("machines", "integer", 1, "hosts", "how many hosts of group workers run a worker (the first N)",
-              minimum=1, maximum=1_000),
-    Dimension("drivers", "integer", 1, "hosts", "how many hosts of group drivers publish the workload's tasks "
-              "(the first N; each publishes its share)", minimum=1, maximum=100, quiet_default=True),
-    Dimension("queue_type", "choice", queues.CLASSIC, "config",
-              "the type of the run's queues on a RabbitMQ broker (classic or quorum; rabbitmq-quorum is "
-              "rabbitmq with quorum)", choices=queues.QUEUE_TYPES, setting="task_default_queue_type",
-              quiet_default=True),
-    Dimension("delivery_limit", "integer", 0, "harness",
-              "a quorum queue's x-delivery-limit: deliveries of a message before it is dropped (0 = RabbitMQ's own)",
-              minimum=0, maximum=1_000_000, quiet_default=True),
+    Dimension(
+        "broker",
+        "choice",
+        REDIS,
+        "url",
+        "the message broker the run uses (from the inventory)",
+        choices=tuple(kinds.BROKERS),
+    ),
+    Dimension(
+        "backend",
+        "choice",
+        "none",
+        "url",
+        "the result backend (none: results are ignored)",
+        choices=tuple(kinds.BACKENDS),
+    ),
+    Dimension(
+        "pool",
+        "choice",
+        pools.PREFORK,
+        "argv",
+        "the worker's execution pool",
+        choices=pools.POOLS,
+        argv="-P",
+        setting="worker_pool",
+    ),
+    Dimension(
+        "concurrency",
+        "integer",
+        1,
+        "argv",
+        "the pool's size (processes, threads or greenlets)",
+        minimum=1,
+        maximum=10_000,
+        argv="-c",
+        setting="worker_concurrency",
+    ),
+    Dimension(
+        "prefetch_multiplier",
+        "integer",
+        4,
+        "config",
+        "messages a worker reserves per pool slot",
+        minimum=0,
+        maximum=10_000,
+        setting="worker_prefetch_multiplier",
+    ),
+    Dimension(
+        "heartbeat",
+        "seconds",
+        120.0,
+        "config",
+        "the broker heartbeat in seconds (0 = off)",
+        setting="broker_heartbeat",
+        hint="seconds, 0 = off",
+    ),
+    Dimension(
+        "machines",
+        "integer",
+        1,
+        "hosts",
+        "how many hosts of group workers run a worker (the first N)",
+        minimum=1,
+        maximum=1_000,
+    ),
+    Dimension(
+        "drivers",
+        "integer",
+        1,
+        "hosts",
+        "how many hosts of group drivers publish the workload's tasks (the first N; each publishes its share)",
+        minimum=1,
+        maximum=100,
+        quiet_default=True,
+    ),
+    Dimension(
+        "queue_type",
+        "choice",
+        queues.CLASSIC,
+        "config",
+        "the type of the run's queues on a RabbitMQ broker (classic or quorum; rabbitmq-quorum is "
+        "rabbitmq with quorum)",
+        choices=queues.QUEUE_TYPES,
+        setting="task_default_queue_type",
+        quiet_default=True,
+    ),
+    Dimension(
+        "delivery_limit",
+        "integer",
+        0,
+        "harness",
+        "a quorum queue's x-delivery-limit: deliveries of a message before it is dropped (0 = RabbitMQ's own)",
+        minimum=0,
+        maximum=1_000_000,
+        quiet_default=True,
+    ),
     Dimension("fault", "fault", faults.NONE, "harness", faults.DESCRIPTION, quiet_default=True),
 )
 
@@ -112,7 +186,7 @@ VERSIONED: tuple[str, ...] = PACKAGES
 
 def package_versions(values: Any) -> dict[str, str]:
     """``{package: version spec}`` of a cell's ``package.*`` values (empty: the controller's versions)."""
-    return {k[len(PACKAGE_PREFIX):]: v for k, v in sorted(values.items()) if k.startswith(PACKAGE_PREFIX)}
+    return {k[len(PACKAGE_PREFIX) :]: v for k, v in sorted(values.items()) if k.startswith(PACKAGE_PREFIX)}
 
 
 def version_matches(spec: str, actual: str | None) -> bool:
@@ -156,8 +230,9 @@ FLAG_NAMES: tuple[str, ...] = tuple(f.name for f in WORKER_FLAGS)
 def owned_settings() -> dict[str, str]:
     """The Celery settings a dimension or worker flag owns, with what to use instead (part of
     workloads/runtime/spec.py OWNED_SETTINGS)."""
-    out = {d.setting: f"use the {d.name} dimension" + (f" ({d.hint})" if d.hint else "")
-           for d in DIMENSIONS if d.setting}
+    out = {
+        d.setting: f"use the {d.name} dimension" + (f" ({d.hint})" if d.hint else "") for d in DIMENSIONS if d.setting
+    }
     out |= {f.setting: f"use the worker.{f.name} dimension" for f in WORKER_FLAGS if f.setting}
     return out
 

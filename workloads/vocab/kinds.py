@@ -12,6 +12,7 @@ factory (queue arguments, the backend's Celery URL), workloads/servers/registry.
 kind needs). To add a kind on an existing server: an entry in BROKERS or BACKENDS. To add a
 server: docs/architecture.md, "Where to add". Standard library only: shipped to every host.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,19 +47,29 @@ class Kind:
     queue_type: str | None = None
 
 
-BROKERS: Mapping[str, Kind] = _frozen({k.name: k for k in (
-    Kind(REDIS, REDIS, db=0),
-    Kind(RABBITMQ, RABBITMQ),
-    Kind("rabbitmq-quorum", RABBITMQ, queue_type=QUORUM),
-    Kind("redis-sentinel", REDIS_SENTINEL, db=0),
-    Kind("rabbitmq-cluster", RABBITMQ_CLUSTER),
-)})
-BACKENDS: Mapping[str, Kind] = _frozen({k.name: k for k in (
-    Kind("none", None, provisionable=False),
-    Kind(REDIS, REDIS, db=1),
-    Kind("rpc", None, provisionable=False, celery_url="rpc://"),
-    Kind(POSTGRES, POSTGRES),
-)})
+BROKERS: Mapping[str, Kind] = _frozen(
+    {
+        k.name: k
+        for k in (
+            Kind(REDIS, REDIS, db=0),
+            Kind(RABBITMQ, RABBITMQ),
+            Kind("rabbitmq-quorum", RABBITMQ, queue_type=QUORUM),
+            Kind("redis-sentinel", REDIS_SENTINEL, db=0),
+            Kind("rabbitmq-cluster", RABBITMQ_CLUSTER),
+        )
+    }
+)
+BACKENDS: Mapping[str, Kind] = _frozen(
+    {
+        k.name: k
+        for k in (
+            Kind("none", None, provisionable=False),
+            Kind(REDIS, REDIS, db=1),
+            Kind("rpc", None, provisionable=False, celery_url="rpc://"),
+            Kind(POSTGRES, POSTGRES),
+        )
+    }
+)
 #: What the run's clients talk to: its broker and its result backend.
 TARGETS: Mapping[str, Mapping[str, Kind]] = _frozen({"broker": BROKERS, "backend": BACKENDS})
 
@@ -76,4 +87,3 @@ def queue_type_arguments(broker: str, queue_type: str, delivery_limit: int = 0) 
     if queue_type_of(broker, queue_type) != QUORUM:
         return {}
     return {"x-queue-type": QUORUM, **({"x-delivery-limit": delivery_limit} if delivery_limit else {})}
-

@@ -4,6 +4,7 @@ the analysis and the SQL files read the same names.
 
 Families (one name per percentile, role or client) are built by the functions below.
 """
+
 from __future__ import annotations
 
 from .clients import CLIENTS, TARGETS
@@ -113,5 +114,4 @@ NOISE_STEAL_SHARE = "noise_steal_share"
 NOISE_LOAD1 = "noise_load1"
 NOISE_PSI_CPU_SOME_SHARE = "noise_psi_cpu_some_share"
 NOISE_PSI_MEMORY_SOME_SHARE = "noise_psi_memory_some_share"
-NOISE_METRICS = (NOISE_CPU_SHARE, NOISE_STEAL_SHARE, NOISE_LOAD1, NOISE_PSI_CPU_SOME_SHARE,
-                 NOISE_PSI_MEMORY_SOME_SHARE)
+NOISE_METRICS = (NOISE_CPU_SHARE, NOISE_STEAL_SHARE, NOISE_LOAD1, NOISE_PSI_CPU_SOME_SHARE, NOISE_PSI_MEMORY_SOME_SHARE)

@@ -1,6 +1,7 @@
 """The worker pools (the ``pool`` dimension's choices) and what sets them apart, read wherever a
 rule depends on the pool: the driver's wait for workers, the pitfalls, the effective-settings
 readers, the workloads that open connections per slot."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
 """The servers cmx talks to, by the name everything else keys on: the ``service`` of a broker or
 backend kind (workloads/vocab/kinds.py), its module in workloads/servers/, its Ansible role (roles/),
 its inventory variables and its connection probe."""
+
 from __future__ import annotations
 
 REDIS = "redis"
