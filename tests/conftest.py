@@ -67,6 +67,29 @@ def local_inventory(
     return path
 
 
+#: This machine's RabbitMQ management API (guest/guest on loopback).
+RABBIT_API = "http://127.0.0.1:15672/api"
+
+
+def rabbit_api(method: str, path: str, body: dict | None = None):
+    """RabbitMQ's management API (guest on this machine's server); the decoded answer, if any."""
+    import base64
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{RABBIT_API}/{path}",
+        method=method,
+        data=json.dumps(body).encode() if body else None,
+        headers={
+            "content-type": "application/json",
+            "authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read()
+    return json.loads(text) if text else None
+
+
 def query(db: Path, sql: str, params=None) -> list[tuple]:
     """Read the results database as `cmx sql` does (waits while a live sweep holds its brief
     write lock; the analysis views are there)."""

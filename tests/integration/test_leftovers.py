@@ -7,24 +7,20 @@ included: a run's members of kombu's shared binding tables and ``unacked`` hash 
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import signal
 import subprocess
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.conftest import CMX, REPO, driving, local_inventory, query, write
+from tests.conftest import CMX, REPO, driving, local_inventory, query, write, rabbit_api
 
 pytestmark = pytest.mark.integration
 
-API = "http://127.0.0.1:15672/api"
 #: Redis databases of these tests alone (0 and 1: the default inventory; 14: replay fidelity, stamping_parts).
 BROKER_DB, BACKEND_DB = 13, 15
 TASKS = '''
@@ -44,20 +40,7 @@ def slow(seconds):
 '''
 
 
-def api(method: str, path: str, body: dict | None = None):
-    """RabbitMQ's management API (guest on this machine's server); the decoded answer, if any."""
-    request = urllib.request.Request(
-        f"{API}/{path}",
-        method=method,
-        data=json.dumps(body).encode() if body else None,
-        headers={
-            "content-type": "application/json",
-            "authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-        },
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        text = answer.read()
-    return json.loads(text) if text else None
+api = rabbit_api
 
 
 @pytest.fixture

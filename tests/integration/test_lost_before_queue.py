@@ -10,35 +10,17 @@ naming how many, those counted ``tasks_lost`` and the rest stored as they ran.
 
 from __future__ import annotations
 
-import base64
-import json
-import urllib.request
 import uuid
 
 import pytest
 
-from tests.conftest import cmx, query, write
+from tests.conftest import cmx, query, write, rabbit_api
 from tests.hostseed import seed_local
 
 pytestmark = pytest.mark.integration
 
-API = "http://127.0.0.1:15672/api"
 
-
-def api(method: str, path: str, body: dict | None = None):
-    """RabbitMQ's management API (guest on this machine's server); the decoded answer, if any."""
-    request = urllib.request.Request(
-        f"{API}/{path}",
-        method=method,
-        data=json.dumps(body).encode() if body else None,
-        headers={
-            "content-type": "application/json",
-            "authorization": "Basic " + base64.b64encode(b"guest:guest").decode(),
-        },
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        text = answer.read()
-    return json.loads(text) if text else None
+api = rabbit_api
 
 
 @pytest.fixture
