@@ -113,7 +113,10 @@ def test_a_sweep_on_a_three_node_cluster_runs_classic_and_quorum_queues_and_leav
         whole = [sum(v) for (r, _), v in sums.items() if r == run_id and len(v) == len(full)]
         assert whole and peaks[run_id] == max(whole), (run_id, peaks, whole)
         assert peaks[run_id] > max(used for r, _, _, used in per_node if r == run_id)  # more than any one node
-        assert growth[run_id] is not None and growth[run_id] > 0, growth
+        # What the run added: never negative, never more than the peak; it may be 0 (a small run's first
+        # tick can be its peak: Erlang collects garbage). The sampler probes' tests and test_broker_memory hold
+        # a known rise (a filled queue).
+        assert growth[run_id] is not None and 0 <= growth[run_id] <= peaks[run_id], growth
     print("broker memory (peak, growth) by queue type:", {runs[r]: (peaks[r], growth[r]) for r in runs})
 
     assert_gone(nodes)
