@@ -243,7 +243,11 @@ class DriveContext:
         # is when it should come (not sooner than MIN_POLL_S: each check is a broadcast).
         from cmx.workloads.drive.lost import Vanished
 
-        vanished = Vanished(len(self.spec.worker_nodes), alone=drivers.count(self.spec) == 1)
+        # Not on quorum queues: Celery delays their countdown/ETA tasks in RabbitMQ's delayed-delivery
+        # queues, in no run queue and in no worker's hands, where a countdown over LOST_AFTER_S would
+        # read as lost (a false alarm); the broker's returns still end such a run at once.
+        quorum = kinds.queue_type_of(self.spec.broker, self.spec.queue_type) == "quorum"
+        vanished = Vanished(len(self.spec.worker_nodes), alone=drivers.count(self.spec) == 1 and not quorum)
         with self.app.connection_for_read() as conn:
             first = None
             while True:
