@@ -170,6 +170,15 @@ def test_no_module_over_the_size_limit():
     assert not unexpected, f"modules over {MAX_LINES} lines: {unexpected}"
 
 
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their basename (no __init__.py under tests/), so two files of one
+    name in different folders stop the whole suite at collection, though each folder passes alone."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
 def test_pending_lists_are_current():
     """A pending entry that no longer applies is removed, so the lists only ever shrink."""
     fitting = [
