@@ -130,11 +130,11 @@ class Losing(Workload):
 '''
 
 
-def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(tmp_path, vhost):
+def inventory(tmp_path, vhost):
+    """This machine as every group's one host, the broker the test's own vhost."""
     workdir = tmp_path / "hostwork"
     seed_local(workdir / "localhost")
-    write(tmp_path / "losing.py", LOSING)
-    inv = write(
+    return write(
         tmp_path / "inv.yml",
         f"""
         all:
@@ -153,13 +153,18 @@ def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(t
             drivers: {{hosts: {{localhost: }}}}
     """,
     )
+
+
+def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(tmp_path, vhost):
+    write(tmp_path / "losing.py", LOSING)
+    inv = inventory(tmp_path, vhost)
     exp = write(
         tmp_path / "exp.yaml",
         """
         name: lost-before-queue
         workload: {name: ./losing.py:Losing}
         fixed: {broker: rabbitmq, backend: none, pool: threads, concurrency: 2}
-        matrix: {params.how: [get, return]}
+        matrix: {params.how: [get, return], queue_type: [classic, quorum]}
         limits: {run_timeout: 90s}
     """,
     )
@@ -167,12 +172,12 @@ def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(t
     proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = {
-        how: (status, error, finished - started)
-        for how, status, error, started, finished in query(
-            db, 'SELECT "params.how", status, error, epoch(started_at), epoch(finished_at) FROM runs'
+        (how, qt): (status, error, finished - started)
+        for how, qt, status, error, started, finished in query(
+            db, 'SELECT "params.how", queue_type, status, error, epoch(started_at), epoch(finished_at) FROM runs'
         )
     }
-    assert runs.keys() == {"get", "return"}, runs
+    assert sorted(runs) == [(h, q) for h in ("get", "return") for q in ("classic", "quorum")], runs
     why = {
         "get": (
             "no worker counted them: the run's queue is empty, no worker holds a task of the run, "
@@ -180,18 +185,47 @@ def test_a_run_that_lost_tasks_before_the_queue_ends_at_once_and_says_how_many(t
         ),
         "return": "the broker returned them unroutable (basic.return): no queue took them",
     }
-    for how, (status, error, seconds) in runs.items():
+    for (how, _), (status, error, seconds) in runs.items():
         assert (status, error) == ("failed", f"3 of 20 tasks lost before the queue: {why[how]}"), runs
         assert seconds < 60, runs  # not the 90 s run_timeout
     metrics = {
-        (how, n): v
-        for how, n, v in query(
+        (how, qt, n): v
+        for how, qt, n, v in query(
             db,
-            'SELECT r."params.how", m.name, m.value FROM metrics m JOIN runs r USING (run_id) '
+            'SELECT r."params.how", r.queue_type, m.name, m.value FROM metrics m JOIN runs r USING (run_id) '
             "WHERE m.name IN ('tasks_published', 'tasks_completed', 'tasks_lost', 'tasks_not_run')",
         )
     }
-    for how in runs:
+    for how, qt in runs:
         assert [
-            metrics.get((how, n)) for n in ("tasks_published", "tasks_completed", "tasks_lost", "tasks_not_run")
+            metrics.get((how, qt, n)) for n in ("tasks_published", "tasks_completed", "tasks_lost", "tasks_not_run")
         ] == [20, 17, 3, 0], metrics
+
+
+def test_countdown_tasks_the_broker_delays_are_not_taken_for_lost(tmp_path, vhost):
+    """The false-alarm side, with known answers: every task has a countdown longer than the
+    verdict's 10 s, so for 13 s nothing finishes and the run's queue is empty. On either queue type
+    the worker holds them (Celery reserves ETA tasks; it delays them in RabbitMQ's delayed-delivery
+    queues only behind an exchange that is not direct, and the run's queues are direct), and the
+    verdict sees them held: both runs end ok with every task run. It fails if a held ETA task is
+    not counted (the classic run ends as lost after 10 s)."""
+    inv = inventory(tmp_path, vhost)
+    exp = write(
+        tmp_path / "exp.yaml",
+        """
+        name: countdown-not-lost
+        workload: {name: mixed, params: {tasks: 10, long_every: 0, rate: 50, countdown_s: 13}}
+        fixed: {broker: rabbitmq, backend: none, pool: threads, concurrency: 2}
+        matrix: {queue_type: [classic, quorum]}
+        limits: {run_timeout: 90s}
+    """,
+    )
+    db = tmp_path / "results" / "cmx.duckdb"
+    proc = cmx("run", str(exp), "--inventory", str(inv), "--db", str(db), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = query(
+        db,
+        "SELECT r.queue_type, r.status, r.error, m.value FROM runs r JOIN metrics m USING (run_id) "
+        "WHERE m.name = 'tasks_completed' ORDER BY 1",
+    )
+    assert rows == [("classic", "ok", None, 10), ("quorum", "ok", None, 10)], rows

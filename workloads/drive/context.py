@@ -243,11 +243,15 @@ class DriveContext:
         # is when it should come (not sooner than MIN_POLL_S: each check is a broadcast).
         from cmx.workloads.drive.lost import Vanished
 
-        # Not on quorum queues: Celery delays their countdown/ETA tasks in RabbitMQ's delayed-delivery
-        # queues, in no run queue and in no worker's hands, where a countdown over LOST_AFTER_S would
-        # read as lost (a false alarm); the broker's returns still end such a run at once.
-        quorum = kinds.queue_type_of(self.spec.broker, self.spec.queue_type) == "quorum"
-        vanished = Vanished(len(self.spec.worker_nodes), alone=drivers.count(self.spec) == 1 and not quorum)
+        # Not where Celery delays countdown/ETA tasks in RabbitMQ's delayed-delivery queues (a quorum
+        # queue behind an exchange that is not direct: Celery's own test in Celery.send_task), in no run
+        # queue and no worker's hands, where a countdown over LOST_AFTER_S would read as lost. The run's
+        # own queues are direct, so their ETA tasks wait in the worker's hands (counted as held); a user's
+        # workload may route its worker's queues otherwise.
+        delayed = kinds.queue_type_of(self.spec.broker, self.spec.queue_type) == "quorum" and any(
+            q.exchange is not None and q.exchange.type != "direct" for q in self.app.amqp.queues.values()
+        )
+        vanished = Vanished(len(self.spec.worker_nodes), alone=drivers.count(self.spec) == 1 and not delayed)
         with self.app.connection_for_read() as conn:
             first = None
             while True:
