@@ -284,6 +284,10 @@ def run_broker(name: str, url: str, args, rng: random.Random, scratch: Path, res
                         captured[mode] += cap.stop()
     finally:
         worker.stop()
+        from kombu import Connection
+
+        with Connection(url) as conn:  # the benchmark's queue goes with it
+            conn.default_channel.queue_delete(queue)
     report(name, args, rates, cpus, captured)
 
 
@@ -354,6 +358,8 @@ def main() -> int:
     ap.add_argument("--redis-url", default=None, help="a Redis to use instead of a redis-server of the benchmark's own")
     ap.add_argument("--amqp-url", default=URLS["rabbitmq"])
     args = ap.parse_args()
+    if args.repeats < 2:
+        ap.error("--repeats: at least 2 (an interval needs two rounds)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed benchmark still puts RabbitMQ back
     producer_cpu, rest_cpu = (int(c) for c in args.pin.split(",")) if args.pin else (None, None)
     rng = random.Random(1)
