@@ -14,8 +14,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import cmx, query, write, rabbit_api
-from tests.hostseed import seed_local
+from tests.conftest import cmx, local_inventory, query, rabbit_api, write
 
 pytestmark = pytest.mark.integration
 
@@ -132,26 +131,13 @@ class Losing(Workload):
 
 def inventory(tmp_path, vhost):
     """This machine as every group's one host, the broker the test's own vhost."""
-    workdir = tmp_path / "hostwork"
-    seed_local(workdir / "localhost")
-    return write(
+    return local_inventory(
         tmp_path / "inv.yml",
-        f"""
-        all:
-          vars:
-            ansible_connection: local
-            ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
-            python_env_interpreter: "{{{{ ansible_playbook_python }}}}"
-            cmx_workdir: {workdir}/localhost
-          children:
-            brokers:
-              hosts:
-                localhost:
-                  broker_url: "amqp://guest:guest@127.0.0.1:5672/{vhost}"
-                  rabbitmq_api_url: http://guest:guest@127.0.0.1:15672
-            workers: {{hosts: {{localhost: }}}}
-            drivers: {{hosts: {{localhost: }}}}
-    """,
+        tmp_path / "hostwork" / "localhost",
+        brokers={
+            "broker_url": f"amqp://guest:guest@127.0.0.1:5672/{vhost}",
+            "rabbitmq_api_url": "http://guest:guest@127.0.0.1:15672",
+        },
     )
 
 
