@@ -47,6 +47,7 @@ COLUMNS = (
     "kwargs",
     "arrival",
     "arrival_source",
+    "args_lead_list",
 )
 #: Where a task's arrival (the time replay sends it at) is read from, first found first:
 #: ``sent`` the producer's task-sent (needs task_send_sent_event), ``received`` the worker's task-received.
@@ -119,6 +120,8 @@ class Recorder:
         for key in ("args", "kwargs"):
             if event.get(key) is not None:
                 row[f"{key}_bytes"] = len(str(event[key]).encode())
+                if key == "args":
+                    row["args_lead_list"] = lead_list_len(str(event[key]))
                 if self.keep_args:
                     row[key] = str(event[key])
 
@@ -127,6 +130,32 @@ class Recorder:
             r for r in self.tasks.values() if not self.queues or r.get("queue", r.get("routing_key")) in self.queues
         ]
         return [with_arrival({c: r.get(c) for c in COLUMNS}, self.arrivals) for r in keep]
+
+
+def lead_list_len(argsrepr: str) -> int | None:
+    """How many items the list leading a task's args holds, read off its repr (as task events carry it:
+    ``([1, 2, 3], 'x')``); None when no list leads them or the repr was cut short (Celery cuts it at
+    1,024 characters). A chord's body receives its header's results as such a list, a chain's next
+    task its one predecessor's result: this is what tells the two apart (replay_plan)."""
+    text = argsrepr.strip()
+    text = text[1:].lstrip() if text.startswith("(") else text
+    if not text.startswith("["):
+        return None
+    depth, commas, quote, escaped = 0, 0, None, False
+    for i, ch in enumerate(text):
+        if quote:
+            escaped, quote = (False, quote) if escaped else (ch == "\\", None if ch == quote else quote)
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return commas + 1 if text[1:i].strip() else 0
+        elif ch == "," and depth == 1:
+            commas += 1
+    return None
 
 
 def with_arrival(row: dict, arrivals: str = "sent") -> dict:
@@ -183,7 +212,7 @@ _TYPE = {
         "arrival_source",
     )
 }
-_TYPE |= {"retries": "INTEGER", "args_bytes": "BIGINT", "kwargs_bytes": "BIGINT"}
+_TYPE |= {"retries": "INTEGER", "args_bytes": "BIGINT", "kwargs_bytes": "BIGINT", "args_lead_list": "INTEGER"}
 
 
 def capture(

@@ -281,6 +281,13 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     )
     assert shown.returncode == 0, shown.stderr
     assert {r["name"]: r["queue"] for r in json.loads(shown.stdout)} == {"canv.fetch": q, "canv.merge": f"{q}.merge"}
+    # what tells a chord's body from a chain's next task: the body's args lead with its 4 header results
+    with duckdb.connect() as con:
+        leads = con.execute(
+            "SELECT args_lead_list, count(*) FROM read_parquet(?) WHERE name = 'canv.merge' GROUP BY 1 ORDER BY 1",
+            [str(tmp_path / "canv.parquet")],
+        ).fetchall()
+    assert leads == [(4, 3), (None, 6)], leads
     write(
         tmp_path / "canv.yaml",
         f"""

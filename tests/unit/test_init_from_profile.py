@@ -40,11 +40,12 @@ def rows(n_fast=400, n_slow=40, chord=False):
                 "kwargs_bytes": 2,
             }
         )
-    if chord:  # two header tasks sent together, a body sent after both ended (parent: the last one)
+    if chord:  # two header tasks sent together, a body sent after both ended (parent: the last one) with
+        # their two results
         out += [
             {"uuid": "h1", "name": "app.fast", "sent": 200.0, "started": 200.0, "succeeded": 200.1, "runtime": 0.1},
             {"uuid": "h2", "name": "app.fast", "sent": 200.01, "started": 200.01, "succeeded": 200.2, "runtime": 0.1},
-            {"uuid": "b", "name": "app.sum", "sent": 200.25, "parent_id": "h2", "runtime": 0.01},
+            {"uuid": "b", "name": "app.sum", "sent": 200.25, "parent_id": "h2", "runtime": 0.01, "args_lead_list": 2},
         ]
     return [{c: r.get(c) for c in capture.COLUMNS} for r in out]
 

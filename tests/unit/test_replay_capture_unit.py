@@ -130,3 +130,24 @@ def test_a_profile_written_before_arrival_columns_still_reads(tmp_path):
 def test_an_unknown_arrival_source_is_refused_before_any_broker_is_asked(tmp_path):
     with pytest.raises(InputError, match="--arrivals"):
         capture.capture("redis://nowhere:1/0", tmp_path / "p.parquet", 1.0, arrivals="started")
+
+
+@pytest.mark.parametrize(
+    "argsrepr, items",
+    [
+        ("([1, 2, 3],)", 3),  # a chord body's header results
+        ("([[1, 2], [3]], 5)", 2),
+        ("(['a, b', 'c\\'d', \"e]\"],)", 3),  # separators and brackets inside strings do not count
+        ("([],)", 0),
+        ("([{'a': 1, 'b': 2}],)", 1),
+        ("[1, 2]", 2),
+        ("(1,)", None),  # a chain's next task: one result
+        ("((1, 2),)", None),
+        ("()", None),
+        ("([1, 2, 3", None),  # cut short (Celery cuts argsrepr at 1,024 characters)
+    ],
+)
+def test_the_list_leading_a_tasks_args_is_counted_off_its_repr(argsrepr, items):
+    from cmx.engine.replay.capture import lead_list_len
+
+    assert lead_list_len(argsrepr) == items

@@ -113,3 +113,43 @@ def test_each_recorded_queue_is_routed_to_a_queue_of_the_run():
     plan.route(units, "cmx.R")
     assert [u.calls[0].queue for u in units] == ["cmx.R.q.emails", "cmx.R.q.pdf_render", "cmx.R"]
     assert units[0].calls[0].children[0].queue == "cmx.R.q.pdf_render"
+
+
+def steady_with_chains(lead):
+    """16 tasks a second for 20 s as an app sends them (issue 40's outside check): a root every 60 ms,
+    ending 5 ms later, and every tenth a chain a -> b (b sent as a ends); ``lead`` is each row's
+    args_lead_list (cmx capture reads it off the events' args), or the column's absence."""
+    rows = []
+    for i in range(333):
+        at = 10.0 + i * 0.06
+        rows.append(row(f"r{i}", "shop.add" if i % 10 else "shop.a", at, runtime=0.005))
+        if i % 10 == 0:
+            rows.append(row(f"b{i}", "shop.b", at + 0.007, parent=f"r{i}", runtime=0.01))
+    rows.sort(key=lambda r: r["sent"])
+    return [r | ({"args_lead_list": lead} if lead != "absent" else {}) for r in rows]
+
+
+def test_chains_in_steady_traffic_are_chains_once_their_args_are_known():
+    units = plan.exact(steady_with_chains(None))
+    assert all(u.body is None for u in units)  # no chord: every task at its own recorded time
+    assert len(units) == 333 and sum(u.count() for u in units) == 367
+    assert [round(u.at, 3) for u in units] == [round(i * 0.06, 3) for i in range(333)]
+    # a profile written before the column falls back on timing, where 33 of the 34 chains read as chords
+    # (the first has no root before it)
+    assert sum(u.body is not None for u in plan.exact(steady_with_chains("absent"))) == 33
+
+
+def test_a_chord_body_takes_as_many_header_members_as_results_it_received():
+    rows = [r | {"args_lead_list": 3 if r["uuid"] == "body" else None} for r in CANVAS]
+    chord, chain, solo = plan.exact(rows)
+    assert [c.name for c in chord.calls] == ["app.a"] * 3 and chord.body.name == "app.b"
+    assert chain.calls[0].children[0].children[0].name == "app.b" and solo.count() == 1
+    # a stranger sent amid the header and ended before the body: the body's three results pick the
+    # tightest run of three around its parent, the stranger stays a task of its own
+    stranger = row("s", "app.z", 100.013, end=100.05) | {"args_lead_list": None}
+    units = plan.exact(sorted([*rows, stranger], key=lambda r: r["sent"]))
+    chords = [u for u in units if u.body is not None]
+    assert len(chords) == 1 and len(chords[0].calls) == 3 and sum(u.count() for u in units) == 9
+    # the body received two results only: a chord of two, the third a task of its own
+    two = [r | {"args_lead_list": 2} if r["uuid"] == "body" else r for r in rows]
+    assert [len(u.calls) for u in plan.exact(two) if u.body is not None] == [2]

@@ -6,12 +6,16 @@ each sent by the driver at its intended offset from the run's clock: a single ta
 tasks it spawned, sent by it when it ends) or a chord (a header group and a body).
 
 Events carry no group id: a chord's header members look like independent tasks and its body like
-a child of the header member that finished last. A chord is therefore inferred: a child whose
-parent is a root task sent in one tight burst of root tasks (gaps at most ``CHORD_GAP_S``, all
-within ``CHORD_SPAN_S``) that spawn nothing themselves and all finished before the child was sent,
-the parent last (Celery's chord body is sent by the header member that ends last). A plain chain
-whose first task ends last of such a burst reads as a chord too: it then waits for the burst, as
-the recorded one did.
+a child of the header member that finished last, as a chain's next task is a child of the one
+before. What tells them apart is the child's args: a chord's body receives its header's results as
+a list leading its args, a chain's next task one result (``args_lead_list``, which cmx capture reads
+off the events' argsrepr). A child whose args lead with a list of n >= 2 items is a chord's body when
+the tightest run of n root tasks around its parent in send order (within ``CHORD_SPAN_S``) spawned
+nothing else and all finished before it was sent, the parent last (Celery sends a chord's body from the header member
+that ends last); any other child is a chain's next task. Profiles written before that column (and
+bodies whose repr Celery cut short) fall back on timing alone: the parent in one tight burst of
+root tasks (gaps at most ``CHORD_GAP_S``), where steady traffic of more than a few tasks a second
+makes a plain chain read as a chord.
 
 ``fitted`` mode replaces the recorded sequence by one drawn per task name: Poisson arrivals at
 the captured rate (the inter-arrival gaps fitted by ``scipy.stats.expon``) times ``rate``, and
@@ -123,13 +127,15 @@ def read_rows(path: Path) -> list[dict]:
     con = duckdb.connect()
     try:
         arrival, source = arrival_sql(con, str(path))
+        cols = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}
+        extra = ("args_lead_list",) if "args_lead_list" in cols else ()  # profiles before it: timing alone
         cur = con.execute(
-            f"SELECT {', '.join(_COLUMNS)}, {arrival} AS arrival, {source} AS arrival_source "
+            f"SELECT {', '.join((*_COLUMNS, *extra))}, {arrival} AS arrival, {source} AS arrival_source "
             f"FROM read_parquet(?) WHERE name IS NOT NULL AND {arrival} IS NOT NULL "
             f"ORDER BY {arrival}",
             [str(path)],
         )
-        return [dict(zip((*_COLUMNS, "arrival", "arrival_source"), r)) for r in cur.fetchall()]
+        return [dict(zip((*_COLUMNS, *extra, "arrival", "arrival_source"), r)) for r in cur.fetchall()]
     except duckdb.Error as exc:
         raise ValueError(f"{path}: not a cmx profile ({str(exc).splitlines()[0]})") from None
     finally:
@@ -227,33 +233,56 @@ def _sent(row: dict) -> float:
 
 
 def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[list[dict], dict]]:
-    """{body id: (header rows, parent row)} for every child that reads as a chord's body."""
+    """{body id: (header rows, parent row)} for every child that reads as a chord's body (module docstring)."""
     order = {r["uuid"]: i for i, r in enumerate(roots)}
     found: dict[str, tuple[list[dict], dict]] = {}
     taken: set[str] = set()
     for parent_id, children in kids.items():
         if parent_id not in order or len(children) != 1 or parent_id in taken:
             continue
-        child = children[0]
+        child, parent = children[0], roots[order[parent_id]]
         sent = _sent(child)
 
         def member(r):
             end = r["succeeded"] or r["failed"]
             return r["uuid"] not in kids and r["uuid"] not in taken and end is not None and end <= sent + 1e-3
 
-        i = j = order[parent_id]
-        while i > 0 and member(roots[i - 1]) and _sent(roots[i]) - _sent(roots[i - 1]) <= CHORD_GAP_S:
-            i -= 1
-        while j + 1 < len(roots) and member(roots[j + 1]) and _sent(roots[j + 1]) - _sent(roots[j]) <= CHORD_GAP_S:
-            j += 1
-        header = roots[i : j + 1]
-        parent = roots[order[parent_id]]
+        if "args_lead_list" in child:
+            header = _header_by_size(child.get("args_lead_list"), parent, roots, member)
+        else:
+            header = _header_by_timing(order[parent_id], roots, member)
+        if header is None:
+            continue
         last = max(header, key=lambda r: r["succeeded"] or r["failed"])
         # Celery's chord body is sent by the header member that ends last: anything else is a chain.
         if len(header) >= 2 and last is parent and _sent(header[-1]) - _sent(header[0]) <= CHORD_SPAN_S:
             found[child["uuid"]] = (header, parent)
             taken.update(m["uuid"] for m in header)
     return found
+
+
+def _header_by_size(size: int | None, parent: dict, roots: list[dict], member) -> list[dict] | None:
+    """The tightest run of ``size`` roots in send order that holds the parent, among the parent and the
+    member roots sent within CHORD_SPAN_S of it (one producer call sends a header's members one after
+    another); None when the child's args do not lead with a list of at least 2 or too few roots exist."""
+    if size is None or size < 2:
+        return None
+    at = _sent(parent)
+    near = [r for r in roots if r is parent or (abs(_sent(r) - at) <= CHORD_SPAN_S and member(r))]
+    k = next(i for i, r in enumerate(near) if r is parent)  # roots are in send order
+    starts = range(max(0, k - size + 1), min(k, len(near) - size) + 1)
+    best = min(starts, key=lambda i: _sent(near[i + size - 1]) - _sent(near[i]), default=None)
+    return None if best is None else near[best : best + size]
+
+
+def _header_by_timing(at: int, roots: list[dict], member) -> list[dict]:
+    """The parent's tight burst of member roots (gaps at most CHORD_GAP_S), in send order."""
+    i = j = at
+    while i > 0 and member(roots[i - 1]) and _sent(roots[i]) - _sent(roots[i - 1]) <= CHORD_GAP_S:
+        i -= 1
+    while j + 1 < len(roots) and member(roots[j + 1]) and _sent(roots[j + 1]) - _sent(roots[j]) <= CHORD_GAP_S:
+        j += 1
+    return roots[i : j + 1]
 
 
 def fitted(
