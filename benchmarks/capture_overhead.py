@@ -221,19 +221,24 @@ def own_redis(cpu: int | None) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("own redis-server did not answer within 10 s")
 
 
+def rabbit_node():
+    """The machine's one RabbitMQ node (its beam.smp process, psutil)."""
+    import psutil
+
+    beams = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "beam.smp"]
+    beams = [p for p in beams if "rabbit" in " ".join(p.info["cmdline"] or [])]
+    if len(beams) != 1:
+        raise RuntimeError(f"found {len(beams)} RabbitMQ nodes (beam.smp), expected one")
+    return beams[0]
+
+
 class PinnedRabbit:
     """The machine's RabbitMQ node's threads on one CPU at nice -10 while the benchmark runs; their own
     affinity and nice put back after (also on Ctrl-C)."""
 
     def __init__(self, cpu: int):
-        import psutil
-
-        beams = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "beam.smp"]
-        beams = [p for p in beams if "rabbit" in " ".join(p.info["cmdline"] or [])]
-        if len(beams) != 1:
-            raise RuntimeError(f"--pin-rabbitmq: found {len(beams)} RabbitMQ nodes (beam.smp), expected one")
         self.saved = {}
-        for t in beams[0].threads():
+        for t in rabbit_node().threads():
             self.saved[t.id] = (os.sched_getaffinity(t.id), os.getpriority(os.PRIO_PROCESS, t.id))
             os.sched_setaffinity(t.id, {cpu})
             os.setpriority(os.PRIO_PROCESS, t.id, -10)
