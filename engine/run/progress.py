@@ -57,6 +57,7 @@ class ProgressBar:
         self.varying = varying
         self.now = now
         self.first_start: float | None = None  # the ETA counts from the first run's start, as the lines do
+        self.notes_said: set[str] = set()
         self.progress = Progress(
             TextColumn("[bold]runs"),
             BarColumn(),
@@ -95,6 +96,8 @@ class ProgressBar:
         if outcome.status is not RunStatus.OK:
             label = escape(f"{run_label(outcome.run, self.varying)} ({outcome.run.run_id}): {outcome.error}")
             self.console.print(f"[red]{outcome.status.value}[/red] {label}", highlight=False)
+        for note in new_notes(self, outcome):
+            self.console.print(f"note: {note}", markup=False, highlight=False)
         self.progress.advance(self.task)
 
 
@@ -109,6 +112,7 @@ class ProgressLines:
         self.done = 0
         self.started = 0.0
         self.run_started: dict[str, float] = {}
+        self.notes_said: set[str] = set()
 
     def __enter__(self):
         return self
@@ -150,6 +154,15 @@ class ProgressLines:
         if outcome.status is not RunStatus.OK and outcome.error:
             line += f"\n    {outcome.run.run_id}: {outcome.error}"
         self._say(line)
+        for note in new_notes(self, outcome):
+            self._say(f"note: {note}")
+
+
+def new_notes(handler, outcome: RunOutcome) -> list[str]:
+    """The run's notes the sweep has not printed yet (every run of a replay sweep says the same)."""
+    new = [n for n in dict.fromkeys(outcome.notes) if n not in handler.notes_said]
+    handler.notes_said.update(new)
+    return new
 
 
 def handler_for(console: Console, varying: list[str]):

@@ -53,6 +53,7 @@ class RunOutcome:
     error: str | None
     metrics: dict[str, float | None] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 class SweepHandler(Protocol):
@@ -373,7 +374,7 @@ class Sweep:
 
         self.handler.stage(run, "ingest")
         hosts = {h: HostInfo(groups=self.inventory.groups_of(h), collected=h in collected) for h in targets.hosts}
-        status, error, metrics = store_run(
+        status, error, metrics, notes = store_run(
             self.db_path,
             run,
             spec,
@@ -388,7 +389,7 @@ class Sweep:
             run_t0=run_t0,
         )
         self.agents.forget(run.run_id)
-        return RunOutcome(run, status, error, metrics, stages)
+        return RunOutcome(run, status, error, metrics, stages, notes)
 
     def _stop_grace(self, started: StepResult) -> float:
         """A drive that ended normally left drained workers: nothing to finish, a short grace."""

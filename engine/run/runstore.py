@@ -37,8 +37,9 @@ def store_run(
     *,
     interrupted: bool,
     run_t0: float,
-) -> tuple[RunStatus, str | None, dict]:
-    """Ingest the run's artifacts in ``art_dir`` and store its end; its status, error and metrics.
+) -> tuple[RunStatus, str | None, dict, tuple[str, ...]]:
+    """Ingest the run's artifacts in ``art_dir`` and store its end; its status, error, metrics and its
+    driver's notes (what the workload says of how it ran, e.g. a replay's arrivals being receipts).
     ``stages`` gains ``ingest``; ``run_t0``: when the run started (monotonic), for the harness's cost."""
     t0 = time.monotonic()
     metrics: dict = {}
@@ -93,4 +94,4 @@ def store_run(
         )
     except OSError:  # a full results disk: the database already holds the run's end
         pass
-    return status, error, metrics
+    return status, error, metrics, tuple(driver.get("notes") or ())

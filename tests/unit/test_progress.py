@@ -99,3 +99,19 @@ def test_the_bar_says_the_eta_as_the_lines_do():
         bar.progress.update(bar.task, completed=1)
         column = bar.progress.columns[4]
         assert str(column.render(bar.progress.tasks[0])) == "ETA 1 min 50 s"  # t = 10: 10 s a run, 11 left
+
+
+def test_a_runs_notes_are_printed_once_a_sweep():
+    """A replay whose arrivals are receipts says so in its driver's notes: the sweep prints each note
+    once, after the first run that made it (every run of a replay sweep says the same)."""
+    buf = io.StringIO()
+    lines = ProgressLines(Console(file=buf, width=160), ["pool"], now=lambda: 0.0)
+    runs = [Run(f"r{i}", "e", Cell(f"c{i}", {"pool": "solo"}), i + 1) for i in range(3)]
+    lines.sweep_started(3, 0)
+    said = ("arrivals of 10 of 10 recorded tasks are their workers' receipts",)
+    for run, notes in zip(runs, (said, said + ("another",), ())):
+        lines.stage(run, "start + drive")
+        lines.run_finished(RunOutcome(run, RunStatus.OK, None, notes=notes))
+    out = buf.getvalue().splitlines()
+    assert [x for x in out if x.startswith("note:")] == [f"note: {said[0]}", "note: another"]
+    assert out.index(f"note: {said[0]}") == 2 and out.index("note: another") == 4
