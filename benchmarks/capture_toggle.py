@@ -286,7 +286,12 @@ def main() -> int:
     ap.add_argument("--task-sleep", type=float, default=0.0, help="seconds each task sleeps in the worker")
     ap.add_argument("--amqp-url", default=URLS["rabbitmq"])
     ap.add_argument("--json", default=None, metavar="FILE", help="also write every window here")
+    ap.add_argument("--report", default=None, metavar="FILE", help="print the report of a --json FILE, run nothing")
     args = ap.parse_args()
+    if args.report:
+        for name, rows in json.loads(Path(args.report).read_text()).items():
+            report(name, args, rows)
+        return 0
     if args.pairs < 10:
         ap.error("--pairs: at least 10")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a killed benchmark still puts RabbitMQ back

@@ -27,14 +27,15 @@ def per_window(result: dict) -> list[dict]:
     return rows
 
 
-def mean_interval(values) -> tuple[float, float, float]:
-    """The mean and its 95 % bootstrap interval (scipy.stats.bootstrap, BCa)."""
+def mean_interval(values, statistic: str = "mean") -> tuple[float, float, float]:
+    """The mean (BCa) or the median (percentile) and its 95 % bootstrap interval (scipy.stats.bootstrap)."""
     import numpy as np
     from scipy.stats import bootstrap
 
-    values = np.asarray(values)
-    ci = bootstrap((values,), np.mean, confidence_level=0.95, method="BCa", rng=1)
-    return float(values.mean()), float(ci.confidence_interval.low), float(ci.confidence_interval.high)
+    values, fn = np.asarray(values), getattr(np, statistic)
+    method = "BCa" if statistic == "mean" else "percentile"
+    ci = bootstrap((values,), fn, confidence_level=0.95, method=method, rng=1)
+    return float(fn(values)), float(ci.confidence_interval.low), float(ci.confidence_interval.high)
 
 
 def report(name: str, args, rows: list[dict]) -> None:
@@ -70,20 +71,29 @@ def report(name: str, args, rows: list[dict]) -> None:
         f"paired: {mid:.4f} [{low:.4f}-{high:.4f}] (geometric mean, 95 % BCa bootstrap; pairs "
         f"{min(logs):+.3f} to {max(logs):+.3f} in log, sd {statistics.stdev(logs):.3f})"
     )
+    med = [math.exp(v) for v in mean_interval(logs, statistic="median")]
+    print(f"   the same, median pair (outliers aside): {med[0]:.4f} [{med[1]:.4f}-{med[2]:.4f}] (percentile bootstrap)")
     cpu = [math.log(a["cpu_task"] / b["cpu_task"]) for a, b in zip(listen, off)]
     cmid, clow, chigh = (math.exp(v) for v in mean_interval(cpu))
     print(f"   producer CPU a task listen/off, paired: {cmid:.4f} [{clow:.4f}-{chigh:.4f}]")
     for who in ("worker", "broker"):
         diff = mean_interval([a[f"{who}_share"] - b[f"{who}_share"] for a, b in zip(listen, off)])
         print(f"   {who} CPU share listen - off, paired: {diff[0]:+.3f} [{diff[1]:+.3f} to {diff[2]:+.3f}]")
+    # /proc counts CPU in clock ticks (10 ms): per pair too coarse, over all pairs not
+    per_event = statistics.mean(a["events_s"] for a in listen)
     extra = [
-        (a["broker"] - b["broker"] * (a["t1"] - a["t0"]) / (b["t1"] - b["t0"])) / a["events"]
-        for a, b in zip(listen, off)
+        (d / per_event) * 1e6
+        for d in mean_interval([a["broker_share"] - b["broker_share"] for a, b in zip(listen, off)])
     ]
     print(
-        f"   the broker's CPU for the capture: {statistics.median(extra) * 1e6:+.1f} us an event captured (median pair)"
+        f"   the broker's CPU for the capture: {extra[0]:+.1f} us an event captured "
+        f"[{extra[1]:+.1f} to {extra[2]:+.1f}]"
     )
-    waits = [(1 / a["rate"] - a["cpu_task"] - 1 / b["rate"] + b["cpu_task"]) * b["rate"] for a, b in zip(listen, off)]
+    # time inside apply_async = the producer's CPU + its waiting (for the broker, for a core)
+    waits = [
+        (1 / a["capacity"] - a["cpu_task"] - 1 / b["capacity"] + b["cpu_task"]) * b["capacity"]
+        for a, b in zip(listen, off)
+    ]
     amid, alow, ahigh = mean_interval(waits)
     print(
         f"   producer's waiting a task, listen - off, as a share of a task's time: {amid:+.2%} "
