@@ -41,7 +41,6 @@ import math
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,6 +51,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from pinning import PinnedRabbit, own_redis, placed, put_back, stop_process  # noqa: E402
 
 URLS = {"redis": "redis://127.0.0.1:6379/13", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
 MODES = ("off", "listen", "sent", "captured")
@@ -103,19 +105,6 @@ def publish_rate(url: str, queue: str, tasks: int, sent_event: bool) -> tuple[fl
     return rate, (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / tasks
 
 
-def placed(cpu: int | None, nice: int):
-    """A preexec_fn: the child on ``cpu`` (if pinning) at ``nice``, its Ctrl-C working even where this
-    benchmark was started with SIGINT ignored (``cmd &``)."""
-
-    def place():
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
-
-    return place
-
-
 def queue_depth(url: str, queue: str) -> int:
     """Messages ready in ``queue`` (kombu's Redis transport says an empty queue does not exist)."""
     from kombu import Connection
@@ -157,12 +146,7 @@ class Worker:
         time.sleep(0.5)  # its last tasks' events out
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 class Capture:
@@ -201,55 +185,6 @@ class Capture:
             out, _ = self.proc.communicate()
         last = out.strip().splitlines()[-1] if out.strip() else ""
         return int(last.split()[1].replace(",", "")) if last.startswith("captured") else 0
-
-
-def own_redis(cpu: int | None) -> tuple[subprocess.Popen, str]:
-    """A redis-server of this benchmark's own on a free loopback port (on ``cpu`` at nice -10), nothing persisted."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=placed(cpu, -10))
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"redis://127.0.0.1:{port}/0"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("own redis-server did not answer within 10 s")
-
-
-def rabbit_node():
-    """The machine's one RabbitMQ node (its beam.smp process, psutil)."""
-    import psutil
-
-    beams = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "beam.smp"]
-    beams = [p for p in beams if "rabbit" in " ".join(p.info["cmdline"] or [])]
-    if len(beams) != 1:
-        raise RuntimeError(f"found {len(beams)} RabbitMQ nodes (beam.smp), expected one")
-    return beams[0]
-
-
-class PinnedRabbit:
-    """The machine's RabbitMQ node's threads on one CPU at nice -10 while the benchmark runs; their own
-    affinity and nice put back after (also on Ctrl-C)."""
-
-    def __init__(self, cpu: int):
-        self.saved = {}
-        for t in rabbit_node().threads():
-            self.saved[t.id] = (os.sched_getaffinity(t.id), os.getpriority(os.PRIO_PROCESS, t.id))
-            os.sched_setaffinity(t.id, {cpu})
-            os.setpriority(os.PRIO_PROCESS, t.id, -10)
-
-    def restore(self) -> None:
-        for tid, (cpus, nice) in self.saved.items():
-            try:
-                os.sched_setaffinity(tid, cpus)
-                os.setpriority(os.PRIO_PROCESS, tid, nice)
-            except ProcessLookupError:
-                pass
 
 
 def median_interval(values: list[float]) -> tuple[float, float, float]:
@@ -389,11 +324,7 @@ def main() -> int:
         for name in args.brokers.split(","):
             run_broker(name, urls[name], args, rng, scratch, rest_cpu)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
-        if rabbit is not None:
-            rabbit.restore()
+        put_back(server, rabbit)
     print(f"# load average at end {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -48,7 +48,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from capture_overhead import URLS, PinnedRabbit, own_redis, placed, rabbit_node  # noqa: E402
+from capture_overhead import URLS  # noqa: E402
+from pinning import PinnedRabbit, own_redis, placed, put_back, rabbit_node, stop_process  # noqa: E402
 from capture_toggle_report import per_window, report  # noqa: E402
 
 KEEP = 20_000
@@ -170,19 +171,14 @@ class Child:
         try:
             words = self.lines.get(timeout=within).split()
         except queues.Empty:
-            raise RuntimeError(f"{command}: no answer within {ANSWER_S:g} s") from None
+            raise RuntimeError(f"{command}: no answer within {within:g} s") from None
         if words[0] != expect:
             raise RuntimeError(f"{command}: {words}")
         return words
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -253,11 +249,7 @@ def run_broker(name: str, url: str, broker: int, args, rng: random.Random, scrat
         for child in children:
             child.stop()
         if worker is not None:
-            worker.terminate()
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            stop_process(worker)
         from kombu import Connection
 
         with Connection(url) as conn:
@@ -319,11 +311,7 @@ def main() -> int:
             every[name] = rows
             report(name, args, rows)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
-        if rabbit is not None:
-            rabbit.restore()
+        put_back(server, rabbit)
     if args.json:
         Path(args.json).write_text(json.dumps(every))
     print(f"# load average at end {os.getloadavg()[0]:.1f}")
