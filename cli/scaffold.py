@@ -87,7 +87,7 @@ workload:
     speed: 1.0  # 2.0 replays it in half the time
 fixed:
   broker: redis
-  backend: {backend}  # chords need a result backend
+  backend: {backend}
 matrix:
   pool: [prefork, threads, gevent]
   concurrency: {concurrency}  # around the {busy:.1f} tasks the capture kept busy on average (rate × runtime)
@@ -135,7 +135,9 @@ def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
             profile_name=profile.name,
             busy=busy,
             concurrency=[base, 2 * base, 4 * base],
-            backend=REDIS if canvas_kinds(profile).get("chord") else "none",
+            backend=f"{REDIS}  # the captured chords need a result backend"
+            if canvas_kinds(profile).get("chord")
+            else "none  # no chord captured: no result backend, as a backend's store adds to every task's time",
             timeout=f"{max(5, math.ceil(3 * span / 60))}m",
             summary=", ".join(f"{r['name']} {r['tasks']:,}" for r in rows[:5]) + (" …" if len(rows) > 5 else ""),
         )
