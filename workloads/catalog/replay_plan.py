@@ -11,8 +11,8 @@ before. What tells them apart is the child's args: a chord's body receives its h
 a list leading its args, a chain's next task one result (``args_lead_list``, which cmx capture reads
 off the events' argsrepr). A child whose args lead with a list of n >= 2 items is a chord's body when
 the tightest run of n root tasks around its parent in send order (within ``CHORD_SPAN_S``) spawned
-nothing else and all finished before it was sent, the parent last (Celery sends a chord's body from the header member
-that ends last); any other child is a chain's next task. Profiles written before that column (and
+nothing else and all finished before it was sent, the parent last (Celery sends a chord's body from
+the header member that ends last); any other child is a chain's next task. Profiles written before that column (and
 bodies whose repr Celery cut short) fall back on timing alone: the parent in one tight burst of
 root tasks (gaps at most ``CHORD_GAP_S``), where steady traffic of more than a few tasks a second
 makes a plain chain read as a chord.
@@ -234,7 +234,9 @@ def _sent(row: dict) -> float:
 
 def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[list[dict], dict]]:
     """{body id: (header rows, parent row)} for every child that reads as a chord's body (module docstring)."""
+    roots = sorted(roots, key=_sent)
     order = {r["uuid"]: i for i, r in enumerate(roots)}
+    times = [_sent(r) for r in roots]
     found: dict[str, tuple[list[dict], dict]] = {}
     taken: set[str] = set()
     for parent_id, children in kids.items():
@@ -248,7 +250,7 @@ def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[l
             return r["uuid"] not in kids and r["uuid"] not in taken and end is not None and end <= sent + 1e-3
 
         if "args_lead_list" in child:
-            header = _header_by_size(child.get("args_lead_list"), parent, roots, member)
+            header = _header_by_size(child.get("args_lead_list"), parent, roots, times, member)
         else:
             header = _header_by_timing(order[parent_id], roots, member)
         if header is None:
@@ -261,14 +263,17 @@ def _chords(roots: list[dict], kids: dict[str, list[dict]]) -> dict[str, tuple[l
     return found
 
 
-def _header_by_size(size: int | None, parent: dict, roots: list[dict], member) -> list[dict] | None:
+def _header_by_size(size: int | None, parent: dict, roots: list[dict], times: list[float], member) -> list[dict] | None:
     """The tightest run of ``size`` roots in send order that holds the parent, among the parent and the
     member roots sent within CHORD_SPAN_S of it (one producer call sends a header's members one after
     another); None when the child's args do not lead with a list of at least 2 or too few roots exist."""
     if size is None or size < 2:
         return None
+    import bisect
+
     at = _sent(parent)
-    near = [r for r in roots if r is parent or (abs(_sent(r) - at) <= CHORD_SPAN_S and member(r))]
+    window = roots[bisect.bisect_left(times, at - CHORD_SPAN_S) : bisect.bisect_right(times, at + CHORD_SPAN_S)]
+    near = [r for r in window if r is parent or member(r)]
     k = next(i for i, r in enumerate(near) if r is parent)  # roots are in send order
     starts = range(max(0, k - size + 1), min(k, len(near) - size) + 1)
     best = min(starts, key=lambda i: _sent(near[i + size - 1]) - _sent(near[i]), default=None)
