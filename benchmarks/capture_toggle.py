@@ -226,7 +226,8 @@ def run_broker(name: str, url: str, broker: int, args, rng: random.Random, scrat
     marks = scratch / f"{name}-marks.json"
     windows, children, worker = [], [], None
     try:
-        children.append(capture := Child(["capture", url], env, rest_cpu, args.capture_nice, scratch))
+        capture_cpu = rest_cpu if args.capture_cpu is None else args.capture_cpu
+        children.append(capture := Child(["capture", url], env, capture_cpu, args.capture_nice, scratch))
         capture.ask(None, "ready", within=120.0)  # imported (at nice 19 that can take a while)
         worker = subprocess.Popen(
             worker_cmd, env=env, cwd=scratch, stdout=subprocess.DEVNULL, preexec_fn=placed(rest_cpu, 10)
@@ -275,6 +276,7 @@ def main() -> int:
     ap.add_argument("--sent-events", action="store_true", help="the producer sends task-sent events too")
     ap.add_argument("--rate", type=float, default=0.0, help="tasks a second the producer offers (0: flat out)")
     ap.add_argument("--capture-nice", type=int, default=19, help="the capture's nice on CPU R (the worker's: 10)")
+    ap.add_argument("--capture-cpu", type=int, default=None, help="the capture's CPU (default R, the broker's)")
     ap.add_argument("--task-sleep", type=float, default=0.0, help="seconds each task sleeps in the worker")
     ap.add_argument("--amqp-url", default=URLS["rabbitmq"])
     ap.add_argument("--json", default=None, metavar="FILE", help="also write every window here")
