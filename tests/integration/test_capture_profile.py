@@ -191,6 +191,10 @@ def test_the_profile_records_where_arrivals_come_from(tmp_path, url, sent):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+        from kombu import Connection
+
+        with Connection(url) as conn:  # on RabbitMQ the queue outlived the test, with what was not run
+            conn.default_channel.queue_delete(q)
     assert cap.returncode == 0, stderr
     rows = read_rows(out)
     assert len(rows) == 160
