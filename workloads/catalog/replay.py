@@ -205,7 +205,7 @@ def _register(app, name: str) -> None:
 
     @app.task(name=name, shared=False, bind=True)
     def replayed(self, *results, runtime: float = 0.0, work: str = "sleep", padding: str = "", queue=None, children=()):
-        send = statistics.median_low(SENDS) if children and SENDS else 0.0
+        send = statistics.median_low(list(SENDS)) if children and SENDS else 0.0  # a copy: other threads append
         spend(max(0.0, runtime - len(children) * send), work)
         for spec in children:
             began = time.perf_counter()
