@@ -120,7 +120,7 @@ class Recorder:
         for key in ("args", "kwargs"):
             if event.get(key) is not None:
                 row[f"{key}_bytes"] = len(str(event[key]).encode())
-                if key == "args":
+                if key == "args" and "args_lead_list" not in row:  # once a task: sent and received carry it
                     row["args_lead_list"] = lead_list_len(str(event[key]))
                 if self.keep_args:
                     row[key] = str(event[key])
