@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from capture_toggle_report import mean_interval  # noqa: E402
 from pinning import PinnedRabbit, own_redis, placed, put_back, stop_process  # noqa: E402
 
 URLS = {"redis": "redis://127.0.0.1:6379/13", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
@@ -189,11 +190,7 @@ class Capture:
 
 def median_interval(values: list[float]) -> tuple[float, float, float]:
     """The median and its 95 % bootstrap interval (scipy.stats.bootstrap, percentile method)."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    ci = bootstrap((np.asarray(values),), np.median, confidence_level=0.95, method="percentile", rng=1)
-    return float(np.median(values)), float(ci.confidence_interval.low), float(ci.confidence_interval.high)
+    return mean_interval(values, statistic="median")
 
 
 def interval(ratios: list[float]) -> tuple[float, float, float]:
