@@ -345,3 +345,20 @@ def test_analysis_reads_metric_definitions_never_a_workload_class():
     assert not wrong, "\n".join(wrong)
     planted = {"cmx.analysis.x": {"cmx.workloads.catalog.registry"}}
     assert [t for ts in planted.values() for t in ts if (_workload_room(t) or 0) > runtime]  # the rule catches one
+
+
+def test_a_unit_test_that_opens_a_socket_fails():
+    """tests/unit/conftest.py refuses a unit test's network connection (a service test belongs in
+    tests/integration); Unix sockets and a UDP "connect", which sends nothing, are allowed."""
+    import socket
+
+    from conftest import UnitTestOpenedASocket
+
+    with socket.socket() as s, pytest.raises(UnitTestOpenedASocket, match="tests/integration"):
+        s.connect(("127.0.0.1", 6379))
+    with socket.socket() as s, pytest.raises(UnitTestOpenedASocket):
+        s.connect_ex(("127.0.0.1", 5672))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("127.0.0.1", 9))
+    a, b = socket.socketpair()
+    a.close(), b.close()
