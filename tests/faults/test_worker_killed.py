@@ -109,7 +109,7 @@ BUSY = "busy-worker-killed"
 POOLS = {"prefork": 2, "threads": 2, "gevent": 2, "eventlet": 2, "solo": 1}
 
 
-@pytest.mark.parametrize("broker", ["redis", pytest.param("rabbitmq", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_a_busy_worker_killed_fails_its_run_within_10_s_on_every_pool(tmp_path, broker):
     db = tmp_path / "results" / "cmx.duckdb"
     # The worker runs on w2, the driver on w1: word of the death must travel from w2's agent
