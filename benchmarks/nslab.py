@@ -7,12 +7,14 @@ the namespaces reach no package index).
         cmx run experiments/faults/node-loss.yaml --db /tmp/nodeloss-ssh.duckdb
 
 ``--inventory <the lab's>`` is appended to the command; the inventory is printed first. Each
-brokers host's cluster files (broker rabbitmq-cluster) go under the dir the lab removes at its end.
+brokers host's cluster files (broker rabbitmq-cluster) go under the dir the lab removes at its end;
+the lab's own folder (the hosts' work dirs) is removed too: the lab leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,14 @@ def main() -> int:
         print(f"error: network-namespace hosts cannot be made here: {why}", file=sys.stderr)
         return 2
     root = Path(tempfile.mkdtemp(prefix="cmx-nslab-"))
+    try:
+        return _run(root, args, command)
+    finally:
+        # The hosts' seeded venvs and work dirs (~1.2 GB of hard links and copies) go with the lab.
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _run(root: Path, args: argparse.Namespace, command: list[str]) -> int:
     with NetHosts(root / "net", args.hosts) as net:
         groups = {
             g: [h for h in getattr(args, g).split(",") if h] for g in ("brokers", "workers", "drivers", "backends")

@@ -21,7 +21,9 @@ Printed: median rate of each method over the rounds, min-max, and fast / raw wit
 from __future__ import annotations
 
 import argparse
+import atexit
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -54,7 +56,9 @@ def make_app(broker: str, queue: str):
     def noop(payload):
         return None
 
-    instrument.install(app, Recorder(Path(tempfile.mkdtemp(prefix="cmx-pubbench-")), "bench"))
+    rows = tempfile.mkdtemp(prefix="cmx-pubbench-")  # the recorder's files, removed at exit
+    atexit.register(shutil.rmtree, rows, True)
+    instrument.install(app, Recorder(Path(rows), "bench"))
     return app
 
 

@@ -44,16 +44,17 @@ def _end(path: Path) -> float:
 
 
 def measure(nights: int, cells: int, metrics: int) -> tuple[list[float], float]:
-    folder = Path(tempfile.mkdtemp(prefix="cmx-sweep-end-"))
-    os.environ["CMX_STATS_CACHE"] = str(folder / "stats.duckdb")
-    path = folder / "r.duckdb"
-    filler.fill(path, nights - NIGHTS_TIMED, cells, metrics, 3)
-    upgrade = _end(path)  # nothing cached: as the first sweep after an upgrade
-    ends = []
-    for night in range(nights - NIGHTS_TIMED, nights):
-        filler.add_night(path, night, cells, metrics, 3)
-        ends.append(_end(path))
-    return ends, upgrade
+    with tempfile.TemporaryDirectory(prefix="cmx-sweep-end-") as tmp:  # removed after: nothing left behind
+        folder = Path(tmp)
+        os.environ["CMX_STATS_CACHE"] = str(folder / "stats.duckdb")
+        path = folder / "r.duckdb"
+        filler.fill(path, nights - NIGHTS_TIMED, cells, metrics, 3)
+        upgrade = _end(path)  # nothing cached: as the first sweep after an upgrade
+        ends = []
+        for night in range(nights - NIGHTS_TIMED, nights):
+            filler.add_night(path, night, cells, metrics, 3)
+            ends.append(_end(path))
+        return ends, upgrade
 
 
 def main() -> int:
