@@ -304,6 +304,11 @@ def compare(
     metric: list[str] = typer.Option(
         [], "--metric", "-m", metavar="M", help="Compare (and gate on) only this metric (repeatable)."
     ),
+    every: bool = typer.Option(
+        False,
+        "--all",
+        help="Every metric either side has (by default: the objective and the headline metrics of the sides' runs).",
+    ),
     fail_on: Optional[str] = typer.Option(
         None,
         "--fail-on",
@@ -316,7 +321,7 @@ def compare(
     wide: bool = WIDE_OPTION,
 ):
     from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
-    from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
+    from cmx.analysis.compare_format import STAYS, as_csv, as_json, as_markdown, as_table
 
     from cmx.analysis import gate
 
@@ -326,7 +331,9 @@ def compare(
         base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
         db_path = results_db(db_path, base.experiment, cont.experiment)
         with views.connect(db_path, read_only=True) as con:
-            res = compare_runs(con, base, cont, pool_cells=pool_cells, margin_pct=margin, metrics=tuple(metric))
+            res = compare_runs(
+                con, base, cont, pool_cells=pool_cells, margin_pct=margin, metrics=tuple(metric), every=every
+            )
     except (FileNotFoundError, ValueError, InputError) as exc:
         fail(exc)
     for warning in res.warnings:
@@ -341,7 +348,7 @@ def compare(
     elif fmt is CompareFormat.markdown:
         sys.stdout.write(as_markdown(res))
     else:
-        show(out, as_table(res), wide=wide)
+        show(out, as_table(res), wide=wide, stay=STAYS)
     if not fails_on:
         return
     from cmx.engine.results import metricdefs

@@ -8,6 +8,7 @@ import io
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from cmx.analysis import stats
@@ -124,3 +125,19 @@ def test_a_chart_legend_never_cuts_a_label():
     series = legend.assign(rows, ["broker", "params.task"])
     spec = {name: ch.to_dict() for name, ch in legend.channels(series).items()}
     assert spec["color"]["legend"] == {"labelLimit": 0, "titleLimit": 0}, spec
+
+
+def test_a_column_that_stays_and_columns_that_never_wrap():
+    """compare's verdict stays however narrow the terminal, and a metric's name or a verdict marked
+    no_wrap is never folded inside a word (issue 51: `broker_memory_peak_byte` / `s`)."""
+    table = Table()
+    table.add_column("metric", no_wrap=True)
+    table.add_column("baseline", justify="right")
+    table.add_column("p", justify="right")
+    table.add_column("verdict", no_wrap=True)
+    table.add_row("broker_memory_peak_bytes", "3 MiB [2.9–3.1 MiB]", "0.008", "? inconclusive: n=12 would tell")
+    buf = io.StringIO()
+    show(Console(file=buf, width=80, color_system=None), table, stay=("verdict",))
+    out = buf.getvalue()
+    assert "broker_memory_peak_bytes" in out and "? inconclusive: n=12 would tell" in out
+    assert "left out to fit 80 columns (baseline, p)" in out and max(len(line) for line in out.splitlines()) <= 80
