@@ -289,7 +289,7 @@ def run(
     headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
     try:
         with views.connect(db_path) as con:
-            summaries = summarize(con, exp.name, cells, headline, revision)
+            summaries = summarize(con, exp.name, cells, headline, revision, point=sweep.resumes or sweep.sweep_id)
     except HostError as exc:  # the database could not be written since (a full disk): what is stored stays
         fail(exc)
     for s in summaries:
