@@ -113,7 +113,7 @@ def with_interval(name: str, s: stats.Summary | None, ok: int, missing: int = 0)
     if s is None or s.median is None:
         return Text(unsampled if missing else "–")
     text = Text(fmt(name, s.median))
-    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 else ""
+    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 and s.low != s.high else ""  # not 0 [0–0]
     if s.n != ok:
         extra += f" n={s.n}" + (f" ({missing} {unsampled})" if missing else "")
     if extra:

@@ -25,6 +25,8 @@ from rich.text import Text
 LOG_WIDTH = 160
 #: A text column folds a word only when it is longer than this.
 WORD = 16
+#: A header's word (a dimension's name: ``prefetch_multiplier``) folds only when it is longer than this.
+HEAD_WORD = 24
 WIDE_HELP = "Every column of the table, however wide (by default columns leave from the right until it fits)."
 
 
@@ -47,10 +49,10 @@ def _needs(column, numeric: bool) -> int:
     lines = [line for cell in column._cells for line in _lines(cell)]
     header = _plain(column.header)
     head = max((len(w) for w in header.split()), default=0)
-    if numeric or column.no_wrap:
-        return max([len(line) for line in lines] + [min(head, WORD)] + [1])
+    if numeric or column.no_wrap:  # its header does not wrap either
+        return max([len(line) for line in [*lines, *header.split("\n")]] + [1])
     words = [len(w) for line in lines for w in line.split()]
-    return max([min(max(words, default=1), WORD), min(head, WORD), 1])
+    return max([min(max(words, default=1), WORD), min(head, HEAD_WORD), 1])
 
 
 def leading_text_columns(table: Table) -> int:
