@@ -148,12 +148,13 @@ def _replay_summaries():
     cells = []
     for pool in ("threads", "prefork", "gevent"):
         for prefetch in (1, 4):
-            dims = {"broker": "redis", "pool": pool, "prefetch_multiplier": prefetch, "params.profile": "p.parquet"}
+            dims = {"broker": "redis", "pool": pool, "concurrency": 4, "prefetch_multiplier": prefetch}
+            dims |= {"params.profile": "profiles/thumbs.parquet", "params.limit": 20}
             cells.append(Cell(cell_id(dims), dims))
     headline, shown = cell_headlines(workload, cells)
     sums = [
         CellSummary(
-            c, runs=2, ok=2, metrics={m: stats.summarize([0.0123, 0.02]) for m in headline}, shown=shown[c.cell_id]
+            c, runs=1, ok=1, metrics={m: stats.summarize([0.0123, 0.02]) for m in headline}, shown=shown[c.cell_id]
         )
         for c in cells
     ]
