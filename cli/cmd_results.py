@@ -155,9 +155,9 @@ def sql_command(
     db_path: Path = DB_OPTION,
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
 ):
-    """Run SQL over the results. Example:
+    """Run any SQL over the results database (DuckDB).
 
-    cmx sql "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id)
+    Example: cmx sql "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id)
     WHERE name = 'consume_rate' GROUP BY ALL ORDER BY ALL"
     """
     import duckdb

@@ -9,8 +9,8 @@ from cmx.engine.errors import InputError
 _SUMMARY = """
 SELECT name, any_value(coalesce(queue, routing_key)) AS queue, count(*) AS tasks,
        (count(*) - 1) / nullif(max({arrival}) - min({arrival}), 0) AS rate_per_s,
-       quantile_cont(runtime, 0.5) AS runtime_p50, quantile_cont(runtime, 0.95) AS runtime_p95,
-       quantile_cont(runtime, 0.99) AS runtime_p99,
+       quantile_cont(runtime, 0.5) AS runtime_p50_s, quantile_cont(runtime, 0.95) AS runtime_p95_s,
+       quantile_cont(runtime, 0.99) AS runtime_p99_s,
        avg(args_bytes + coalesce(kwargs_bytes, 0)) AS payload_bytes,
        avg((retries > 0)::INT) AS retry_share, avg((failed IS NOT NULL)::INT) AS failed_share,
        count(*) FILTER (WHERE parent_id IS NOT NULL) AS with_parent,
@@ -25,7 +25,7 @@ GROUP BY name
 
 
 def summary(path: Path) -> list[dict]:
-    """One dict per task name: count, mean and peak arrival rate, runtime p50/p95/p99, payload, retries, and
+    """One dict per task name: count, mean and peak arrival rate, runtime p50/p95/p99 (seconds), payload, retries, and
     where its arrival times come from (``sent``, ``received`` or both joined by ``+``: docs/replay.md)."""
     import duckdb
 
@@ -48,9 +48,9 @@ def summary(path: Path) -> list[dict]:
         "tasks",
         "rate_per_s",
         "peak_per_s",
-        "runtime_p50",
-        "runtime_p95",
-        "runtime_p99",
+        "runtime_p50_s",
+        "runtime_p95_s",
+        "runtime_p99_s",
         "payload_bytes",
         "retry_share",
         "failed_share",

@@ -110,7 +110,7 @@ def test_capture_counts_per_name_and_profile_show(fleet):
     rows = {r["name"]: r for r in json.loads(shown.stdout)}
     assert rows["fleet.fast"]["tasks"] == 200
     assert rows["fleet.slow"]["tasks"] == 20
-    assert 0.045 <= rows["fleet.slow"]["runtime_p50"] < 0.2
+    assert 0.045 <= rows["fleet.slow"]["runtime_p50_s"] < 0.2
     assert rows["fleet.slow"]["payload_bytes"] > rows["fleet.fast"]["payload_bytes"]
     table = subprocess.run([*CMX, "profile", "show", str(out)], capture_output=True, text=True, timeout=60)
     assert table.returncode == 0 and "fleet.slow" in table.stdout
