@@ -1,0 +1,27 @@
+"""Small words a new user met (issue 51): `heartbeat=120`, not the stored `120.0`; the built-in
+inventory said without its site-packages path. Pure, or one `cmx plan` (about 2 s)."""
+
+from __future__ import annotations
+
+from cmx.engine.model.cells import value_text
+from tests.conftest import cmx, write
+
+
+def test_a_whole_float_reads_as_the_file_wrote_it():
+    assert value_text(120.0) == "120" and value_text(0.5) == "0.5" and value_text(True) == "true"
+    assert value_text({"visibility_timeout": 60.0}) == "{visibility_timeout: 60}"
+
+
+def test_plan_says_heartbeat_120(tmp_path):
+    path = write(
+        tmp_path / "hb.yaml",
+        """
+        name: hb
+        workload: {name: throughput, params: {tasks: 10}}
+        fixed: {backend: none, heartbeat: 120}
+        matrix: {pool: [threads, solo]}
+        """,
+    )
+    p = cmx("plan", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "heartbeat=120," in p.stdout and "120.0" not in p.stdout
