@@ -164,7 +164,8 @@ def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str
             "revision = ? AND name = 'tasks_lost'",
             [experiment, revision],
         ).fetchone()[0]
-        constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost else [])
+        said = any(c.metric == "tasks_lost" for c in declared)  # once: the objective's where may say it already
+        constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost and not said else [])
         rec = recommend(con, experiment, revision, [objective], constraints)
     except RecommendError as exc:
         return answer_html(None, str(exc)), []

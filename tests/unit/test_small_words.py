@@ -25,3 +25,19 @@ def test_plan_says_heartbeat_120(tmp_path):
     p = cmx("plan", str(path))
     assert p.returncode == 0, p.stderr
     assert "heartbeat=120," in p.stdout and "120.0" not in p.stdout
+
+
+def test_the_reports_answer_says_tasks_lost_once(tmp_path):
+    """Issue 51: 'Only cells with tasks_lost == 0 and tasks_failed == 0 and tasks_lost == 0'."""
+    from cmx.analysis import report, views
+    from tests.results_fixture import nightly
+
+    where = {"tasks_lost": "== 0", "tasks_failed": "== 0"}
+    path = nightly(
+        tmp_path / "r.duckdb",
+        [{"consume_rate": 100.0, "tasks_lost": 0.0, "tasks_failed": 0.0}],
+        definition={"objective": {"maximize": "consume_rate", "where": where}},
+    )
+    with views.connect(path, read_only=True) as con:
+        html, _ = report._answer(con, "e", 1, [])
+    assert html.count("tasks_lost == 0") == 1 and "tasks_failed == 0" in html
