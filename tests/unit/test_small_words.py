@@ -41,3 +41,18 @@ def test_the_reports_answer_says_tasks_lost_once(tmp_path):
     with views.connect(path, read_only=True) as con:
         html, _ = report._answer(con, "e", 1, [])
     assert html.count("tasks_lost == 0") == 1 and "tasks_failed == 0" in html
+
+
+def test_a_note_of_one_shape_is_said_once_a_sweep():
+    """Issue 51: a replay `note:` printed ~20 times a night, its counts differing run to run."""
+    from types import SimpleNamespace
+
+    from cmx.engine.run.progress import new_notes
+
+    handler = SimpleNamespace(notes_said=set())
+    late = "driver sent {} of 20 replayed units more than 10 ms after their intended time"
+    said = []
+    for k in (3, 5, 3, 12):
+        said += new_notes(handler, SimpleNamespace(notes=(late.format(k), "arrivals are receipts")))
+    assert said == [late.format(3), "arrivals are receipts"]
+    assert new_notes(handler, SimpleNamespace(notes=("fitted: app.a 40 tasks",))) == ["fitted: app.a 40 tasks"]
