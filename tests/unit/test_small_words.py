@@ -56,3 +56,25 @@ def test_a_note_of_one_shape_is_said_once_a_sweep():
         said += new_notes(handler, SimpleNamespace(notes=(late.format(k), "arrivals are receipts")))
     assert said == [late.format(3), "arrivals are receipts"]
     assert new_notes(handler, SimpleNamespace(notes=("fitted: app.a 40 tasks",))) == ["fitted: app.a 40 tasks"]
+
+
+def test_captures_progress_is_whole_lines_in_a_log():
+    """Issue 51: in a log file the capture's `\\r` updates became one huge line."""
+    import io
+
+    from cmx.engine.replay.capture import LOG_EVERY_S, progress_printer
+
+    log = io.StringIO()
+    say, every = progress_printer(log)
+    say("capturing: 10 events")
+    say("capturing: 20 events")
+    assert log.getvalue() == "capturing: 10 events\ncapturing: 20 events\n" and every == LOG_EVERY_S
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    say, every = progress_printer(term)
+    say("capturing: 10 events")
+    assert term.getvalue() == "\rcapturing: 10 events" and every == 1.0
