@@ -78,3 +78,21 @@ def test_captures_progress_is_whole_lines_in_a_log():
     say, every = progress_printer(term)
     say("capturing: 10 events")
     assert term.getvalue() == "\rcapturing: 10 events" and every == 1.0
+
+
+def test_an_ambiguous_column_says_which_table_to_name(tmp_path):
+    """Issue 51: the docs' SQL style over tasks and runs hit `Ambiguous reference to column name
+    "finished_at"` with no word of why."""
+    from tests.results_fixture import add_run
+
+    from cmx.engine.results import db
+
+    path = tmp_path / "r.duckdb"
+    with db.connect(path) as con:
+        add_run(con, "e", "r1", {"pool": "threads"}, tasks=[("t1", 1.0, 1.5, 2.0, "SUCCESS")])
+    query = "SELECT pool, median(finished_at - started_at) FROM tasks JOIN runs USING (run_id) GROUP BY ALL"
+    p = cmx("sql", query, "--db", str(path))
+    assert p.returncode == 2 and "Ambiguous reference" in p.stderr
+    assert "t.finished_at - t.started_at" in p.stderr and "runs and tasks both have" in p.stderr
+    fixed = "SELECT r.pool, median(t.finished_at - t.started_at) FROM tasks t JOIN runs r USING (run_id) GROUP BY ALL"
+    assert cmx("sql", fixed, "--db", str(path)).returncode == 0
