@@ -96,3 +96,14 @@ def test_an_ambiguous_column_says_which_table_to_name(tmp_path):
     assert "t.finished_at - t.started_at" in p.stderr and "runs and tasks both have" in p.stderr
     fixed = "SELECT r.pool, median(t.finished_at - t.started_at) FROM tasks t JOIN runs r USING (run_id) GROUP BY ALL"
     assert cmx("sql", fixed, "--db", str(path)).returncode == 0
+
+
+def test_trend_after_the_first_night_says_there_is_nothing_to_compare_with(tmp_path):
+    """Issue 51: after the first night `cmx trend --fail-on worse` said "3 run(s) at the latest
+    point would allow one", though no earlier night exists."""
+    from tests.results_fixture import history
+
+    path = history(tmp_path / "r.duckdb", [100.0])
+    p = cmx("trend", "e", "--fail-on", "worse", "--db", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "no verdict yet: every series has one point" in p.stderr and "would allow" not in p.stderr
