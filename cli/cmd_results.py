@@ -217,6 +217,12 @@ def report(
         "--tag",
         help="Report only the runs of sweeps run with this KEY=VALUE (`cmx run --tag`; repeatable: all must match).",
     ),
+    by: str = typer.Option(
+        "sweep",
+        "--by",
+        metavar="sweep|tag.KEY",
+        help="The history charts' points: one per sweep, or one per value of a tag (as `cmx trend --by`).",
+    ),
 ):
     import time
 
@@ -225,14 +231,15 @@ def report(
     started = time.perf_counter()
     target = out_dir or Path("reports") / experiment
     with Painter() as painter:  # its PNG workers start first: their engines warm while the report imports and queries
+        from cmx.analysis.compare import SelectionError
         from cmx.analysis.report import write_report
 
         try:
             tags = db.parse_tags(tag)
             db_path = results_db(db_path, experiment, doing="reporting")
             with views.connect(db_path, read_only=True) as con:
-                rep = write_report(con, experiment, target, revision, tags, painter)
-        except (FileNotFoundError, LookupError, InputError) as exc:
+                rep = write_report(con, experiment, target, revision, tags, painter, by=by)
+        except (FileNotFoundError, LookupError, InputError, SelectionError) as exc:  # SelectionError: --by
             fail(exc)
     out.print(
         f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
