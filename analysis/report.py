@@ -29,6 +29,7 @@ from cmx.analysis.views import (
     tags_text,
 )
 from cmx.engine.paths import user_cache
+from cmx.workloads.vocab import metrics as M
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str
             "revision = ? AND name = 'tasks_lost'",
             [experiment, revision],
         ).fetchone()[0]
-        said = any(c.metric == "tasks_lost" for c in declared)  # once: the objective's where may say it already
+        said = any(c.metric == M.TASKS_LOST for c in declared)  # once: the objective's where may say it already
         constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost and not said else [])
         rec = recommend(con, experiment, revision, [objective], constraints)
     except RecommendError as exc:

@@ -114,7 +114,7 @@ def init_from_profile(name: str, folder: Path, profile: Path) -> Path:
     experiment = folder / f"{name}.yaml"
     if experiment.exists():
         raise InputError(Problem("already exists: choose another NAME or remove it", str(experiment)))
-    busy = sum((r["rate_per_s"] or 0) * (r["runtime_p50_s"] or 0) for r in rows)
+    busy = sum((r["rate_per_s"] or 0) * (r["runtime_p50"] or 0) for r in rows)
     base = max(1, math.ceil(round(busy, 6)))  # rounded: 4.0 + 2.0 must not ceil to 7
     span = (
         max((r["tasks"] / r["rate_per_s"]) for r in rows if r["rate_per_s"])

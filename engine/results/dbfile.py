@@ -120,8 +120,8 @@ def refusal(exc: duckdb.Error) -> Problem:
     if "Ambiguous reference to column name" in first:  # runs and tasks share run_id's neighbours
         return Problem(
             f"{first}: tables joined here share that column (runs and tasks both have started_at and "
-            "finished_at); name it with its table, e.g. FROM tasks t JOIN runs r USING (run_id) ... "
-            "t.finished_at - t.started_at",
+            "finished_at); name it with its table or its alias, e.g. tasks.finished_at, or "
+            "t.finished_at - t.started_at for tasks joined as t",
             "query",
         )
     return Problem(first, "query")

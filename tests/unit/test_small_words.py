@@ -93,7 +93,7 @@ def test_an_ambiguous_column_says_which_table_to_name(tmp_path):
     query = "SELECT pool, median(finished_at - started_at) FROM tasks JOIN runs USING (run_id) GROUP BY ALL"
     p = cmx("sql", query, "--db", str(path))
     assert p.returncode == 2 and "Ambiguous reference" in p.stderr
-    assert "t.finished_at - t.started_at" in p.stderr and "runs and tasks both have" in p.stderr
+    assert "t.finished_at - t.started_at for tasks joined as t" in p.stderr and "runs and tasks both have" in p.stderr
     fixed = "SELECT r.pool, median(t.finished_at - t.started_at) FROM tasks t JOIN runs r USING (run_id) GROUP BY ALL"
     assert cmx("sql", fixed, "--db", str(path)).returncode == 0
 
