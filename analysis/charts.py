@@ -263,11 +263,14 @@ def tradeoff(rows: list[dict], x_title: str, y_title: str, title: str) -> alt.To
     return alt.layer(line, points, names).properties(width=420, height=260, title=title)
 
 
-def history(rows: list[dict], ats: list[str], metric_title: str, series: Series, title: str) -> alt.TopLevelMixin:
+def history(
+    rows: list[dict], ats: list[str], metric_title: str, series: Series, title: str, by: str = "sweep"
+) -> alt.TopLevelMixin:
     """A metric's history: per cell (``cell``) one point per sweep or tag value (``at``, in the
     order ``ats``), its median with the 95 % interval (``low``..``high``) as an error bar; rows whose
     ``change`` is set (a change point, cmx trend's) get a red triangle labelled with it."""
-    x = alt.X("at:O", title="sweep (in the order they ran)", sort=ats, axis=alt.Axis(labelAngle=-40, labelLimit=140))
+    along = "sweep (in the order they ran)" if by == "sweep" else f"{by} (in the order its sweeps ran)"
+    x = alt.X("at:O", title=along, sort=ats, axis=alt.Axis(labelAngle=-40, labelLimit=140))
     base = alt.Chart(_data(rows)).encode(x=x, detail="cell:N", **channels(series))
     line = base.mark_line(point=True).encode(
         y=alt.Y("median:Q", title=metric_title),

@@ -162,33 +162,66 @@ def _show(value) -> str:
     return "(unset)" if value is None else str(value)
 
 
+def _differing(con, cols: dict[str, str], cond: str, params: list) -> dict[str, list[str]]:
+    """The dimensions (and revision) whose values differ among the runs ``cond`` selects, each with
+    its distinct values; a dimension no run sets is one value, unset, and differs from nothing."""
+    if not cols:
+        return {}
+    names = list(cols)  # the view's order (built-ins first), then the revision
+    exprs = ", ".join(f"list(DISTINCT r.{_q(c)}) FILTER (WHERE r.{_q(c)} IS NOT NULL)" for c in names)
+    nulls = ", ".join(f"bool_or(r.{_q(c)} IS NULL)" for c in names)
+    row = con.execute(f"SELECT {exprs}, {nulls} FROM runs r WHERE {cond}", params).fetchone()
+    differing: dict[str, list[str]] = {}
+    for i, c in enumerate(names):
+        values = sorted(row[i] or [], key=lambda v: (isinstance(v, str), v))
+        shown = [_show(v) for v in values] + (["(unset)"] if row[len(names) + i] else [])
+        if len(shown) > 1:
+            differing[c] = shown
+    return differing
+
+
+def _working_selector(con, cols: dict[str, str], sel: Selection, differing: dict[str, list[str]]) -> str | None:
+    """A selection that narrows ``sel`` to one cell of one revision (the first such, by cell), or
+    None when none can be written (a cell differs from another only where it is unset)."""
+    dims = [d for d in differing if not d.startswith("tag.")]
+    if not dims:
+        return None
+    cond, params = _where(con, cols, sel)
+    picks = ", ".join(f"any_value(r.{_q(d)})" for d in dims)
+    rows = con.execute(
+        f"SELECT {picks} FROM runs r WHERE {cond} GROUP BY r.cell_id, "
+        + ", ".join(f"r.{_q(d)}" for d in dims)
+        + " ORDER BY ALL",
+        params,
+    ).fetchall()
+    for row in rows:
+        named = tuple((d, _show(v)) for d, v in zip(dims, row) if v is not None)
+        if not named:
+            continue
+        narrower = Selection(sel.experiment, sel.filters + named)
+        ncond, nparams = _where(con, cols, narrower)
+        cells = con.execute(f"SELECT count(DISTINCT cell_id) FROM runs r WHERE {ncond}", nparams).fetchone()[0]
+        if cells == 1 and not _differing(con, cols, ncond, nparams):
+            return str(narrower)
+    return None
+
+
 def resolve(con, sel: Selection, role: str, pool_cells: bool = False) -> Side:
-    """The selection's ok runs; SelectionError unless they form one cell and one revision (or ``pool_cells``)."""
+    """The selection's ok runs; SelectionError unless they form one cell and one revision (or ``pool_cells``).
+    The error names a selection that does select one cell, where one can be written."""
     cols = _columns(con)
     cond, params = _where(con, cols, sel)
     rows = con.execute(f"SELECT run_id, cell_id FROM runs r WHERE {cond}", params).fetchall()
     if not rows:
         raise SelectionError(f"{role} {sel}: no ok runs match" + experiment_hint(con, sel.experiment))
     cells = len({c for _, c in rows})
-    # Dimension columns in the view's order (built-ins first), then the revision.
-    candidates = list(cols)
-    differing: dict[str, list[str]] = {}
-    if candidates:
-        exprs = ", ".join(f"list(DISTINCT r.{_q(c)})" for c in candidates)
-        nulls = ", ".join(f"bool_or(r.{_q(c)} IS NULL)" for c in candidates)
-        row = con.execute(f"SELECT {exprs}, {nulls} FROM runs r WHERE {cond}", params).fetchone()
-        for i, c in enumerate(candidates):
-            values = sorted(row[i], key=lambda v: (isinstance(v, str), v))
-            shown = [_show(v) for v in values] + (["(unset)"] if row[len(candidates) + i] else [])
-            if len(shown) > 1:
-                differing[c] = shown
+    differing = _differing(con, cols, cond, params)
     if (cells > 1 or differing) and not pool_cells:
         what = f"{cells} cells" if cells > 1 else "runs of more than one revision"
-        first = next(iter(differing), "DIM")
-        raise SelectionError(
-            f"{role} selects {what}: {describe(differing) or 'cells whose dimensions differ'}; "
-            f"add {first}=... or pass --pool-cells"
-        )
+        example = _working_selector(con, cols, sel, differing)
+        fix = f"name one, e.g. {example}," if example else f"add {next(iter(differing), 'DIM')}=...,"
+        varies = describe(differing) or "cells whose dimensions differ"
+        raise SelectionError(f"{role} selects {what}: {varies}; {fix} or pass --pool-cells")
     return Side(sel, tuple(r for r, _ in rows), cells, differing)
 
 
@@ -243,9 +276,12 @@ def compare(
     pool_cells: bool = False,
     margin_pct: float = stats.MARGIN_PCT,
     metrics: tuple[str, ...] = (),
+    every: bool = False,
 ) -> CompareResult:
-    """Per metric either side has (or only ``metrics``): n, median and interval per side, change %,
-    p-value, verdict under :mod:`cmx.analysis.stats`' rule with an equivalence margin of ``margin_pct``."""
+    """Per metric: n, median and interval per side, change %, p-value, verdict under
+    :mod:`cmx.analysis.stats`' rule with an equivalence margin of ``margin_pct``. The metrics: only
+    ``metrics`` when given, every one either side has with ``every``, else the objective and the
+    headline the sides' runs stored (every one, for runs stored without a headline)."""
     base = resolve(con, baseline, "baseline", pool_cells)
     cont = resolve(con, contender, "contender", pool_cells)
     a, b = _values(con, base.run_ids), _values(con, cont.run_ids)
@@ -256,7 +292,12 @@ def compare(
         raise SelectionError(
             f"--metric {missing[0]}: neither side has it (they have: {', '.join(names)})" + suggest(missing[0], names)
         )
-    for name in (m for m in names if not metrics or m in metrics):
+    if metrics:
+        names = [m for m in names if m in metrics]
+    elif not every:
+        chosen = [m for m in headline.chosen_for_runs(con, [*base.run_ids, *cont.run_ids]) if m in names]
+        names = chosen or names
+    for name in names:
         better = metricdefs.get(name).better.value
         rows.append(
             MetricComparison(

@@ -23,15 +23,20 @@ MARKERS = {
     stats.N_TOO_SMALL: "n too small",
 }
 COLUMNS = ("metric", "better if", "baseline", "contender", "change [95 %]", "p", "verdict")
+#: The table's order: what a reader needs first on the left, so that a narrow terminal loses
+#: ``better if`` and then ``p`` (the caption says which), never the verdict.
+TABLE_COLUMNS = ("metric", "baseline", "contender", "change [95 %]", "verdict", "p", "better if")
+#: The table's columns that never leave to fit a terminal.
+STAYS = ("verdict",)
 
 
 def interval_note(margin_pct: float) -> str:
     """What the columns and verdicts mean (the table's caption)."""
     return (
-        "median [95 % bootstrap interval of the median] (n ok runs); change: of the medians, with its 95 % "
+        "median, [its 95 % bootstrap interval] and n ok runs; change: of the medians, with its 95 % "
         "interval; p: Mann-Whitney U, two-sided. Verdicts: better/worse = p ≤ 0.05 and the change's interval "
         f"excludes 0; same = the change's whole interval lies within ±{margin_pct:g} % (--margin); "
-        "inconclusive = neither shown (the runs a side that would tell are given); "
+        "inconclusive = neither shown (n=N: the runs a side that would tell); "
         "unstable = a side's runs spread over 10 % of their mean"
     )
 
@@ -40,21 +45,33 @@ def _side(metric: str, s: stats.Summary) -> str:
     if not s.n:
         return "–"
     shaky = ", unstable" if s.unstable else ""
-    return f"{fmt(metric, s.median)} [{span(metric, s.low, s.high)}] (n={s.n}{shaky})"
+    interval = "" if s.low == s.high else f" [{span(metric, s.low, s.high)}]"  # not 0 [0–0]
+    return f"{fmt(metric, s.median)}{interval} (n={s.n}{shaky})"
+
+
+def _side_lines(metric: str, s: stats.Summary) -> str:
+    """The table's side: its median and n, and under it the whole interval on a line of its own."""
+    if not s.n:
+        return "–"
+    shaky = ", unstable" if s.unstable else ""
+    head = f"{fmt(metric, s.median)} (n={s.n}{shaky})"
+    return head if s.low == s.high else f"{head}\n[{span(metric, s.low, s.high)}]"
 
 
 def _pct(v: float) -> str:
     return f"{v:+.1f}%" if abs(v) < 1e4 else f"{v:+.2g}%"
 
 
-def verdict_text(r: stats.Comparison) -> str:
-    """``▼ worse``, ``? inconclusive: 4 runs a side would tell``, ``= same (unstable contender)``."""
+def verdict_text(r: stats.Comparison, short: bool = False) -> str:
+    """``▼ worse``, ``? inconclusive: 4 runs a side would tell``, ``= same (unstable contender)``;
+    ``short`` (the table's one line): ``? inconclusive: n=4 would tell``, and no word of an unstable
+    side (its own cell says so)."""
     text = MARKERS.get(r.verdict, r.verdict)
     if r.verdict == stats.INCONCLUSIVE and r.runs_needed:
-        more = "more than " if r.runs_needed >= stats.RUNS_NEEDED_CAP else ""
-        text += f": {more}{r.runs_needed} runs a side would tell"
+        more = (">" if short else "more than ") if r.runs_needed >= stats.RUNS_NEEDED_CAP else ""
+        text += f": n={more}{r.runs_needed} would tell" if short else f": {more}{r.runs_needed} runs a side would tell"
     shaky = [name for name, s in (("baseline", r.baseline), ("contender", r.contender)) if s.unstable]
-    if shaky and r.verdict != stats.N_TOO_SMALL:
+    if shaky and r.verdict != stats.N_TOO_SMALL and not short:
         text += f" (unstable {' and '.join(shaky)})"
     return text
 
@@ -89,15 +106,35 @@ def _noise_note(res: CompareResult) -> list[str]:
     return [f"noise differs: {res.noise}"] if res.noise else []
 
 
+def _table_row(m: MetricComparison) -> dict[str, str]:
+    r = m.result
+    pct = "–" if r.change_pct is None else _pct(r.change_pct)
+    if r.change_low is not None and r.change_pct is not None and r.change_low != r.change_high:
+        pct += f"\n[{_pct(r.change_low)}, {_pct(r.change_high)}]"
+    return {
+        "metric": m.metric,
+        "baseline": _side_lines(m.metric, r.baseline),
+        "contender": _side_lines(m.metric, r.contender),
+        "change [95 %]": pct,
+        "verdict": verdict_text(r, short=True),
+        "p": "–" if r.p_value is None else f"{r.p_value:.3f}",
+        "better if": m.better if m.better != "neither" else "",
+    }
+
+
 def as_table(res: CompareResult) -> Table:
-    """A rich table; worse rows in red, better in green; what was pooled above it."""
+    """A rich table (print it with ``cli.tables.show(…, stay=STAYS)``): a metric's name and its
+    verdict each on one line, a side's interval on a line of its own under its median; worse rows
+    in red, better in green; what was pooled above it."""
     caption = "\n".join([*res.notes, *_noise_note(res), interval_note(_margin(res))])
     table = Table(title=Text(_title(res)), title_justify="left", caption=Text(caption), caption_justify="left")
-    for c in COLUMNS:
-        table.add_column(c, justify="left" if c in ("metric", "better if", "verdict") else "right")
+    for c in TABLE_COLUMNS:
+        text = c in ("metric", "better if", "verdict")
+        table.add_column(c, justify="left" if text else "right", no_wrap=c in ("metric", "verdict"))
     for m in res.metrics:
         style = {"better": "green", "worse": "red"}.get(m.result.verdict)
-        table.add_row(*map(Text, _row(m)), style=style)
+        row = _table_row(m)
+        table.add_row(*(Text(row[c]) for c in TABLE_COLUMNS), style=style)
     return table
 
 

@@ -100,3 +100,44 @@ def of_experiment(con, experiment: str, revision: int) -> frozenset[str]:
     names = set(_lists([(shown,) for shown, _ in stored])) | {objective for _, objective in stored if objective}
     definition = row[0]
     return frozenset(names | _declared(json.loads(definition) if isinstance(definition, str) else definition))
+
+
+def chosen_for_runs(con, run_ids: list[str]) -> list[str]:
+    """What a comparison of these runs shows by default: the objective first (the one their sweeps'
+    definitions name, else the one their workloads rank on), then each run's headline for its
+    params and the metrics the definitions' thresholds name; [] when none of it was stored."""
+    ids = [list(run_ids)]
+    definitions = con.execute(
+        """SELECT DISTINCT w.definition FROM sweeps w JOIN run_starts s USING (sweep_id)
+                             WHERE s.run_id IN (SELECT unnest(?::VARCHAR[]))""",
+        ids,
+    ).fetchall()
+    declared: list[str] = []
+    for (text,) in definitions:
+        definition = json.loads(text) if isinstance(text, str) else text
+        objective = (definition or {}).get("objective")
+        if isinstance(objective, str):
+            declared.append(objective)
+        elif isinstance(objective, dict):
+            declared += [v for k, v in objective.items() if k in ("maximize", "minimize") and isinstance(v, str)]
+    stored = con.execute(
+        """SELECT DISTINCT objective FROM run_headlines WHERE run_id IN (SELECT unnest(?::VARCHAR[]))
+                            AND objective IS NOT NULL ORDER BY objective""",
+        ids,
+    ).fetchall()
+    objectives = declared or [o for (o,) in stored]
+    shown = _lists(
+        con.execute(
+            """SELECT any_value(headline) FROM run_headlines WHERE run_id IN (SELECT unnest(?::VARCHAR[]))
+                             GROUP BY headline ORDER BY headline""",
+            ids,
+        ).fetchall()
+    )
+    thresholds = sorted({m for (text,) in definitions for m in _declared(_loaded(text))} - set(declared))
+    if not shown and not objectives:
+        return []
+    return list(dict.fromkeys([*objectives, *shown, *thresholds]))
+
+
+def _loaded(text) -> dict | None:
+    return json.loads(text) if isinstance(text, str) else text

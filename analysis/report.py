@@ -29,6 +29,7 @@ from cmx.analysis.views import (
     tags_text,
 )
 from cmx.engine.paths import user_cache
+from cmx.workloads.vocab import metrics as M
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,17 @@ def write_report(
     revision: int | None = None,
     tags: dict[str, str] | None = None,
     painter: Painter | None = None,
+    by: str = "sweep",
 ) -> Report:
     """Write ``index.html`` (self-contained) and ``<chart>.png`` / ``<chart>.vl.json`` into ``out_dir``,
     for one revision of the experiment (default its latest); with ``tags``, of the runs of sweeps
     that carry every one of them only (``cmx report --tag``; this connection's ``runs`` is narrowed).
     The PNGs are drawn by ``painter`` (analysis/pngs.py; one of its own when None) as each chart is
-    built; the report returns when all are written."""
+    built; the report returns when all are written. ``by``: the history charts' points, one per
+    sweep or per value of a tag (``tag.KEY``, as ``cmx trend --by``)."""
     if painter is None:
         with Painter() as own:
-            return write_report(con, experiment, out_dir, revision, tags, own)
+            return write_report(con, experiment, out_dir, revision, tags, own, by)
     restrict_to_tags(con, tags or {})
     known = revisions(con, experiment)
     if not known and tags:
@@ -94,7 +97,7 @@ def write_report(
         cells, varying, fixed, found = build_charts(con, experiment, chosen, draw)
         from cmx.analysis.report_history import history_charts  # more than one sweep: each metric's history
 
-        history = history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment))
+        history = history_charts(con, experiment, chosen, cells, varying, table_metrics(con, experiment), by=by)
         for chart in history:
             draw(chart)
         found += history
@@ -164,7 +167,8 @@ def _answer(con, experiment: str, revision: int, cells: list[dict]) -> tuple[str
             "revision = ? AND name = 'tasks_lost'",
             [experiment, revision],
         ).fetchone()[0]
-        constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost else [])
+        said = any(c.metric == M.TASKS_LOST for c in declared)  # once: the objective's where may say it already
+        constraints = declared + ([parse_constraint("tasks_lost == 0")] if lost and not said else [])
         rec = recommend(con, experiment, revision, [objective], constraints)
     except RecommendError as exc:
         return answer_html(None, str(exc)), []

@@ -23,9 +23,11 @@ def history_charts(
     varying: list[str],
     headline: tuple[str, ...],
     caption: str = "",
+    by: str = "sweep",
 ) -> list[Chart]:
-    """One chart per metric of ``headline`` (with a better direction) that the sweeps measured;
-    none when the revision has a single point of history."""
+    """One chart per metric of ``headline`` (with a better direction) that the sweeps measured, one
+    point per sweep or per value of a tag (``by``: ``tag.KEY``, as ``cmx trend --by``); none when the
+    revision has a single point of history."""
     judged = tuple(
         m for m in headline if m in metricdefs.METRICS and metricdefs.get(m).better is not metricdefs.Better.NEITHER
     )
@@ -43,7 +45,7 @@ def history_charts(
     if not judged:
         return []
     noisy = tuple(m for m in M.NOISE_METRICS if m in present and m not in judged)
-    result = trend(con, experiment, metrics=judged + noisy, revision=revision)
+    result = trend(con, experiment, by=by, metrics=judged + noisy, revision=revision)
     noise_of = _noise_by_point(result.series)
     by_id = {c["cell_id"]: c for c in cells}
     ats = list(dict.fromkeys(a for s in result.series for a in s.ats))
@@ -83,12 +85,14 @@ def history_charts(
         found = sum(r["change"] is not None for r in rows)
         label = metricdefs.get(metric).label
         note = (
-            f"One point per sweep ({len(ats)}), in the order they ran: the median of the cell's ok runs, bars "
+            f"One point per {'sweep' if by == 'sweep' else by + ' value'} ({len(ats)}), in the order they ran: "
+            "the median of the cell's ok runs, bars "
             f"its 95 % interval. Red triangles: the {found} change point(s) cmx trend finds, labelled with the "
             "change; each point's tooltip gives the hosts' noise (CPU used outside the run), and a change's "
             f"says when it differs from the point before. {series.caption()} {caption} {TREND_RULE}."
         )
-        spec = charts.history(rows, ats, label, series, f"{label} across sweeps").to_dict()
+        along = "sweeps" if by == "sweep" else by
+        spec = charts.history(rows, ats, label, series, f"{label} across {along}", by=by).to_dict()
         out.append(Chart(f"history_{metric}", f"History of {label}", " ".join(note.split()), spec))
     return out
 

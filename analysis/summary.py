@@ -62,13 +62,20 @@ def cell_headlines(workload, cells: list[Cell]) -> tuple[tuple[str, ...], dict[s
 
 
 def summarize(
-    con, experiment: str, cells: list[Cell], headline: tuple[str, ...], revision: int | None = None
+    con,
+    experiment: str,
+    cells: list[Cell],
+    headline: tuple[str, ...],
+    revision: int | None = None,
+    point: str | None = None,
 ) -> list[CellSummary]:
-    """Per cell, over the runs of ``revision`` (every revision when None)."""
+    """Per cell, over the runs of ``revision`` (every revision when None) of the sweep ``point`` and
+    the sweeps that resumed it (a sweep's summary holds its own runs, not an earlier night's; every
+    sweep's when None)."""
     by_id = {c.cell_id: CellSummary(c) for c in cells}
     values: dict[tuple[str, str], list[float]] = {}
     seen: set[tuple[str, int]] = set()
-    rows = con.execute(sql("summary.sql"), {"experiment": experiment, "revision": revision}).fetchall()
+    rows = con.execute(sql("summary.sql"), {"experiment": experiment, "revision": revision, "point": point}).fetchall()
     for cell_id, repeat, status, name, value in rows:
         s = by_id.get(cell_id)
         if s is None:
@@ -106,7 +113,7 @@ def with_interval(name: str, s: stats.Summary | None, ok: int, missing: int = 0)
     if s is None or s.median is None:
         return Text(unsampled if missing else "–")
     text = Text(fmt(name, s.median))
-    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 else ""
+    extra = f"[{span(name, s.low, s.high)}]" if s.n > 1 and s.low != s.high else ""  # not 0 [0–0]
     if s.n != ok:
         extra += f" n={s.n}" + (f" ({missing} {unsampled})" if missing else "")
     if extra:

@@ -12,6 +12,7 @@ from rich.text import Text
 from cmx.analysis.compare_format import MARKERS
 from cmx.analysis.units import fmt, span
 from cmx.analysis.trend import RULE, Series, TrendResult
+from cmx.engine.results import metricdefs
 
 COLUMNS = ("group", "cell", "metric", "points", "first", "latest", "changes")
 NOTE = "one point per {by}; median [95 % bootstrap interval of the median] (n ok runs). " + RULE
@@ -64,15 +65,42 @@ def _title(res: TrendResult) -> str:
     return f"{res.experiment} (revision {res.revision}): trend by {res.by}"
 
 
-def as_table(res: TrendResult) -> Table:
-    table = Table(
-        title=Text(_title(res)), title_justify="left", caption=Text(NOTE.format(by=res.by)), caption_justify="left"
+#: The most rows the terminal view shows: every series with a change, then unchanged headline ones.
+TABLE_ROWS = 20
+
+
+def shown_in_table(res: TrendResult) -> tuple[list[int], str]:
+    """Which series the terminal view shows (indexes into ``res.series``) and the line that counts
+    the others: the series with a change (the headline first), then unchanged headline series, at
+    most :data:`TABLE_ROWS` rows; markdown and json list them all."""
+    changed = [i for i, s in enumerate(res.series) if s.changes]
+    calm = [i for i, s in enumerate(res.series) if not s.changes and s.group == metricdefs.HEADLINE]
+    shown = (changed + calm)[:TABLE_ROWS]
+    kept = set(shown)
+    left = [s for i, s in enumerate(res.series) if i not in kept]
+    if not left:
+        return shown, ""
+    moved = sum(1 for s in left if s.changes)
+    groups = {g: sum(1 for s in left if s.group == g and not s.changes) for g in metricdefs.GROUPS}
+    counted = ", ".join(f"{n} {g}" for g, n in groups.items() if n)
+    parts = ([f"{moved} more with a change"] if moved else []) + (
+        [f"{len(left) - moved} without a change ({counted})"] if len(left) > moved else []
     )
+    return shown, f"not shown: {'; '.join(parts)}; --format markdown or json lists every series"
+
+
+def as_table(res: TrendResult) -> Table:
+    """The terminal view: the series with a change first, unchanged ones counted (:func:`shown_in_table`)."""
+    shown, left = shown_in_table(res)
+    caption = "\n".join(filter(None, [NOTE.format(by=res.by), left]))
+    table = Table(title=Text(_title(res)), title_justify="left", caption=Text(caption), caption_justify="left")
     for c in COLUMNS:
         table.add_column(c)
-    for s, row in zip(res.series, _rows(res)):
+    rows = _rows(res)
+    for i in shown:
+        s = res.series[i]
         latest = [c.comparison.verdict for c in s.changes if c.index == len(s.ats) - 1]
-        table.add_row(*map(Text, row), style={"better": "green", "worse": "red"}.get(latest[0] if latest else ""))
+        table.add_row(*map(Text, rows[i]), style={"better": "green", "worse": "red"}.get(latest[0] if latest else ""))
     return table
 
 

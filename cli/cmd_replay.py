@@ -66,7 +66,7 @@ def capture_cmd(
 
 @profile_app.command("show")
 def show_cmd(
-    path: Path = typer.Argument(..., help="A profile cmx capture wrote."),
+    path: Path = typer.Argument(..., metavar="FILE", help="A profile cmx capture wrote."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ):
     """Per task name: count, mean and peak arrival rate, runtime p50/p95/p99, payload bytes, retry share.
@@ -86,12 +86,23 @@ def show_cmd(
         return
     from rich.table import Table
 
-    table = Table("name", "queue", "tasks", "rate/s", "peak/s", "p50 s", "p95 s", "p99 s", "payload B", "retry")
-    f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    specs = ("", "", ",", ".2f", ",", ".4f", ".4f", ".4f", ".0f", ".1%")  # the profile module's column order
-    for r in rows:
-        values = list(r.values())
-        table.add_row(values[0] or "?", values[1] or "-", *(f(v, spec) for v, spec in zip(values[2:], specs[2:])))
+    from cmx.analysis.units import fmt_bytes, fmt_seconds
+
+    table = Table("name", "queue", "tasks", "rate", "peak", "runtime p50", "p95", "p99", "payload", "retry")
+    for c in table.columns[2:]:
+        c.justify = "right"
+    for r in rows:  # the profile module's column order; runtimes in seconds, payloads in bytes
+        name, queue, tasks, rate, peak, p50, p95, p99, payload, retry = list(r.values())[:10]
+        table.add_row(
+            name or "?",
+            queue or "-",
+            _or_dash(tasks, lambda v: f"{v:,}"),
+            _or_dash(rate, lambda v: f"{v:.2f}/s"),
+            _or_dash(peak, lambda v: f"{v:,}/s"),
+            *(_or_dash(v, fmt_seconds) for v in (p50, p95, p99)),
+            _or_dash(payload, fmt_bytes),
+            _or_dash(retry, lambda v: f"{v:.1%}"),
+        )
     from cmx.cli import tables
 
     tables.show(out, table, keep=1)
@@ -109,3 +120,7 @@ def show_cmd(
         markup=False,
         highlight=False,
     )
+
+
+def _or_dash(value, shown) -> str:
+    return "-" if value is None else shown(value)

@@ -155,9 +155,9 @@ def sql_command(
     db_path: Path = DB_OPTION,
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
 ):
-    """Run SQL over the results. Example:
+    """Run any SQL over the results database (DuckDB).
 
-    cmx sql "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id)
+    Example: cmx sql "SELECT pool, concurrency, median(value) FROM metrics JOIN runs USING (run_id)
     WHERE name = 'consume_rate' GROUP BY ALL ORDER BY ALL"
     """
     import duckdb
@@ -217,6 +217,12 @@ def report(
         "--tag",
         help="Report only the runs of sweeps run with this KEY=VALUE (`cmx run --tag`; repeatable: all must match).",
     ),
+    by: str = typer.Option(
+        "sweep",
+        "--by",
+        metavar="sweep|tag.KEY",
+        help="The history charts' points: one per sweep, or one per value of a tag (as `cmx trend --by`).",
+    ),
 ):
     import time
 
@@ -225,14 +231,15 @@ def report(
     started = time.perf_counter()
     target = out_dir or Path("reports") / experiment
     with Painter() as painter:  # its PNG workers start first: their engines warm while the report imports and queries
+        from cmx.analysis.compare import SelectionError
         from cmx.analysis.report import write_report
 
         try:
             tags = db.parse_tags(tag)
             db_path = results_db(db_path, experiment, doing="reporting")
             with views.connect(db_path, read_only=True) as con:
-                rep = write_report(con, experiment, target, revision, tags, painter)
-        except (FileNotFoundError, LookupError, InputError) as exc:
+                rep = write_report(con, experiment, target, revision, tags, painter, by=by)
+        except (FileNotFoundError, LookupError, InputError, SelectionError) as exc:  # SelectionError: --by
             fail(exc)
     out.print(
         f"{rep.html}: revision {rep.revision}, {rep.cells} cells, {rep.runs} runs, {len(rep.charts)} charts "
@@ -304,6 +311,11 @@ def compare(
     metric: list[str] = typer.Option(
         [], "--metric", "-m", metavar="M", help="Compare (and gate on) only this metric (repeatable)."
     ),
+    every: bool = typer.Option(
+        False,
+        "--all",
+        help="Every metric either side has (by default: the objective and the headline metrics of the sides' runs).",
+    ),
     fail_on: Optional[str] = typer.Option(
         None,
         "--fail-on",
@@ -316,7 +328,7 @@ def compare(
     wide: bool = WIDE_OPTION,
 ):
     from cmx.analysis.compare import compare as compare_runs, parse_selection, with_tags
-    from cmx.analysis.compare_format import as_csv, as_json, as_markdown, as_table
+    from cmx.analysis.compare_format import STAYS, as_csv, as_json, as_markdown, as_table
 
     from cmx.analysis import gate
 
@@ -326,7 +338,9 @@ def compare(
         base, cont = with_tags(parse_selection(baseline), tags), with_tags(parse_selection(contender), tags)
         db_path = results_db(db_path, base.experiment, cont.experiment)
         with views.connect(db_path, read_only=True) as con:
-            res = compare_runs(con, base, cont, pool_cells=pool_cells, margin_pct=margin, metrics=tuple(metric))
+            res = compare_runs(
+                con, base, cont, pool_cells=pool_cells, margin_pct=margin, metrics=tuple(metric), every=every
+            )
     except (FileNotFoundError, ValueError, InputError) as exc:
         fail(exc)
     for warning in res.warnings:
@@ -341,7 +355,7 @@ def compare(
     elif fmt is CompareFormat.markdown:
         sys.stdout.write(as_markdown(res))
     else:
-        show(out, as_table(res), wide=wide)
+        show(out, as_table(res), wide=wide, stay=STAYS)
     if not fails_on:
         return
     from cmx.engine.results import metricdefs

@@ -44,7 +44,7 @@ def _load(
         if uses_builtin(inventory, exp.inventory):
             err.print(
                 f"{file}: no inventory named (--inventory, inventory:, ./inventory/local.yml): using the "
-                f"built-in localhost inventory, {path}",
+                "built-in localhost inventory (this machine plays every part; `cmx doctor` shows its file)",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
@@ -131,7 +131,9 @@ def plan(
     same = {k: v for k, v in cells[0].values.items() if k not in dims}
     if same:
         out.print(
-            "same in every cell: " + ", ".join(f"{k}={v}" for k, v in same.items()), highlight=False, markup=False
+            "same in every cell: " + ", ".join(f"{k}={value_text(v)}" for k, v in same.items()),
+            highlight=False,
+            markup=False,
         )
 
 
@@ -289,7 +291,7 @@ def run(
     headline, shown = cell_headlines(registry.get(exp.workload.name), cells)
     try:
         with views.connect(db_path) as con:
-            summaries = summarize(con, exp.name, cells, headline, revision)
+            summaries = summarize(con, exp.name, cells, headline, revision, point=sweep.resumes or sweep.sweep_id)
     except HostError as exc:  # the database could not be written since (a full disk): what is stored stays
         fail(exc)
     for s in summaries:

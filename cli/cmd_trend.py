@@ -92,7 +92,7 @@ def trend(
     if not fails_on:
         return
     judged = latest_gate(res)
-    cannot = gate.cannot_fail(judged, latest_side=True)
+    cannot = first_point(judged) or gate.cannot_fail(judged, latest_side=True)
     if cannot:
         err.print(f"trend: {cannot} (--fail-on {fail_on})", markup=False, highlight=False, soft_wrap=True)
     failed = gate.failures(judged, fails_on)
@@ -106,3 +106,14 @@ def trend(
         raise typer.Exit(1)
     if cannot and gate.INCONCLUSIVE in fails_on:
         raise typer.Exit(1)
+
+
+def first_point(judged) -> str | None:
+    """The line a gate says on the first sweep (no series has an earlier point to be compared with:
+    more runs tonight would not help), or None."""
+    if judged and all(j.n_b == 0 for j in judged):
+        return (
+            "no verdict yet: every series has one point (its first sweep), and the next sweep is compared "
+            "with it, so this gate cannot fail tonight"
+        )
+    return None

@@ -13,6 +13,31 @@ from cmx.cli.tables import LOG_WIDTH, WIDE_HELP
 from cmx.engine.errors import InputError
 from cmx.engine.results import db
 
+
+def _help_as_click_wrote_it() -> None:
+    """typer 0.29's help prints ``<bool>`` beside every flag (``--help <bool>``), which reads as if it
+    took a value, and a required argument as ``{path}`` on the usage line; a flag shows no type and an
+    argument its name in capitals (``Usage: cmx profile show [OPTIONS] FILE``), as click wrote them."""
+    from typer import core
+
+    shown = core.TyperOption.display_type_rich
+    if getattr(shown, "cmx", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and self.metavar is None else shown(self, ctx)
+
+    def usage_name(self) -> str:
+        name = self.metavar or self.name.upper()
+        return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
+
+    display_type_rich.cmx = True
+    core.TyperOption.display_type_rich = display_type_rich
+    if hasattr(core.TyperArgument, "_usage_display_name"):
+        core.TyperArgument._usage_display_name = usage_name
+
+
+_help_as_click_wrote_it()
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,

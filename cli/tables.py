@@ -4,10 +4,11 @@ fits it to the console's width instead of letting rich squeeze it.
 - A number is never split: a right-aligned (numeric) column never wraps and is at least as wide
   as its widest line (a median, or the interval under it).
 - A text column (a dimension's value, a metric's name) may wrap between words, never inside one
-  shorter than :data:`WORD`.
+  shorter than :data:`WORD`; one its table marks ``no_wrap`` (a metric's name, a verdict) never
+  wraps and is as wide as its widest line.
 - When the table is still too wide, columns leave from the right, never the text columns on the left
-  (what names a row); the caption says which left and that ``--wide`` shows them all. ``--wide`` prints
-  the whole table at its own width.
+  (what names a row) nor the ones its caller says stay (compare's verdict); the caption says which
+  left and that ``--wide`` shows them all. ``--wide`` prints the whole table at its own width.
 
 The console's width is the terminal's, or ``COLUMNS``, or :data:`LOG_WIDTH` where there is no
 terminal (a log gets the same table a terminal of that width would).
@@ -24,6 +25,8 @@ from rich.text import Text
 LOG_WIDTH = 160
 #: A text column folds a word only when it is longer than this.
 WORD = 16
+#: A header's word (a dimension's name: ``prefetch_multiplier``) folds only when it is longer than this.
+HEAD_WORD = 24
 WIDE_HELP = "Every column of the table, however wide (by default columns leave from the right until it fits)."
 
 
@@ -41,15 +44,15 @@ def _lines(cell) -> list[str]:
 
 
 def _needs(column, numeric: bool) -> int:
-    """The narrowest this column can be: a numeric one its widest line, a text one its longest word
-    (up to WORD) and its header's longest word."""
+    """The narrowest this column can be: a numeric one (or one that never wraps) its widest line, a
+    text one its longest word (up to WORD) and its header's longest word."""
     lines = [line for cell in column._cells for line in _lines(cell)]
     header = _plain(column.header)
     head = max((len(w) for w in header.split()), default=0)
-    if numeric:
-        return max([len(line) for line in lines] + [min(head, WORD)] + [1])
+    if numeric or column.no_wrap:  # its header does not wrap either
+        return max([len(line) for line in [*lines, *header.split("\n")]] + [1])
     words = [len(w) for line in lines for w in line.split()]
-    return max([min(max(words, default=1), WORD), min(head, WORD), 1])
+    return max([min(max(words, default=1), WORD), min(head, HEAD_WORD), 1])
 
 
 def leading_text_columns(table: Table) -> int:
@@ -62,15 +65,15 @@ def leading_text_columns(table: Table) -> int:
     return max(n, 1)
 
 
-def fit(table: Table, width: int, keep: int | None = None, wide: bool = False) -> Table:
-    """``table`` fitted to ``width`` columns (see the module); returns it. ``keep``: the columns that
-    never leave (default: the text columns on the left)."""
+def fit(table: Table, width: int, keep: int | None = None, wide: bool = False, stay: tuple[str, ...] = ()) -> Table:
+    """``table`` fitted to ``width`` columns (see the module); returns it. ``keep``: the columns on
+    the left that never leave (default: the text columns there); ``stay``: the headers of others that never leave."""
     keep = leading_text_columns(table) if keep is None else keep
     for column in table.columns:
         numeric = column.justify == "right"
         need = _needs(column, numeric)
         column.min_width = need
-        if numeric:
+        if numeric or column.no_wrap:
             column.no_wrap, column.overflow = True, "ignore"
         else:
             column.overflow = "fold"
@@ -81,8 +84,9 @@ def fit(table: Table, width: int, keep: int | None = None, wide: bool = False) -
         return sum(c.min_width + 3 for c in table.columns) + 1  # padding and a border each, one more border
 
     left = []
-    while total() > width and len(table.columns) > keep + 1:
-        gone = table.columns.pop()
+    leaving = [i for i in range(keep, len(table.columns)) if _plain(table.columns[i].header) not in stay]
+    while total() > width and leaving and len(table.columns) > keep + 1:
+        gone = table.columns.pop(leaving.pop())
         left.append(_plain(gone.header))
     if left:
         note = Text(
@@ -106,9 +110,12 @@ def natural_width(table: Table) -> int:
     return console.measure(table).maximum
 
 
-def show(console: Console, table: Table, keep: int | None = None, wide: bool = False) -> None:
-    """Print ``table`` on ``console`` fitted to its width (``wide``: every column, at its own width)."""
-    fit(table, console.width, keep=keep, wide=wide)
+def show(
+    console: Console, table: Table, keep: int | None = None, wide: bool = False, stay: tuple[str, ...] = ()
+) -> None:
+    """Print ``table`` on ``console`` fitted to its width (``wide``: every column, at its own width;
+    ``stay``: the headers of columns that never leave)."""
+    fit(table, console.width, keep=keep, wide=wide, stay=stay)
     if wide:
         width = max(console.width, natural_width(table))
         Console(file=console.file, width=width, force_terminal=console.is_terminal, no_color=console.no_color).print(

@@ -272,8 +272,24 @@ def fill(markdown: str, where: str = "") -> str:
     return MARKER.sub(part, markdown)
 
 
+#: A table row (a line that starts with a pipe) and, in it, a code span.
+TABLE_ROW = re.compile(r"^\|.*$", re.M)
+CODE_SPAN = re.compile(r"`[^`\n]+`")
+
+
+def code_pipes(markdown: str) -> str:
+    """Table rows with ``\\|`` inside a code span written ``|``: GitHub splits a row at a bare pipe
+    even inside code, so the pages escape it; Python-Markdown's tables never split inside code and
+    would print the backslash (issue 51: a literal ``\\|`` in the built reference tables)."""
+
+    def row(match: re.Match) -> str:
+        return CODE_SPAN.sub(lambda code: code.group(0).replace("\\|", "|"), match.group(0))
+
+    return TABLE_ROW.sub(row, markdown)
+
+
 def on_page_markdown(markdown: str, page, config, files, **_) -> str:  # the MkDocs hook
-    return fill(markdown, page.file.src_path)
+    return code_pipes(fill(markdown, page.file.src_path))
 
 
 if __name__ == "__main__":

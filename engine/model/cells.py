@@ -48,7 +48,10 @@ def canonical(value: Any) -> str:
 
 def value_text(value: Any) -> str:
     """A dimension's value as the experiment file would write it (YAML flow style): ``null``,
-    ``true``, ``{visibility_timeout: 60}``; for progress lines and tables, never for storage."""
+    ``true``, ``{visibility_timeout: 60}``, ``120`` (not the stored ``120.0``); for progress lines and
+    tables, never for storage."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -215,6 +215,22 @@ _TYPE = {
 _TYPE |= {"retries": "INTEGER", "args_bytes": "BIGINT", "kwargs_bytes": "BIGINT", "args_lead_list": "INTEGER"}
 
 
+#: Seconds between progress lines in a log (a terminal rewrites one line each second).
+LOG_EVERY_S = 10.0
+
+
+def _is_terminal(stream) -> bool:
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def progress_printer(stream):
+    """(say, every): on a terminal, one line rewritten in place each second; in a log file or pipe,
+    a whole line every ``LOG_EVERY_S`` (a log of ``\\r``-joined updates is one huge line)."""
+    if _is_terminal(stream):
+        return (lambda text: print(f"\r{text}", end="", file=stream, flush=True)), 1.0
+    return (lambda text: print(text, file=stream, flush=True)), LOG_EVERY_S
+
+
 def capture(
     url: str,
     out: Path,
@@ -255,6 +271,7 @@ def capture(
             for c in consumers:
                 c.consume()
             last, seen = start, 0
+            say, every = progress_printer(progress)
             try:
                 while time.monotonic() - start < duration:
                     if _read_batch(conn, socket.timeout):
@@ -262,14 +279,11 @@ def capture(
                     now = time.monotonic()
                     if rec.events == 0 and now - start >= NO_EVENTS_AFTER:
                         raise InputError(NO_EVENTS_HINT)
-                    if now - last >= 1.0:
+                    if now - last >= every:
                         rate = (rec.events - seen) / (now - last)
-                        print(
-                            f"\rcapturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
-                            f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s",
-                            end="",
-                            file=progress,
-                            flush=True,
+                        say(
+                            f"capturing {redact(url)}: {rec.events:,} events, {len(rec.tasks):,} tasks, "
+                            f"{rate:,.0f} events/s, {now - start:,.0f}/{duration:,.0f} s"
                         )
                         last, seen = now, rec.events
             except KeyboardInterrupt:
@@ -281,7 +295,8 @@ def capture(
                 pass
     except KeyboardInterrupt:
         pass
-    print("", file=progress)
+    if _is_terminal(progress):
+        print("", file=progress)  # the end of the line rewritten in place
     unknown = sum(1 for r in rec.tasks.values() if r.get("queue", r.get("routing_key")) is None)
     if queues and unknown:
         print(

@@ -25,7 +25,7 @@ GROUP BY name
 
 
 def summary(path: Path) -> list[dict]:
-    """One dict per task name: count, mean and peak arrival rate, runtime p50/p95/p99, payload, retries, and
+    """One dict per task name: count, mean and peak arrival rate, runtime p50/p95/p99 (seconds), payload, retries, and
     where its arrival times come from (``sent``, ``received`` or both joined by ``+``: docs/replay.md)."""
     import duckdb
 

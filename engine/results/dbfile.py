@@ -117,4 +117,11 @@ def refusal(exc: duckdb.Error) -> Problem:
         return Problem(
             f"refused: cmx sql does not change the results database (they are append-only): {first}", "query"
         )
+    if "Ambiguous reference to column name" in first:  # runs and tasks share run_id's neighbours
+        return Problem(
+            f"{first}: tables joined here share that column (runs and tasks both have started_at and "
+            "finished_at); name it with its table or its alias, e.g. tasks.finished_at, or "
+            "t.finished_at - t.started_at for tasks joined as t",
+            "query",
+        )
     return Problem(first, "query")

@@ -7,6 +7,8 @@ say the ETA in one form, the time left (`span`):
 
 from __future__ import annotations
 
+import re
+
 import time
 
 from rich.console import Console
@@ -158,10 +160,20 @@ class ProgressLines:
             self._say(f"note: {note}")
 
 
+def note_shape(note: str) -> str:
+    """A note with its numbers left out: ``driver sent 3 of 20 units late`` and ``… 5 of 20 …`` are one."""
+    return re.sub(r"\d[\d,.]*", "#", note)
+
+
 def new_notes(handler, outcome: RunOutcome) -> list[str]:
-    """The run's notes the sweep has not printed yet (every run of a replay sweep says the same)."""
-    new = [n for n in dict.fromkeys(outcome.notes) if n not in handler.notes_said]
-    handler.notes_said.update(new)
+    """The run's notes of a shape the sweep has not printed yet: each kind once a sweep (every run of
+    a replay sweep says the same, its counts aside); each run's own are in its driver.json."""
+    new = []
+    for note in dict.fromkeys(outcome.notes):
+        shape = note_shape(note)
+        if shape not in handler.notes_said:
+            handler.notes_said.add(shape)
+            new.append(note)
     return new
 
 

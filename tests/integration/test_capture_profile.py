@@ -205,3 +205,40 @@ def test_the_profile_records_where_arrivals_come_from(tmp_path, url, sent):
     assert (arrival_note(rows) is None) == sent
     shown = subprocess.run([*CMX, "profile", "show", str(out)], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and f"arrivals from: {want} " in shown.stdout, shown.stdout
+
+
+def test_a_capture_with_a_password_keeps_it_out_of_stderr_log_and_profile(tmp_path):
+    """A successful capture whose URL ($CMX_CAPTURE_BROKER_URL) holds a password: not in its stderr
+    (a log file here: its progress is whole lines, issue 51), its stdout, nor the profile's bytes.
+    Redis gets an ACL user of this test's own for it (removed after); the worker needs none. About 20 s."""
+    import redis
+
+    user, secret = f"cmxcap{uuid.uuid4().hex[:6]}", f"pw{uuid.uuid4().hex}"
+    admin = redis.Redis(host="127.0.0.1", port=6379)
+    admin.execute_command("ACL", "SETUSER", user, "on", f">{secret}", "~*", "&*", "+@all")
+    worker, _, env = _fleet(tmp_path, url="redis://127.0.0.1:6379/13")
+    try:
+        out, log = tmp_path / "profile.parquet", tmp_path / "capture.log"
+        with log.open("w") as stderr:
+            cap = subprocess.Popen(
+                [*CMX, "capture", "--out", str(out), "--duration", "14"],
+                env={**os.environ, "CMX_CAPTURE_BROKER_URL": f"redis://{user}:{secret}@127.0.0.1:6379/13"},
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+            time.sleep(3)
+            _send(tmp_path, env, fast=50, slow=5)
+            stdout, _ = cap.communicate(timeout=60)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+    text = log.read_text()
+    assert cap.returncode == 0, text
+    assert "captured 55 tasks" in stdout
+    assert secret not in text and secret not in stdout and secret.encode() not in out.read_bytes()
+    lines = text.splitlines()
+    assert "\r" not in text and 1 <= len(lines) <= 4 and all("events/s" in line for line in lines), text
+    assert f"{user}:***@" in lines[0]

@@ -105,9 +105,9 @@ def test_the_wheel_in_a_fresh_venv_goes_from_init_to_a_report_in_an_empty_folder
     assert _run([cmx, "--version"], work, 120, env).stdout == f"cmx {VERSION}\n"  # an install claims no commit
     _run([cmx, "init", "demo"], work, 120, env)
     smoke = _run([cmx, "run", "experiments/demo.yaml", "--smoke"], work, 1200, env)
-    assert (
-        f"using the built-in localhost inventory, {root / 'inventory' / 'local.yml'}" in smoke.stderr.splitlines()[0]
-    ), smoke.stderr
+    assert "using the built-in localhost inventory (this machine plays every part" in smoke.stderr.splitlines()[0], (
+        smoke.stderr
+    )
     assert query(
         work / "results" / "smoke.duckdb",
         "SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM runs WHERE experiment = 'demo'",

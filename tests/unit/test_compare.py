@@ -67,9 +67,9 @@ def known_db(tmp_path_factory):
     return path
 
 
-def by_metric(path, a, b, pool_cells=False):
+def by_metric(path, a, b, pool_cells=False, every=True):
     with db.connect(path, read_only=True) as con:
-        res = compare(con, parse_selection(a), parse_selection(b), pool_cells=pool_cells)
+        res = compare(con, parse_selection(a), parse_selection(b), pool_cells=pool_cells, every=every)
     return {m.metric: m for m in res.metrics}, res
 
 
@@ -264,7 +264,7 @@ def test_selection_spanning_cells_names_the_dimension(known_db, matrix_db):
         with pytest.raises(
             SelectionError,
             match=r"baseline selects 3 cells: pool in \{gevent, solo, threads\}; "
-            r"add pool=\.\.\. or pass --pool-cells",
+            r"name one, e.g. k:pool=gevent, or pass --pool-cells",
         ):
             compare(con, parse_selection("k"), parse_selection("k:pool=solo"))
     with db.connect(matrix_db, read_only=True) as con:
@@ -373,7 +373,7 @@ def test_a_selection_spanning_revisions_is_refused_when_runs_have_a_revision(tmp
         with pytest.raises(
             SelectionError,
             match=r"baseline selects runs of more than one revision: "
-            r"revision in \{1, 2\}; add revision=\.\.\. or pass --pool-cells",
+            r"revision in \{1, 2\}; name one, e.g. v:pool=threads,revision=1, or pass --pool-cells",
         ):
             compare(con, parse_selection("v:pool=threads"), parse_selection("v:pool=solo,revision=2"))
         res = compare(con, parse_selection("v:pool=threads,revision=2"), parse_selection("v:pool=solo,revision=2"))

@@ -87,3 +87,31 @@ def test_the_readme_is_a_landing_page_that_starts_with_the_two_commands():
     commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
     assert commands == ["make quickstart", "make test"]
     assert text.index("## Quickstart") < text.index("```sh")
+
+
+def test_no_literal_backslash_pipe_in_the_built_tables(site):
+    """Issue 51: the database, cli, experiment-file and workloads pages showed `\\|` in their tables
+    (escaped for GitHub, where a pipe splits a row even inside code; Python-Markdown never does)."""
+    pages = ["reference/database", "reference/cli", "reference/experiment-file", "workloads"]
+    for page in pages:
+        html = (site / page / "index.html").read_text()
+        cells = re.findall(r"<td>(.*?)</td>", html, re.S)
+        assert cells and not [c for c in cells if "\\|" in c], page
+    assert "<code>cmx sql \"QUERY\" [--db PATH] [--format table|csv|json]</code>" in (
+        site / "reference" / "cli" / "index.html"
+    ).read_text().replace("&quot;", '"')
+
+
+def test_code_pipes_unescapes_only_inside_code_in_table_rows():
+    assert gen_reference.code_pipes("| `a\\|b` | x \\| y |") == "| `a|b` | x \\| y |"
+    assert gen_reference.code_pipes("text `a\\|b`") == "text `a\\|b`"
+
+
+def test_replay_is_linked_and_at_a_glance_has_capture_profile_and_init_from_profile():
+    """Issue 51: docs/replay.md was linked from neither the README nor the site's index; the CLI
+    reference's "At a glance" left out capture, profile and init --from-profile."""
+    assert "(docs/replay.md)" in (REPO / "README.md").read_text()
+    assert "(replay.md)" in (REPO / "docs" / "index.md").read_text()
+    glance = (REPO / "docs" / "reference" / "cli.md").read_text().split("## At a glance")[1].split("\n## ")[0]
+    for command in ("`cmx capture ", "`cmx profile show ", "`cmx init NAME --from-profile "):
+        assert command in glance, command

@@ -162,7 +162,7 @@ def test_compare_says_the_noise_differs_beside_its_verdicts(tmp_path):
                     repeat=i + 1,
                     metrics={M.CONSUME_RATE: 100.0 + i, M.NOISE_CPU_SHARE: share},
                 )
-    p = cmx("compare", "n:pool=threads", "n:pool=solo", "--db", str(path), "--format", "json")
+    p = cmx("compare", "n:pool=threads", "n:pool=solo", "--db", str(path), "--format", "json", "--all")
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
     label = (

@@ -153,3 +153,17 @@ def test_a_chord_body_takes_as_many_header_members_as_results_it_received():
     # the body received two results only: a chord of two, the third a task of its own
     two = [r | {"args_lead_list": 2} if r["uuid"] == "body" else r for r in rows]
     assert [len(u.calls) for u in plan.exact(two) if u.body is not None] == [2]
+
+
+def test_a_limit_adds_the_first_unit_of_each_name_it_leaves_out():
+    """A smoke (limit 20) replayed 2 of 3 task names and said nothing (issue 51): the first N units,
+    then each name's first unit, sent right after them, and the names added."""
+    rows = [row(f"a{i}", "app.a", 100.0 + i) for i in range(5)]
+    rows += [row("b0", "app.b", 200.0), row("c0", "app.c", 300.0), row("c1", "app.c", 301.0)]
+    units = plan.exact(rows)
+    kept, added = plan.limited(units, 2)
+    assert added == ["app.b", "app.c"]
+    assert [c.name for u in kept for c in u.calls] == ["app.a", "app.a", "app.b", "app.c"]
+    assert [round(u.at, 3) for u in kept] == [0.0, 1.0, 1.01, 1.02]  # seconds, not at 100 s and 200 s
+    assert plan.limited(units, 8) == (units, []) and plan.limited(units, None) == (units, [])
+    assert plan.limited(units, 6)[1] == ["app.c"]

@@ -8,6 +8,7 @@ import io
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from cmx.analysis import stats
@@ -124,3 +125,59 @@ def test_a_chart_legend_never_cuts_a_label():
     series = legend.assign(rows, ["broker", "params.task"])
     spec = {name: ch.to_dict() for name, ch in legend.channels(series).items()}
     assert spec["color"]["legend"] == {"labelLimit": 0, "titleLimit": 0}, spec
+
+
+def test_a_column_that_stays_and_columns_that_never_wrap():
+    """compare's verdict stays however narrow the terminal, and a metric's name or a verdict marked
+    no_wrap is never folded inside a word (issue 51: `broker_memory_peak_byte` / `s`)."""
+    table = Table()
+    table.add_column("metric", no_wrap=True)
+    table.add_column("baseline", justify="right")
+    table.add_column("p", justify="right")
+    table.add_column("verdict", no_wrap=True)
+    table.add_row("broker_memory_peak_bytes", "3 MiB [2.9–3.1 MiB]", "0.008", "? inconclusive: n=12 would tell")
+    buf = io.StringIO()
+    show(Console(file=buf, width=80, color_system=None), table, stay=("verdict",))
+    out = buf.getvalue()
+    assert "broker_memory_peak_bytes" in out and "? inconclusive: n=12 would tell" in out
+    assert "left out to fit 80 columns (baseline, p)" in out and max(len(line) for line in out.splitlines()) <= 80
+
+
+def _replay_summaries():
+    workload = registry.get("replay")
+    cells = []
+    for pool in ("threads", "prefork", "gevent"):
+        for prefetch in (1, 4):
+            dims = {"broker": "redis", "pool": pool, "concurrency": 4, "prefetch_multiplier": prefetch}
+            dims |= {"params.profile": "profiles/thumbs.parquet", "params.limit": 20}
+            cells.append(Cell(cell_id(dims), dims))
+    headline, shown = cell_headlines(workload, cells)
+    sums = [
+        CellSummary(
+            c, runs=1, ok=1, metrics={m: stats.summarize([0.0123, 0.02]) for m in headline}, shown=shown[c.cell_id]
+        )
+        for c in cells
+    ]
+    sums[0].metrics["tasks_failed"] = stats.summarize([0.0, 0.0])
+    return sums, headline
+
+
+@pytest.mark.parametrize("width", (100, 160))
+def test_the_replay_summary_fits_or_says_what_it_left_out(width):
+    """Issue 51: the replay smoke's summary at 160 columns lost its right border with no caption
+    (a header that never wraps, `runs ok`, was counted as its longest word) and split
+    `prefetch_multipl` / `ier`."""
+    sums, headline = _replay_summaries()
+    buf = io.StringIO()
+    show(Console(file=buf, width=width, color_system=None), render("replay", sums, headline))
+    out = buf.getvalue()
+    lines = out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    body = [line for line in lines if line[:1] in "│┃┏┡└"]
+    assert all(line.rstrip()[-1] in "│┃┓┩┘" for line in body), out  # the right border is there
+    assert "prefetch_multiplier" in out
+    assert "left out to fit" in out
+
+
+def test_an_interval_of_one_value_is_not_shown():
+    assert with_interval("tasks_lost", stats.summarize([0.0, 0.0, 0.0]), ok=3).plain == "0"

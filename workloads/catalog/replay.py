@@ -53,7 +53,8 @@ class ReplayParams(WorkloadParams):
     limit: int | None = Field(
         None,
         ge=1,
-        description="replay only the first N units (a root task with what it spawned, or a chord), in send order",
+        description="replay only the first N units (a root task with what it spawned, or a chord), in send order, "
+        "then the first unit of each task name they leave out (so every name runs at least once)",
     )
 
 
@@ -124,7 +125,12 @@ class Replay(Workload):
                     for n, f in fits.items()
                 )
             )
-        units = units[: params.limit]
+        units, added = plan.limited(units, params.limit)
+        if added:
+            ctx.notes.append(
+                f"limit {params.limit}: the first unit of {len(added)} task name(s) the first {params.limit} units "
+                f"leave out was added, so every name runs: {', '.join(added)}"
+            )
         if note := plan.arrival_note(rows):
             ctx.notes.append(note)
         plan.route(units, ctx.spec.queue)

@@ -223,6 +223,40 @@ def exact(rows: list[dict], names: list[str] | None = None, speed: float = 1.0) 
     return sorted(units, key=lambda u: u.at)
 
 
+def _names(call: Call) -> set[str]:
+    return {call.name}.union(*(_names(c) for c in call.children))
+
+
+def unit_names(unit: Unit) -> set[str]:
+    """Every task name a unit sends: its calls', their children's, its body's."""
+    return set().union(*(_names(c) for c in [*unit.calls, *([unit.body] if unit.body else [])]))
+
+
+#: Seconds between the units a limit adds after its first N (so a smoke ends in seconds, not at their recorded time).
+ADDED_GAP_S = 0.01
+
+
+def limited(units: list[Unit], limit: int | None) -> tuple[list[Unit], list[str]]:
+    """The first ``limit`` units (all when None), then the first unit of each task name they leave
+    out, each sent ``ADDED_GAP_S`` after the one before (a smoke replays every task name at least
+    once, in seconds); and those names, which the run's notes say."""
+    if limit is None or limit >= len(units):
+        return units, []
+    kept = units[:limit]
+    seen = set().union(*map(unit_names, kept)) if kept else set()
+    added_names: list[str] = []
+    at = kept[-1].at if kept else 0.0
+    for unit in units[limit:]:
+        new = unit_names(unit) - seen
+        if not new:
+            continue
+        at += ADDED_GAP_S
+        kept.append(Unit(at, unit.calls, unit.body))
+        seen |= new
+        added_names += sorted(new)
+    return kept, added_names
+
+
 def _sent(row: dict) -> float:
     """When the task arrived: the profile's ``arrival`` (read_rows), else its send, else (producers
     without task_send_sent_event) its receipt."""

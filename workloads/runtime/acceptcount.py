@@ -4,8 +4,9 @@
 ``celery inspect stats`` calls ``total``, and what ``cmx_progress`` counts a worker's finished tasks
 from) with ``Counter.update``: a read, then a write, in Python. The threads pool calls it from its
 executor threads, several at once, and an increment is lost whenever the interpreter switches
-threads between the two: 4 threads accepting 200,000 tasks counted ~2 % fewer on this machine
-(tests/unit/test_accept_count.py). A worker that ran every task then said it ran fewer, and the
+threads between the two: 4 threads accepting 200,000 tasks counted 0.9–1.8 % fewer on this
+machine at load 10.5 (benchmarks/measured/accept-count-2026-12-07.txt; tests/unit/test_accept_count.py
+shows it). A worker that ran every task then said it ran fewer, and the
 driver waited for completions that were never going to be counted until ``run_timeout`` (a classic
 queue run of rabbitmq-queue-types: 19,979 of 20,000 "ran", 600 s). :func:`guard` serialises the
 call with a lock (a few hundred nanoseconds a task; prefork, gevent and eventlet call it from one
