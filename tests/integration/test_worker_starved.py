@@ -17,7 +17,7 @@ from tests.conftest import cmx, query, write
 
 pytestmark = pytest.mark.integration
 
-TASKS = 8
+TASKS = 5
 
 
 def test_a_green_worker_on_redis_with_one_slot_is_starved_and_the_run_says_so(tmp_path):

@@ -92,4 +92,4 @@ def test_the_summary_names_a_starved_cell_and_not_the_others():
     found = summary.starved(cells, lambda c: f"pool={c}")
     assert [c.cell_id for c, _ in found] == ["a"]
     (line,) = [line for _, line in found]
-    assert line.startswith("starved: pool=a: ") and "96% of the run" in line and M.WORKER_STARVED_SHARE in line
+    assert line.startswith("starved: pool=a: ") and "96 % of the run" in line and M.WORKER_STARVED_SHARE in line
