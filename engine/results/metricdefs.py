@@ -117,7 +117,7 @@ METRICS: dict[str, MetricDef] = {
             _L,
             "starved",
             "share of the run (first task received to last finished) in which the workers held no task while a "
-            "task waited in the broker (sent over 0.2 s before, not yet received)",
+            "task waited in the broker, in stretches of 0.5 s or more",
         ),
         # Latency: finished minus the intended send time where the driver has one (stream mode), else
         # minus the send; queue wait and service time split it at the task's start. All on the

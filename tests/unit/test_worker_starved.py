@@ -1,6 +1,7 @@
 """worker_starved_share (engine/results/sql/metrics.sql): the share of a run, from its first receipt
-to its last finish, in which no task was in a worker while a task waited in the broker; on
-hand-made artifacts with exact stamps. And the summary's line for a starved cell (analysis/summary.py)."""
+to its last finish, in which no task was in a worker while a task waited in the broker, in
+stretches of 0.5 s or more; on hand-made artifacts with exact stamps. And the summary's line for a
+starved cell (analysis/summary.py)."""
 
 from __future__ import annotations
 
@@ -50,10 +51,10 @@ def starved_share(tmp_path, tasks, worker_offset=0.0):
 
 def test_a_worker_that_takes_one_task_per_wait_is_starved_for_most_of_the_run(tmp_path):
     # Five tasks sent at once at 0; the worker takes one every 2 s and runs it for 0.01 s. From the
-    # first receipt (0) to the last finish (8.01), tasks waited from 0.2 s (their send + the grace)
-    # to the last receipt at 8, and the worker held none of them but for 3 x 0.01 s in that time.
+    # first receipt (0) to the last finish (8.01), tasks waited until the last receipt at 8, and the
+    # worker held none of them but for 4 x 0.01 s in that time: 4 stretches of 1.99 s.
     tasks = [(0.0, 2.0 * i, 2.0 * i, 2.0 * i + 0.01) for i in range(5)]
-    assert starved_share(tmp_path, tasks) == pytest.approx((8.0 - 0.2 - 3 * 0.01) / 8.01)
+    assert starved_share(tmp_path, tasks) == pytest.approx(4 * 1.99 / 8.01)
 
 
 def test_a_worker_that_keeps_up_is_not_starved(tmp_path):
@@ -69,16 +70,36 @@ def test_a_busy_worker_with_a_queue_is_not_starved(tmp_path):
     assert starved_share(tmp_path, tasks) == 0
 
 
-def test_a_message_on_its_way_is_not_waiting(tmp_path):
-    # Received 0.15 s after its send while the worker idled: in transit, under the 0.2 s grace.
+def test_a_message_on_its_way_is_not_a_stall(tmp_path):
+    # Received 0.15 s after its send while the worker idled: in transit, a stretch under 0.5 s.
     tasks = [(i * 1.0, i * 1.0 + 0.15, i * 1.0 + 0.15, i * 1.0 + 0.2) for i in range(3)]
     assert starved_share(tmp_path, tasks) == 0
+
+
+def test_a_worker_fetching_one_message_per_round_trip_is_not_starved(tmp_path):
+    # A backlog of 400 no-op tasks sent at 0, each received 2 ms after the one before finished and
+    # run for 0.1 ms: the worker holds no task 95 % of the time, in 400 gaps of 2 ms: its own pace.
+    tasks, t = [], 0.0
+    for _ in range(400):
+        tasks.append((0.0, t, t, t + 0.0001))
+        t += 0.0021
+    assert starved_share(tmp_path, tasks) == 0
+
+
+def test_one_long_stall_among_short_gaps_counts_alone(tmp_path):
+    # As above for 200 tasks, then a 1.5 s stall, then 200 more: only the stall counts.
+    tasks, t = [], 0.0
+    for k in range(400):
+        tasks.append((0.0, t, t, t + 0.0001))
+        t += 0.0021 + (1.5 if k == 199 else 0)
+    span = tasks[-1][3] - tasks[0][1]
+    assert starved_share(tmp_path, tasks) == pytest.approx((1.5 + 0.002) / span)
 
 
 def test_the_share_is_read_on_the_controllers_clock(tmp_path):
     # The worker's clock 30 s behind: the same run as the first test, the same share.
     tasks = [(0.0, 2.0 * i, 2.0 * i, 2.0 * i + 0.01) for i in range(5)]
-    assert starved_share(tmp_path, tasks, worker_offset=-30.0) == pytest.approx((8.0 - 0.2 - 3 * 0.01) / 8.01)
+    assert starved_share(tmp_path, tasks, worker_offset=-30.0) == pytest.approx(4 * 1.99 / 8.01)
 
 
 def _summary(cell_id: str, shares: list[float]) -> summary.CellSummary:
