@@ -3,9 +3,10 @@ takes one task per 2 s however fast they come (experiments/pitfalls/green-one-sl
 says why), and the run stores it (metric worker_starved_share) and says so under its summary; a
 threads worker of the same cell keeps up, its share near 0, and nothing is said of it.
 
-Cost: one sweep of two runs, 8 no-op tasks at 5/s each: the gevent run ~16 s of tasks (one per
-2 s), the threads run ~2 s, plus ~3 s of harness each and the sweep's start: ~30 s on a 2-core
-machine (measured 2026-12-07: see the report of issue 51)."""
+Cost: one sweep of two runs, 5 no-op tasks at 5/s each: measured 2026-12-07 at load ~10 on 2
+cores, the gevent run 19.3 s (one task per 2 s), the threads run 5.1 s, the sweep's start and end
+~45 s: ~70 s in all, plus any wait for another sweep holding the host's work dir (250 s that day
+behind another developer's suite)."""
 
 from __future__ import annotations
 
