@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 from rich.table import Table
@@ -19,6 +20,12 @@ from cmx.workloads.vocab import metrics as M
 
 #: Facts a cell shows when its work is split over hosts (metric, the dimension that splits it).
 SPLIT_FACTS = ((M.HOST_SHARE_MIN, "machines"), (M.PUBLISH_RATE_MIN_DRIVER, "drivers"))
+#: A cell whose workers sat idle while its tasks waited in the broker for this share of a run or
+#: more (the median over its ok runs of ``worker_starved_share``, which counts only idle stretches
+#: of 0.5 s or more) is named under the summary: the workers' fetching, not their pool's work, held
+#: its tasks back. Starved green workers score 0.8-1.0, every other cell measured 0 (2026-12-07);
+#: a fifth leaves room for tasks longer than the 2 s stall (a 3 s task idles up to 2 s after it).
+STARVED_SHARE = 0.2
 
 
 @dataclass
@@ -35,6 +42,8 @@ class CellSummary:
     #: The metrics that mean something for this cell (its workload's headline for its params);
     #: None: all of them. A backlog cell's "latency" is its queue position, so it is not shown.
     shown: tuple[str, ...] | None = None
+    #: worker_starved_share of each ok run: whatever the headline, a starved worker is said.
+    starved: list[float] = field(default_factory=list)
 
 
 def varying_dimensions(cells: list[Cell]) -> list[str]:
@@ -90,6 +99,8 @@ def summarize(
             s.unseen += value
         if name == M.TASKS_NOT_RUN and value:
             s.not_run += value
+        if status == "ok" and name == M.WORKER_STARVED_SHARE and value is not None:
+            s.starved.append(value)
         if status == "ok" and name in headline and value is not None:
             values.setdefault((cell_id, name), []).append(value)
         elif status == "ok" and name in headline:
@@ -97,6 +108,25 @@ def summarize(
     for (cell_id, name), vals in values.items():
         by_id[cell_id].metrics[name] = stats.summarize(vals)
     return list(by_id.values())
+
+
+def starved(summaries: list[CellSummary], label) -> list[tuple[Cell, str]]:
+    """Each cell whose workers sat idle while its tasks waited in the broker for
+    :data:`STARVED_SHARE` of a run or more (median over its ok runs), with its line;
+    ``label(cell_id)`` names it."""
+    found = []
+    for s in summaries:
+        if s.starved and (share := statistics.median(s.starved)) >= STARVED_SHARE:
+            found.append(
+                (
+                    s.cell,
+                    f"starved: {label(s.cell.cell_id)}: its workers held no task while its tasks waited in the "
+                    f"broker for {share * 100:.0f} % of the run (median of {len(s.starved)} run(s), metric "
+                    f"{M.WORKER_STARVED_SHARE}): its rates and latencies measure that wait more than its "
+                    "pool's work",
+                )
+            )
+    return found
 
 
 def with_interval(name: str, s: stats.Summary | None, ok: int, missing: int = 0) -> Text:

@@ -297,6 +297,7 @@ def run(
     for s in summaries:
         s.shown = shown.get(s.cell.cell_id)
     show(out, render(f"{exp.name} (results in {db_path}; `cmx sql` to query)", summaries, headline), wide=wide)
+    _say_starved(summaries, labels_of(cells, varying))
     if race is not None and not interrupted and race.ended:
         with db.connect(db_path) as con:  # a race that ended is a finished sweep, never resumed
             db.record_sweep_end(con, sweep.sweep_id, race.ended)
@@ -317,6 +318,19 @@ def run(
     if crossed:
         err.print(f"{crossed} threshold check(s) crossed (exit 3); stored in threshold_checks.")
         raise typer.Exit(3)
+
+
+def _say_starved(summaries, labels: dict[str, str]) -> None:
+    """Under the summary: each cell whose workers sat idle while its tasks waited in the broker,
+    and the pitfall experiment that shows why where the cell walks into a known one."""
+    from cmx.analysis.summary import starved
+    from cmx.engine.model import pitfalls
+
+    for cell, line in starved(summaries, lambda c: labels.get(c, c)):
+        known = [p for p, _ in pitfalls.matches(cell.values) if p.starves]
+        if known:
+            line += f"; it walks into '{known[0].title}': {known[0].experiment} shows it"
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _provenance(exp, inv, digest: str, revision: int) -> dict:

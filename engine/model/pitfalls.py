@@ -42,6 +42,9 @@ class Pitfall:
     title: str
     experiment: str  # the shipped experiment that shows it
     rule: Callable[[Mapping[str, Any]], str | None]  # why this cell matches, or None
+    #: Its cells' workers sit idle while their tasks wait in the broker (metric worker_starved_share):
+    #: a run's summary that finds a starved cell names the pitfall it walks into.
+    starves: bool = False
 
 
 def _as_number(v: Any, default: float = 0.0) -> float:
@@ -95,6 +98,30 @@ def _prefetch(values: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _green_at_limit(values: Mapping[str, Any]) -> str | None:
+    """A green worker whose every wait for the broker starts at its prefetch limit (the messages it
+    holds unacknowledged): at concurrency 1, prefetch 1 the task it just received (it starts during
+    the wait); with ``task_acks_late`` every task running, whenever all its slots are busy."""
+    pool = values.get("pool", BY_NAME["pool"].default)
+    server = _broker_server(values)
+    if not (pool in pools.GREEN and server and server.green_waits_at_limit) or values.get("params.tasks") == 1:
+        return None  # (a run's only task: nothing waits behind it)
+    concurrency = _number(values, "concurrency", BY_NAME["concurrency"].default)
+    prefetch = _number(values, "prefetch_multiplier", BY_NAME["prefetch_multiplier"].default)
+    wait = f"reads the queue again only when its {GREEN_LOOP_WAIT_S:g} s wait for the broker ends"
+    if concurrency * prefetch == 1:
+        return (
+            f"{pool} pool at concurrency 1, prefetch_multiplier 1 on {server.product}: the worker holds its one "
+            f"task and {wait}: one task per {GREEN_LOOP_WAIT_S:g} s however short"
+        )
+    if values.get("celery.task_acks_late") is True:
+        return (
+            f"{pool} pool with celery.task_acks_late on {server.product}: a worker whose {concurrency:g} slot(s) "
+            f"are all busy holds its limit of unacknowledged tasks and {wait}, however soon one finishes"
+        )
+    return None
+
+
 def _max_tasks_per_child(values: Mapping[str, Any]) -> str | None:
     if (
         values.get("pool", BY_NAME["pool"].default) in pools.PER_CHILD_LIMITS
@@ -145,6 +172,13 @@ PITFALLS: tuple[Pitfall, ...] = (
     ),
     Pitfall(
         "chord-size", "Large chord headers on a result backend", "experiments/pitfalls/chord-size.yaml", _chord_size
+    ),
+    Pitfall(
+        "green-one-slot",
+        "A gevent/eventlet worker on Redis at its prefetch limit",
+        "experiments/pitfalls/green-one-slot.yaml",
+        _green_at_limit,
+        starves=True,
     ),
 )
 

@@ -111,6 +111,14 @@ METRICS: dict[str, MetricDef] = {
         ),
         MetricDef(M.CONSUME_RATE, "tasks/s", _H, "consume", "tasks finished per second (after warm-up)"),
         MetricDef(M.MAKESPAN_S, "s", _L, "makespan", "first task started to last task finished"),
+        MetricDef(
+            M.WORKER_STARVED_SHARE,
+            "share",
+            _L,
+            "starved",
+            "share of the run (first task received to last finished) in which the workers held no task while a "
+            "task waited in the broker, in stretches of 0.5 s or more",
+        ),
         # Latency: finished minus the intended send time where the driver has one (stream mode), else
         # minus the send; queue wait and service time split it at the task's start. All on the
         # controller's clock (hosts' offsets applied; see engine/results/sql/task_times.sql).

@@ -124,6 +124,30 @@ def test_chord_size_rule(values, hit):
     assert ("chord-size" in names(values)) is hit
 
 
+@pytest.mark.parametrize(
+    "values, hit",
+    [
+        ({"pool": "gevent", "broker": "redis", "concurrency": 1, "prefetch_multiplier": 1}, True),
+        ({"pool": "eventlet", "broker": "redis", "concurrency": 1, "prefetch_multiplier": 1}, True),
+        ({"pool": "gevent", "broker": "redis-sentinel", "concurrency": 1, "prefetch_multiplier": 1}, True),
+        ({"pool": "gevent", "broker": "redis", "concurrency": 1, "prefetch_multiplier": 2}, False),
+        ({"pool": "gevent", "broker": "redis", "concurrency": 2, "prefetch_multiplier": 1}, False),
+        ({"pool": "gevent", "broker": "rabbitmq", "concurrency": 1, "prefetch_multiplier": 1}, False),
+        ({"pool": "threads", "broker": "redis", "concurrency": 1, "prefetch_multiplier": 1}, False),  # a hub
+        ({"pool": "gevent", "broker": "redis", "concurrency": 1, "prefetch_multiplier": 1, "params.tasks": 1}, False),
+        ({"pool": "gevent", "broker": "redis", "concurrency": 4, "celery.task_acks_late": True}, True),
+        ({"pool": "gevent", "broker": "redis", "concurrency": 4, "celery.task_acks_late": False}, False),
+        ({"pool": "gevent", "broker": "rabbitmq", "concurrency": 4, "celery.task_acks_late": True}, False),
+    ],
+)
+def test_green_redis_one_slot_rule(values, hit):
+    assert ("green-one-slot" in names(values)) is hit
+
+
+def test_only_the_starving_pitfall_is_named_under_a_starved_summary():
+    assert [p.name for p in pitfalls.PITFALLS if p.starves] == ["green-one-slot"]
+
+
 def test_warnings_count_cells_and_name_the_experiment():
     cells = [
         SimpleNamespace(cell_id=f"c{i}", values={"pool": "prefork", "celery.worker_max_tasks_per_child": n})

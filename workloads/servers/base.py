@@ -187,6 +187,12 @@ class Server:
     visibility_timeout: bool = False
     #: As a broker it sends connection heartbeats (``broker_heartbeat``; a pitfall under green pools).
     heartbeats: bool = False
+    #: As a broker, a green pool's worker (no event loop: Celery's ``synloop``) that holds as many
+    #: unacknowledged messages as its prefetch limit reads nothing more until its 2 s wait for the
+    #: broker ends, however soon a task finishes: kombu's transport sends its next read only at the
+    #: start of a wait, and only while the limit allows one (a pitfall: one task per 2 s at
+    #: concurrency 1, prefetch 1; experiments/pitfalls/green-one-slot.yaml).
+    green_waits_at_limit: bool = False
     #: ``kill_broker_node`` can kill one of its nodes and start it again (a cluster the sweep
     #: provisioned: :meth:`node_places`, :meth:`kill_node`).
     node_loss: bool = False

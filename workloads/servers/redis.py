@@ -251,7 +251,7 @@ class Redis(Server):
     #: Where a disposable Redis given by URL lives (:meth:`place_of`).
     variables = MappingProxyType({"redis_dir": "text"})
     role_vars = MappingProxyType({"redis_dir": "{{ __cmx_workdir }}/redis"})
-    restartable = partitionable = visibility_timeout = True
+    restartable = partitionable = visibility_timeout = green_waits_at_limit = True
     local = (
         LocalService(
             "Redis",

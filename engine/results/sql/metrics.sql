@@ -109,6 +109,48 @@ idle AS (
     SELECT CASE WHEN count(pss) = (SELECT count(DISTINCT host) FROM worker_ticks) THEN sum(pss) END AS pss
     FROM (SELECT host, arg_max(pss, ts) AS pss FROM idle_main WHERE pss IS NOT NULL GROUP BY host)
 ),
+-- Starved: the run's workers held no task (none received and not yet finished) while some task
+-- waited in the broker (sent, not yet received), for half a second or more at a stretch, as a
+-- share of the run from its first receipt to its last finish (before the first receipt the
+-- workers may be held off on purpose: a backlog). Shorter stretches are a worker fetching one
+-- message per round trip, or a message on its way (milliseconds each, however many), not a stall;
+-- a green worker at its prefetch limit on Redis idles ~2 s at a stretch
+-- (experiments/pitfalls/green-one-slot.yaml). One sweep over the moments a task entered or left a
+-- worker or the broker; the stretches are runs of consecutive idle-while-waiting spans.
+in_worker AS (
+    SELECT coalesce(received_at, started_at) AS a, finished_at AS b FROM executed
+    WHERE coalesce(received_at, started_at) IS NOT NULL
+),
+in_broker AS (
+    SELECT sent_at AS a, coalesce(received_at, started_at) AS b FROM executed
+    WHERE sent_at IS NOT NULL AND coalesce(received_at, started_at) > sent_at
+),
+starve_span AS (SELECT min(a) AS lo, max(b) AS hi FROM in_worker),
+starve_moments AS (
+    SELECT ts, busy, waiting, row_number() OVER (ORDER BY ts, busy, waiting) AS i FROM (
+        SELECT a AS ts, 1 AS busy, 0 AS waiting FROM in_worker
+        UNION ALL SELECT b, -1, 0 FROM in_worker WHERE b IS NOT NULL
+        UNION ALL SELECT a, 0, 1 FROM in_broker
+        UNION ALL SELECT b, 0, -1 FROM in_broker
+    )
+),
+starve_levels AS (
+    SELECT ts, lead(ts) OVER (ORDER BY i) AS next_ts, i,
+           sum(busy) OVER (ORDER BY i ROWS UNBOUNDED PRECEDING) = 0
+               AND sum(waiting) OVER (ORDER BY i ROWS UNBOUNDED PRECEDING) > 0 AS idle
+    FROM starve_moments
+),
+starve_stretches AS (  -- each run of idle spans one stretch: numbered by the spans before it that were not
+    SELECT idle, greatest(0, least(l.next_ts, s.hi) - greatest(l.ts, s.lo)) AS len,
+           sum(CASE WHEN idle THEN 0 ELSE 1 END) OVER (ORDER BY i ROWS UNBOUNDED PRECEDING) AS stretch
+    FROM starve_levels l, starve_span s WHERE l.next_ts IS NOT NULL
+),
+starved AS (
+    SELECT (SELECT coalesce(sum(len), 0) FROM (
+                SELECT sum(len) AS len FROM starve_stretches WHERE idle GROUP BY stretch
+            ) WHERE len >= 0.5) AS s,
+           (SELECT hi - lo FROM starve_span) AS span
+),
 worker_peaks AS (
     SELECT r.host, r.rss, p.pss
     FROM (SELECT host, max(rss) AS rss FROM worker_ticks GROUP BY host) r
@@ -219,6 +261,8 @@ FROM (
     HAVING count(pss_bytes) = count(*)
 )
 GROUP BY kind
+-- NULL when no task ran or the run's tasks took no time at all.
+UNION ALL SELECT 'worker_starved_share', (SELECT s / nullif(span, 0) FROM starved)
 UNION ALL SELECT 'queue_depth_max', (SELECT max(depth) FROM queue_depth WHERE run_id = $run_id)
 -- The mixed workload (workloads/catalog/mixed.py): short tasks apart from long ones; no row for other workloads.
 UNION ALL SELECT 'short_latency_p50_s', quantile_cont(finished_at - coalesce(intended_at, sent_at), 0.50)
