@@ -23,21 +23,24 @@ class Race:
     ):
         self.exp, self.db_path, self.revision, self.sweep = exp, Path(db_path), revision, sweep
         self.cells = sorted(cells)  # every cell races, also one whose runs a resume found all stored
-        self.level = stats.race_alpha(exp.racing.min, exp.racing.max)
         self.skipped, self.now = skipped, now
         self.decision: racing.Decision | None = None
         self.objective = ""
         self.ended = ""  # why the race ended: decided, max reached, a budget
         self.ran = 0
 
-    def _decide(self, cells: list[str]) -> racing.Decision:
+    def level(self, n: int) -> float:
+        """The level of this race's look at ``n`` runs a cell (racing.level: its looks and cells)."""
+        return racing.level(self.exp.racing.min, self.exp.racing.max, len(self.cells), n)
+
+    def _decide(self, cells: list[str], n: int) -> racing.Decision:
         from cmx.analysis.recommend import RecommendError
 
         point = self.sweep.resumes or self.sweep.sweep_id
         try:
             with db.connect(self.db_path, read_only=True) as con:
                 self.decision, self.objective = racing.decide(
-                    con, self.exp.name, self.revision, point, cells, self.level
+                    con, self.exp.name, self.revision, point, cells, self.level(n)
                 )
         except RecommendError as exc:  # no objective to race on (a metric without a direction): every cell runs
             if self.decision is None:
@@ -63,7 +66,7 @@ class Race:
         for repeat in range(1, r.max + 1):
             batch = rounds.get(repeat, [])
             if repeat > r.min:
-                decision = self._decide(cells)
+                decision = self._decide(cells, repeat - 1)
                 if decision.decided:
                     self.ended = "decided"
                     self.sweep.handler.retotal(self.ran)  # the bar ends full: no run is still to come
@@ -81,29 +84,33 @@ class Race:
                 why = self._budget(started)
                 if why:
                     self.ended = why
-                    self._decide(cells)
+                    self._decide(cells, max(repeat - 1, r.min))
                     self.sweep.handler.retotal(self.ran)
                     return
                 if started is None:
                     started = self.now()
                 self.ran += 1
                 yield run
-        decision = self._decide(cells)
+        decision = self._decide(cells, r.max)
         self.ended = "decided" if decision.decided else f"max ({r.max} runs a cell) was reached"
 
     def summary(self, label) -> str:
-        """One line for the end of the sweep; ``label(cell_id)`` names a cell by its dimensions."""
+        """One line for the end of the sweep; ``label(cell_id)`` names a cell by its dimensions.
+        ``cmx recommend`` and the report say the same of the same runs (racing.decide_samples)."""
         d = self.decision
         if d is None or d.best is None:
             return f"race: undecided: {self.ended or 'no run of it ended ok'}"
-        if d.decided:
+        cells = len(d.contenders) + len(d.out)
+        runs = f"after {self.skipped + self.ran} runs, of at most {cells} cells × {self.exp.racing.max}"
+        if d.decided and not d.tied:
             return (
                 f"race: decided on {self.objective}: {label(d.best)} is the best; every other cell was shown "
-                f"worse (or out of the objective's where) after {self.skipped + self.ran} runs, of at most "
-                f"{len(d.contenders) + len(d.out)} cells × {self.exp.racing.max}"
+                f"worse (or out of the objective's where) {runs}"
             )
-        tied = [label(c) for c in d.contenders if c != d.best]
-        return (
-            f"race: undecided on {self.objective}: {self.ended}; {label(d.best)} leads, not told apart from "
-            f"{len(tied)} cell(s): {'; '.join(tied)}"
-        )
+        if d.decided:
+            tied = "; ".join(label(c) for c in d.tied)
+            return (
+                f"race: decided on {self.objective}: a tie: {label(d.best)} leads and {racing.cells_text(len(d.tied))} "
+                f"shown within ±{stats.MARGIN_PCT:g} % of it ({tied}): pick any; the others were shown worse {runs}"
+            )
+        return f"race: undecided on {self.objective}: {self.ended}; " + racing.open_text(d, label, self.exp.racing.max)
