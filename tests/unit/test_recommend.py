@@ -73,12 +73,12 @@ def test_ranking_and_ties(known):
     from cmx.analysis.recommend_format import answer
 
     assert got["threads"].versus_best.verdict == "same"  # shown within ±5 %
-    assert answer(rec)[1] == "Tied with it (not told apart by these runs): 1 cell(s): pool threads."
+    assert answer(rec)[1] == "Tied with it: 1 cell is shown within ±5 % of it: pool threads."  # the race's words
 
 
 def test_ties_say_how_many_runs_would_tell(known):
-    """Prefork at 3 runs against gevent's 5 with noise: neither shown worse nor the same; the answer
-    says how many runs a cell would show it."""
+    """Threads at 3 runs against gevent's 5 with noise: neither shown worse nor the same; the answer
+    says, in the race's words, how many runs a cell would decide it."""
     from cmx.analysis.recommend_format import answer
 
     path = known.with_name("noisy.duckdb")
@@ -91,9 +91,9 @@ def test_ties_say_how_many_runs_would_tell(known):
     threads = by_pool(rec)["threads"]
     assert threads.tied_with_best and threads.versus_best.verdict == "inconclusive"
     need = threads.versus_best.runs_needed
-    assert need > 3 and answer(rec)[2] == (
-        f"1 of them are neither shown worse nor shown the same; the clearest difference would show with "
-        f"{need} runs a cell (cmx compare's rule)."
+    assert need > 3 and answer(rec)[1] == (
+        f"Tied with it: 1 cell is not told apart from it: pool threads; the differences seen would take "
+        f"{need} runs a cell to decide."
     )
 
 
