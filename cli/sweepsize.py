@@ -103,10 +103,10 @@ def _race_shows(r, cells: int) -> str:
         f"best by more than {stats.MARGIN_PCT:g} %; its {looks} look{'s' if looks != 1 else ''} test at "
         f"{racing.level(r.min, r.max, cells, first):.2g}"
         + (f" to {racing.level(r.min, r.max, cells, last):.2g}" if last != first else "")
-        + f" (so that a race of {cells} identical cells stops one in at most {stats.RACE_ERROR:.1%} of races)"
+        + f" (so that a race of {cells} identical cells stops one in at most {stats.RACE_ERROR * 100:g} % of races)"
     )
     reach = (
-        f"; at a {SPREAD:.0%} run-to-run spread its first look ({first} runs a cell) stops a cell about "
+        f"; at a {SPREAD * 100:g} % run-to-run spread its first look ({first} runs a cell) stops a cell about "
         f"{_reach(r, cells, first):.0f} % worse"
         + (f", its last ({last}) about {_reach(r, cells, last):.0f} % worse" if last != first else "")
     )
