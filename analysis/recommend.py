@@ -226,7 +226,9 @@ def recommend(
     samples = {cell_id: metrics.get(first.metric, []) for cell_id, metrics in data.items()}
     out = {c.cell_id: "; ".join(c.excluded_by) for c in cells if c.excluded_by}
     looks = _looks(con, experiment, revision, samples)
-    decision = racing.decide_samples(samples, first.better, racing.level(*looks, len(samples)), out, margin_pct)
+    # a race counts every cell it raced, also one whose runs all failed (cli/race.py)
+    raced = len(samples) if only else len(set(samples) | set(dims))
+    decision = racing.decide_samples(samples, first.better, racing.level(*looks, raced), out, margin_pct)
     sign = -1 if first.direction == MAXIMIZE else 1
     kept.sort(key=lambda c: (c.cell_id != decision.best, sign * c.metrics[first.metric].median, c.cell_id))
     kept[0].rank, kept[0].tied_with_best = 1, True

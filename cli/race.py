@@ -109,8 +109,9 @@ class Race:
             )
         if d.decided:
             tied = "; ".join(label(c) for c in d.tied)
+            others = "; every other cell was shown worse (or out of the objective's where)" if d.out else ""
             return (
                 f"race: decided on {self.objective}: a tie: {label(d.best)} leads and {racing.cells_text(len(d.tied))} "
-                f"shown within ±{stats.MARGIN_PCT:g} % of it ({tied}): pick any; the others were shown worse {runs}"
+                f"shown within ±{stats.MARGIN_PCT:g} % of it ({tied}): pick any{others} {runs}"
             )
         return f"race: undecided on {self.objective}: {self.ended}; " + racing.open_text(d, label, self.exp.racing.max)

@@ -131,6 +131,34 @@ def test_an_undecided_race_says_what_would_decide_it():
     assert racing.cells_text(1, "was") == "1 cell was" and racing.cells_text(3) == "3 cells are"
 
 
+def test_the_race_ends_with_a_tie_or_with_what_would_decide_it():
+    from types import SimpleNamespace
+
+    from cmx.cli.race import Race
+
+    race = Race.__new__(Race)  # its last line only: no sweep, no database
+    race.exp = SimpleNamespace(racing=SimpleNamespace(min=3, max=6))
+    race.skipped, race.ran, race.objective = 0, 14, "maximize consume_rate"
+    race.ended = "max (6 runs a cell) was reached"
+    same = racing.Versus(racing.SAME, -1.0, 0.5)
+    race.decision = racing.Decision("a", ["a", "b"], {"c": "shown worse"}, ["b"], {"a": racing.Versus(racing.BEST)})
+    race.decision.versus["b"] = same
+    assert race.summary(str) == (
+        "race: decided on maximize consume_rate: a tie: a leads and 1 cell is shown within ±5 % of it (b): pick "
+        "any; every other cell was shown worse (or out of the objective's where) after 14 runs, of at most 3 cells × 6"
+    )
+    race.decision = racing.Decision(
+        "a", ["a", "b", "c"], {}, [], {"b": racing.Versus(racing.OPEN, -8.0, 0.1, 9), "c": same}
+    )
+    assert race.summary(str) == (
+        "race: undecided on maximize consume_rate: max (6 runs a cell) was reached; a leads; 2 cells are not told "
+        "apart from it: b; c; the differences seen would take more than 1000 runs a cell to decide: they may be "
+        "too small to matter"
+    )
+    race.decision.versus["c"] = racing.Versus(racing.OPEN, -6.0, 0.2, 12)
+    assert race.summary(str).endswith("would take 12 runs a cell to decide: raise max to 12")
+
+
 def test_a_cell_out_of_the_constraints_or_without_values_stops():
     d = racing.decide_samples(
         {"a": [1.0, 1.1, 0.9], "b": [5.0, 5.1, 4.9], "c": []},
