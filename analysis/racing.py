@@ -5,7 +5,7 @@ A race (``repeats: {min, max, until: decided}``) gives every cell ``min`` runs; 
 round, the rule looks at the cells still racing (:func:`decide_look`): the best is the one with the
 best median; every other is compared with it by a one-sided t-test on the logarithms of the values
 (runs spread in proportion to their level, and the margin is a ratio), the variance pooled over
-every cell of the race (:func:`stats.race_look`), Hochberg-adjusted over the cells compared. A cell
+every cell of the race (:func:`racetest.race_look`), Hochberg-adjusted over the cells compared. A cell
 stops getting runs when that adjusted p is at most the look's level and its estimated difference
 is beyond the margin (``MARGIN_PCT``, 5 %): a difference inside the margin does not stop a cell. A
 cell is shown the same as the best when both one-sided tests that the difference lies within
@@ -14,7 +14,7 @@ left but the best is shown the same (a tie the user can pick from, when there is
 undecided at ``max`` runs a cell or at its budget (``limits.max_runs`` / ``limits.max_time``:
 cli/race.py).
 
-The level (:func:`stats.race_alpha`) is calibrated by simulating this rule over the race's looks
+The level (:func:`racetest.race_alpha`) is calibrated by simulating this rule over the race's looks
 and its number of cells, so that among identical cells a whole race stops some cell in at most
 5 % of races: the best is chosen after seeing the data and each look is another chance, so a
 pairwise level would be wrong (45 % of races among 10 identical cells at the old level). The
@@ -23,8 +23,9 @@ worse.
 tests/unit/test_racing.py measures the error and the power by simulation, through
 :func:`decide_look` (vectorised over races) and :func:`decide_samples` (one race, the same rule).
 
-:func:`decide_samples` is the pure rule on samples; :func:`decide` reads them from the database
-(the ok runs of the sweep and of the sweep it resumes, so a resumed race goes on where it was).
+:func:`decide_samples` is the pure rule on samples; cli/race.py reads them from the database (the
+ok runs of the sweep and of the sweep it resumes, so a resumed race goes on where it was), and
+``cmx recommend`` (analysis/recommend.py) applies the same rule to the runs it ranks.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cmx.analysis import stats
+from cmx.analysis import racetest, stats
 
 #: What a race says of a cell against the best.
 WORSE, SAME, OPEN, FEW, BEST = stats.WORSE, stats.SAME, stats.INCONCLUSIVE, stats.N_TOO_SMALL, "best"
@@ -49,10 +50,10 @@ def looks(min_repeats: int, max_repeats: int) -> int:
 
 def level(min_repeats: int, max_repeats: int, cells: int, n: int | None = None) -> float:
     """The level this race's look at ``n`` runs a cell tests at (its last look when None):
-    :func:`stats.race_alpha` of its looks and cells, shaped by :func:`stats.race_look_level`."""
+    :func:`racetest.race_alpha` of its looks and cells, shaped by :func:`racetest.race_look_level`."""
     top = max(max_repeats, stats.MIN_N)
-    alpha = stats.race_alpha(max(min_repeats, stats.MIN_N), top, max(2, cells))
-    return stats.race_look_level(alpha, top if n is None else n, top)
+    alpha = racetest.race_alpha(max(min_repeats, stats.MIN_N), top, max(2, cells))
+    return racetest.race_look_level(alpha, top if n is None else n, top)
 
 
 @dataclass(frozen=True)
@@ -103,12 +104,12 @@ def _runs_needed(t: float, n: int, df: float, level_: float) -> int | None:
 
 def decide_look(
     values: np.ndarray, racing: np.ndarray, better: str, alpha: float, margin_pct: float = stats.MARGIN_PCT
-) -> tuple[stats.RaceLook, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[racetest.RaceLook, np.ndarray, np.ndarray, np.ndarray]:
     """The rule at one look of many races at once: ``values`` [races, cells, runs] (NaN: no run),
     ``racing`` [races, cells] the cells still in each race, ``alpha`` this look's :func:`level`.
     Returns (the look, Hochberg-adjusted p, stopped [races, cells], same [races, cells])."""
-    look = stats.race_look(values, racing, better, margin_pct)
-    adjusted = stats.hochberg(look.p)
+    look = racetest.race_look(values, racing, better, margin_pct)
+    adjusted = racetest.hochberg(look.p)
     beyond = look.change < -margin_pct if better == "higher" else look.change > margin_pct
     stopped = (adjusted <= alpha) & beyond
     tested = np.sum(~np.isnan(look.p), axis=-1, keepdims=True)
@@ -203,40 +204,3 @@ def open_text(d: Decision, label, max_repeats: int | None = None, lead: bool = T
     if max_repeats is not None and need > max_repeats:
         return words + f"; the differences seen would take {need} runs a cell to decide: raise max to {need}"
     return words + f"; the differences seen would take {need} runs a cell to decide"
-
-
-def decide(
-    con,
-    experiment: str,
-    revision: int,
-    point: str,
-    cells: list[str],
-    alpha: float,
-    margin_pct: float = stats.MARGIN_PCT,
-) -> tuple[Decision, str]:
-    """The race of ``cells`` on the experiment's objective (and its ``where``), over the ok runs of
-    the sweep point ``point`` (a sweep and the sweeps that resumed it); and the objective, as words."""
-    from cmx.analysis.recommend import default_constraints, default_objective
-
-    objective = default_objective(con, experiment, revision)
-    constraints = default_constraints(con, experiment, revision)
-    wanted = [objective.metric, *(c.metric for c in constraints)]
-    rows = con.execute(
-        "SELECT r.cell_id, m.name, m.value FROM runs r JOIN run_starts s USING (run_id) JOIN metrics m USING (run_id) "
-        "WHERE r.experiment = ? AND s.sweep_id IN (SELECT sweep_id FROM sweeps WHERE coalesce(resumes, sweep_id) = ?) "
-        f"AND r.status = 'ok' AND m.value IS NOT NULL AND m.name IN ({', '.join('?' for _ in wanted)}) "
-        "ORDER BY r.cell_id, r.run_id",
-        [experiment, point, *wanted],
-    ).fetchall()
-    values: dict[str, dict[str, list[float]]] = {c: {} for c in cells}
-    for cell_id, name, value in rows:
-        if cell_id in values:
-            values[cell_id].setdefault(name, []).append(value)
-    excluded = {}
-    for cell_id, got in values.items():
-        for c in constraints:
-            if got.get(c.metric) and not c.holds(float(np.median(got[c.metric]))):
-                excluded[cell_id] = f"out of the objective's where: {c.text}"
-                break
-    samples = {c: got.get(objective.metric, []) for c, got in values.items()}
-    return decide_samples(samples, objective.better, alpha, excluded, margin_pct), str(objective)

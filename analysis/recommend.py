@@ -228,7 +228,8 @@ def recommend(
     looks = _looks(con, experiment, revision, samples)
     # a race counts every cell it raced, also one whose runs all failed (cli/race.py)
     raced = len(samples) if only else len(set(samples) | set(dims))
-    decision = racing.decide_samples(samples, first.better, racing.level(*looks, raced), out, margin_pct)
+    level = racing.level(looks[0], looks[1], raced, looks[2])
+    decision = racing.decide_samples(samples, first.better, level, out, margin_pct)
     sign = -1 if first.direction == MAXIMIZE else 1
     kept.sort(key=lambda c: (c.cell_id != decision.best, sign * c.metrics[first.metric].median, c.cell_id))
     kept[0].rank, kept[0].tied_with_best = 1, True

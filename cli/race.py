@@ -2,7 +2,7 @@
 
 The plan holds every run a race could need (each cell ``max`` times, engine/plan/planner.py). The
 sweep runs them through :class:`Race`, which lets round 1 to ``min`` through whole and, before each
-later round, asks :func:`cmx.analysis.racing.decide` which cells still race (read from the runs
+later round, asks :func:`decide` (the race's rule, analysis/racing.py) which cells still race (read from the runs
 the database holds, so a resumed race goes on where it stopped); only their runs of that round
 run. It stops when the race is decided, at ``max``, or at the budget (``limits.max_runs``, runs
 of this sweep point; ``limits.max_time``, since this invocation's first run), and says why.
@@ -13,7 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from cmx.analysis import racing, stats
+from cmx.analysis.recommend import RecommendError, default_constraints, default_objective
 from cmx.engine.results import db
 
 
@@ -34,14 +37,10 @@ class Race:
         return racing.level(self.exp.racing.min, self.exp.racing.max, len(self.cells), n)
 
     def _decide(self, cells: list[str], n: int) -> racing.Decision:
-        from cmx.analysis.recommend import RecommendError
-
         point = self.sweep.resumes or self.sweep.sweep_id
         try:
             with db.connect(self.db_path, read_only=True) as con:
-                self.decision, self.objective = racing.decide(
-                    con, self.exp.name, self.revision, point, cells, self.level(n)
-                )
+                self.decision, self.objective = decide(con, self.exp.name, self.revision, point, cells, self.level(n))
         except RecommendError as exc:  # no objective to race on (a metric without a direction): every cell runs
             if self.decision is None:
                 self.sweep.handler.stage(None, f"race: {exc}; every cell gets its {self.exp.racing.max} runs")
@@ -115,3 +114,38 @@ class Race:
                 f"shown within ±{stats.MARGIN_PCT:g} % of it ({tied}): pick any{others} {runs}"
             )
         return f"race: undecided on {self.objective}: {self.ended}; " + racing.open_text(d, label, self.exp.racing.max)
+
+
+def decide(
+    con,
+    experiment: str,
+    revision: int,
+    point: str,
+    cells: list[str],
+    alpha: float,
+    margin_pct: float = stats.MARGIN_PCT,
+) -> tuple[racing.Decision, str]:
+    """The race of ``cells`` on the experiment's objective (and its ``where``), over the ok runs of
+    the sweep point ``point`` (a sweep and the sweeps that resumed it); and the objective, as words."""
+    objective = default_objective(con, experiment, revision)
+    constraints = default_constraints(con, experiment, revision)
+    wanted = [objective.metric, *(c.metric for c in constraints)]
+    rows = con.execute(
+        "SELECT r.cell_id, m.name, m.value FROM runs r JOIN run_starts s USING (run_id) JOIN metrics m USING (run_id) "
+        "WHERE r.experiment = ? AND s.sweep_id IN (SELECT sweep_id FROM sweeps WHERE coalesce(resumes, sweep_id) = ?) "
+        f"AND r.status = 'ok' AND m.value IS NOT NULL AND m.name IN ({', '.join('?' for _ in wanted)}) "
+        "ORDER BY r.cell_id, r.run_id",
+        [experiment, point, *wanted],
+    ).fetchall()
+    values: dict[str, dict[str, list[float]]] = {c: {} for c in cells}
+    for cell_id, name, value in rows:
+        if cell_id in values:
+            values[cell_id].setdefault(name, []).append(value)
+    excluded = {}
+    for cell_id, got in values.items():
+        for c in constraints:
+            if got.get(c.metric) and not c.holds(float(np.median(got[c.metric]))):
+                excluded[cell_id] = f"out of the objective's where: {c.text}"
+                break
+    samples = {c: got.get(objective.metric, []) for c, got in values.items()}
+    return racing.decide_samples(samples, objective.better, alpha, excluded, margin_pct), str(objective)

@@ -89,7 +89,7 @@ SPREAD = 0.05
 def _race_shows(r, cells: int) -> str:
     """What a race can decide (analysis/racing.py): its looks, their levels, and the difference its
     first and last looks can stop at a SPREAD run-to-run spread; when its first look cannot decide."""
-    from cmx.analysis import racing
+    from cmx.analysis import racetest, racing
 
     looks = racing.looks(r.min, r.max)
     if r.max < stats.MIN_N:
@@ -103,7 +103,7 @@ def _race_shows(r, cells: int) -> str:
         f"best by more than {stats.MARGIN_PCT:g} %; its {looks} look{'s' if looks != 1 else ''} test at "
         f"{racing.level(r.min, r.max, cells, first):.2g}"
         + (f" to {racing.level(r.min, r.max, cells, last):.2g}" if last != first else "")
-        + f" (so that a race of {cells} identical cells stops one in at most {stats.RACE_ERROR * 100:g} % of races)"
+        + f" (so that a race of {cells} identical cells stops one in at most {racetest.RACE_ERROR * 100:g} % of races)"
     )
     reach = (
         f"; at a {SPREAD * 100:g} % run-to-run spread its first look ({first} runs a cell) stops a cell about "

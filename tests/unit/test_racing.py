@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cmx.analysis import racing, stats
+from cmx.analysis import racetest, racing
 
 RACES = 1000
 MIN, MAX = 3, 10
@@ -106,11 +106,11 @@ def test_the_level_spends_the_race_error_over_its_looks_and_cells():
     two, five, twenty = (racing.level(MIN, MAX, k) for k in (2, 5, 20))
     assert two > five > twenty > 0  # more cells, a stricter level
     # the first look is the strictest
-    assert racing.level(MIN, MAX, 5, 3) == pytest.approx(five * (3 / MAX) ** stats.RACE_SHAPE)
-    assert stats.race_alpha(MIN, 20, 5) < stats.race_alpha(MIN, MAX, 5) * 2  # more looks, not a looser race
+    assert racing.level(MIN, MAX, 5, 3) == pytest.approx(five * (3 / MAX) ** racetest.RACE_SHAPE)
+    assert racetest.race_alpha(MIN, 20, 5) < racetest.race_alpha(MIN, MAX, 5) * 2  # more looks, not a looser race
     # the table is the calibration: one entry computed afresh (~0.5 s)
-    assert stats.race_alpha(4, 6, 3) == pytest.approx(
-        stats.race_level_of(stats._race_smallest(3, 6, stats.RACE_SEQUENCES), 4, 6), rel=1e-5
+    assert racetest.race_alpha(4, 6, 3) == pytest.approx(
+        racetest.race_level_of(racetest._race_smallest(3, 6, racetest.RACE_SEQUENCES), 4, 6), rel=1e-5
     )
 
 
