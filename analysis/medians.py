@@ -105,7 +105,9 @@ def summarize_many(samples: list, resamples: int = RESAMPLES) -> list[Summary]:
     scipy draws one set of resample indices for all rows of a batch from the same seed, so each
     row's interval is exactly the one :func:`summarize` gives it alone (``cmx trend`` summarizes
     thousands of points; one bootstrap call each costs ~1 ms)."""
-    cleaned = [_clean(v) for v in samples]
+    # sorted: the seeded resamples pick positions, so the same runs read in another order (by
+    # repeat in the sweep's summary, by run id in cmx recommend) would get another interval
+    cleaned = [np.sort(_clean(v)) for v in samples]
     out: list[Summary | None] = [None] * len(cleaned)
     by_n: dict[int, list[int]] = {}
     for i, x in enumerate(cleaned):

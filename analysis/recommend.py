@@ -12,7 +12,7 @@ import operator
 import re
 from dataclasses import dataclass, field
 
-from cmx.analysis import headline, stats, units
+from cmx.analysis import headline, racing, stats, units
 from cmx.engine.errors import suggest
 from cmx.engine.model.thresholds import OPERATORS
 from cmx.engine.results import metricdefs
@@ -61,7 +61,7 @@ class Ranked:
     rank: int | None = None
     tied_with_best: bool = False
     excluded_by: list[str] = field(default_factory=list)
-    versus_best: stats.Comparison | None = None
+    versus_best: racing.Versus | None = None  # the race's rule against the best (analysis/racing.py)
 
 
 @dataclass
@@ -72,6 +72,9 @@ class Recommendation:
     constraints: list[Constraint]
     ranking: list[Ranked]
     pareto: list[str]
+    history: str = ""  # which sweeps of a nightly history the ranking pooled, in words
+    decision: racing.Decision | None = None  # the race's rule on these runs (tied = its contenders)
+    repeats: int | None = None  # a race's max: the advice says "raise max to N"
 
     @property
     def best(self) -> Ranked | None:
@@ -109,9 +112,17 @@ def parse_constraint(text: str) -> Constraint:
 
 
 def _values(
-    con, experiment: str, revision: int, tags: dict[str, str], only: str | None = None
+    con, experiment: str, revision: int, tags: dict[str, str], only: str | None = None, points: list[str] | None = None
 ) -> dict[str, dict[str, list[float]]]:
+    """{cell: {metric: values of its ok runs}}; ``points``: only the runs of these sweeps (a sweep and
+    those that resumed it are one point of a history)."""
     cond, params = tagged_runs_sql(con, tags)
+    if points is not None:
+        cond = (
+            f"({cond}) AND run_id IN (SELECT s.run_id FROM run_starts s JOIN sweeps w USING (sweep_id) "
+            f"WHERE coalesce(w.resumes, w.sweep_id) IN (SELECT unnest(?::VARCHAR[])))"
+        )
+        params = [*params, points]
     picked, picked_params = "TRUE", []
     if only:  # the cells ``cmx trend --only`` would select
         from cmx.analysis.compare import SelectionError, parse_only, selection_where
@@ -180,7 +191,8 @@ def recommend(
     on ``objectives[0]``; see the module docstring."""
     if not objectives:
         raise RecommendError("name an objective: --maximize METRIC or --minimize METRIC")
-    data = _values(con, experiment, revision, tags or {}, only)
+    points, history = (None, "") if tags else since_last_change(con, experiment, revision, objectives[0].metric, only)
+    data = _values(con, experiment, revision, tags or {}, only, points)
     if not data:
         raise RecommendError(
             f"experiment {experiment!r} (revision {revision}) has no ok runs"
@@ -211,28 +223,86 @@ def recommend(
             f"{counts.get(worst, len(cells))} of {len(cells)})"
         )
     first = objectives[0]
+    samples = {cell_id: metrics.get(first.metric, []) for cell_id, metrics in data.items()}
+    out = {c.cell_id: "; ".join(c.excluded_by) for c in cells if c.excluded_by}
+    looks = _looks(con, experiment, revision, samples)
+    # a race counts every cell it raced, also one whose runs all failed (cli/race.py)
+    raced = len(samples) if only else len(set(samples) | set(dims))
+    level = racing.level(looks[0], looks[1], raced, looks[2])
+    decision = racing.decide_samples(samples, first.better, level, out, margin_pct)
     sign = -1 if first.direction == MAXIMIZE else 1
-    kept.sort(
-        key=lambda c: (
-            sign * c.metrics[first.metric].median,
-            c.metrics[first.metric].high - c.metrics[first.metric].low,
-            c.cell_id,
-        )
-    )
-    best = kept[0]
-    best.rank, best.tied_with_best = 1, True
-    versus = stats.compare_many(
-        data[best.cell_id][first.metric],
-        [data[c.cell_id][first.metric] for c in kept[1:]],
-        first.better,
-        margin_pct=margin_pct,
-    )  # one batch: compare_samples of each
-    for rank, (cell, cmp) in enumerate(zip(kept[1:], versus), 2):
-        cell.rank, cell.versus_best = rank, cmp
-        cell.tied_with_best = cmp.verdict not in stats.SHOWN
+    kept.sort(key=lambda c: (c.cell_id != decision.best, sign * c.metrics[first.metric].median, c.cell_id))
+    kept[0].rank, kept[0].tied_with_best = 1, True
+    for rank, cell in enumerate(kept[1:], 2):
+        cell.rank, cell.versus_best = rank, decision.versus.get(cell.cell_id)
+        cell.tied_with_best = cell.cell_id in decision.contenders
     front = pareto({c.cell_id: {o.metric: c.metrics[o.metric].median for o in objectives} for c in kept}, objectives)
     excluded = sorted((c for c in cells if c.excluded_by), key=lambda c: c.cell_id)
-    return Recommendation(experiment, revision, list(objectives), list(constraints), kept + excluded, front)
+    race = looks[1] if looks[0] != looks[1] else None
+    return Recommendation(
+        experiment, revision, list(objectives), list(constraints), kept + excluded, front, history, decision, race
+    )
+
+
+def since_last_change(con, experiment: str, revision: int, metric: str, only: str | None = None):
+    """(the sweeps to rank on, which of them in words): over a history of sweeps (nights) of
+    ``revision``, the sweeps since the history's last change of ``metric`` in any cell (``cmx
+    trend``'s change points, analysis/trend.py), so that a regression two nights ago is not pooled
+    with the nights before it; all of them, said, when the history shows no change. (None, "") for
+    a single sweep."""
+    from cmx.analysis import trend
+    from cmx.analysis.compare import SelectionError
+
+    order = [
+        sweep_id
+        for (sweep_id,) in con.execute(
+            "SELECT sweep_id FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ? AND resumes IS NULL "
+            "ORDER BY started_at, sweep_id",
+            [experiment, revision],
+        ).fetchall()
+    ]
+    if trend.history_points(con, experiment, revision) < 2 or len(order) < 2:
+        return None, ""
+    try:
+        result = trend.trend(con, experiment, revision=revision, metrics=(metric,), only=only)
+    except SelectionError:
+        return None, ""
+    at = {sweep_id: i for i, sweep_id in enumerate(order)}
+    changes = [c.at for series in result.series if series.metric == metric for c in series.changes if c.at in at]
+    if not changes:
+        return order, (
+            f"Ranked on the runs of all {len(order)} sweeps of this history: "
+            f"cmx trend finds no change of {metric} in it."
+        )
+    last = max(changes, key=at.get)
+    kept = order[at[last] :]
+    before = at[last]
+    return kept, (
+        f"Ranked on the runs of the last {_sweeps(len(kept))} of {len(order)} in this history, since its last change "
+        f"of {metric} (sweep {last}, cmx trend); the {_sweeps(before)} before it {'is' if before == 1 else 'are'} "
+        "left out."
+    )
+
+
+def _sweeps(count: int) -> str:
+    return f"{count} sweep{'' if count == 1 else 's'}"
+
+
+def _looks(con, experiment: str, revision: int, samples: dict[str, list[float]]) -> tuple[int, int, int]:
+    """(min, max, n): the looks the race's rule judges these runs at. A race (``repeats: {min, max}``
+    in the latest sweep of ``revision``) looked from min to max, and its last look was at the runs a
+    cell the best has now; a sweep of fixed repeats looks once, at the most runs a cell has."""
+    row = con.execute(
+        "SELECT json_extract(definition, '$.repeats') FROM sweeps WHERE experiment = ? "
+        "AND coalesce(revision, 1) = ? ORDER BY started_at DESC LIMIT 1",
+        [experiment, revision],
+    ).fetchone()
+    repeats = json.loads(row[0]) if row and row[0] is not None else None
+    most = max([len(v) for v in samples.values()] + [stats.MIN_N])
+    if isinstance(repeats, dict) and "min" in repeats and "max" in repeats:
+        low, high = int(repeats["min"]), int(repeats["max"])
+        return low, high, min(high, most)
+    return most, most, most
 
 
 def _declared(con, experiment: str, revision: int) -> tuple[object, str | None]:

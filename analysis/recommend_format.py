@@ -8,7 +8,7 @@ import json
 from rich.table import Table
 from rich.text import Text
 
-from cmx.analysis import stats
+from cmx.analysis import racing, stats
 from cmx.analysis.recommend import Ranked, Recommendation
 from cmx.analysis.units import fmt, span
 
@@ -49,37 +49,31 @@ def answer(rec: Recommendation) -> list[str]:
         f"the best of {sum(r.rank is not None for r in rec.ranking)} cells on {first}."
     ]
     tied = rec.tied()
-    if tied:
-        names = "; ".join(cell_words(r, dims) for r in tied[:5]) + ("; …" if len(tied) > 5 else "")
-        lines.append(f"Tied with it (not told apart by these runs): {len(tied)} cell(s): {names}.")
-        few = sum(r.versus_best is not None and r.versus_best.verdict == stats.N_TOO_SMALL for r in tied)
+    if tied and rec.decision is not None:
+        by_id = {r.cell_id: r for r in rec.ranking}
+        said = racing.open_text(rec.decision, lambda c: cell_words(by_id[c], dims), rec.repeats, lead=False)
+        lines.append(f"Tied with it: {said}.")
+        few = sum(r.versus_best is not None and r.versus_best.verdict == racing.FEW for r in tied)
         if few:
             lines.append(
-                f"{few} of them only because a side has fewer than {stats.MIN_N} ok runs: "
-                f"with repeats: 5 the runs could tell them apart."
-            )
-        needs = [
-            r.versus_best.runs_needed
-            for r in tied
-            if r.versus_best is not None and r.versus_best.verdict == stats.INCONCLUSIVE and r.versus_best.runs_needed
-        ]
-        if needs:
-            lines.append(
-                f"{len(needs)} of them are neither shown worse nor shown the same; the clearest "
-                f"difference would show with {min(needs)} runs a cell (cmx compare's rule)."
+                f"{racing.cells_text(few)} tied only because a side has fewer than {stats.MIN_N} ok runs: "
+                f"with {stats.MIN_N} runs a cell the race's rule could tell them apart."
             )
     else:
         runner = next((r for r in rec.ranking if r.rank == 2), None)
         if runner is not None and runner.versus_best is not None and runner.versus_best.change_pct is not None:
             lines.append(
-                f"The next best ({cell_words(runner, dims)}) is {runner.versus_best.verdict}, "
+                f"The next best ({cell_words(runner, dims)}) is shown {runner.versus_best.verdict}, "
                 f"{runner.versus_best.change_pct:+.1f} % on {first.metric}."
             )
+    if rec.history:
+        lines.append(rec.history)
     dropped = [r for r in rec.ranking if r.excluded_by]
     if dropped:
-        lines.append(f"{len(dropped)} cell(s) excluded by the constraints.")
+        lines.append(f"{racing.cells_text(len(dropped), 'was')} excluded by the constraints.")
     if len(rec.objectives) > 1:
-        lines.append(f"Pareto front on {', '.join(map(str, rec.objectives))}: {len(rec.pareto)} cell(s).")
+        count = len(rec.pareto)
+        lines.append(f"Pareto front on {', '.join(map(str, rec.objectives))}: {count} cell{'' if count == 1 else 's'}.")
     return lines
 
 
@@ -121,7 +115,8 @@ def as_table(rec: Recommendation) -> Table:
 def caption(rec: Recommendation) -> str:
     return (
         f"experiment {rec.experiment}, revision {rec.revision}; median [95 % interval] (n ok runs); "
-        f"tied = not told apart from the best (cmx compare's rule: not shown better or worse)"
+        f"tied = not shown worse than the best by the race's rule (analysis/racing.py: the same answer a race "
+        f"of these cells gives), or shown within ±{stats.MARGIN_PCT:g} % of it"
     )
 
 
@@ -156,6 +151,7 @@ def as_json(rec: Recommendation) -> str:
                 for r in rec.ranking
             ],
             "pareto": rec.pareto,
+            "history": rec.history,
             "answer": answer(rec),
         },
         indent=2,
@@ -174,8 +170,8 @@ def answer_html(rec: Recommendation | None, why_not: str = "", traps: tuple[str,
         if rec.constraints:
             lines.append("Only cells with " + " and ".join(c.text for c in rec.constraints) + " were considered.")
         lines.append(
-            f"Ranked on {rec.objectives[0]} by median with its 95 % interval; cells not told apart "
-            f"from the best (cmx compare's rule) are tied with it. cmx recommend {rec.experiment} "
+            f"Ranked on {rec.objectives[0]} by median with its 95 % interval; cells not shown worse than "
+            f"the best by the race's rule are tied with it. cmx recommend {rec.experiment} "
             "--maximize/--minimize METRIC --where 'METRIC OP VALUE' asks another question."
         )
     lines += [f"Trap in this sweep: {t}" for t in traps]

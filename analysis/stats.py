@@ -22,7 +22,6 @@ warns) is flagged ``unstable``.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -281,8 +280,8 @@ def verdict(
 ) -> str:
     """The one rule (module docstring): same only when shown within the margin, better/worse
     only when shown different beyond it, small when shown different inside it, inconclusive
-    otherwise. ``alpha``: the level a difference is shown at (a race's looks share ALPHA:
-    :func:`race_alpha`)."""
+    otherwise. ``alpha``: the level a difference is shown at (a race has its own rule at its own level:
+    analysis/racing.py)."""
     if min(n_a, n_b) < MIN_N:
         return N_TOO_SMALL
     if p <= alpha and (diff_low > 0 or diff_high < 0):
@@ -295,27 +294,3 @@ def verdict(
     if change_low is not None and change_high is not None and -margin_pct <= change_low and change_high <= margin_pct:
         return SAME
     return INCONCLUSIVE
-
-
-@functools.lru_cache(maxsize=None)
-def race_alpha(min_n: int, max_n: int, sequences: int = 20_000) -> float:
-    """The level of each look of a race (racing repeats, analysis/racing.py) that keeps ALPHA over
-    the whole race. A race compares two cells after every round from ``min_n`` to ``max_n`` runs a
-    cell, and every look is another chance of a false elimination, so each look tests at a smaller
-    level: Pocock's constant boundary for these looks, calibrated for the Mann-Whitney test itself.
-    Under "no difference" the ranks of the runs do not depend on their distribution, so the chance
-    that any look's p reaches a level is the same for every metric: it is measured once here on
-    ``sequences`` seeded races of scipy's own exact test, and the level is the largest p-value whose
-    chance over the race stays within ALPHA (about twice Bonferroni's ALPHA / looks, which assumes
-    the looks independent; tests/unit/test_racing.py measures both error rates)."""
-    rng = np.random.default_rng(20_261_128)
-    x = rng.random((sequences, max_n))
-    y = rng.random((sequences, max_n))
-    smallest = np.ones(sequences)
-    for n in range(max(min_n, MIN_N), max_n + 1):
-        ps = _sps().mannwhitneyu(x[:, :n], y[:, :n], alternative="two-sided", method="exact", axis=-1).pvalue
-        smallest = np.minimum(smallest, ps)
-    levels = np.unique(smallest)
-    reached = np.searchsorted(np.sort(smallest), levels, side="right") / sequences
-    within = levels[reached <= ALPHA]
-    return float(within.max()) if len(within) else 0.0

@@ -31,8 +31,9 @@ fixed:
 matrix:
   pool: [prefork, threads]
   concurrency: [1, 2]
-# Racing: every cell runs 3 times, then only the cells not yet shown worse than the best get more
-# runs, up to 10, until the best is decided (cmx run says what it can show before it starts).
+# Racing: every cell runs 3 times (the fewest the race's rule tests: its first look already stops
+# a cell far worse), then only the cells not yet shown worse than the best get more runs, up to 10,
+# until the best is decided (cmx validate says how much worse its looks can tell).
 repeats: {{min: 3, max: 10, until: decided}}
 # What "best" means: cmx recommend and the report rank on it; where drops cells that break a constraint.
 objective: {{maximize: consume_rate, where: {{tasks_failed: "== 0"}}}}

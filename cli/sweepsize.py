@@ -5,7 +5,9 @@ The time comes from the experiment's own stored runs (their mean, start to end, 
 results database): `cmx run`'s ETA is reckoned the same way as its runs end (engine/run/progress.py),
 and said in the same form. What a sweep can show is the gate's rule (analysis/gate.py): with n runs
 a cell the smallest exact two-sided Mann-Whitney p is 2 / C(2n, n), so below
-``stats.MIN_N_SHOWN`` runs a cell no difference can be shown, however large."""
+``stats.MIN_N_SHOWN`` runs a cell no difference can be shown, however large. A race's rule
+(analysis/racing.py) is a t-test: it can stop a cell from 3 runs a cell, and validate says how much
+worse a cell must be for its first and last looks to stop it."""
 
 from __future__ import annotations
 
@@ -65,20 +67,7 @@ def shows(exp, cells) -> str | None:
     if len(cells) < 2:
         return None
     if exp.racing:
-        from cmx.analysis.racing import looks
-
-        r, level = exp.racing, stats.race_alpha(exp.racing.min, exp.racing.max)
-        first = stats.smallest_n_at(level)
-        if first > r.max:
-            return (
-                f"shows: this race can never decide: each of its {looks(r.min, r.max)} looks tests at "
-                f"{level:.2g}, which takes {first} runs a cell, above its max of {r.max}; raise max to {first}"
-            )
-        return (
-            f"shows: a race from {r.min} to {r.max} runs a cell: cells shown worse than the best stop getting "
-            f"runs; each of its {looks(r.min, r.max)} looks tests at {level:.2g} (so that the race as a whole "
-            f"holds {stats.ALPHA}), which can show a difference from {first} runs a cell"
-        )
+        return _race_shows(exp.racing, len(cells))
     repeats = exp.repeats
     p = gate.smallest_p(repeats, repeats)
     if gate.can_show(repeats, repeats):
@@ -91,3 +80,53 @@ def shows(exp, cells) -> str | None:
         f"shows: no difference between cells can be shown at {_n(repeats, 'run')} a cell (the smallest "
         f"Mann-Whitney p is {p:.2g}); repeats: {stats.MIN_N_SHOWN} would allow it"
     )
+
+
+#: The run-to-run spread validate states a race's reach at (a coefficient of variation).
+SPREAD = 0.05
+
+
+def _race_shows(r, cells: int) -> str:
+    """What a race can decide (analysis/racing.py): its looks, their levels, and the difference its
+    first and last looks can stop at a SPREAD run-to-run spread; when its first look cannot decide."""
+    from cmx.analysis import racetest, racing
+
+    looks = racing.looks(r.min, r.max)
+    if r.max < stats.MIN_N:
+        return (
+            f"shows: this race can never decide: its rule tests cells with at least {stats.MIN_N} runs, "
+            f"above its max of {r.max}; raise max to {stats.MIN_N} or more"
+        )
+    first, last = max(r.min, stats.MIN_N), r.max
+    lines = (
+        f"shows: a race from {r.min} to {r.max} runs a cell: a cell stops getting runs once shown worse than the "
+        f"best by more than {stats.MARGIN_PCT:g} %; its {looks} look{'s' if looks != 1 else ''} test at "
+        f"{racing.level(r.min, r.max, cells, first):.2g}"
+        + (f" to {racing.level(r.min, r.max, cells, last):.2g}" if last != first else "")
+        + f" (so that a race of {cells} identical cells stops one in at most {racetest.RACE_ERROR * 100:g} % of races)"
+    )
+    reach = (
+        f"; at a {SPREAD * 100:g} % run-to-run spread its first look ({first} runs a cell) stops a cell about "
+        f"{_reach(r, cells, first):.0f} % worse"
+        + (f", its last ({last}) about {_reach(r, cells, last):.0f} % worse" if last != first else "")
+    )
+    if r.min < stats.MIN_N:
+        return (
+            lines + f"; its first look, at {r.min} runs a cell, can never decide (the rule needs {stats.MIN_N} runs "
+            f"a cell): min: {stats.MIN_N} would let it" + reach
+        )
+    return lines + reach
+
+
+def _reach(r, cells: int, n: int) -> float:
+    """How much worse (%) a cell must be, at a SPREAD spread, for the look at ``n`` runs a cell to
+    stop it when it is the only one: the pooled t's critical value at that look's level over the
+    cells (Hochberg's strictest step)."""
+    import math
+
+    from cmx.analysis import racing
+    from scipy.stats import t
+
+    level = racing.level(r.min, r.max, cells, n) / max(1, cells - 1)
+    d = t.isf(level, cells * (n - 1)) * SPREAD * math.sqrt(2 / n)
+    return 100 * -math.expm1(-d)

@@ -73,12 +73,12 @@ def test_ranking_and_ties(known):
     from cmx.analysis.recommend_format import answer
 
     assert got["threads"].versus_best.verdict == "same"  # shown within ±5 %
-    assert answer(rec)[1] == "Tied with it (not told apart by these runs): 1 cell(s): pool threads."
+    assert answer(rec)[1] == "Tied with it: 1 cell is shown within ±5 % of it: pool threads."  # the race's words
 
 
 def test_ties_say_how_many_runs_would_tell(known):
-    """Prefork at 3 runs against gevent's 5 with noise: neither shown worse nor the same; the answer
-    says how many runs a cell would show it."""
+    """Threads at 3 runs against gevent's 5 with noise: neither shown worse nor the same; the answer
+    says, in the race's words, how many runs a cell would decide it."""
     from cmx.analysis.recommend_format import answer
 
     path = known.with_name("noisy.duckdb")
@@ -91,9 +91,9 @@ def test_ties_say_how_many_runs_would_tell(known):
     threads = by_pool(rec)["threads"]
     assert threads.tied_with_best and threads.versus_best.verdict == "inconclusive"
     need = threads.versus_best.runs_needed
-    assert need > 3 and answer(rec)[2] == (
-        f"1 of them are neither shown worse nor shown the same; the clearest difference would show with "
-        f"{need} runs a cell (cmx compare's rule)."
+    assert need > 3 and answer(rec)[1] == (
+        f"Tied with it: 1 cell is not told apart from it: pool threads; the differences seen would take "
+        f"{need} runs a cell to decide."
     )
 
 
@@ -249,3 +249,32 @@ def test_only_narrows_the_cells_ranked(known):
     for only, msg in (("pool=nope", "no ok runs"), ("color=red", "not a dimension"), ("pool", "not DIM=VALUE")):
         p = cmx("recommend", "pick", "--only", only, "--db", str(known))
         assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, (only, p.stderr)
+
+
+def test_over_a_nightly_history_it_ranks_on_the_nights_since_the_last_change(tmp_path):
+    """Nine nights, the last three 30 % slower: recommend ranks on those three (9 runs a cell, not 27
+    pooled across the regression into one wide interval) and says so; an unchanged history is
+    pooled, said too. (Where the regression is only two nights old, as in issue 50's five nights,
+    cmx trend finds no change yet: recommend then says it pooled all five.)"""
+    from cmx.analysis.recommend_format import answer
+    from tests.results_fixture import HISTORY_CELL, history
+
+    cells = (HISTORY_CELL, {**HISTORY_CELL, "concurrency": 8})
+    path = history(tmp_path / "h.duckdb", [1000, 1003, 998, 1001, 999, 1002, 700, 702, 699], cells=cells)
+    with views.connect(path, read_only=True) as con:
+        rec = recommend(con, "e", 1, [objective("consume_rate", MAXIMIZE)], [])
+    best = rec.best.metrics["consume_rate"]
+    assert rec.best.values["concurrency"] == 8 and best.n == 9 and best.median < 1500, best
+    assert rec.history == (
+        "Ranked on the runs of the last 3 sweeps of 9 in this history, since its last change of consume_rate "
+        "(sweep s007, cmx trend); the 6 sweeps before it are left out."
+    )
+    assert rec.history in answer(rec)
+    flat = history(tmp_path / "f.duckdb", [1000, 1003, 998], cells=cells)
+    with views.connect(flat, read_only=True) as con:
+        rec = recommend(con, "e", 1, [objective("consume_rate", MAXIMIZE)], [])
+    assert rec.best.metrics["consume_rate"].n == 9
+    assert (
+        rec.history
+        == "Ranked on the runs of all 3 sweeps of this history: cmx trend finds no change of consume_rate in it."
+    )
