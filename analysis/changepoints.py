@@ -2,17 +2,18 @@
 level moved, and by how much, measured between its neighbours. Used by ``cmx trend``
 (analysis/trend.py), which runs the tests of every series in one batch (analysis/statcache.py).
 
-1. Candidates: E-divisive means (Matteson & James 2014, the method of apache-otava and MongoDB's
-   signal-processing-algorithms; neither installs beside this numpy/scipy) over the points'
-   medians, each split kept when scipy's permutation test of the points' order finds it, the
-   search going on inside every segment.
+1. Candidates: the nights' medians (a night's runs share its machine, so the nights are the units)
+   segmented by backward elimination, as apache-otava's ``merge`` does: every night starts as a
+   segment, and the boundary whose test between its two neighbouring segments is weakest is
+   removed, one at a time, until every boundary left is significant (:func:`segment`). Each
+   boundary is tested only between its neighbours, so changes a few nights apart keep their power
+   (a whole-series test against shuffled orders loses it when the series has several changes).
 2. Each candidate measured between its neighbours with the rule of ``cmx compare`` on the runs.
-3. The latest point against the runs since the last change before it.
+3. The latest point against the stable nights just before it (since the last change before it).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,111 +21,83 @@ import numpy as np
 from cmx.analysis import stats
 from cmx.analysis.statcache import Found
 
-#: Shuffled orders of the points that test a candidate split (:func:`split_p`), scored this many at once.
-PERMUTATIONS = 999
-PERMUTATION_BATCH = 250
-EXACT_ORDERS = 5040  # 7 points: every order
-FIRST_LOOK, FIRST_LOOK_STOP = 49, 0.25
+#: The level a boundary between two neighbouring segments must reach to stay (:func:`segment`):
+#: stricter than ALPHA as the boundaries left are the strongest of many (calibrated in
+#: benchmarks/changepoints.py for at most 1 false change per 100 series-nights).
+SEGMENT_ALPHA = 0.001
+#: Nights a segmentation looks at at once: a long history is cut into windows of this many nights
+#: overlapping by half (each one a pure function of its medians, kept by the statistics cache, so a
+#: new night segments only the last window), and their boundaries eliminated again over the whole.
+SEGMENT_NIGHTS = 30
 #: Points before the latest from which the latest's median must also stand out from theirs (:func:`night_p`).
 GUARD_NIGHTS = 3
 #: Points either side of a candidate whose runs test it (otava splits long series into windows the
 #: same way): a change is judged against the nights around it, and a year of history costs a
 #: test of ~90 runs a side rather than ~1,000.
 WINDOW = 30
-#: What the latest point alone must show to be a change the night it happens: a difference beyond the
-#: margin. A small one (shown, inside the margin) of one night is as likely the machine's night as
-#: the code's; it is found among the history's changes once the nights after it confirm it.
+#: What the latest point alone must show to be a change the night it happens when the segmentation
+#: did not find it: a difference beyond the margin. A small one (shown, inside the margin) of one
+#: night is as likely the machine's night as the code's; it is found once the nights after it confirm it.
 BEYOND = (stats.BETTER, stats.WORSE, stats.DIFFERS)
-#: How a change was found: the E-divisive split, or the latest point against the history since the last change.
-EDIVISIVE, LATEST = "e-divisive", "latest"
+#: How a change was found: the segmentation, or the latest point against the stable nights before it.
+SEGMENTED, LATEST = "segmented", "latest"
 
 
-def split_scores(medians: np.ndarray) -> np.ndarray:
-    """E-divisive's statistic for every split of ``medians`` (index τ: left ``[:τ]``, right ``[τ:]``;
-    entry 0 is -inf): ``n1·n2/n · (2·E|X−Y| − E|X−X'| − E|Y−Y'|)``, the squared energy distance of
-    scipy.stats.energy_distance scaled as Matteson & James do, for all τ at once from prefix sums;
-    over the last axis, so a batch of orderings is scored at once."""
+def boundary_ps(medians, edges) -> tuple[np.ndarray, np.ndarray]:
+    """For each inner edge of ``edges`` (0, b₁, …, len(medians)): the two-sided p of Student's t test
+    that the means of its two neighbouring segments are equal, the variance pooled over every
+    segment (the residual of the one-way analysis of variance of the segments, df = nights −
+    segments; the p from scipy's Student t distribution, ``scipy.special.stdtr``), and the step
+    between the two means. A single night between two others is tested as well as a long segment,
+    from the spread of the nights around it; p is 1 where the segments leave no degree of freedom."""
     x = np.asarray(medians, dtype=float)
-    n = x.shape[-1]
-    scores = np.full(x.shape, -np.inf)
-    if n < 2:
-        return scores
-    d = np.abs(x[..., :, None] - x[..., None, :])
-    p = np.zeros((*x.shape[:-1], n + 1, n + 1))
-    p[..., 1:, 1:] = d.cumsum(-2).cumsum(-1)
-    tau = np.arange(1, n)
-    n1, n2 = tau.astype(float), (n - tau).astype(float)
-    within_left = p[..., tau, tau]
-    across = p[..., tau, n] - within_left
-    within_right = p[..., n, n][..., None] - within_left - 2 * across
-    energy = 2 * across / (n1 * n2) - within_left / n1**2 - within_right / n2**2
-    scores[..., 1:] = n1 * n2 / n * energy
-    return scores
+    scale = float(np.mean(np.abs(x))) or 1.0
+    x = (x - x.mean()) / scale  # centred and scaled: sums of squares without cancellation
+    edges = np.asarray(edges)
+    counts = np.diff(edges).astype(float)
+    sums = np.diff(np.concatenate([[0.0], np.cumsum(x)])[edges])
+    squares = np.diff(np.concatenate([[0.0], np.cumsum(x * x)])[edges])
+    means = sums / counts
+    step = np.abs(np.diff(means))
+    df = len(x) - len(counts)
+    if df < 1:
+        return np.ones(len(step)), step
+    residual = max(float(np.sum(squares - sums * means)), 0.0) / df
+    if residual <= 1e-24:  # every segment flat: any step is a change, none is noise
+        return np.where(step > 1e-12, 0.0, 1.0), step
+    t = step / np.sqrt(residual * (1 / counts[:-1] + 1 / counts[1:]))
+    from scipy import special  # lazily, as stats imports scipy.stats: `cmx --help` stays quick
+
+    return np.minimum(1.0, 2 * special.stdtr(df, -t)), step
 
 
-def split_grid(medians: np.ndarray) -> np.ndarray:
-    """E-divisive's statistic as Matteson & James define it, for every split τ of ``medians[:κ]`` and
-    every end κ > τ (entry [τ − 1, κ − 2]; -inf where κ ≤ τ): the right side may end before the
-    series does, so a level that moved and came back (a dip) scores as high as a step. Last axis, so
-    a batch of orderings is scored at once; κ = n is :func:`split_scores`."""
+def segment(medians, alpha: float = SEGMENT_ALPHA, start=None) -> list[tuple[int, float]]:
+    """Backward elimination (apache-otava's ``merge``; Matteson & James's segments tested between
+    neighbours): from every night a segment (or the boundaries ``start``), the boundary with the
+    largest p between its neighbouring segments (:func:`boundary_ps`; at equal p, the smallest
+    step) removed, and the others tested again, until every boundary left has p ≤ ``alpha``.
+    Returns (boundary, its p) of those left."""
     x = np.asarray(medians, dtype=float)
-    n = x.shape[-1]
-    d = np.abs(x[..., :, None] - x[..., None, :])
-    p = np.zeros((*x.shape[:-1], n + 1, n + 1))
-    p[..., 1:, 1:] = d.cumsum(-2).cumsum(-1)
-    tau, kappa = np.arange(1, n)[:, None], np.arange(2, n + 1)[None, :]
-    n1, n2 = tau.astype(float), np.maximum(kappa - tau, 1).astype(float)
-    diagonal = np.diagonal(p, axis1=-2, axis2=-1)
-    within_left = diagonal[..., 1:n, None]  # p[τ, τ]
-    corner = p[..., 1:n, 2 : n + 1]  # p[τ, κ], by slicing (no fancy-index copies)
-    across = corner - within_left
-    within_right = diagonal[..., None, 2 : n + 1] - 2 * corner + within_left
-    energy = 2 * across / (n1 * n2) - within_left / n1**2 - within_right / n2**2
-    return np.where(kappa > tau, n1 * n2 / (n1 + n2) * energy, -np.inf)
+    bounds = list(range(1, len(x))) if start is None else sorted(set(start))
+    while bounds:
+        ps, steps = boundary_ps(x, [0, *bounds, len(x)])
+        worst = int(np.lexsort((steps, -ps))[0])
+        if ps[worst] <= alpha:
+            return [(b, float(p)) for b, p in zip(bounds, ps)]
+        del bounds[worst]
+    return []
 
 
-def best_split(medians: np.ndarray) -> tuple[int, float]:
-    """(τ, its statistic) of the strongest split over every end κ (:func:`split_grid`)."""
-    grid = split_grid(medians)
-    tau, _ = np.unravel_index(int(np.argmax(grid)), grid.shape)
-    return int(tau) + 1, float(grid.max())
-
-
-def _best_split(x, axis=-1):
-    grid = split_grid(np.moveaxis(x, axis, -1))
-    return grid.reshape(*grid.shape[:-2], -1).max(axis=-1)
-
-
-def split_p(medians: np.ndarray) -> float:
-    """How often the points' order, shuffled, gives a best E-divisive split as strong as theirs: the
-    significance test of a candidate split that Matteson & James and apache-otava use, on the nights
-    as the units (a night's runs share its machine, so runs are not independent across nights).
-    scipy's permutation test (one sample, ``pairings``: its order permuted), seeded; exact (every
-    order) for up to 7 points."""
-    x = np.asarray(medians, dtype=float)
-    if len(x) < 3 or np.ptp(x) == 0:
-        return 1.0
-    orders = math.factorial(len(x))
-    if orders <= EXACT_ORDERS:
-        return _permutation_p(x, orders)
-    # Besag & Clifford's sequential shortcut: a first look at a few orders; only a split that may be
-    # significant is tested with all PERMUTATIONS (most nights of most series have no change).
-    first = _permutation_p(x, FIRST_LOOK)
-    return first if first > FIRST_LOOK_STOP else _permutation_p(x, PERMUTATIONS)
-
-
-def _permutation_p(x: np.ndarray, resamples: int) -> float:
-    res = stats._sps().permutation_test(
-        (x,),
-        _best_split,
-        permutation_type="pairings",
-        vectorized=True,
-        n_resamples=resamples,
-        batch=PERMUTATION_BATCH,
-        alternative="greater",
-        rng=stats.SEED,
-    )
-    return float(res.pvalue)
+def windows(n: int) -> list[tuple[int, int]]:
+    """The [start, end) of each window :func:`_candidates` segments: the whole series up to
+    :data:`SEGMENT_NIGHTS` nights, else windows of that many overlapping by half, the last ending at
+    the latest night."""
+    if n <= SEGMENT_NIGHTS:
+        return [(0, n)]
+    starts = list(range(0, n - SEGMENT_NIGHTS + 1, SEGMENT_NIGHTS // 2))
+    if starts[-1] != n - SEGMENT_NIGHTS:
+        starts.append(n - SEGMENT_NIGHTS)
+    return [(s, s + SEGMENT_NIGHTS) for s in starts]
 
 
 def night_p(before: list[float], latest: float) -> float | None:
@@ -188,7 +161,7 @@ def change_points(
     try:
         request = next(steps)
         while True:
-            if isinstance(request, SplitTest):
+            if isinstance(request, SegmentTest):
                 request = steps.send(request.answer())
                 continue
             before, after, full = request
@@ -198,76 +171,44 @@ def change_points(
 
 
 @dataclass(frozen=True)
-class SplitTest:
-    """A request of :func:`change_steps` for :func:`split_p` of these medians (answered with its p), or,
-    ``best``, for :func:`best_split` of them (answered with [τ, statistic]): both pure functions of the
-    medians, so the statistics cache keeps them and a night recomputes only the segments it touches."""
+class SegmentTest:
+    """A request of :func:`change_steps` for :func:`segment` of these medians (one window's),
+    answered with [[boundary, p], …]: a pure function of the medians, so the statistics cache keeps
+    it and a night segments again only the windows it touches."""
 
     medians: tuple[float, ...]
-    best: bool = False
 
-    def answer(self):
-        x = np.asarray(self.medians)
-        return list(best_split(x)) if self.best else split_p(x)
+    def answer(self) -> list[list]:
+        return [[b, p] for b, p in segment(np.asarray(self.medians))]
 
 
 def _candidates(med: np.ndarray):
-    """E-divisive's binary segmentation: in each segment between the changes kept so far, the best
-    split, kept when :func:`split_p` (the medians of at most :data:`WINDOW` points either side of it)
-    is at most ALPHA; until no segment has one. The search goes on inside a segment whose best split
-    is not kept: each of its two halves is searched at ALPHA / 2 (the two share the segment's
-    ALPHA), so a change that recovered later (a dip: one split of the whole cannot separate it) is
-    still found, then its other side in the segment that remains."""
+    """The boundaries of every window's segmentation (:func:`windows`), eliminated again over the
+    whole series (a boundary a window's edge cut a segment for is not one of the whole)."""
     found: set[int] = set()
-    searched: dict[tuple[int, int], int | None] = {}
-    while True:
-        bounds = [0, *sorted(found), len(med)]
-        new = set()
-        for start, end in zip(bounds, bounds[1:]):
-            if (start, end) not in searched:
-                searched[start, end] = yield from _search(med, start, end, stats.ALPHA, explore=True)
-            if searched[start, end] is not None:
-                new.add(searched[start, end])
-        if not new:
-            return sorted(found)
-        found |= new
-
-
-def _search(med: np.ndarray, start: int, end: int, alpha: float, explore: bool):
-    """The best split of ``med[start:end]`` when significant at ``alpha``, else (``explore``) the first
-    significant one of its halves' at alpha / 2, else None."""
-    if end - start < 3:
-        return None
-    tau, score = yield SplitTest(tuple(med[start:end].tolist()), best=True)
-    if not score > 0:
-        return None
-    tau += start
-    p = yield SplitTest(tuple(med[max(start, tau - WINDOW) : min(end, tau + WINDOW)].tolist()))
-    if p <= alpha:
-        return tau
-    if explore:
-        for a, b in ((start, tau), (tau, end)):
-            inner = yield from _search(med, a, b, alpha / 2, explore=False)
-            if inner is not None:
-                return inner
-    return None
+    for start, end in windows(len(med)):
+        for b, _ in (yield SegmentTest(tuple(med[start:end].tolist()))):
+            found.add(start + int(b))
+    return [b for b, _ in segment(med, start=found)]
 
 
 def change_steps(runs: list[list[float]], medians: list[float | None], full_latest: bool = False):
     """:func:`change_points` as a generator, so the tests of many series can run in one batch
-    (analysis/statcache.py): it yields each question it needs answered, a :class:`SplitTest` of some
-    medians (sent :meth:`SplitTest.answer`) or a test of runs (before, after, full: sent a Comparison
-    when shown or ``full``, else None), and returns a :class:`Found`.
+    (analysis/statcache.py): it yields each question it needs answered, a :class:`SegmentTest` of some
+    medians (sent :meth:`SegmentTest.answer`) or a test of runs (before, after, full: sent a
+    Comparison when shown or ``full``, else None), and returns a :class:`Found` whose changes are
+    (index, comparison, method, the p of the test that chose it).
 
     1. Candidates: :func:`_candidates` over the points' medians.
     2. Each candidate measured between its neighbours: the runs since the candidate before it
        against the runs up to the one after it (at most WINDOW points a side); while any is not
        shown, the one with the smallest step between its neighbours' medians is dropped and its
-       neighbours measured again.
-    3. The latest point against the runs since the last change before it, kept when shown beyond the
-       margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS` points on, when its median lies outside
-       what the nights before it spread over (:func:`night_p`): a night's runs share its machine's
-       state."""
+       neighbours measured again. Each kept change's p is its boundary's between its final
+       neighbours (:func:`boundary_ps`): the test that chose it.
+    3. The latest point against the stable nights just before it (since the last change before it),
+       kept as a change when shown beyond the margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS`
+       points on, when its median lies outside what those nights spread over (:func:`night_p`, its p
+       the one that chose it): a night's runs share its machine's state."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
     if not keep:
         return Found([])
@@ -284,7 +225,7 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
             results[tau] = yield (before, after, False)
         weak = [tau for tau in cands if results[tau] is None]
         if not weak:
-            found = {tau: (results[tau], EDIVISIVE if tau != last else LATEST) for tau in cands}
+            found = {tau: (results[tau], SEGMENTED if tau != last else LATEST) for tau in cands}
             break
         step = {
             tau: abs(
@@ -295,6 +236,7 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
             if tau in weak
         }
         cands.remove(min(weak, key=lambda tau: (step[tau], tau)))
+    chosen = dict(zip(sorted(found), boundary_ps(med, [0, *sorted(found), len(keep)])[0].tolist()))
     latest = found[last][0] if last in found else None
     if last > 0 and last not in found:
         since = max((i for i in found if i < last), default=0)
@@ -304,4 +246,5 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
             guard = night_p(med[max(since, last - WINDOW) : last].tolist(), float(med[last]))
             if guard is None or guard <= stats.ALPHA:
                 found[last] = (latest, LATEST)
-    return Found([(keep[i], r, how) for i, (r, how) in sorted(found.items())], latest)
+                chosen[last] = latest.p_value if guard is None else guard
+    return Found([(keep[i], r, how, chosen[i]) for i, (r, how) in sorted(found.items())], latest)

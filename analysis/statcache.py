@@ -106,14 +106,12 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS series_summaries (key VARCHAR PRIMARY KE
 
 
 _FIELDS = ("n", "median", "low", "high", "cv")
-#: What a split test's key holds beside its medians (the code's version is in every key already).
-PERMUTATION_KEY = "permutations"
 
 
 @dataclass(frozen=True)
 class Found:
     """What the search of one series found (trend.change_steps): its changes (index, comparison,
-    method) and the test of its latest point against the points since the last change before it
+    method, the p of the test that chose it) and the test of its latest point against the points since the last change before it
     (``latest``: None when the test showed nothing and was not asked for in full, or the series has
     one point)."""
 
@@ -213,11 +211,11 @@ class Cache:
             self.pending["comparisons"].append((key, self.tested[key]))
         return [computed[k] if k in computed else _comparison(json.loads(self.tested[k])) for k in keys]
 
-    def _split_ps(self, requests: list) -> tuple[list[str], list]:
-        """The keys and answers of each split request (changepoints.SplitTest: a permutation test's
-        p, or the best split, of some medians): read back when asked of these medians before, else
+    def _segments(self, requests: list) -> tuple[list[str], list]:
+        """The keys and answers of each segmentation request (changepoints.SegmentTest: one window's
+        boundaries and their p, of some medians): read back when asked of these medians before, else
         computed (and kept)."""
-        keys = [_key("split", list(r.medians), r.best, PERMUTATION_KEY) for r in requests]
+        keys = [_key("segments", list(r.medians)) for r in requests]
         unread = [k for k in keys if k not in self.tested]
         self.tested |= dict(
             self._read("SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread)
@@ -258,13 +256,13 @@ class Cache:
                     found[key] = done.value
                     del running[key]
                     continue
-                if hasattr(request, "medians"):  # changepoints.SplitTest: answers itself
+                if hasattr(request, "medians"):  # changepoints.SegmentTest: answers itself
                     splits.append((key, request))
                     continue
                 before, after, full = request
                 _, _, better, margin_pct, _ = todo[key]
                 waiting.append((key, (before, after, better, margin_pct, full)))
-            for (key, _), split_key, p in zip(splits, *self._split_ps([m for _, m in splits])):
+            for (key, _), split_key, p in zip(splits, *self._segments([m for _, m in splits])):
                 asked[key].append(split_key)
                 running[key] = (running[key][0], p)
             tests = [t for _, t in waiting]
@@ -300,13 +298,13 @@ class Cache:
 
 def _found_json(found) -> dict:
     return {
-        "changes": [(i, asdict(c), how) for i, c, how in found.changes],
+        "changes": [(i, asdict(c), *rest) for i, c, *rest in found.changes],
         "latest": None if found.latest is None else asdict(found.latest),
     }
 
 
 def _found(data: dict) -> "Found":
-    return Found([(i, _comparison(c), how) for i, c, how in data["changes"]], _comparison(data["latest"]))
+    return Found([(i, _comparison(c), *rest) for i, c, *rest in data["changes"]], _comparison(data["latest"]))
 
 
 def _comparison(data: dict | None) -> stats.Comparison | None:

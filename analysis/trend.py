@@ -6,7 +6,8 @@ point), or, with ``by="tag.KEY"``, every sweep tagged with one value of KEY (in 
 first ran). Each point: n, median and 95 % interval of its ok runs (:func:`stats.summarize_many`,
 the same numbers as ``stats.summarize``).
 
-Change points: :mod:`cmx.analysis.changepoints` (E-divisive means, each change measured between its
+Change points: :mod:`cmx.analysis.changepoints` (the nights' medians segmented by backward
+elimination, each boundary tested between its neighbouring segments; each change measured between its
 neighbours); here, every series' tests run in one batch a round, their p adjusted together within a
 group (:func:`_adjust`), and the groups (headline, other, harness, noise) set from the experiment's
 headline (:mod:`cmx.analysis.headline`): only the headline gates (:func:`latest_gate`).
@@ -23,14 +24,13 @@ from dataclasses import dataclass, field, replace
 from cmx.analysis import fingerprint, gate, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
-    EDIVISIVE,
     LATEST,
+    SEGMENTED,
     WINDOW,
     change_points,
     change_steps,
     shown,
     shown_many,
-    split_scores,
 )
 from cmx.analysis.compare import SelectionError, parse_only, selection_where
 from cmx.analysis.headline import of_experiment as headline_of
@@ -46,6 +46,7 @@ class Change:
     comparison: stats.Comparison  # the segment before (since the change before it) against the one after
     method: str
     p_adjusted: float | None = None  # Benjamini-Hochberg over the night's tests of its group (:func:`_adjust`)
+    p_chosen: float | None = None  # the p of the test that chose it (changepoints.change_steps); None: the runs' p
     noise: str | None = None  # how the two sides' hosts were loaded, when that differs (analysis/noise.py)
 
 
@@ -232,7 +233,7 @@ def _trend(
             shown_many,
         )
         for s, f in zip(series, found):
-            s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
+            s.changes = [Change(i, s.ats[i], r, how, p_chosen=p) for i, r, how, p in f.changes]
             s.latest = f.latest
     _adjust(series)
     _label_noise(con, series, point_runs)
@@ -253,13 +254,15 @@ def _trend(
 
 
 def _adjust(series: list[Series]) -> None:
-    """False alarms held down across the night: the p of every change found, with one test more for
-    each series' latest point, adjusted together within each group (Benjamini-Hochberg, scipy's
-    ``false_discovery_control``); a change whose adjusted p is above ALPHA is dropped. A latest test
-    that showed nothing counts as p = 1: with BH, tests above ALPHA change no decision below it."""
+    """False alarms held down across the night: the p of the test that chose each change found (its
+    boundary between its neighbouring segments, or the latest night against the nights before it),
+    with one test more for each series' latest point, adjusted together within each group
+    (Benjamini-Hochberg, scipy's ``false_discovery_control``); a change whose adjusted p is above
+    ALPHA is dropped. A latest test that showed nothing counts as p = 1: with BH, tests above ALPHA
+    change no decision below it."""
     for group in metricdefs.GROUPS:
         members = [s for s in series if s.group == group]
-        ps = [c.comparison.p_value for s in members for c in s.changes]
+        ps = [c.comparison.p_value if c.p_chosen is None else c.p_chosen for s in members for c in s.changes]
         tests = len(ps) + sum(
             1 for s in members if len(s.ats) > 1 and not any(c.index == len(s.ats) - 1 for c in s.changes)
         )

@@ -11,7 +11,7 @@ from scipy import stats as sps
 
 from cmx.analysis import stats
 from cmx.analysis.compare import SelectionError
-from cmx.analysis.trend import WINDOW, at_sweep_end, change_points, latest_verdicts, split_scores, trend
+from cmx.analysis.trend import WINDOW, at_sweep_end, change_points, latest_verdicts, trend
 from cmx.analysis.trend_format import as_json, as_markdown
 from cmx.engine.results import db
 from tests.results_fixture import HISTORY_CELL as CELL, add_run, history
@@ -22,16 +22,6 @@ OTHER = {**CELL, "pool": "solo"}
 def _changes(res, metric="consume_rate", cell=0):
     s = [s for s in res.series if s.metric == metric][cell]
     return [(c.at, c.comparison.verdict, round(c.comparison.change_pct)) for c in s.changes]
-
-
-def test_split_scores_are_scipys_energy_distance_scaled_as_e_divisive():
-    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
-    scores = split_scores(x)
-    n = len(x)
-    for tau in range(1, n):
-        expected = tau * (n - tau) / n * sps.energy_distance(x[:tau], x[tau:]) ** 2
-        assert scores[tau] == pytest.approx(expected)
-    assert scores[0] == -np.inf
 
 
 def test_a_slower_last_night_is_flagged_that_night_and_the_quiet_nights_are_not(tmp_path):
