@@ -29,6 +29,9 @@ SEGMENT_ALPHA = 0.001
 #: overlapping by half (each one a pure function of its medians, kept by the statistics cache, so a
 #: new night segments only the last window), and their boundaries eliminated again over the whole.
 SEGMENT_NIGHTS = 30
+#: Nights before the latest whose runs are walked back through for the stable stretch before it
+#: (:func:`_stable_start`); further back, the segmentation finds a change on its own.
+STABLE_LOOK = 8
 #: Points before the latest from which the latest's median must also stand out from theirs (:func:`night_p`).
 GUARD_NIGHTS = 3
 #: Points either side of a candidate whose runs test it (otava splits long series into windows the
@@ -39,6 +42,9 @@ WINDOW = 30
 #: did not find it: a difference beyond the margin. A small one (shown, inside the margin) of one
 #: night is as likely the machine's night as the code's; it is found once the nights after it confirm it.
 BEYOND = (stats.BETTER, stats.WORSE, stats.DIFFERS)
+#: Runs a side needs for a candidate to be kept with no verdict (``n too small``): its nights chose
+#: it, and a one-night side of 2 runs cannot show more; a side of one run is one measurement.
+UNJUDGED_MIN_RUNS = 2
 #: How a change was found: the segmentation, or the latest point against the stable nights before it.
 SEGMENTED, LATEST = "segmented", "latest"
 
@@ -164,6 +170,10 @@ def change_points(
             if isinstance(request, SegmentTest):
                 request = steps.send(request.answer())
                 continue
+            if isinstance(request, list):
+                asked = [(b, a, better, margin_pct, full) for b, a, full in request]
+                request = steps.send(shown_many(asked) if test is shown else [test(*t) for t in asked])
+                continue
             before, after, full = request
             request = steps.send(test(before, after, better, margin_pct, full))
     except StopIteration as done:
@@ -172,14 +182,15 @@ def change_points(
 
 @dataclass(frozen=True)
 class SegmentTest:
-    """A request of :func:`change_steps` for :func:`segment` of these medians (one window's),
-    answered with [[boundary, p], …]: a pure function of the medians, so the statistics cache keeps
+    """A request of :func:`change_steps` for :func:`segment` of these medians (one window's) at
+    ``alpha``, answered with [[boundary, p], …]: a pure function of the medians, so the statistics cache keeps
     it and a night segments again only the windows it touches."""
 
     medians: tuple[float, ...]
+    alpha: float
 
     def answer(self) -> list[list]:
-        return [[b, p] for b, p in segment(np.asarray(self.medians))]
+        return [[b, p] for b, p in segment(np.asarray(self.medians), self.alpha)]
 
 
 def _candidates(med: np.ndarray):
@@ -187,9 +198,31 @@ def _candidates(med: np.ndarray):
     whole series (a boundary a window's edge cut a segment for is not one of the whole)."""
     found: set[int] = set()
     for start, end in windows(len(med)):
-        for b, _ in (yield SegmentTest(tuple(med[start:end].tolist()))):
+        for b, _ in (yield SegmentTest(tuple(med[start:end].tolist()), SEGMENT_ALPHA)):
             found.add(start + int(b))
-    return [b for b, _ in segment(med, start=found)]
+    return [b for b, _ in segment(med, SEGMENT_ALPHA, start=found)]
+
+
+def _kept(result: stats.Comparison) -> bool:
+    """Whether a candidate's runs, between its neighbours, keep it: a change shown, or too few runs a
+    side for any verdict, at least :data:`UNJUDGED_MIN_RUNS`."""
+    if result.verdict == stats.N_TOO_SMALL:
+        return min(result.baseline.n, result.contender.n) >= UNJUDGED_MIN_RUNS
+    return result.verdict in stats.SHOWN
+
+
+def _stable_start(runs: list[list[float]], since: int, last: int):
+    """The first of the stable nights just before ``last``: walking back from the night before it, up
+    to :data:`STABLE_LOOK` nights and never past ``since`` (the last change found before it), the
+    first night whose runs show a change (:data:`stats.SHOWN`) against the runs of the nights after
+    it ends the stretch; the nights before it are not the latest's baseline, found or not (a short
+    history cannot tell a change from the nights' medians alone, its runs can). No night shown: the
+    nights since ``since``."""
+    nights = list(range(last - 2, max(since, last - STABLE_LOOK) - 1, -1))
+    if not nights:
+        return since
+    answers = yield [(_pooled(runs, s, s + 1), _pooled(runs, s + 1, last), False) for s in nights]
+    return next((s + 1 for s, answer in zip(nights, answers) if answer is not None), since)
 
 
 def change_steps(runs: list[list[float]], medians: list[float | None], full_latest: bool = False):
@@ -202,11 +235,11 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     1. Candidates: :func:`_candidates` over the points' medians.
     2. Each candidate measured between its neighbours: the runs since the candidate before it
        against the runs up to the one after it (at most WINDOW points a side); while any is not
-       shown, the one with the smallest step between its neighbours' medians is dropped and its
+       kept (:func:`_kept`), the one with the smallest step between its neighbours' medians is dropped and its
        neighbours measured again. Each kept change's p is its boundary's between its final
        neighbours (:func:`boundary_ps`): the test that chose it.
-    3. The latest point against the stable nights just before it (since the last change before it),
-       kept as a change when shown beyond the margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS`
+    3. The latest point against the stable nights just before it (:func:`_stable_start`), kept as a
+       change when shown beyond the margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS`
        points on, when its median lies outside what those nights spread over (:func:`night_p`, its p
        the one that chose it): a night's runs share its machine's state."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
@@ -222,8 +255,8 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
         results = {}
         for j, tau in enumerate(cands, 1):
             before, after = _window(kept_runs, bounds[j - 1], tau, bounds[j + 1])
-            results[tau] = yield (before, after, False)
-        weak = [tau for tau in cands if results[tau] is None]
+            results[tau] = yield (before, after, True)
+        weak = [tau for tau in cands if not _kept(results[tau])]
         if not weak:
             found = {tau: (results[tau], SEGMENTED if tau != last else LATEST) for tau in cands}
             break
@@ -239,11 +272,11 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     chosen = dict(zip(sorted(found), boundary_ps(med, [0, *sorted(found), len(keep)])[0].tolist()))
     latest = found[last][0] if last in found else None
     if last > 0 and last not in found:
-        since = max((i for i in found if i < last), default=0)
-        before, after = _window(kept_runs, since, last, last + 1)
+        start = yield from _stable_start(kept_runs, max([i for i in found if i < last], default=0), last)
+        before, after = _window(kept_runs, start, last, last + 1)
         latest = yield (before, after, full_latest)
         if latest is not None and latest.verdict in BEYOND:
-            guard = night_p(med[max(since, last - WINDOW) : last].tolist(), float(med[last]))
+            guard = night_p(med[start:last].tolist(), float(med[last]))
             if guard is None or guard <= stats.ALPHA:
                 found[last] = (latest, LATEST)
                 chosen[last] = latest.p_value if guard is None else guard

@@ -111,8 +111,8 @@ _FIELDS = ("n", "median", "low", "high", "cv")
 @dataclass(frozen=True)
 class Found:
     """What the search of one series found (trend.change_steps): its changes (index, comparison,
-    method, the p of the test that chose it) and the test of its latest point against the points since the last change before it
-    (``latest``: None when the test showed nothing and was not asked for in full, or the series has
+    method, the p of the test that chose it) and the test of its latest point against the stable
+    points before it (``latest``: None when the test showed nothing and was not asked for in full, or the series has
     one point)."""
 
     changes: list
@@ -215,7 +215,7 @@ class Cache:
         """The keys and answers of each segmentation request (changepoints.SegmentTest: one window's
         boundaries and their p, of some medians): read back when asked of these medians before, else
         computed (and kept)."""
-        keys = [_key("segments", list(r.medians)) for r in requests]
+        keys = [_key("segments", list(r.medians), r.alpha) for r in requests]
         unread = [k for k in keys if k not in self.tested]
         self.tested |= dict(
             self._read("SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread)
@@ -229,7 +229,7 @@ class Cache:
     def many(self, steps, series: list[tuple], test_many) -> list:
         """What ``steps(runs, medians, full_latest)`` (trend.change_steps) finds of each series
         (``series[i]``: runs, medians, better, margin_pct, full_latest), its tests (before, after,
-        full) answered by :meth:`tests`: read back in one query for the series whose runs are what
+        full, or a list of them) answered by :meth:`tests`: read back in one query for the series whose runs are what
         they were (a finished history); the others advance together, each round's new tests
         computed in one batch by ``test_many``."""
         keys = [
@@ -247,6 +247,7 @@ class Cache:
         read = {key: series_key(runs, stats.RESAMPLES) not in self.grown for key, (runs, *_) in todo.items()}
         running = {key: (steps(runs, medians, full), None) for key, (runs, medians, _, _, full) in todo.items()}
         asked: dict[str, list[str]] = {key: [] for key in todo}
+        several: dict[str, bool] = {}
         while running:  # a round: every unfinished series asks its next test
             waiting, splits = [], []
             for key, (gen, answer) in list(running.items()):
@@ -259,18 +260,22 @@ class Cache:
                 if hasattr(request, "medians"):  # changepoints.SegmentTest: answers itself
                     splits.append((key, request))
                     continue
-                before, after, full = request
                 _, _, better, margin_pct, _ = todo[key]
-                waiting.append((key, (before, after, better, margin_pct, full)))
+                several[key] = isinstance(request, list)  # several tests at once, answered with a list
+                for before, after, full in request if several[key] else [request]:
+                    waiting.append((key, (before, after, better, margin_pct, full)))
             for (key, _), split_key, p in zip(splits, *self._segments([m for _, m in splits])):
                 asked[key].append(split_key)
                 running[key] = (running[key][0], p)
             tests = [t for _, t in waiting]
             test_keys = [_test_key(*t) for t in tests]
             answers = self._answers(test_keys, tests, test_many, [read[key] for key, _ in waiting])
+            replies: dict[str, list] = {}
             for (key, _), test_key, answer in zip(waiting, test_keys, answers):
                 asked[key].append(test_key)
-                running[key] = (running[key][0], answer)
+                replies.setdefault(key, []).append(answer)
+            for key, got in replies.items():
+                running[key] = (running[key][0], got if several[key] else got[0])
         for key in todo:
             self.pending["series_changes"].append((key, json.dumps(_found_json(found[key]))))
             self.pending["series_tests"].append((key, asked[key]))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from cmx.analysis import fingerprint, gate, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
+    BEYOND,
     LATEST,
     SEGMENTED,
     WINDOW,
@@ -314,22 +315,54 @@ def latest_verdicts(result: TrendResult, groups: tuple[str, ...] = metricdefs.GR
     return [(s, c) for s in result.series if s.group in groups for c in s.changes if c.index == len(s.ats) - 1]
 
 
+def cell_names(result: TrendResult) -> dict[str, str]:
+    """Each cell as the gate and a sweep's end name it: its dimensions that differ between the
+    result's cells (``pool=threads``), all of its dimensions when none differ; its id only when it has
+    no dimension at all."""
+    keys = sorted({k for dims in result.cells.values() for k in dims})
+    varying = [k for k in keys if len({repr(d.get(k)) for d in result.cells.values()}) > 1] or keys
+    return {
+        cell: " ".join(f"{k}={dims[k]}" for k in varying if k in dims) or cell for cell, dims in result.cells.items()
+    }
+
+
+def _pct(r: stats.Comparison) -> str:
+    return "" if r.change_pct is None else f" {r.change_pct:+.1f}%"
+
+
 def latest_gate(result: TrendResult) -> list[gate.Judged]:
-    """What ``--fail-on`` reads: each headline series' latest point, as a change found there (worse,
-    better, small) or, when none was kept, its test against the points since the last change
-    (a difference the false-discovery or the nights' guard did not keep reads inconclusive)."""
+    """What ``--fail-on`` reads: each headline series' latest point, judged against the stable nights
+    just before it (since the last change before it):
+
+    - a change found there: its verdict (worse fails; small, shown inside the margin, never does);
+    - else, when the last change before it was worse and the latest point is not shown better than
+      the nights since (the regression still stands): worse, naming that change;
+    - else its test against those nights: what it showed, a difference beyond the margin that the
+      nights' spread or the false-discovery control did not keep reading inconclusive (could not
+      tell); a small one stays small."""
+    names = cell_names(result)
     judged = []
     for s in result.series:
         if s.group != metricdefs.HEADLINE:
             continue
-        label = f"{s.metric} of {s.cell_id} at {s.ats[-1]}"
-        at_latest = [c for c in s.changes if c.index == len(s.ats) - 1]
+        last = len(s.ats) - 1
+        label = f"{s.metric} of {names.get(s.cell_id, s.cell_id)} at {s.ats[-1]}"
+        at_latest = [c for c in s.changes if c.index == last]
+        before = [c for c in s.changes if c.index < last]
+        standing = (
+            before
+            and before[-1].comparison.verdict == stats.WORSE
+            and not (s.latest is not None and s.latest.verdict == stats.BETTER)
+        )
         if at_latest:
             r = at_latest[0].comparison
-            pct = "" if r.change_pct is None else f" {r.change_pct:+.1f}%"
-            judged.append(gate.Judged(label + pct, r.verdict, r.baseline.n, r.contender.n))
+            judged.append(gate.Judged(label + _pct(r), r.verdict, r.baseline.n, r.contender.n))
+        elif standing:
+            r = before[-1].comparison
+            what = f"{label} (worse since {before[-1].at}{_pct(r)})"
+            judged.append(gate.Judged(what, stats.WORSE, r.baseline.n, r.contender.n))
         elif s.latest is not None:
-            verdict = stats.INCONCLUSIVE if s.latest.verdict in stats.SHOWN else s.latest.verdict
+            verdict = stats.INCONCLUSIVE if s.latest.verdict in BEYOND else s.latest.verdict
             judged.append(gate.Judged(label, verdict, s.latest.baseline.n, s.latest.contender.n))
         else:
             judged.append(gate.Judged(label, stats.N_TOO_SMALL, s.summaries[-1].n, 0))

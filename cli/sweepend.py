@@ -90,9 +90,13 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
         return
     from cmx.engine.results.metricdefs import HEADLINE
 
+    from cmx.analysis.trend import cell_names
+
+    # the sweep's own labels name the cells by the dimensions that vary; with one cell, by all of its
+    names = {c: labels[c] if labels.get(c, c) != c else n for c, n in cell_names(res).items()}
     points = max(len(s.ats) for s in res.series)
     changed = [
-        f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
+        f"{s.metric} of {names.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
         f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
         for s, c in latest_verdicts(res, (HEADLINE,))
     ]
