@@ -9,7 +9,8 @@ level moved, and by how much, measured between its neighbours. Used by ``cmx tre
    boundary is tested only between its neighbours, so changes a few nights apart keep their power
    (a whole-series test against shuffled orders loses it when the series has several changes).
 2. Each candidate measured between its neighbours with the rule of ``cmx compare`` on the runs.
-3. The latest point against the stable nights just before it (since the last change before it).
+3. The latest point against the stable nights just before it (back to the first whose runs show a
+   change); and, after a regression, against the nights before it (does the regression stand?).
 """
 
 from __future__ import annotations
@@ -241,7 +242,9 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     3. The latest point against the stable nights just before it (:func:`_stable_start`), kept as a
        change when shown beyond the margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS`
        points on, when its median lies outside what those nights spread over (:func:`night_p`, its p
-       the one that chose it): a night's runs share its machine's state."""
+       the one that chose it): a night's runs share its machine's state.
+    4. When the last change before the latest point was worse: the latest point against the runs
+       before that change (``standing``: the gate fails while the regression stands)."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
     if not keep:
         return Found([])
@@ -280,4 +283,9 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
             if guard is None or guard <= stats.ALPHA:
                 found[last] = (latest, LATEST)
                 chosen[last] = latest.p_value if guard is None else guard
-    return Found([(keep[i], r, how, chosen[i]) for i, (r, how) in sorted(found.items())], latest)
+    earlier = sorted(i for i in found if i < last)
+    standing = None
+    if earlier and found[earlier[-1]][0].verdict == stats.WORSE:  # is that regression still there?
+        at, since = earlier[-1], earlier[-2] if len(earlier) > 1 else 0
+        standing = yield (_pooled(kept_runs, max(since, at - WINDOW), at), kept_runs[last], True)
+    return Found([(keep[i], r, how, chosen[i]) for i, (r, how) in sorted(found.items())], latest, standing)

@@ -111,12 +111,14 @@ _FIELDS = ("n", "median", "low", "high", "cv")
 @dataclass(frozen=True)
 class Found:
     """What the search of one series found (trend.change_steps): its changes (index, comparison,
-    method, the p of the test that chose it) and the test of its latest point against the stable
-    points before it (``latest``: None when the test showed nothing and was not asked for in full, or the series has
-    one point)."""
+    method, the p of the test that chose it), the test of its latest point against the stable
+    points before it (``latest``: None when the test showed nothing and was not asked for in full,
+    or the series has one point), and, when the last change before the latest point was worse, the
+    latest point against the points before that change (``standing``: is the regression still there?)."""
 
     changes: list
     latest: stats.Comparison | None = None
+    standing: stats.Comparison | None = None
 
 
 class Cache:
@@ -305,11 +307,16 @@ def _found_json(found) -> dict:
     return {
         "changes": [(i, asdict(c), *rest) for i, c, *rest in found.changes],
         "latest": None if found.latest is None else asdict(found.latest),
+        "standing": None if found.standing is None else asdict(found.standing),
     }
 
 
 def _found(data: dict) -> "Found":
-    return Found([(i, _comparison(c), *rest) for i, c, *rest in data["changes"]], _comparison(data["latest"]))
+    return Found(
+        [(i, _comparison(c), *rest) for i, c, *rest in data["changes"]],
+        _comparison(data["latest"]),
+        _comparison(data.get("standing")),
+    )
 
 
 def _comparison(data: dict | None) -> stats.Comparison | None:

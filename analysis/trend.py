@@ -61,9 +61,12 @@ class Series:
     summaries: list[stats.Summary] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     group: str = metricdefs.OTHER  # headline, other, harness, noise (metricdefs.group_of)
-    #: The latest point against the points since the last change before it (headline series: always;
+    #: The latest point against the stable points just before it (headline series: always;
     #: others: when it showed a change), whatever it showed: what ``--fail-on inconclusive`` reads.
     latest: stats.Comparison | None = None
+    #: When the last change before the latest point was worse: the latest point against the points
+    #: before that change (the gate keeps failing while it shows worse).
+    standing: stats.Comparison | None = None
 
 
 @dataclass
@@ -236,6 +239,7 @@ def _trend(
         for s, f in zip(series, found):
             s.changes = [Change(i, s.ats[i], r, how, p_chosen=p) for i, r, how, p in f.changes]
             s.latest = f.latest
+            s.standing = f.standing
     _adjust(series)
     _label_noise(con, series, point_runs)
     cells = {
@@ -332,11 +336,11 @@ def _pct(r: stats.Comparison) -> str:
 
 def latest_gate(result: TrendResult) -> list[gate.Judged]:
     """What ``--fail-on`` reads: each headline series' latest point, judged against the stable nights
-    just before it (since the last change before it):
+    just before it (back to the first whose runs show a change, changepoints._stable_start):
 
     - a change found there: its verdict (worse fails; small, shown inside the margin, never does);
-    - else, when the last change before it was worse and the latest point is not shown better than
-      the nights since (the regression still stands): worse, naming that change;
+    - else, when the last change before it was worse and the latest point is still shown worse than
+      the nights before that change (the regression stands): worse, naming that change;
     - else its test against those nights: what it showed, a difference beyond the margin that the
       nights' spread or the false-discovery control did not keep reading inconclusive (could not
       tell); a small one stays small."""
@@ -349,17 +353,14 @@ def latest_gate(result: TrendResult) -> list[gate.Judged]:
         label = f"{s.metric} of {names.get(s.cell_id, s.cell_id)} at {s.ats[-1]}"
         at_latest = [c for c in s.changes if c.index == last]
         before = [c for c in s.changes if c.index < last]
-        standing = (
-            before
-            and before[-1].comparison.verdict == stats.WORSE
-            and not (s.latest is not None and s.latest.verdict == stats.BETTER)
-        )
+        standing = before and before[-1].comparison.verdict == stats.WORSE and s.standing is not None
+        standing = standing and s.standing.verdict == stats.WORSE
         if at_latest:
             r = at_latest[0].comparison
             judged.append(gate.Judged(label + _pct(r), r.verdict, r.baseline.n, r.contender.n))
         elif standing:
-            r = before[-1].comparison
-            what = f"{label} (worse since {before[-1].at}{_pct(r)})"
+            r = s.standing
+            what = f"{label}{_pct(r)} (worse since {before[-1].at})"
             judged.append(gate.Judged(what, stats.WORSE, r.baseline.n, r.contender.n))
         elif s.latest is not None:
             verdict = stats.INCONCLUSIVE if s.latest.verdict in BEYOND else s.latest.verdict

@@ -65,7 +65,7 @@ TARGET_P, TARGET_SIZE, TARGET_AA = 0.9, 2.0, 1.0
 CLOSE_RUNS, CLOSE_CVS, CLOSE_NIGHT_CVS = (2, 3, 5), (0.005, 0.01, 0.02), (0.01, 0.02)
 CLASSIC_RUNS, CLASSIC_CVS, CLASSIC_NIGHT_CVS = (3, 5), (0.02, 0.05, 0.10), (0.0, 0.015)
 CMX_ALPHAS = (0.0003, 0.001, 0.003, 0.01)
-OTAVA_PVALUES = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+OTAVA_PVALUES = (0.0002, 0.0005, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 
 
 @dataclass
@@ -243,8 +243,9 @@ def _rates(score) -> tuple[float, float, float, float]:
 
 
 def nearest(overall: dict, tools: list[str], aa: float) -> str:
-    """The tool (one level of it) whose A/A rate is nearest ``aa``; of two equally near, the higher."""
-    return min(tools, key=lambda t: (abs(_rates(overall[t])[3] - aa), -_rates(overall[t])[3]))
+    """The tool (one level of it) whose A/A rate is nearest ``aa``; of two equally near, the one of the
+    higher A/A rate, then of the higher recall (the benefit of the doubt goes to the tool matched)."""
+    return min(tools, key=lambda t: (abs(_rates(overall[t])[3] - aa), -_rates(overall[t])[3], -_rates(overall[t])[1]))
 
 
 def errors(groups: dict, order: list, tool: str) -> list[str]:

@@ -373,12 +373,12 @@ def test_a_small_latest_change_never_gates_not_even_as_inconclusive(tmp_path):
 
 
 def test_a_regression_keeps_failing_the_gate_until_it_is_undone_and_the_gate_names_the_cell(tmp_path):
-    """Cost: three histories through the CLI, a process each (~1 s each on an idle machine)."""
+    """Cost: four histories through the CLI, a process each (~1 s each on an idle machine)."""
     from tests.conftest import cmx
     from tests.results_fixture import nightly
 
     levels = [1000.0] * 6 + [700.0]
-    for extra, fails in (([], True), ([700.0], True), ([700.0, 1000.0], False)):
+    for extra, fails in (([], True), ([700.0], True), ([700.0, 1000.0], False), ([1000.0], False)):
         path = nightly(tmp_path / f"r{len(extra)}.duckdb", [{"consume_rate": v} for v in levels + extra])
         gate = cmx("trend", "e", "--db", str(path), "--fail-on", "worse")
         assert gate.returncode == int(fails), gate.stderr
