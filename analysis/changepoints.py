@@ -229,15 +229,16 @@ def _stable_start(runs: list[list[float]], since: int, last: int):
 def change_steps(runs: list[list[float]], medians: list[float | None], full_latest: bool = False):
     """:func:`change_points` as a generator, so the tests of many series can run in one batch
     (analysis/statcache.py): it yields each question it needs answered, a :class:`SegmentTest` of some
-    medians (sent :meth:`SegmentTest.answer`) or a test of runs (before, after, full: sent a
-    Comparison when shown or ``full``, else None), and returns a :class:`Found` whose changes are
+    medians (sent :meth:`SegmentTest.answer`), a test of runs (before, after, full: sent a
+    Comparison when shown or ``full``, else None) or a list of such tests (sent the list of their
+    answers), and returns a :class:`Found` whose changes are
     (index, comparison, method, the p of the test that chose it).
 
     1. Candidates: :func:`_candidates` over the points' medians.
     2. Each candidate measured between its neighbours: the runs since the candidate before it
-       against the runs up to the one after it (at most WINDOW points a side); while any is not
-       kept (:func:`_kept`), the one with the smallest step between its neighbours' medians is dropped and its
-       neighbours measured again. Each kept change's p is its boundary's between its final
+       against the runs up to the one after it (at most WINDOW points a side), all asked at once;
+       while any is not kept (:func:`_kept`), the one with the smallest step between its neighbours'
+       medians is dropped and its neighbours measured again. Each kept change's p is its boundary's between its final
        neighbours (:func:`boundary_ps`): the test that chose it.
     3. The latest point against the stable nights just before it (:func:`_stable_start`), kept as a
        change when shown beyond the margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS`
@@ -255,10 +256,8 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     found: dict[int, tuple[stats.Comparison, str]] = {}
     while cands:
         bounds = [0, *cands, len(keep)]
-        results = {}
-        for j, tau in enumerate(cands, 1):
-            before, after = _window(kept_runs, bounds[j - 1], tau, bounds[j + 1])
-            results[tau] = yield (before, after, True)
+        sides = [_window(kept_runs, bounds[j - 1], tau, bounds[j + 1]) for j, tau in enumerate(cands, 1)]
+        results = dict(zip(cands, (yield [(before, after, True) for before, after in sides])))
         weak = [tau for tau in cands if not _kept(results[tau])]
         if not weak:
             found = {tau: (results[tau], SEGMENTED if tau != last else LATEST) for tau in cands}
