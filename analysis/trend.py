@@ -334,6 +334,17 @@ def _pct(r: stats.Comparison) -> str:
     return "" if r.change_pct is None else f" {r.change_pct:+.1f}%"
 
 
+def standing(s: Series) -> Change | None:
+    """The regression that still stands at a series' latest point: the last change before it, when
+    that was worse, no change was found at the latest point, and the latest point is still shown
+    worse than the points before that change (``Series.standing``)."""
+    last = len(s.ats) - 1
+    before = [c for c in s.changes if c.index < last]
+    if any(c.index == last for c in s.changes) or not before or before[-1].comparison.verdict != stats.WORSE:
+        return None
+    return before[-1] if s.standing is not None and s.standing.verdict == stats.WORSE else None
+
+
 def latest_gate(result: TrendResult) -> list[gate.Judged]:
     """What ``--fail-on`` reads: each headline series' latest point, judged against the stable nights
     just before it (back to the first whose runs show a change, changepoints._stable_start):
@@ -352,15 +363,13 @@ def latest_gate(result: TrendResult) -> list[gate.Judged]:
         last = len(s.ats) - 1
         label = f"{s.metric} of {names.get(s.cell_id, s.cell_id)} at {s.ats[-1]}"
         at_latest = [c for c in s.changes if c.index == last]
-        before = [c for c in s.changes if c.index < last]
-        standing = before and before[-1].comparison.verdict == stats.WORSE and s.standing is not None
-        standing = standing and s.standing.verdict == stats.WORSE
+        stands = standing(s)
         if at_latest:
             r = at_latest[0].comparison
             judged.append(gate.Judged(label + _pct(r), r.verdict, r.baseline.n, r.contender.n))
-        elif standing:
+        elif stands is not None:
             r = s.standing
-            what = f"{label}{_pct(r)} (worse since {before[-1].at})"
+            what = f"{label}{_pct(r)} (worse since {stands.at})"
             judged.append(gate.Judged(what, stats.WORSE, r.baseline.n, r.contender.n))
         elif s.latest is not None:
             verdict = stats.INCONCLUSIVE if s.latest.verdict in BEYOND else s.latest.verdict

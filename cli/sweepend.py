@@ -90,7 +90,7 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
         return
     from cmx.engine.results.metricdefs import HEADLINE
 
-    from cmx.analysis.trend import cell_names
+    from cmx.analysis.trend import cell_names, standing
 
     # the sweep's own labels name the cells by the dimensions that vary; with one cell, by all of its
     names = {c: labels[c] if labels.get(c, c) != c else n for c, n in cell_names(res).items()}
@@ -102,6 +102,13 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
     ]
     others = len(latest_verdicts(res)) - len(changed)
     said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no headline change at this sweep"
+    stands = [
+        f"{s.metric} of {names.get(s.cell_id, s.cell_id)} since {c.at}"
+        for s in res.series
+        if s.group == HEADLINE and (c := standing(s)) is not None
+    ]
+    if stands:
+        said += f"; still worse: {'; '.join(stands)}"
     if others:
         said += f" ({others} change(s) of other metrics: not gating)"
     out.print(
