@@ -26,6 +26,10 @@ from cmx.analysis.statcache import Found
 #: stricter than ALPHA as the boundaries left are the strongest of many (calibrated in
 #: benchmarks/changepoints.py for at most 1 false change per 100 series-nights).
 SEGMENT_ALPHA = 0.001
+#: The fewest degrees of freedom (nights − segments) the pooled variance of :func:`boundary_ps` needs:
+#: elimination merges the most alike nights first, so a variance left with one or two degrees of
+#: freedom is far too small, and every boundary then looks significant.
+MIN_DF = 3
 #: Nights a segmentation looks at at once: a long history is cut into windows of this many nights
 #: overlapping by half (each one a pure function of its medians, kept by the statistics cache, so a
 #: new night segments only the last window), and their boundaries eliminated again over the whole.
@@ -67,7 +71,7 @@ def boundary_ps(medians, edges) -> tuple[np.ndarray, np.ndarray]:
     means = sums / counts
     step = np.abs(np.diff(means))
     df = len(x) - len(counts)
-    if df < 1:
+    if df < MIN_DF:
         return np.ones(len(step)), step
     residual = max(float(np.sum(squares - sums * means)), 0.0) / df
     if residual <= 1e-24:  # every segment flat: any step is a change, none is noise
