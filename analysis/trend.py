@@ -78,6 +78,8 @@ class TrendResult:
     cells: dict[str, dict] = field(default_factory=dict)  # cell_id → its dimension values (for labels)
     #: Fingerprint facts that changed along the points (cmx.analysis.fingerprint.changes), for stderr.
     warnings: list[str] = field(default_factory=list)
+    #: The dimensions the experiment's definition names (its ``fixed:`` and ``matrix:`` keys).
+    named: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- data
@@ -255,7 +257,19 @@ def _trend(
         series,
         {s.cell_id: cells.get(s.cell_id, {}) for s in series},
         _fingerprint_changes(con, by, ats, run_ids),
+        _named_dimensions(con, experiment, revision),
     )
+
+
+def _named_dimensions(con, experiment: str, revision: int) -> list[str]:
+    """The keys of the ``fixed:`` and ``matrix:`` of the revision's latest sweep's definition."""
+    row = con.execute(
+        "SELECT definition FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ? "
+        "ORDER BY started_at DESC LIMIT 1",
+        [experiment, revision],
+    ).fetchone()
+    definition = json.loads(row[0]) if row and isinstance(row[0], str) else (row[0] if row else None) or {}
+    return [k for part in ("fixed", "matrix") for k in (definition.get(part) or {}) if isinstance(k, str)]
 
 
 def _adjust(series: list[Series]) -> None:
@@ -321,10 +335,12 @@ def latest_verdicts(result: TrendResult, groups: tuple[str, ...] = metricdefs.GR
 
 def cell_names(result: TrendResult) -> dict[str, str]:
     """Each cell as the gate and a sweep's end name it: its dimensions that differ between the
-    result's cells (``pool=threads``), all of its dimensions when none differ; its id only when it has
-    no dimension at all."""
+    result's cells (``pool=threads``); when none differ, those the experiment's definition names
+    (its ``fixed:`` and ``matrix:``), else every dimension but the workload's params; its id only
+    when it has none."""
     keys = sorted({k for dims in result.cells.values() for k in dims})
-    varying = [k for k in keys if len({repr(d.get(k)) for d in result.cells.values()}) > 1] or keys
+    varying = [k for k in keys if len({repr(d.get(k)) for d in result.cells.values()}) > 1]
+    varying = varying or [k for k in keys if k in result.named] or [k for k in keys if not k.startswith("params.")]
     return {
         cell: " ".join(f"{k}={dims[k]}" for k in varying if k in dims) or cell for cell, dims in result.cells.items()
     }

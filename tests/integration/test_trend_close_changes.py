@@ -64,10 +64,9 @@ def test_close_changes_from_real_runs_are_found_at_their_nights_and_sizes_and_ga
         )
         if gate.returncode:
             failed.append(night)
-            # the cell by its dimensions, never by its id alone
-            assert "worse: service_time_p50_s of broker=redis" in gate.stderr and "pool=threads" in gate.stderr, (
-                gate.stderr
-            )
+            # the cell by the dimensions its experiment names, never by its id alone
+            named = "worse: service_time_p50_s of broker=redis concurrency=2 pool=threads at "
+            assert named in gate.stderr, gate.stderr
     trend = cmx("trend", "close", "--db", str(db), "--by", "tag.night", "-m", "service_time_p50_s", "-f", "json")
     [series] = json.loads(trend.stdout)["series"]
     found = {int(c["at"]): c["change_pct"] for c in series["changes"]}
