@@ -238,16 +238,19 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     answers), and returns a :class:`Found` whose changes are
     (index, comparison, method, the p of the test that chose it).
 
-    1. Candidates: :func:`_candidates` over the points' medians.
-    2. Each candidate measured between its neighbours: the runs since the candidate before it
-       against the runs up to the one after it (at most WINDOW points a side), all asked at once;
-       while any is not kept (:func:`_kept`), the one with the smallest step between its neighbours'
-       medians is dropped and its neighbours measured again. Each kept change's p is its boundary's between its final
-       neighbours (:func:`boundary_ps`): the test that chose it.
+    1. Candidates: :func:`_candidates` over the medians of the points before the latest.
+    2. Each candidate measured between its neighbours (the latest point left out): the runs since
+       the candidate before it against the runs up to the one after it (at most WINDOW points a
+       side), all asked at once; while any is not kept (:func:`_kept`), the one with the smallest
+       step between its neighbours' medians is dropped and its neighbours measured again. Each
+       kept change's p is its boundary's between its final neighbours (:func:`boundary_ps`): the
+       test that chose it.
     3. The latest point against the stable nights just before it (:func:`_stable_start`), kept as a
-       change when shown beyond the margin (:data:`BEYOND`) and, from :data:`GUARD_NIGHTS`
-       points on, when its median lies outside what those nights spread over (:func:`night_p`, its p
-       the one that chose it): a night's runs share its machine's state.
+       change when shown beyond the margin (:data:`BEYOND`) (or, with too few runs for a verdict
+       (:func:`_kept`), when its boundary after the history's segments has p ≤
+       :data:`SEGMENT_ALPHA`) and, from :data:`GUARD_NIGHTS` points on, when its median lies
+       outside what those nights spread over (:func:`night_p`, its p the one that chose it): a
+       night's runs share its machine's state.
     4. When the last change before the latest point was worse: the latest point against the runs
        before that change (``standing``: the gate fails while the regression stands)."""
     keep = [i for i, m in enumerate(medians) if m is not None]  # points with no ok run have no median
@@ -256,15 +259,19 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
     med = np.asarray([medians[i] for i in keep])
     kept_runs = [runs[i] for i in keep]
     last = len(keep) - 1
-    cands = yield from _candidates(med)
+    # The history before the latest night is segmented; the latest night is judged on its own (3.): as
+    # a one-night segment it would be tested from the nights' spread alone, and, dropped when just
+    # short of the level, merged into the segment before it, whose pooled variance then hides every
+    # other change of a short history.
+    cands = (yield from _candidates(med[:last])) if last > 1 else []
     found: dict[int, tuple[stats.Comparison, str]] = {}
     while cands:
-        bounds = [0, *cands, len(keep)]
+        bounds = [0, *cands, last]
         sides = [_window(kept_runs, bounds[j - 1], tau, bounds[j + 1]) for j, tau in enumerate(cands, 1)]
         results = dict(zip(cands, (yield [(before, after, True) for before, after in sides])))
         weak = [tau for tau in cands if not _kept(results[tau])]
         if not weak:
-            found = {tau: (results[tau], SEGMENTED if tau != last else LATEST) for tau in cands}
+            found = {tau: (results[tau], SEGMENTED) for tau in cands}
             break
         step = {
             tau: abs(
@@ -275,17 +282,24 @@ def change_steps(runs: list[list[float]], medians: list[float | None], full_late
             if tau in weak
         }
         cands.remove(min(weak, key=lambda tau: (step[tau], tau)))
-    chosen = dict(zip(sorted(found), boundary_ps(med, [0, *sorted(found), len(keep)])[0].tolist()))
-    latest = found[last][0] if last in found else None
-    if last > 0 and last not in found:
+    chosen = dict(zip(sorted(found), boundary_ps(med[:last], [0, *sorted(found), last])[0].tolist())) if found else {}
+    latest = None
+    if last > 0:
         start = yield from _stable_start(kept_runs, max([i for i in found if i < last], default=0), last)
         before, after = _window(kept_runs, start, last, last + 1)
-        latest = yield (before, after, full_latest)
+        latest = yield (before, after, full_latest or len(after) < stats.MIN_N)
         if latest is not None and latest.verdict in BEYOND:
             guard = night_p(med[start:last].tolist(), float(med[last]))
             if guard is None or guard <= stats.ALPHA:
                 found[last] = (latest, LATEST)
                 chosen[last] = latest.p_value if guard is None else guard
+        elif latest is not None and latest.verdict == stats.N_TOO_SMALL and _kept(latest):
+            # too few runs that night for a verdict: kept when its median stands out as a boundary
+            # of the history's segments would (:func:`boundary_ps`, at :data:`SEGMENT_ALPHA`)
+            p = float(boundary_ps(med, [0, *sorted(found), last, last + 1])[0][-1])
+            if p <= SEGMENT_ALPHA:
+                found[last] = (latest, LATEST)
+                chosen[last] = p
     earlier = sorted(i for i in found if i < last)
     standing = None
     if earlier and found[earlier[-1]][0].verdict == stats.WORSE:  # is that regression still there?
