@@ -71,7 +71,8 @@ def trend(
     wide: bool = WIDE_OPTION,
 ):
     from cmx.analysis import gate
-    from cmx.analysis.trend import latest_gate, trend as trend_of
+    from cmx.analysis.trend import trend as trend_of
+    from cmx.analysis.trend_gate import latest_gate
     from cmx.analysis.trend_format import as_json, as_markdown, as_table
 
     try:

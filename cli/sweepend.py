@@ -90,7 +90,7 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
         return
     from cmx.engine.results.metricdefs import HEADLINE
 
-    from cmx.analysis.trend import cell_names, standing
+    from cmx.analysis.trend_gate import cell_names, standing
 
     # the sweep's own labels name the cells by the dimensions that vary; with one cell, by all of its
     names = {c: labels[c] if labels.get(c, c) != c else n for c, n in cell_names(res).items()}
