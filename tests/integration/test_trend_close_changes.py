@@ -9,6 +9,7 @@ work dir and Redis database (9), so no other sweep on this machine holds its hos
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -71,6 +72,12 @@ def test_close_changes_from_real_runs_are_found_at_their_nights_and_sizes_and_ga
     [series] = json.loads(trend.stdout)["series"]
     found = {int(c["at"]): c["change_pct"] for c in series["changes"]}
     assert sorted(found) == sorted(CHANGES), series["changes"]
-    for night, pct in CHANGES.items():
-        assert abs(found[night] - pct) <= 3.0, (night, series["changes"])  # Celery's own share is ~1 %
+    # The true size is the service time's between the true segments (the median of their nights'
+    # medians): Celery's own share of a task (2-3 ms on a loaded machine) dilutes the nap's change.
+    medians = [p["median"] for p in series["points"]]
+    edges = [1, *CHANGES, len(NAPS) + 1]
+    for k, night in enumerate(CHANGES, 1):
+        before = statistics.median(medians[edges[k - 1] - 1 : night - 1])
+        after = statistics.median(medians[night - 1 : edges[k + 1] - 1])
+        assert abs(found[night] - 100 * (after / before - 1)) <= 3.0, (night, series["changes"])
     assert failed == REGRESSIONS, failed
