@@ -106,19 +106,19 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS series_summaries (key VARCHAR PRIMARY KE
 
 
 _FIELDS = ("n", "median", "low", "high", "cv")
-#: What a split test's key holds beside its medians (the code's version is in every key already).
-PERMUTATION_KEY = "permutations"
 
 
 @dataclass(frozen=True)
 class Found:
     """What the search of one series found (trend.change_steps): its changes (index, comparison,
-    method) and the test of its latest point against the points since the last change before it
-    (``latest``: None when the test showed nothing and was not asked for in full, or the series has
-    one point)."""
+    method, the p of the test that chose it), the test of its latest point against the stable
+    points before it (``latest``: None when the test showed nothing and was not asked for in full,
+    or the series has one point), and, when the last change before the latest point was worse, the
+    latest point against the points before that change (``standing``: is the regression still there?)."""
 
     changes: list
     latest: stats.Comparison | None = None
+    standing: stats.Comparison | None = None
 
 
 class Cache:
@@ -213,11 +213,11 @@ class Cache:
             self.pending["comparisons"].append((key, self.tested[key]))
         return [computed[k] if k in computed else _comparison(json.loads(self.tested[k])) for k in keys]
 
-    def _split_ps(self, requests: list) -> tuple[list[str], list]:
-        """The keys and answers of each split request (changepoints.SplitTest: a permutation test's
-        p, or the best split, of some medians): read back when asked of these medians before, else
+    def _segments(self, requests: list) -> tuple[list[str], list]:
+        """The keys and answers of each segmentation request (changepoints.SegmentTest: one window's
+        boundaries and their p, of some medians): read back when asked of these medians before, else
         computed (and kept)."""
-        keys = [_key("split", list(r.medians), r.best, PERMUTATION_KEY) for r in requests]
+        keys = [_key("segments", list(r.medians), r.alpha) for r in requests]
         unread = [k for k in keys if k not in self.tested]
         self.tested |= dict(
             self._read("SELECT key, value FROM comparisons WHERE key IN (SELECT unnest(?::VARCHAR[]))", unread)
@@ -231,7 +231,7 @@ class Cache:
     def many(self, steps, series: list[tuple], test_many) -> list:
         """What ``steps(runs, medians, full_latest)`` (trend.change_steps) finds of each series
         (``series[i]``: runs, medians, better, margin_pct, full_latest), its tests (before, after,
-        full) answered by :meth:`tests`: read back in one query for the series whose runs are what
+        full, or a list of them) answered by :meth:`tests`: read back in one query for the series whose runs are what
         they were (a finished history); the others advance together, each round's new tests
         computed in one batch by ``test_many``."""
         keys = [
@@ -249,6 +249,7 @@ class Cache:
         read = {key: series_key(runs, stats.RESAMPLES) not in self.grown for key, (runs, *_) in todo.items()}
         running = {key: (steps(runs, medians, full), None) for key, (runs, medians, _, _, full) in todo.items()}
         asked: dict[str, list[str]] = {key: [] for key in todo}
+        several: dict[str, bool] = {}
         while running:  # a round: every unfinished series asks its next test
             waiting, splits = [], []
             for key, (gen, answer) in list(running.items()):
@@ -258,21 +259,25 @@ class Cache:
                     found[key] = done.value
                     del running[key]
                     continue
-                if hasattr(request, "medians"):  # changepoints.SplitTest: answers itself
+                if hasattr(request, "medians"):  # changepoints.SegmentTest: answers itself
                     splits.append((key, request))
                     continue
-                before, after, full = request
                 _, _, better, margin_pct, _ = todo[key]
-                waiting.append((key, (before, after, better, margin_pct, full)))
-            for (key, _), split_key, p in zip(splits, *self._split_ps([m for _, m in splits])):
+                several[key] = isinstance(request, list)  # several tests at once, answered with a list
+                for before, after, full in request if several[key] else [request]:
+                    waiting.append((key, (before, after, better, margin_pct, full)))
+            for (key, _), split_key, p in zip(splits, *self._segments([m for _, m in splits])):
                 asked[key].append(split_key)
                 running[key] = (running[key][0], p)
             tests = [t for _, t in waiting]
             test_keys = [_test_key(*t) for t in tests]
             answers = self._answers(test_keys, tests, test_many, [read[key] for key, _ in waiting])
+            replies: dict[str, list] = {}
             for (key, _), test_key, answer in zip(waiting, test_keys, answers):
                 asked[key].append(test_key)
-                running[key] = (running[key][0], answer)
+                replies.setdefault(key, []).append(answer)
+            for key, got in replies.items():
+                running[key] = (running[key][0], got if several[key] else got[0])
         for key in todo:
             self.pending["series_changes"].append((key, json.dumps(_found_json(found[key]))))
             self.pending["series_tests"].append((key, asked[key]))
@@ -300,13 +305,18 @@ class Cache:
 
 def _found_json(found) -> dict:
     return {
-        "changes": [(i, asdict(c), how) for i, c, how in found.changes],
+        "changes": [(i, asdict(c), *rest) for i, c, *rest in found.changes],
         "latest": None if found.latest is None else asdict(found.latest),
+        "standing": None if found.standing is None else asdict(found.standing),
     }
 
 
 def _found(data: dict) -> "Found":
-    return Found([(i, _comparison(c), how) for i, c, how in data["changes"]], _comparison(data["latest"]))
+    return Found(
+        [(i, _comparison(c), *rest) for i, c, *rest in data["changes"]],
+        _comparison(data["latest"]),
+        _comparison(data.get("standing")),
+    )
 
 
 def _comparison(data: dict | None) -> stats.Comparison | None:

@@ -6,10 +6,11 @@ point), or, with ``by="tag.KEY"``, every sweep tagged with one value of KEY (in 
 first ran). Each point: n, median and 95 % interval of its ok runs (:func:`stats.summarize_many`,
 the same numbers as ``stats.summarize``).
 
-Change points: :mod:`cmx.analysis.changepoints` (E-divisive means, each change measured between its
+Change points: :mod:`cmx.analysis.changepoints` (the nights' medians segmented by backward
+elimination, each boundary tested between its neighbouring segments; each change measured between its
 neighbours); here, every series' tests run in one batch a round, their p adjusted together within a
 group (:func:`_adjust`), and the groups (headline, other, harness, noise) set from the experiment's
-headline (:mod:`cmx.analysis.headline`): only the headline gates (:func:`latest_gate`).
+headline (:mod:`cmx.analysis.headline`): only the headline gates (:mod:`cmx.analysis.trend_gate`).
 """
 
 from __future__ import annotations
@@ -20,17 +21,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 
-from cmx.analysis import fingerprint, gate, noise, statcache, stats
+from cmx.analysis import fingerprint, noise, statcache, stats
 from cmx.analysis.rules import TREND_RULE as RULE  # noqa: F401 (trend_format and the CLI read it here too)
 from cmx.analysis.changepoints import (  # noqa: F401 (the search's names, read here by tests and benchmarks)
-    EDIVISIVE,
     LATEST,
+    SEGMENTED,
     WINDOW,
     change_points,
     change_steps,
     shown,
     shown_many,
-    split_scores,
 )
 from cmx.analysis.compare import SelectionError, parse_only, selection_where
 from cmx.analysis.headline import of_experiment as headline_of
@@ -46,6 +46,7 @@ class Change:
     comparison: stats.Comparison  # the segment before (since the change before it) against the one after
     method: str
     p_adjusted: float | None = None  # Benjamini-Hochberg over the night's tests of its group (:func:`_adjust`)
+    p_chosen: float | None = None  # the p of the test that chose it (changepoints.change_steps); None: the runs' p
     noise: str | None = None  # how the two sides' hosts were loaded, when that differs (analysis/noise.py)
 
 
@@ -59,9 +60,12 @@ class Series:
     summaries: list[stats.Summary] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     group: str = metricdefs.OTHER  # headline, other, harness, noise (metricdefs.group_of)
-    #: The latest point against the points since the last change before it (headline series: always;
+    #: The latest point against the stable points just before it (headline series: always;
     #: others: when it showed a change), whatever it showed: what ``--fail-on inconclusive`` reads.
     latest: stats.Comparison | None = None
+    #: When the last change before the latest point was worse: the latest point against the points
+    #: before that change (the gate keeps failing while it shows worse).
+    standing: stats.Comparison | None = None
 
 
 @dataclass
@@ -73,6 +77,8 @@ class TrendResult:
     cells: dict[str, dict] = field(default_factory=dict)  # cell_id → its dimension values (for labels)
     #: Fingerprint facts that changed along the points (cmx.analysis.fingerprint.changes), for stderr.
     warnings: list[str] = field(default_factory=list)
+    #: The dimensions the experiment's definition names (its ``fixed:`` and ``matrix:`` keys).
+    named: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- data
@@ -232,8 +238,9 @@ def _trend(
             shown_many,
         )
         for s, f in zip(series, found):
-            s.changes = [Change(i, s.ats[i], r, how) for i, r, how in f.changes]
+            s.changes = [Change(i, s.ats[i], r, how, p_chosen=p) for i, r, how, p in f.changes]
             s.latest = f.latest
+            s.standing = f.standing
     _adjust(series)
     _label_noise(con, series, point_runs)
     cells = {
@@ -249,17 +256,31 @@ def _trend(
         series,
         {s.cell_id: cells.get(s.cell_id, {}) for s in series},
         _fingerprint_changes(con, by, ats, run_ids),
+        _named_dimensions(con, experiment, revision),
     )
 
 
+def _named_dimensions(con, experiment: str, revision: int) -> list[str]:
+    """The keys of the ``fixed:`` and ``matrix:`` of the revision's latest sweep's definition."""
+    row = con.execute(
+        "SELECT definition FROM sweeps WHERE experiment = ? AND coalesce(revision, 1) = ? "
+        "ORDER BY started_at DESC LIMIT 1",
+        [experiment, revision],
+    ).fetchone()
+    definition = json.loads(row[0]) if row and isinstance(row[0], str) else (row[0] if row else None) or {}
+    return [k for part in ("fixed", "matrix") for k in (definition.get(part) or {}) if isinstance(k, str)]
+
+
 def _adjust(series: list[Series]) -> None:
-    """False alarms held down across the night: the p of every change found, with one test more for
-    each series' latest point, adjusted together within each group (Benjamini-Hochberg, scipy's
-    ``false_discovery_control``); a change whose adjusted p is above ALPHA is dropped. A latest test
-    that showed nothing counts as p = 1: with BH, tests above ALPHA change no decision below it."""
+    """False alarms held down across the night: the p of the test that chose each change found (its
+    boundary between its neighbouring segments, or the latest night against the nights before it),
+    with one test more for each series' latest point, adjusted together within each group
+    (Benjamini-Hochberg, scipy's ``false_discovery_control``); a change whose adjusted p is above
+    ALPHA is dropped. A latest test that showed nothing counts as p = 1: with BH, tests above ALPHA
+    change no decision below it."""
     for group in metricdefs.GROUPS:
         members = [s for s in series if s.group == group]
-        ps = [c.comparison.p_value for s in members for c in s.changes]
+        ps = [c.comparison.p_value if c.p_chosen is None else c.p_chosen for s in members for c in s.changes]
         tests = len(ps) + sum(
             1 for s in members if len(s.ats) > 1 and not any(c.index == len(s.ats) - 1 for c in s.changes)
         )
@@ -309,28 +330,6 @@ def latest_verdicts(result: TrendResult, groups: tuple[str, ...] = metricdefs.GR
     """The changes found at each series' latest point, of series in ``groups`` (``--fail-on worse``
     gates on the headline's)."""
     return [(s, c) for s in result.series if s.group in groups for c in s.changes if c.index == len(s.ats) - 1]
-
-
-def latest_gate(result: TrendResult) -> list[gate.Judged]:
-    """What ``--fail-on`` reads: each headline series' latest point, as a change found there (worse,
-    better, small) or, when none was kept, its test against the points since the last change
-    (a difference the false-discovery or the nights' guard did not keep reads inconclusive)."""
-    judged = []
-    for s in result.series:
-        if s.group != metricdefs.HEADLINE:
-            continue
-        label = f"{s.metric} of {s.cell_id} at {s.ats[-1]}"
-        at_latest = [c for c in s.changes if c.index == len(s.ats) - 1]
-        if at_latest:
-            r = at_latest[0].comparison
-            pct = "" if r.change_pct is None else f" {r.change_pct:+.1f}%"
-            judged.append(gate.Judged(label + pct, r.verdict, r.baseline.n, r.contender.n))
-        elif s.latest is not None:
-            verdict = stats.INCONCLUSIVE if s.latest.verdict in stats.SHOWN else s.latest.verdict
-            judged.append(gate.Judged(label, verdict, s.latest.baseline.n, s.latest.contender.n))
-        else:
-            judged.append(gate.Judged(label, stats.N_TOO_SMALL, s.summaries[-1].n, 0))
-    return judged
 
 
 def at_sweep_end(con, experiment: str, revision: int) -> TrendResult | None:

@@ -1,5 +1,6 @@
 """How benchmarks/changepoints.py scores the change points a tool found in a history whose true
-changes it made: matched within ±1 night (the nearest first), the size error of each match, false
+changes it made: matched within ±``tolerance`` nights (1 by default; 0: at its night; the nearest
+first), the size error of each match, false
 changes on the latest night or near a true one, and false changes per 100 nights of A/A histories.
 A ramp is one true change matched by any change inside it."""
 
@@ -51,7 +52,7 @@ class Score:
         return f"{100 * self.aa_false / self.aa_nights:.2f}" if self.aa_nights else "-"
 
 
-def score(h, found: list[tuple[int, float, str]]) -> Score:
+def score(h, found: list[tuple[int, float, str]], tolerance: int = 1) -> Score:
     sc, s = h.scenario, Score()
     reported = sorted(found)
     if sc.ramp:  # one true change, matched by the first change inside the ramp (±1 night)
@@ -62,9 +63,12 @@ def score(h, found: list[tuple[int, float, str]]) -> Score:
         s.false_last = sum(c[0] == len(h.values) - 1 for c in reported if c not in inside)
         return s
     s.true, s.reported = len(sc.changes), len(reported)
-    # Pairs within ±1 night, the nearest first (an exact hit is never taken by a neighbouring change).
+    # Pairs within ±tolerance nights, the nearest first (an exact hit is never taken by a neighbouring change).
     pairs = sorted(
-        (abs(c[0] - at), t, j) for t, at in enumerate(sc.changes) for j, c in enumerate(reported) if abs(c[0] - at) <= 1
+        (abs(c[0] - at), t, j)
+        for t, at in enumerate(sc.changes)
+        for j, c in enumerate(reported)
+        if abs(c[0] - at) <= tolerance
     )
     used_t, used_j = set(), set()
     for _, t, j in pairs:
@@ -89,17 +93,19 @@ def score(h, found: list[tuple[int, float, str]]) -> Score:
 TOOLS = ("cmx", "cmx b/w", "otava")
 
 
-def scores(hs: list, key) -> dict:
-    """{group key: {tool: Score}} and the overall under key None."""
+def scores(hs: list, key, tools=TOOLS, tolerance: int = 1) -> dict:
+    """{group key: {tool: Score}} and the overall under key None; a tool is a key of ``h.found`` ("cmx
+    b/w": cmx's changes of verdict better or worse only)."""
     out: dict = {}
     for h in hs:
-        for tool in TOOLS:
-            if tool == "otava" and "otava" not in h.found:
+        for tool in tools:
+            source = "cmx" if tool == "cmx b/w" else tool
+            if source not in h.found:
                 continue
-            found = h.found["otava" if tool == "otava" else "cmx"]
+            found = h.found[source]
             if tool == "cmx b/w":
                 found = [c for c in found if c[2] in BETTER_WORSE]
-            one = score(h, found)
+            one = score(h, found, tolerance)
             for group in (key(h), None):
                 out.setdefault(group, {}).setdefault(tool, Score()).add(one)
     return out

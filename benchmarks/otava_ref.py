@@ -1,6 +1,6 @@
 """apache-otava as the reference of benchmarks/changepoints.py: it does not install beside this
-project's numpy/scipy pins, so it runs in a venv of its own (~/.cache/cmx-bench/otava-venv, made on
-first use: python3 -m venv; pip install apache-otava), fed JSON on stdin."""
+project's numpy/scipy pins, so it runs in a venv of its own (~/.cache/cmx-bench/otava-venv, or
+``CMX_OTAVA_VENV``; made on first use: python3 -m venv; pip install apache-otava), fed JSON on stdin."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-OTAVA_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx-bench" / "otava-venv"
+#: Otava's venv: ``CMX_OTAVA_VENV`` when set (e.g. /tmp/otava-venv), else in the user's cache dir.
+OTAVA_VENV = Path(
+    os.environ.get("CMX_OTAVA_VENV")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cmx-bench" / "otava-venv"
+)
 
 OTAVA_SCRIPT = """import json, sys
 from otava.analysis import compute_change_points

@@ -29,9 +29,9 @@ class TrendFormat(str, enum.Enum):
         "points.\n\n"
         "Each finished sweep is one point (an interrupted sweep and the run that resumed it are one). "
         f"{TREND_RULE.rstrip('.')}. "  # the rule as analysis/rules.py words it, for every page that states it
-        "The latest point is always compared with the runs since the last change before it, so a regression shows the "
-        "night it happens. When the points ran on different environments (package versions, servers, kernel, CPU, "
-        "governor: the fingerprint compare warns of), stderr "
+        "The latest point is always compared with the stable nights just before it, so a regression shows the night "
+        "it happens, and keeps failing --fail-on worse while it stands. When the points ran on different "
+        "environments (package versions, servers, kernel, CPU, governor: the fingerprint compare warns of), stderr "
         "names each fact and the point it changed at; a change whose "
         "two sides' hosts were loaded differently from outside the run says so beside it (noise labels a change, never "
         "hides one).\n\n"
@@ -63,15 +63,16 @@ def trend(
         None,
         "--fail-on",
         metavar="worse[,inconclusive]",
-        help="`worse`: exit 1 when a headline metric's latest point is shown worse "
-        "(a nightly CI gate); `worse,inconclusive`: also when its latest point "
+        help="`worse`: exit 1 when a headline metric's latest point is shown worse, or a regression before it "
+        "still stands (a nightly CI gate); `worse,inconclusive`: also when its latest point "
         "shows neither worse nor alright. A gate whose latest point has too few "
         "runs to show anything says so on stderr.",
     ),
     wide: bool = WIDE_OPTION,
 ):
     from cmx.analysis import gate
-    from cmx.analysis.trend import latest_gate, trend as trend_of
+    from cmx.analysis.trend import trend as trend_of
+    from cmx.analysis.trend_gate import latest_gate
     from cmx.analysis.trend_format import as_json, as_markdown, as_table
 
     try:

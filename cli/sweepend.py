@@ -90,14 +90,25 @@ def say_history(experiment: str, revision: int, db_path: Path, labels: dict[str,
         return
     from cmx.engine.results.metricdefs import HEADLINE
 
+    from cmx.analysis.trend_gate import cell_names, standing
+
+    # the sweep's own labels name the cells by the dimensions that vary; with one cell, by all of its
+    names = {c: labels[c] if labels.get(c, c) != c else n for c, n in cell_names(res).items()}
     points = max(len(s.ats) for s in res.series)
     changed = [
-        f"{s.metric} of {labels.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
+        f"{s.metric} of {names.get(s.cell_id, s.cell_id)} {_signed(c.comparison.change_pct, '+.1f')} % "
         f"({c.comparison.verdict}, p {_signed(c.comparison.p_value, '.2g')})"
         for s, c in latest_verdicts(res, (HEADLINE,))
     ]
     others = len(latest_verdicts(res)) - len(changed)
     said = f"changes at this sweep: {'; '.join(changed)}" if changed else "no headline change at this sweep"
+    stands = [
+        f"{s.metric} of {names.get(s.cell_id, s.cell_id)} since {c.at}"
+        for s in res.series
+        if s.group == HEADLINE and (c := standing(s)) is not None
+    ]
+    if stands:
+        said += f"; still worse: {'; '.join(stands)}"
     if others:
         said += f" ({others} change(s) of other metrics: not gating)"
     out.print(
