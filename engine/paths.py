@@ -29,6 +29,18 @@ SCHEMA = ROOT / "docs" / "cmx.schema.json"
 LOCAL_INVENTORY = Path("inventory") / "local.yml"
 
 
+#: Where each host's work dir is made when the inventory sets no ``cmx_workdir``:
+#: ``<root>/<inventory name>``. The environment variable moves the root (a disk with room, or one
+#: root per concurrent test process); engine/hosts/playbooks/vars/cmx.yml reads the same variable.
+WORKDIR_ROOT_ENV = "CMX_WORKDIR_ROOT"
+DEFAULT_WORKDIR_ROOT = "/var/tmp/cmx"
+
+
+def default_workdir(host: str) -> str:
+    """A host's work dir when its inventory sets no ``cmx_workdir``."""
+    return f"{os.environ.get(WORKDIR_ROOT_ENV) or DEFAULT_WORKDIR_ROOT}/{host}"
+
+
 def user_cache(name: str) -> Path:
     """A file or folder of the controller's cache, shared by every results folder of this user:
     ``$XDG_CACHE_HOME/cmx/<name>`` (``~/.cache/cmx/<name>``)."""

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from cmx.engine import paths
 from cmx.engine.errors import InputError, Problem
 
 #: Seconds ssh may take to connect (BatchMode: never a prompt).
@@ -140,7 +141,7 @@ def connections(inventory_path: Path, hosts: list[str]) -> dict[str, Connection]
 
 
 def _connection(name: str, vals: dict, where: str) -> Connection:
-    workdir = str(vals.get("cmx_workdir") or f"/var/tmp/cmx/{name}")
+    workdir = str(vals.get("cmx_workdir") or paths.default_workdir(name))
     become = _true(vals.get("ansible_become"))
     common = {
         "keep_files": _true(vals.get("cmx_keep_host_files")),
