@@ -17,6 +17,14 @@ from cmx.analysis import views
 REPO = Path(__file__).resolve().parent.parent
 CMX = [sys.executable, "-m", "cmx.cli.main"]
 
+#: The xdist worker this process is (gw0, gw1 …; "main" without xdist): the one source of
+#: per-worker names, so any two tests can run at once. A sweep on the built-in inventory works in
+#: its host's default work dir, whose lock lets one sweep at a time in (engine/hosts/hostlock.py):
+#: each worker gets a work-dir root of its own (CMX_WORKDIR_ROOT, engine/paths.py), inherited by
+#: every cmx the tests start. Kept across suites, as a lab host keeps its provisioned venv.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+os.environ.setdefault("CMX_WORKDIR_ROOT", f"/var/tmp/cmx-test/{WORKER}")
+
 
 def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run the real CLI as a user would, from the repository (the user's workspace)."""
@@ -179,3 +187,54 @@ def driving(workdir: Path) -> set[str]:
 def results(tmp_path) -> Path:
     """A results database path of the test's own (artifacts and wheelhouse land beside it)."""
     return tmp_path / "results" / "cmx.duckdb"
+
+
+# The machine as the suite found it (tests/machine_state.py): read when the whole suite starts, on
+# the one process that sees it end (xdist's controller, or pytest itself without workers), and
+# compared when every test has ended. Anything left behind fails the suite, named.
+_STATE_BEFORE = "cmx_machine_before"
+
+
+def _whole_suite(config) -> bool:
+    roots = {REPO.resolve(), (REPO / "tests").resolve()}
+    return not hasattr(config, "workerinput") and all(
+        Path(a.split("::")[0]).resolve() in roots for a in (config.args or ["tests"])
+    )
+
+
+def pytest_sessionstart(session):
+    if _whole_suite(session.config) and not session.config.option.collectonly:
+        from tests import machine_state
+
+        setattr(session.config, _STATE_BEFORE, machine_state.snapshot())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, _STATE_BEFORE, None)
+    if before is None:
+        return
+    from tests import machine_state
+
+    left = machine_state.left_behind(before, machine_state.snapshot())
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        write = reporter.write_line if reporter else (lambda line, **_: print(line))
+        write("")
+        write("LEFT BEHIND: the suite left these on the machine (tests/machine_state.py):", red=True)
+        for kind, items in left.items():
+            write(f"  {kind} ({len(items)}): " + "; ".join(items[:20]) + (" ..." if len(items) > 20 else ""))
+        if session.exitstatus == 0:
+            session.exitstatus = 1
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test holds the machine while it runs, with its module's fixtures' setup and teardown:
+    shared, or whole when it is marked ``alone`` (tests/alone.py)."""
+    from tests.alone import hold
+
+    root = item.config._tmp_path_factory.getbasetemp()
+    if hasattr(item.config, "workerinput"):
+        root = root.parent  # xdist: each worker's basetemp is popen-gwN inside the suite's own
+    with hold(root / "cmx-machine", alone=item.get_closest_marker("alone") is not None):
+        yield
