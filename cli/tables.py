@@ -49,8 +49,10 @@ def _needs(column, numeric: bool) -> int:
     lines = [line for cell in column._cells for line in _lines(cell)]
     header = _plain(column.header)
     head = max((len(w) for w in header.split()), default=0)
-    if numeric or column.no_wrap:  # its header does not wrap either
+    if column.no_wrap:  # its header does not wrap either
         return max([len(line) for line in [*lines, *header.split("\n")]] + [1])
+    if numeric:  # its header may wrap between words (a status table's many counts fit 80 columns)
+        return max([len(line) for line in lines] + [min(head, WORD)] + [1])
     words = [len(w) for line in lines for w in line.split()]
     return max([min(max(words, default=1), WORD), min(head, HEAD_WORD), 1])
 

@@ -10,7 +10,8 @@ from cmx.engine.hosts.connection import connections
 from tests.conftest import REPO, write
 
 
-def test_local_hosts_run_the_agent_of_their_work_dir_without_ssh():
+def test_local_hosts_run_the_agent_of_their_work_dir_without_ssh(monkeypatch):
+    monkeypatch.delenv("CMX_WORKDIR_ROOT", raising=False)  # the suite sets one per xdist worker
     conn = connections(REPO / "inventory" / "local.yml", ["localhost"])["localhost"]
     assert conn.local and conn.workdir == "/var/tmp/cmx/localhost"
     argv = conn.agent_command("workloads-abc", 20)
