@@ -23,7 +23,9 @@ CMX = [sys.executable, "-m", "cmx.cli.main"]
 #: each worker gets a work-dir root of its own (CMX_WORKDIR_ROOT, engine/paths.py), inherited by
 #: every cmx the tests start. Kept across suites, as a lab host keeps its provisioned venv.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
-os.environ.setdefault("CMX_WORKDIR_ROOT", f"/var/tmp/cmx-test/{WORKER}")
+# Set, not defaulted: xdist's controller imports this file before it starts the workers, which
+# inherit its environment (a default there would give every worker the controller's root).
+os.environ["CMX_WORKDIR_ROOT"] = f"/var/tmp/cmx-test/{WORKER}"
 
 
 def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import cmx, query, write
 
-pytestmark = pytest.mark.integration
+# alone: a night's known answer is its tasks' speed, which other tests' load on 2 cores would move (tests/alone.py).
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 #: The user's task: it sleeps as long as the file next to the experiment says (read on each call),
 #: so a night can be made slower without changing the experiment's definition.
