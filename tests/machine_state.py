@@ -32,6 +32,7 @@ _OURS = (
     "cmx.workloads.host.sampler",
     "cmx.workloads.host.agent",
     "/pytest-of-",
+    "/cmx-suite/",  # the Makefile's --basetemp: a test's private server runs from its folder
     "cmx-test",
 )
 
