@@ -26,6 +26,12 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 # Set, not defaulted: xdist's controller imports this file before it starts the workers, which
 # inherit its environment (a default there would give every worker the controller's root).
 os.environ["CMX_WORKDIR_ROOT"] = f"/var/tmp/cmx-test/{WORKER}"
+# An xdist worker starts with COLUMNS=80 and LINES=24 in its environment (a serial pytest has
+# neither), and every cmx a test starts would print to 80 columns instead of a log's width
+# (cli/tables.py LOG_WIDTH), cutting the tables the tests read. A worker runs as a serial pytest does.
+if WORKER != "main":
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 def cmx(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
