@@ -106,6 +106,22 @@ def rabbit_api(method: str, path: str, body: dict | None = None):
     return json.loads(text) if text else None
 
 
+def forget_redis(url: str, name: str) -> None:
+    """Remove what a test's own Celery app left on Redis under its unique queue ``name``: the queue,
+    and kombu's binding records of its exchange (``_kombu.binding.<name>`` and
+    ``_kombu.binding_permanent.<name>``, the exchange named after the default queue). The suite's
+    end checks that no such key is left (tests/machine_state.py)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(f"*{name}*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
 def query(db: Path, sql: str, params=None) -> list[tuple]:
     """Read the results database as `cmx sql` does (waits while a live sweep holds its brief
     write lock; the analysis views are there)."""

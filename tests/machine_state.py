@@ -83,6 +83,13 @@ def _rabbitmq() -> tuple[set[str], set[str]] | None:
     return vhosts, queues
 
 
+#: kombu's index of every exchange's binding table on a Redis database (a sorted set, exchange ->
+#: when its table expires): shared by every app on the database, created by the first and never
+#: removed; a member whose table is gone is no one's (kombu drops it), and a table still there is
+#: its own key, seen on its own.
+SHARED_INDEX = b"_kombu.binding_deadlines"
+
+
 def _redis() -> set[str] | None:
     try:
         import redis
@@ -97,6 +104,8 @@ def _redis() -> set[str] | None:
             for name in names:
                 pipe.ttl(name)
             for name, ttl in zip(names, pipe.execute()):
+                if name == SHARED_INDEX:
+                    continue
                 if ttl == -1:  # no expiry: stays until someone removes it
                     keys.add(f"db{db}:{name.decode(errors='replace')}")
     except Exception:  # noqa: BLE001

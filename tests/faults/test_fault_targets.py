@@ -43,8 +43,9 @@ def test_a_fault_strikes_the_worker_host_its_target_names(lab):
         root / "targets.yaml",
         """
         name: fault-targets
-        # stream 500 tasks at 100/s over both worker hosts; each run's kill comes 1.5 s in
-        workload: {name: throughput, params: {tasks: 500, mode: stream, rate: 100}}
+        # stream 1000 tasks at 100/s over both worker hosts; each run's kill comes 1.5 s in, and
+        # the stream goes on 8 s more: time for a replacement to start over SSH on a loaded machine
+        workload: {name: throughput, params: {tasks: 1000, mode: stream, rate: 100}}
         fixed: {pool: threads, concurrency: 2, broker: redis, machines: 2, prefetch_multiplier: 1}
         matrix:
           fault: [kill_worker@1.5s:2, kill_worker@1.5s:all]

@@ -14,6 +14,8 @@ import uuid
 
 import pytest
 
+from tests.conftest import forget_redis
+
 # alone: a capture records every task event on its broker's database, and this module's tests share
 # theirs (db 11): two at once counted each other's tasks (350 captured of 200 sent, in parallel).
 pytestmark = [pytest.mark.integration, pytest.mark.alone]
@@ -76,12 +78,13 @@ def _fleet(tmp_path, url=URL, sent=True):
 
 @pytest.fixture
 def fleet(tmp_path):
-    worker, _, env = _fleet(tmp_path)
+    worker, q, env = _fleet(tmp_path)
     try:
         yield tmp_path, env
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
+        forget_redis(URL, q)
 
 
 def _send(tmp_path, env, fast, slow):
@@ -197,8 +200,11 @@ def test_the_profile_records_where_arrivals_come_from(tmp_path, url, sent):
         worker.wait(timeout=30)
         from kombu import Connection
 
-        with Connection(url) as conn:  # on RabbitMQ the queue outlived the test, with what was not run
-            conn.default_channel.queue_delete(q)
+        if url.startswith("redis"):
+            forget_redis(url, q)
+        else:
+            with Connection(url) as conn:  # on RabbitMQ the queue outlived the test, with what was not run
+                conn.default_channel.queue_delete(q)
     assert cap.returncode == 0, stderr
     rows = read_rows(out)
     assert len(rows) == 160
@@ -220,7 +226,7 @@ def test_a_capture_with_a_password_keeps_it_out_of_stderr_log_and_profile(tmp_pa
     user, secret = f"cmxcap{uuid.uuid4().hex[:6]}", f"pw{uuid.uuid4().hex}"
     admin = redis.Redis(host="127.0.0.1", port=6379)
     admin.execute_command("ACL", "SETUSER", user, "on", f">{secret}", "~*", "&*", "+@all")
-    worker, _, env = _fleet(tmp_path, url="redis://127.0.0.1:6379/13")
+    worker, q, env = _fleet(tmp_path, url="redis://127.0.0.1:6379/13")
     try:
         out, log = tmp_path / "profile.parquet", tmp_path / "capture.log"
         with log.open("w") as stderr:
@@ -239,6 +245,7 @@ def test_a_capture_with_a_password_keeps_it_out_of_stderr_log_and_profile(tmp_pa
         worker.wait(timeout=30)
         admin.execute_command("ACL", "DELUSER", user)
         admin.close()
+        forget_redis("redis://127.0.0.1:6379/13", q)
     text = log.read_text()
     assert cap.returncode == 0, text
     assert "captured 55 tasks" in stdout

@@ -17,7 +17,7 @@ import uuid
 import duckdb
 import pytest
 
-from tests.conftest import CMX, cmx, query, write
+from tests.conftest import CMX, cmx, forget_redis, query, write
 
 pytestmark = pytest.mark.integration
 
@@ -82,17 +82,6 @@ limits: {{run_timeout: 2m}}
 """
 
 
-def forget(queue: str) -> None:
-    """Remove what the test's own app left on Redis (its queues and kombu's bindings of them)."""
-    import redis
-
-    client = redis.Redis.from_url(URL)
-    for pattern in (f"{queue}*", f"_kombu.binding.{queue}*"):
-        keys = list(client.scan_iter(pattern))
-        if keys:
-            client.delete(*keys)
-
-
 @pytest.fixture
 def shop(tmp_path):
     q = f"shop-{uuid.uuid4().hex[:8]}"
@@ -128,7 +117,7 @@ def shop(tmp_path):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
-        forget(q)
+        forget_redis(URL, q)
 
 
 def per_name_captured(path) -> dict[str, tuple]:
@@ -272,7 +261,7 @@ def test_a_recorded_chord_is_replayed_as_a_chord(tmp_path):
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)
-        forget(q)
+        forget_redis(URL, q)
     shown = subprocess.run(
         [*CMX, "profile", "show", str(tmp_path / "canv.parquet"), "--format", "json"],
         capture_output=True,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from celery import Celery
 
+from tests.conftest import forget_redis
+
 pytestmark = pytest.mark.integration
 
 
@@ -33,14 +35,9 @@ def test_a_replayed_task_that_spawns_spends_its_runtime_less_what_sending_takes(
             app.tasks["shop.a"].run(runtime=0.5, children=[child, child])
         app.tasks["shop.b"].run(runtime=0.5)
     finally:
-        import redis
-
         with Connection(url) as conn:
             sent = conn.default_channel.queue_purge(queue)
-            conn.default_channel.queue_delete(queue)
-        db = redis.Redis.from_url(url)
-        for key in db.scan_iter(f"*{queue}*"):  # kombu's binding records of the queue and its exchange
-            db.delete(key)
+        forget_redis(url, queue)
     assert sent == 6  # every spawned task really sent
     # A send takes about a millisecond here, up to tens on a loaded machine (the suite runs in
     # parallel); the bounds hold for sends up to 100 ms (the first one opens the connection).

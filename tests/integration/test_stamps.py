@@ -16,9 +16,9 @@ import uuid
 from collections import Counter
 
 import pytest
-import redis
 
 from cmx.workloads.runtime.recorder import FRAMES, HEADERS, read_frames, write_csv
+from tests.conftest import forget_redis
 
 pytestmark = [pytest.mark.integration]
 
@@ -113,9 +113,7 @@ def test_both_ways_stamp_every_execution_once_with_its_state(tmp_path, way, pool
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        r = redis.Redis.from_url(BROKER)
-        for key in r.scan_iter(f"*{queue}*"):
-            r.delete(key)
+        forget_redis(BROKER, queue)
     write_csv(tmp_path)
     assert not list(tmp_path.glob(f"*{FRAMES}"))  # converted and removed
     pid = str(proc.pid)

@@ -25,9 +25,16 @@ from cmx.workloads.runtime.runmarks import STOP_ASKED
 #: (workloads/host/agent.py) reaps them and, when its lease ends, stops whole groups.
 SPAWNED: list[subprocess.Popen] = []
 
+#: The run dir's folder for temporary files (``TMPDIR`` of every process started here): a prefork
+#: worker's pool keeps a ``pymp-*`` folder in it that only a clean exit removes, so a worker a
+#: fault kills leaves it in the run's own folder, removed at the run's end, not in the host's /tmp.
+TEMP = "tmp"
+
 
 def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str | None, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     """Start ``cmd`` in its own session (out of the agent's and the terminal's process group)."""
+    temp = run_dir / TEMP
+    temp.mkdir(exist_ok=True)
     with open(run_dir / log, "ab") as out:
         proc = subprocess.Popen(
             cmd,
@@ -36,7 +43,7 @@ def _spawn(cmd: list[str], run_dir: Path, log: str, pidfile: str | None, stdin=s
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=os.environ.copy(),
+            env={**os.environ, "TMPDIR": str(temp)},
         )
     SPAWNED.append(proc)
     if pidfile:

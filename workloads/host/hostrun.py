@@ -167,6 +167,7 @@ def finish_report(run_dir: Path, host: str, grace: float, reset: bool, clock_por
     if any(run_dir.glob("exec-*.csv")):  # a backend's results of the tasks run here
         step("results", lambda: hostctl.remove_results(run_dir))
     (run_dir / SECRETS).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / hostctl.TEMP, ignore_errors=True)  # what the run's processes left there
     t0 = time.monotonic()
     tar = subprocess.run(["tar", "-czf", f"{run_dir}.tgz", "-C", str(run_dir), "."], capture_output=True, text=True)
     seconds["tar"] = round(time.monotonic() - t0, 4)
