@@ -30,12 +30,15 @@ quickstart: setup
 # (pytest-xdist, TEST_WORKERS processes: most of a test's time is waiting on workers, brokers and
 # fault windows, not CPU; the count is measured in docs/explanation/tests.md); a test marked
 # `alone` runs while no other does (tests/alone.py). The 30 slowest are listed at the end.
+# The longest tests start first, spread over the workers, by their measured seconds (tests/order.py,
+# tests/durations.json: `python -m tests.order /tmp/cmx-suite/junit.xml` refreshes it).
 # --basetemp: a short root for the tests' folders (/tmp/cmx-suite/popen-gwN/…, shorter than
 # pytest's own /tmp/pytest-of-root/pytest-N/…), so the paths the CLI prints fit the lines the tests read.
 TEST_WORKERS ?= 4
 test: setup
 	.ci/test-deps
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --basetemp=/tmp/cmx-suite -q -ra --durations=30
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --basetemp=/tmp/cmx-suite -q -ra --durations=30 \
+		--junitxml=/tmp/cmx-suite/junit.xml
 
 # Only tests that need no service (no Redis, RabbitMQ, PostgreSQL, Ansible host or browser): those
 # live in tests/integration and tests/faults, marked `integration`.

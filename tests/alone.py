@@ -10,6 +10,10 @@ kernel's ``flock`` on two files in the suite's shared temp root:
   from before it waits until it ends, so no new test starts while one waits (no starvation);
 - ``machine``: shared by every running test, exclusive for an ``alone`` test.
 
+A test marked ``serial(name)`` shares the machine, but never runs beside another test of the same
+``name`` (tests that share one broker database, say): an exclusive ``flock`` on ``serial-<name>``,
+taken once it holds the machine. It costs the suite nothing while the others run.
+
 A lock held by a killed worker is released by the kernel with its file. Waits are bounded
 (``WAIT_S``): a test that cannot get the machine fails saying so rather than hanging the suite.
 """
@@ -39,11 +43,13 @@ def _take(fd: int, how: int, what: str) -> None:
 
 
 @contextlib.contextmanager
-def hold(root: Path, alone: bool):
-    """The machine, shared (``alone`` False) or whole, for as long as the block runs."""
+def hold(root: Path, alone: bool, serial: str | None = None):
+    """The machine, shared (``alone`` False) or whole, for as long as the block runs; with
+    ``serial``, also that group's own lock."""
     root.mkdir(parents=True, exist_ok=True)
     gate = os.open(root / "gate.lock", os.O_CREAT | os.O_RDWR, 0o600)
     machine = os.open(root / "machine.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    group = os.open(root / f"serial-{serial}.lock", os.O_CREAT | os.O_RDWR, 0o600) if serial else None
     try:
         _take(gate, fcntl.LOCK_EX, "gate")
         try:
@@ -51,7 +57,10 @@ def hold(root: Path, alone: bool):
         finally:
             if not alone:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+        if group is not None:
+            _take(group, fcntl.LOCK_EX, f"serial {serial}")
         yield
     finally:
-        os.close(machine)  # closing the files releases their locks
-        os.close(gate)
+        for fd in (group, machine, gate):  # closing the files releases their locks
+            if fd is not None:
+                os.close(fd)

@@ -251,14 +251,24 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """In parallel, the longest tests first, spread over the workers (tests/order.py)."""
+    from tests.order import reorder
+
+    reorder(config, items)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test holds the machine while it runs, with its module's fixtures' setup and teardown:
-    shared, or whole when it is marked ``alone`` (tests/alone.py)."""
+    shared, or whole when it is marked ``alone``; one at a time among those marked ``serial`` with
+    the same name (tests/alone.py)."""
     from tests.alone import hold
 
     root = item.config._tmp_path_factory.getbasetemp()
     if hasattr(item.config, "workerinput"):
         root = root.parent  # xdist: each worker's basetemp is popen-gwN inside the suite's own
-    with hold(root / "cmx-machine", alone=item.get_closest_marker("alone") is not None):
+    alone, serial = item.get_closest_marker("alone"), item.get_closest_marker("serial")
+    with hold(root / "cmx-machine", alone=alone is not None, serial=serial.args[0] if serial else None):
         yield

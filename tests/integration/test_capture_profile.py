@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import forget_redis
 
-# alone: a capture records every task event on its broker's database, and this module's tests share
+# serial: a capture records every task event on its broker's database, and this module's tests share
 # theirs (db 11): two at once counted each other's tasks (350 captured of 200 sent, in parallel).
-pytestmark = [pytest.mark.integration, pytest.mark.alone]
+pytestmark = [pytest.mark.integration, pytest.mark.serial("capture-redis-db11")]
 
 BROKER_DB = 11
 URL = f"redis://127.0.0.1:6379/{BROKER_DB}"

@@ -57,3 +57,32 @@ def test_shared_tests_run_together(tmp_path):
     for t in threads:
         t.join(10)
     assert not inside.broken
+
+
+def test_serial_tests_of_one_name_run_one_at_a_time_beside_others(tmp_path):
+    """Two tests of one serial group never overlap; a third, of none, runs beside either."""
+    inside: list[str] = []
+    overlaps: list[tuple] = []
+    beside = threading.Event()
+
+    def serial(name: str):
+        with hold(tmp_path, alone=False, serial="db11"):
+            inside.append(name)
+            overlaps.append(tuple(inside))
+            time.sleep(0.2)
+            inside.remove(name)
+
+    def other():
+        with hold(tmp_path, alone=False):
+            deadline = time.monotonic() + 5
+            while not inside and time.monotonic() < deadline:
+                time.sleep(0.01)
+            beside.set() if inside else None
+
+    threads = [threading.Thread(target=serial, args=(n,)) for n in ("a", "b")] + [threading.Thread(target=other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(overlaps) == [("a",), ("b",)], overlaps  # each alone in its group
+    assert beside.is_set()  # the ungrouped test ran while one of the group was inside
