@@ -1,14 +1,19 @@
 """Every broker and backend value, on the real services: redis, rabbitmq, rabbitmq-quorum ×
 none, redis, rpc, postgres (the workers' connections to the backends that keep results counted,
-and those results gone once the run ended: a run leaves nothing behind)."""
+and those results gone once the run ended: a run leaves nothing behind, the rpc backend's reply
+queue included)."""
 
 from __future__ import annotations
+
+import re
+import time
 
 import psycopg2
 import pytest
 import redis
+from kombu import Connection
 
-from tests.conftest import cmx, query, write
+from tests.conftest import cmx, query, rabbit_api, write
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +34,7 @@ def test_each_broker_and_backend_carries_a_sweep(tmp_path):
     """,
     )
     db = tmp_path / "results" / "cmx.duckdb"
+    before = _default_vhost_queues()
     proc = cmx("run", str(exp), "--db", str(db))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     rows = query(
@@ -68,3 +74,26 @@ def test_each_broker_and_backend_carries_a_sweep(tmp_path):
     (run_id,) = query(db, "SELECT run_id FROM runs WHERE backend = 'redis'")[0]
     client = redis.Redis.from_url("redis://127.0.0.1:6379/1")
     assert list(client.scan_iter(match=f"cmx.{run_id}*")) == []
+
+    # The rpc backend's reply queue: Celery names it after the sending thread (a bare uuid) and
+    # keeps it a day when no one reads it; cmx names it after the run and removes it at the end.
+    # Each host wrote down the reply queues its threads named; none is on the broker now (a passive
+    # declare is the broker's own answer), and no queue named by a bare uuid appeared (the API's
+    # list lags the broker by its stats interval, 5 s).
+    (rpc_run,) = query(db, "SELECT run_id FROM runs WHERE backend = 'rpc'")[0]
+    replies = {n for f in (tmp_path / "results").rglob(f"{rpc_run}/*/rpc_replies.txt") for n in f.read_text().split()}
+    assert replies and all(n.startswith(f"cmx.{rpc_run}.") for n in replies), replies
+    with Connection("amqp://guest:guest@127.0.0.1:5672//") as conn:
+        for name in replies:
+            with pytest.raises(conn.channel_errors):
+                conn.channel().queue_declare(name, passive=True)
+    time.sleep(6)
+    left = _default_vhost_queues() - before
+    assert not [q for q in left if UUID.fullmatch(q) or rpc_run in q], left
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _default_vhost_queues() -> set[str]:
+    return {q["name"] for q in rabbit_api("GET", "queues/%2F?columns=name")}

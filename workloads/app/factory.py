@@ -60,6 +60,50 @@ def own_replies(app: Celery, prefix: str) -> None:
     )
 
 
+#: The run dir's list of the rpc backend's reply queues its processes declared (one name a line).
+RPC_REPLIES = "rpc_replies.txt"
+
+
+def own_rpc_replies(app: Celery, prefix: str, run_dir: Path) -> None:
+    """With the ``rpc`` backend, a process that sends a task declares the queue its results come
+    back on and names it in the message's ``reply_to``: Celery's ``app.thread_oid``, a uuid of the
+    sending thread, kept for ``result_expires`` (a day) when no one consumes it. A driver that
+    sends and never reads results left one on the user's broker per run, holding every result.
+    Named here ``PREFIX.<oid>.reply`` (the app's ``thread_oid``, which the rpc backend's queue and
+    the messages' ``reply_to`` both read) and written down in the run dir when a thread first
+    asks, so the run's end removes it (workloads/host/hostctl.py ``reset``, on the driver's host;
+    on Redis the run's prefix finds it on any host)."""
+    from kombu.common import oid_from
+
+    if backend_url_scheme(app) != "rpc":
+        return
+    record = Path(run_dir) / RPC_REPLIES
+
+    def thread_oid(self) -> str:
+        try:
+            return self._local.oid
+        except AttributeError:
+            name = self._local.oid = f"{prefix}.{oid_from(self, threads=True)}.reply"
+            with open(record, "a") as f:  # one short line: appends of several threads stay whole
+                f.write(name + "\n")
+            return name
+
+    app.__class__ = type("RunApp", (type(app),), {"thread_oid": property(thread_oid)})
+
+
+def backend_url_scheme(app: Celery) -> str | None:
+    url = app.conf.result_backend
+    return url.split("://", 1)[0] if isinstance(url, str) and "://" in url else None
+
+
+def rpc_replies(run_dir: Path) -> tuple[str, ...]:
+    """The reply queues :func:`own_rpc_replies` wrote down in ``run_dir`` (none: an empty tuple)."""
+    try:
+        return tuple(sorted(set((Path(run_dir) / RPC_REPLIES).read_text().split())))
+    except OSError:
+        return ()
+
+
 def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") -> Celery:
     """A Celery app wired for this run: broker, backend, queues, the cell's settings, the
     workload's tasks, and the instrumentation that stamps every task. ``client`` (worker, driver)
@@ -100,6 +144,7 @@ def create_app(spec: RunSpec, run_dir: Path, host: str, client: str = "worker") 
         app.conf.broker_transport_options = {**(app.conf.get("broker_transport_options") or {}), **transport}
     name_clients(app, spec, client)
     own_replies(app, spec.key_prefix)
+    own_rpc_replies(app, spec.key_prefix, run_dir)
     workload.register_tasks(app)
     instrument.register_wake(app)
     # throughput's params.stamping: false leaves the per-task stamps out, to measure their cost.

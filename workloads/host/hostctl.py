@@ -168,10 +168,11 @@ def drive(run_dir: Path) -> int:
 def reset(run_dir: Path) -> int:
     """Remove what the run created on its broker and backend: its queues with their messages,
     exchanges, bindings and results (workloads/host/leftovers.py). After the run, whatever its end."""
+    from cmx.workloads.app.factory import rpc_replies
     from cmx.workloads.host.leftovers import remove_run
     from cmx.workloads.runtime.spec import RunSpec
 
-    remove_run(RunSpec.load(run_dir))
+    remove_run(RunSpec.load(run_dir), replies=rpc_replies(run_dir))
     return 0
 
 

@@ -6,7 +6,10 @@ workers' control queues from their node names (``cmx-<run_id>@HOST``), and its R
 carry the run's prefix (``run_key_settings`` of workloads/servers/redis.py); a database backend's result rows
 are removed by the ids of the tasks each host's workers ran. The driver's remote-control reply
 queues are named after its threads, not the run: they are declared with a 10 s expiry (kombu's
-Mailbox), auto-deleted, and their shared binding table is kombu's to sweep.
+Mailbox), auto-deleted, and their shared binding table is kombu's to sweep. The rpc backend's
+reply queues, named after the sending thread too, are named with the run's prefix and written
+down in the run dir as they are declared (workloads/app/factory.py ``own_rpc_replies``): the
+driver's host removes them at the run's end.
 
 Each server removes its own (``remove_run`` of its module in workloads/servers/; Redis
 also keeps expiring them, ``keep_expiring``); the host's finish calls :func:`remove_run` (workloads/host/hostctl.py
@@ -34,13 +37,14 @@ __all__ = ["RunNames", "keep_expiring", "names_of", "remove_run"]
 URL_VARS = {BROKER: "CMX_BROKER_URL", BACKEND: "CMX_BACKEND_URL"}
 
 
-def names_of(spec, task_ids: tuple[str, ...] = ()) -> RunNames:
-    """The run's names, from its spec."""
+def names_of(spec, task_ids: tuple[str, ...] = (), replies: tuple[str, ...] = ()) -> RunNames:
+    """The run's names, from its spec; ``replies``: the rpc backend's reply queues a host's
+    processes declared (workloads/app/factory.py ``rpc_replies``)."""
     table = (spec.celery.get("database_table_names") or {}).get("task", "celery_taskmeta")
     return RunNames(
         spec.run_id,
         (spec.queue, spec.hold_queue, *spec.workload_queues, *spec.drivers_queues),
-        (spec.raw_queue,),
+        (spec.raw_queue, *replies),
         tuple(task_ids),
         table,
     )
@@ -69,11 +73,12 @@ def keep_expiring(spec) -> int:
     )
 
 
-def remove_run(spec, task_ids: tuple[str, ...] = ()) -> dict[str, int]:
+def remove_run(spec, task_ids: tuple[str, ...] = (), replies: tuple[str, ...] = ()) -> dict[str, int]:
     """Remove what the run created on its broker and backend (URLs from the environment, as the
     run's processes got them); {target: how many}. With ``task_ids``: the results of those tasks
-    only. Safe to call twice, and for a run that never began."""
-    names = names_of(spec, task_ids)
+    only. ``replies``: the rpc backend's reply queues, removed with the rest. Safe to call twice,
+    and for a run that never began."""
+    names = names_of(spec, task_ids, replies)
     targets = ((BACKEND, spec.backend),) if task_ids else ((BROKER, spec.broker), (BACKEND, spec.backend))
     return {
         target: servers.get(service).remove_run(target, url, names) for target, service, url in _servers(spec, targets)
