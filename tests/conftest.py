@@ -251,6 +251,13 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+def pytest_configure_node(node):
+    """xdist, on the controller: each worker is told the scheduling (it sees its own --dist as "no")."""
+    from tests.order import DIST
+
+    node.workerinput[DIST] = node.config.getoption("dist")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """In parallel, the longest tests first, spread over the workers (tests/order.py)."""

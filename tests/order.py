@@ -74,11 +74,15 @@ def arrange(items: list, workers: int, cost_of, alone) -> list:
     return out
 
 
+#: The controller's ``--dist``, handed to each worker (tests/conftest.py, pytest_configure_node).
+DIST = "cmx_dist"
+
+
 def reorder(config, items: list) -> None:
     """pytest_collection_modifyitems: in an xdist worker under worksteal, :func:`arrange` in place
     (every worker computes the same order, as xdist requires)."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or config.getoption("dist", None) != "worksteal":
+    if workerinput is None or workerinput.get(DIST) != "worksteal":  # a worker's own --dist reads "no"
         return
     costs = _costs()
     items[:] = arrange(

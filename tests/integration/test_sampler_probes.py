@@ -184,7 +184,7 @@ def _api(path: str, method: str = "GET", body: dict | None = None):
 
 def test_rabbitmq_memory_is_the_management_apis_mem_used_and_rises_with_a_filled_queue(tmp_path, sampler):
     """/api/nodes mem_used of every running node (here one), at the API's pace: a classic queue
-    holding 48 large transient messages raises it by at least their size."""
+    holding 48 large transient messages raises it by about their size."""
     _spec(tmp_path)
     vhost = f"cmx-memory-{os.getpid()}"
     _api(f"/vhosts/{vhost}", "PUT", {})
@@ -216,4 +216,6 @@ def test_rabbitmq_memory_is_the_management_apis_mem_used_and_rises_with_a_filled
     # From the lowest tick before the peak: the node's memory may fall on its own first (Erlang
     # collecting what earlier tests left), which the first tick alone would count against the fill.
     top = max(range(len(ticks)), key=lambda i: ticks[i][1])
-    assert ticks[top][1] - min(b for _, b, _ in ticks[: top + 1]) >= FILL_MIB * MIB, ticks
+    # At least 90 % of the fill, as for Redis above: the shared node's memory moves with what other
+    # tests on it do meanwhile (in parallel it once rose by 47.9 MiB for the 48 MiB put in).
+    assert ticks[top][1] - min(b for _, b, _ in ticks[: top + 1]) >= 0.9 * FILL_MIB * MIB, ticks

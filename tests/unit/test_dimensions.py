@@ -185,7 +185,7 @@ _NEW = (
     'setting="worker_lost_wait"),\n'
 )
 _PROBE = r'''
-import importlib.util, json, sys, tempfile, types
+import importlib.util, json, sys, types
 from pathlib import Path
 
 origin = importlib.util.find_spec("cmx.workloads.vocab.dimensions").origin
@@ -208,7 +208,7 @@ from cmx.workloads.vocab.dimensions import worker_argv
 from cmx.workloads.drive.workerwatch import wanted_config
 from cmx.workloads.runtime.spec import OWNED_SETTINGS, RunSpec
 
-tmp = Path(tempfile.mkdtemp())
+tmp = Path(sys.argv[2])  # the test's own tmp_path
 head = "name: n\nworkload: {name: throughput, params: {tasks: 10}}\n"
 (tmp / "ok.yaml").write_text(head + "matrix: {lost_wait: [1, 2.5]}\n")
 (tmp / "bad.yaml").write_text(head + "fixed: {lost_wait: -1, celery.worker_lost_wait: 3}\n")
@@ -233,8 +233,10 @@ print(json.dumps(out))
 '''
 
 
-def test_a_new_dimension_is_one_entry():
-    done = subprocess.run([sys.executable, "-c", _PROBE, _NEW], capture_output=True, text=True, cwd=REPO, timeout=120)
+def test_a_new_dimension_is_one_entry(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, _NEW, str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["cells"] == [1.0, 2.5]
