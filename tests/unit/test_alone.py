@@ -77,7 +77,8 @@ def test_serial_tests_of_one_name_run_one_at_a_time_beside_others(tmp_path):
             deadline = time.monotonic() + 5
             while not inside and time.monotonic() < deadline:
                 time.sleep(0.01)
-            beside.set() if inside else None
+            if inside:
+                beside.set()
 
     threads = [threading.Thread(target=serial, args=(n,)) for n in ("a", "b")] + [threading.Thread(target=other)]
     for t in threads:

@@ -75,7 +75,7 @@ def own_rpc_replies(app: Celery, prefix: str, run_dir: Path) -> None:
     on Redis the run's prefix finds it on any host)."""
     from kombu.common import oid_from
 
-    if backend_url_scheme(app) != "rpc":
+    if not str(app.conf.result_backend or "").startswith("rpc://"):  # Celery's own scheme for it
         return
     record = Path(run_dir) / RPC_REPLIES
 
@@ -89,11 +89,6 @@ def own_rpc_replies(app: Celery, prefix: str, run_dir: Path) -> None:
             return name
 
     app.__class__ = type("RunApp", (type(app),), {"thread_oid": property(thread_oid)})
-
-
-def backend_url_scheme(app: Celery) -> str | None:
-    url = app.conf.result_backend
-    return url.split("://", 1)[0] if isinstance(url, str) and "://" in url else None
 
 
 def rpc_replies(run_dir: Path) -> tuple[str, ...]:
